@@ -1,0 +1,272 @@
+//! Data flow: every variable an expression, inline template or prompt file reads is a
+//! declared state field or a built-in, and properties read from a field with a closed
+//! schema exist.
+
+use super::files::jinja_message;
+use super::schema_path::{At, resolve};
+use super::{Cx, DiagExt};
+use crate::diagnostic::Diagnostic;
+use crate::source::FileId;
+use crate::spec::{KindSpec, Sp};
+use crate::suggestion::help_for;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+/// Keys of the `run` built-in.
+pub(crate) const RUN_KEYS: [&str; 6] = [
+    "thread_id",
+    "step",
+    "max_steps",
+    "tokens",
+    "elapsed_ms",
+    "error",
+];
+/// minijinja's global functions, which look like variables to the analysis.
+const GLOBALS: [&str; 4] = ["range", "dict", "namespace", "loop"];
+
+/// Whether `result` may be read where the expression stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    State,
+    WithResult,
+}
+
+struct Flow<'a, 'c, 's> {
+    cx: &'c mut Cx<'s>,
+    schemas: &'a HashMap<String, Value>,
+    env: minijinja::Environment<'static>,
+}
+
+pub(super) fn check(cx: &mut Cx<'_>, schemas: &HashMap<String, Value>) {
+    let spec = cx.spec;
+    let templates = std::mem::take(&mut cx.templates);
+    let mut flow = Flow {
+        cx,
+        schemas,
+        env: minijinja::Environment::new(),
+    };
+    for node in &spec.nodes {
+        for e in node.only_if.iter() {
+            flow.expr(e, Scope::State);
+        }
+        for (_, e) in &node.set {
+            flow.expr(e, Scope::WithResult);
+        }
+        if let Some(route) = &node.route {
+            for e in route.on.iter().chain(route.when.iter().map(|w| &w.cond)) {
+                flow.expr(e, Scope::State);
+            }
+        }
+        match &node.body {
+            KindSpec::Llm(l) => {
+                for e in l.fallback.iter().chain(l.cache.as_ref().map(|c| &c.key)) {
+                    flow.expr(e, Scope::WithResult);
+                }
+            }
+            KindSpec::Mcp(m) => {
+                for call in &m.calls {
+                    flow.template(&call.tool);
+                    for e in call.args.iter().flat_map(|a| a.exprs()) {
+                        flow.expr(e, Scope::State);
+                    }
+                }
+            }
+            KindSpec::Policy(p) => {
+                for rule in &p.rules {
+                    flow.expr(&rule.when, Scope::State);
+                    if let Some(r) = &rule.reason {
+                        flow.template(r);
+                    }
+                }
+                if let Some(r) = &p.default_reason {
+                    flow.template(r);
+                }
+            }
+            KindSpec::Interrupt(i) => {
+                for e in i.payload.iter().flat_map(|p| p.exprs()) {
+                    flow.expr(e, Scope::State);
+                }
+            }
+            KindSpec::Finalize(f) => {
+                if let Some(r) = &f.response {
+                    flow.template(r);
+                }
+            }
+            KindSpec::Set => {}
+        }
+    }
+    for t in &templates {
+        flow.template_file(t);
+    }
+    flow.cx.templates = templates;
+}
+
+impl Flow<'_, '_, '_> {
+    fn expr(&mut self, e: &Sp<String>, scope: Scope) {
+        let vars = match self.env.compile_expression(e.get_ref()) {
+            Ok(expr) => expr.undeclared_variables(true),
+            Err(err) => {
+                self.cx
+                    .error("bad-expression", e.span(), "invalid expression")
+                    .with_label(jinja_message(&err))
+                    .with_help("expressions use minijinja syntax: `count >= 3`, `action.kind in ['a', 'b']`");
+                return;
+            }
+        };
+        self.vars(vars, scope, self.cx.file, e.span(), None);
+    }
+
+    fn template(&mut self, t: &Sp<String>) {
+        let vars = match self.env.template_from_str(t.get_ref()) {
+            Ok(tmpl) => tmpl.undeclared_variables(true),
+            Err(err) => {
+                self.cx
+                    .error("bad-template", t.span(), "invalid template")
+                    .with_label(jinja_message(&err))
+                    .with_help("templates use minijinja syntax: `Hello {{ name }}`");
+                return;
+            }
+        };
+        self.vars(vars, Scope::State, self.cx.file, t.span(), None);
+    }
+
+    fn template_file(&mut self, t: &super::TemplateFile) {
+        let Ok(tmpl) = self.env.template_from_str(&t.text) else {
+            return;
+        };
+        let vars = tmpl.undeclared_variables(true);
+        self.vars(vars, Scope::State, t.file, 0..t.text.len(), Some(&t.text));
+    }
+
+    /// Checks each variable read inside `span` of `file`. `text` is the file's text when
+    /// it is a template file; for the graph file the TOML text is used.
+    fn vars(
+        &mut self,
+        vars: std::collections::HashSet<String>,
+        scope: Scope,
+        file: FileId,
+        span: Range<usize>,
+        text: Option<&str>,
+    ) {
+        let vars: BTreeSet<String> = vars.into_iter().collect();
+        for var in vars {
+            let segs: Vec<&str> = var.split('.').collect();
+            let Some(problem) = self.problem(&segs, scope) else {
+                continue;
+            };
+            let hay = text.unwrap_or(&self.cx.text);
+            let at = narrow(hay, &span, &var, segs[0]);
+            let mut d = Diagnostic::error(problem.code, file, at, problem.message)
+                .label(problem.label)
+                .help_opt(problem.help);
+            if file != self.cx.file {
+                d = d.note("prompt templates read state fields and `run`");
+            }
+            self.cx.diags.push(d);
+        }
+    }
+
+    fn problem(&self, segs: &[&str], scope: Scope) -> Option<Problem> {
+        let first = segs[0];
+        if GLOBALS.contains(&first) {
+            return None;
+        }
+        if first == "run" {
+            let key = segs.get(1)?;
+            if RUN_KEYS.contains(key) {
+                return None;
+            }
+            return Some(Problem {
+                code: "unknown-variable",
+                message: format!("`run` has no `{key}`"),
+                label: "not a key of `run`".into(),
+                help: Some(
+                    help_for(key, RUN_KEYS)
+                        .unwrap_or_else(|| format!("`run` has {}", list(&RUN_KEYS))),
+                ),
+            });
+        }
+        if first == "result" {
+            return (scope == Scope::State).then(|| Problem {
+                code: "result-scope",
+                message: "`result` is not available here".into(),
+                label: "read outside `set`, `fallback` and `cache.key`".into(),
+                help: Some("read the node's output from the state field it was written to".into()),
+            });
+        }
+        if self.cx.spec.field(first).is_none() {
+            let candidates: Vec<&str> = self.cx.field_names().chain(["run"]).collect();
+            let help = help_for(first, candidates.iter().copied()).unwrap_or_else(|| {
+                format!("declare `[state.{first}]`, or read one of the declared fields")
+            });
+            return Some(Problem {
+                code: "unknown-variable",
+                message: format!("`{first}` is not a state field"),
+                label: "undeclared variable".into(),
+                help: Some(help),
+            });
+        }
+        let schema = self.schemas.get(first)?;
+        match resolve(schema, &segs[1..]) {
+            At::NoProperty { name, known } => Some(Problem {
+                code: "unknown-property",
+                message: format!("`{first}` has no property `{name}`"),
+                label: "not in the field's schema".into(),
+                help: Some(
+                    help_for(&name, known.iter().map(String::as_str)).unwrap_or_else(|| {
+                        format!(
+                            "its schema has {}",
+                            list(&known.iter().map(String::as_str).collect::<Vec<_>>())
+                        )
+                    }),
+                ),
+            }),
+            _ => None,
+        }
+    }
+}
+
+struct Problem {
+    code: &'static str,
+    message: String,
+    label: String,
+    help: Option<String>,
+}
+
+fn list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The span of `var` (or its first segment) as a whole word inside `span`, so the caret
+/// sits under the name rather than the whole string.
+fn narrow(text: &str, span: &Range<usize>, var: &str, first: &str) -> Range<usize> {
+    let Some(hay) = text.get(span.clone()) else {
+        return span.clone();
+    };
+    for word in [var, first] {
+        if let Some(at) = find_word(hay, word) {
+            return span.start + at..span.start + at + word.len();
+        }
+    }
+    span.clone()
+}
+
+fn find_word(hay: &str, word: &str) -> Option<usize> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(i) = hay[from..].find(word) {
+        let at = from + i;
+        let before = hay[..at].chars().next_back();
+        let after = hay[at + word.len()..].chars().next();
+        if !before.is_some_and(|c| is_ident(c) || c == '.') && !after.is_some_and(is_ident) {
+            return Some(at);
+        }
+        from = at + word.len().max(1);
+    }
+    None
+}

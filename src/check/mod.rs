@@ -1,0 +1,110 @@
+//! Check: static analysis of a [`GraphSpec`]. Every pass adds to one list, so a file's
+//! problems are reported together. Passes run in dependency order: files are read first
+//! (the later passes need the schemas), flow analysis runs on the petgraph topology.
+
+mod dataflow;
+mod files;
+mod flow;
+mod names;
+mod policy;
+mod routes;
+pub mod schema_path;
+mod types;
+
+use crate::diagnostic::Diagnostic;
+use crate::source::{FileId, Sources};
+use crate::spec::{GraphSpec, Sp};
+use crate::topology::Topology;
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// Runs every check on a loaded graph.
+pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
+    let topo = Topology::build(spec);
+    let text = sources.text(spec.file).to_string();
+    let mut cx = Cx {
+        spec,
+        file: spec.file,
+        text,
+        diags: Vec::new(),
+        schemas: HashMap::new(),
+        templates: Vec::new(),
+    };
+    names::check(&mut cx);
+    files::check(&mut cx, sources);
+    types::check(&mut cx);
+    let field_schemas = types::field_schemas(&cx);
+    dataflow::check(&mut cx, &field_schemas);
+    routes::check(&mut cx, &field_schemas);
+    flow::check(&mut cx, &topo);
+    policy::check(&mut cx, &topo);
+    cx.diags
+}
+
+/// What the passes share.
+pub(crate) struct Cx<'s> {
+    pub(crate) spec: &'s GraphSpec,
+    pub(crate) file: FileId,
+    /// The graph file's text, to place carets inside string values.
+    pub(crate) text: String,
+    pub(crate) diags: Vec<Diagnostic>,
+    /// Schema files by the path written in the graph; `None` when unreadable or invalid
+    /// (already reported).
+    pub(crate) schemas: HashMap<String, Option<serde_json::Value>>,
+    /// Template files that parsed, for the data-flow pass.
+    pub(crate) templates: Vec<TemplateFile>,
+}
+
+pub(crate) struct TemplateFile {
+    pub(crate) file: FileId,
+    pub(crate) text: String,
+}
+
+impl Cx<'_> {
+    pub(crate) fn error(
+        &mut self,
+        code: &'static str,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.diags
+            .push(Diagnostic::error(code, self.file, span, message));
+        self.diags.last_mut().expect("just pushed")
+    }
+
+    pub(crate) fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.spec.nodes.iter().map(|n| n.name.get_ref().as_str())
+    }
+
+    pub(crate) fn field_names(&self) -> impl Iterator<Item = &str> {
+        self.spec.state.iter().map(|f| f.name.get_ref().as_str())
+    }
+
+    pub(crate) fn schema(&self, path: &Sp<String>) -> Option<&serde_json::Value> {
+        self.schemas.get(path.get_ref()).and_then(Option::as_ref)
+    }
+}
+
+/// Builder-style setters on a pushed diagnostic.
+pub(crate) trait DiagExt {
+    fn with_label(&mut self, label: impl Into<String>) -> &mut Self;
+    fn with_help(&mut self, help: impl Into<String>) -> &mut Self;
+    fn with_help_opt(&mut self, help: Option<String>) -> &mut Self;
+}
+
+impl DiagExt for Diagnostic {
+    fn with_label(&mut self, label: impl Into<String>) -> &mut Self {
+        self.label = label.into();
+        self
+    }
+    fn with_help(&mut self, help: impl Into<String>) -> &mut Self {
+        self.help = Some(help.into());
+        self
+    }
+    fn with_help_opt(&mut self, help: Option<String>) -> &mut Self {
+        if help.is_some() {
+            self.help = help;
+        }
+        self
+    }
+}

@@ -1,0 +1,465 @@
+//! Load: graph file text -> [`GraphSpec`], keeping every position.
+//!
+//! TOML syntax errors stop loading (there is no tree to read); every other problem of
+//! shape (unknown keys, wrong value types, missing required keys) is collected and the
+//! rest of the file is still read, so the checker can report its own findings too.
+
+mod node;
+mod reader;
+
+use crate::diagnostic::Diagnostic;
+use crate::source::{FileId, Sources};
+use crate::spec::{
+    FieldSpec, FieldType, GraphHeader, GraphSpec, LlmDefaults, Reducer, ServerSpec, Sp, TYPE_NAMES,
+    Transport, parse_field_type,
+};
+use crate::suggestion::help_for;
+use reader::{Table, to_json};
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
+
+/// The outcome of loading one file: the spec when the TOML parsed, and every problem.
+pub struct Loaded {
+    pub spec: Option<GraphSpec>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Why a graph file could not be read at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read `{path}`")]
+pub struct ReadError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Reads and loads a graph file.
+pub fn load_file(path: &Path, sources: &mut Sources) -> Result<Loaded, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(load_str(path, &text, sources))
+}
+
+/// Loads graph text as if it were the file at `path` (which decides the root).
+pub fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded {
+    let file = sources.add(path.display().to_string(), text);
+    let mut diags = Vec::new();
+    let doc = match DeTable::parse(text) {
+        Ok(doc) => doc,
+        Err(mut err) => {
+            err.set_input(Some(text));
+            let span = err.span().unwrap_or(0..0);
+            let mut d =
+                Diagnostic::error("toml-syntax", file, span, err.message().trim().to_string())
+                    .label("invalid TOML");
+            d.preformatted = Some(format!(
+                "error: invalid TOML in `{}`\n{err}",
+                path.display()
+            ));
+            return Loaded {
+                spec: None,
+                diagnostics: vec![d],
+            };
+        }
+    };
+    let mut top = Table::new(file, "the graph file", doc.span(), doc.get_ref());
+    let header = read_header(&mut top, &mut diags);
+    let llm = read_llm(&mut top, &mut diags);
+    let servers = read_named(&mut top, "servers", &mut diags, read_server);
+    let state = read_named(&mut top, "state", &mut diags, read_field);
+    let nodes = read_named(&mut top, "nodes", &mut diags, node::read_node);
+    top.finish(&["graph", "llm", "servers", "state", "nodes"], &mut diags);
+
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let root = match &header.root {
+        Some(r) => base.join(r.get_ref()),
+        None => base.to_path_buf(),
+    };
+    let spec = GraphSpec {
+        file,
+        path: path.to_path_buf(),
+        root,
+        graph: header,
+        llm,
+        servers,
+        state,
+        nodes,
+    };
+    Loaded {
+        spec: Some(spec),
+        diagnostics: diags,
+    }
+}
+
+fn read_header(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> GraphHeader {
+    let Some(mut t) = top.table("graph", diags) else {
+        if !top.has("graph") {
+            diags.push(
+                Diagnostic::error("missing-graph", top.file, 0..0, "the file has no `[graph]` table")
+                    .label("expected `[graph]` with `name` and `entry`")
+                    .help("start the file with `[graph]`, `name = \"...\"` and `entry = \"<first node>\"`"),
+            );
+        }
+        return GraphHeader::default();
+    };
+    t.what = "`[graph]`".into();
+    let h = GraphHeader {
+        span: t.span.clone(),
+        name: t.str("name", diags),
+        description: t
+            .str("description", diags)
+            .map(|s| s.into_inner())
+            .unwrap_or_default(),
+        entry: t.str("entry", diags),
+        root: t.str("root", diags),
+        max_steps: t.uint("max_steps", 1, diags),
+        max_wall_time: t.duration("max_wall_time", diags),
+        max_tokens: t.uint("max_tokens", 1, diags),
+        on_limit: t.str("on_limit", diags),
+        require_policy: t.bool("require_policy", diags).unwrap_or(false),
+    };
+    for (key, present) in [("name", h.name.is_some()), ("entry", h.entry.is_some())] {
+        if !present && !t.has(key) {
+            diags.push(
+                Diagnostic::error(
+                    "missing-key",
+                    t.file,
+                    t.span.clone(),
+                    format!("`[graph]` has no `{key}`"),
+                )
+                .label(format!("`{key}` is required")),
+            );
+        }
+    }
+    t.finish(
+        &[
+            "name",
+            "description",
+            "entry",
+            "root",
+            "max_steps",
+            "max_wall_time",
+            "max_tokens",
+            "on_limit",
+            "require_policy",
+        ],
+        diags,
+    );
+    h
+}
+
+fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults {
+    let Some(mut t) = top.table("llm", diags) else {
+        return LlmDefaults::default();
+    };
+    t.what = "`[llm]`".into();
+    let llm = LlmDefaults {
+        model: t.str("model", diags),
+        base_url_env: t.str("base_url_env", diags).map(Sp::into_inner),
+        api_key_env: t.str("api_key_env", diags).map(Sp::into_inner),
+        temperature: t.float("temperature", diags),
+        timeout: t.duration("timeout", diags),
+    };
+    t.finish(
+        &[
+            "model",
+            "base_url_env",
+            "api_key_env",
+            "temperature",
+            "timeout",
+        ],
+        diags,
+    );
+    llm
+}
+
+/// Reads a table of user-named entries (`[nodes.x]`, `[state.y]`), each itself a table.
+fn read_named<T>(
+    top: &mut Table<'_, '_>,
+    key: &str,
+    diags: &mut Vec<Diagnostic>,
+    read: impl Fn(FileId, Sp<String>, &reader::Value<'_>, &mut Vec<Diagnostic>) -> Option<T>,
+) -> Vec<T> {
+    let Some(mut t) = top.table(key, diags) else {
+        return Vec::new();
+    };
+    let file = t.file;
+    let mut out = Vec::new();
+    for (name, value) in t.drain() {
+        check_name(file, &name, key, diags);
+        match value.get_ref() {
+            DeValue::Table(_) => out.extend(read(file, name, value, diags)),
+            other => diags.push(
+                Diagnostic::error(
+                    "wrong-type",
+                    file,
+                    value.span(),
+                    format!(
+                        "`{key}.{}` must be a table, not {}",
+                        name.get_ref(),
+                        other.type_str()
+                    ),
+                )
+                .label("expected a table")
+                .help(format!(
+                    "write it as `[{key}.{}]` followed by its keys",
+                    name.get_ref()
+                )),
+            ),
+        }
+    }
+    out
+}
+
+/// Names are identifiers so they work unquoted in expressions and templates.
+fn check_name(file: FileId, name: &Sp<String>, section: &str, diags: &mut Vec<Diagnostic>) {
+    let n = name.get_ref();
+    let mut chars = n.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !ok {
+        diags.push(
+            Diagnostic::error("bad-name", file, name.span(), format!("`{n}` is not a valid name"))
+                .label("not an identifier")
+                .help("names start with a letter or `_` and hold only letters, digits and `_`, so expressions can read them"),
+        );
+    }
+    let reserved = match section {
+        "nodes" => n == crate::spec::END,
+        "state" => n == "run" || n == "result",
+        _ => false,
+    };
+    if reserved {
+        diags.push(
+            Diagnostic::error(
+                "reserved-name",
+                file,
+                name.span(),
+                format!("`{n}` is a reserved name"),
+            )
+            .label("reserved")
+            .help(match section {
+                "nodes" => {
+                    "`END` is the end of the graph; name the node something else".to_string()
+                }
+                _ => format!(
+                    "`{n}` is a built-in variable of expressions; name the field something else"
+                ),
+            }),
+        );
+    }
+}
+
+fn read_server(
+    file: FileId,
+    name: Sp<String>,
+    v: &reader::Value<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<ServerSpec> {
+    let DeValue::Table(table) = v.get_ref() else {
+        return None;
+    };
+    let mut t = Table::new(
+        file,
+        format!("`[servers.{}]`", name.get_ref()),
+        v.span(),
+        table,
+    );
+    let command = t.str("command", diags);
+    let url = t.str("url", diags);
+    let args = t
+        .strings("args", diags)
+        .into_iter()
+        .map(Sp::into_inner)
+        .collect();
+    let env = match t.table("env", diags) {
+        Some(mut env) => env
+            .drain()
+            .into_iter()
+            .filter_map(|(k, v)| match v.get_ref() {
+                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
+                other => {
+                    diags.push(env.wrong_type(k.get_ref(), v.span(), "a string", other));
+                    None
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let cwd = t.str("cwd", diags);
+    let description = t
+        .str("description", diags)
+        .map(Sp::into_inner)
+        .unwrap_or_default();
+    let stdio_keys = ["args", "env", "cwd"]
+        .into_iter()
+        .filter(|k| t.has(k))
+        .collect::<Vec<_>>();
+    t.finish(
+        &["command", "args", "env", "cwd", "url", "description"],
+        diags,
+    );
+    let transport = match (command, url) {
+        (Some(command), None) => Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        },
+        (None, Some(url)) => {
+            if let Some(k) = stdio_keys.first() {
+                let span = t.key_span(k).unwrap_or(url.span());
+                diags.push(
+                    Diagnostic::error(
+                        "server-transport",
+                        file,
+                        span,
+                        format!("`{k}` only applies to stdio servers"),
+                    )
+                    .label("ignored with `url`")
+                    .help("remove it, or start the server with `command` instead of `url`"),
+                );
+            }
+            Transport::Http { url }
+        }
+        (Some(command), Some(url)) => {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    url.span(),
+                    format!("server `{}` has both `command` and `url`", name.get_ref()),
+                )
+                .label("second transport")
+                .help("a server is either a stdio child (`command`) or a streamable-HTTP endpoint (`url`), not both"),
+            );
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            }
+        }
+        (None, None) => {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    name.span(),
+                    format!("server `{}` has neither `command` nor `url`", name.get_ref()),
+                )
+                .label("no transport")
+                .help("add `command = \"...\"` for a stdio server or `url = \"http://...\"` for streamable HTTP"),
+            );
+            return None;
+        }
+    };
+    Some(ServerSpec {
+        name,
+        transport,
+        description,
+    })
+}
+
+fn read_field(
+    file: FileId,
+    name: Sp<String>,
+    v: &reader::Value<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<FieldSpec> {
+    let DeValue::Table(table) = v.get_ref() else {
+        return None;
+    };
+    let mut t = Table::new(
+        file,
+        format!("`[state.{}]`", name.get_ref()),
+        v.span(),
+        table,
+    );
+    let ty = match t.str("type", diags) {
+        Some(s) => match parse_field_type(s.get_ref()) {
+            Ok(ty) => Sp::new(s.span(), ty),
+            Err(why) => {
+                let word = s.get_ref().split(['<', '?', '>']).next().unwrap_or("");
+                let help = help_for(word, TYPE_NAMES).unwrap_or_else(|| {
+                    "types are string, int, float, bool, json, object, messages, list<T>, map<T>, with `?` for optional".into()
+                });
+                diags.push(
+                    Diagnostic::error(
+                        "bad-type",
+                        file,
+                        s.span(),
+                        format!("field `{}` has an invalid type", name.get_ref()),
+                    )
+                    .label(why)
+                    .help(help),
+                );
+                Sp::new(s.span(), FieldType::Json)
+            }
+        },
+        None => {
+            if !t.has("type") {
+                diags.push(
+                    Diagnostic::error(
+                        "missing-key",
+                        file,
+                        name.span(),
+                        format!("field `{}` has no `type`", name.get_ref()),
+                    )
+                    .label("`type` is required")
+                    .help("add e.g. `type = \"string\"`"),
+                );
+            }
+            Sp::new(name.span(), FieldType::Json)
+        }
+    };
+    let default = t
+        .raw("default")
+        .map(|d| Sp::new(d.span(), to_json(d.get_ref())));
+    let reducer = t
+        .str("reducer", diags)
+        .and_then(|r| match Reducer::parse(r.get_ref()) {
+            Some(red) => Some(Sp::new(r.span(), red)),
+            None => {
+                diags.push(
+                    Diagnostic::error(
+                        "bad-reducer",
+                        file,
+                        r.span(),
+                        format!("`{}` is not a reducer", r.get_ref()),
+                    )
+                    .label("unknown reducer")
+                    .help(
+                        help_for(r.get_ref(), Reducer::NAMES).unwrap_or_else(|| {
+                            "reducers are replace, append, add, merge and messages".into()
+                        }),
+                    ),
+                );
+                None
+            }
+        });
+    let schema = t.str("schema", diags);
+    let description = t
+        .str("description", diags)
+        .map(Sp::into_inner)
+        .unwrap_or_default();
+    t.finish(
+        &["type", "default", "reducer", "schema", "description"],
+        diags,
+    );
+    Some(FieldSpec {
+        name,
+        ty,
+        default,
+        reducer,
+        schema,
+        description,
+    })
+}

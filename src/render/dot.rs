@@ -1,0 +1,136 @@
+use super::{Stroke, colours, label_lines, reachability, stroke};
+use crate::spec::{GraphSpec, NodeKind};
+use crate::topology::{LinkKind, Topology, Vertex};
+use petgraph::visit::EdgeRef;
+use std::fmt::Write;
+
+/// The graph as Graphviz DOT.
+pub fn dot(spec: &GraphSpec) -> String {
+    let topo = Topology::build(spec);
+    let reachable = reachability(&topo);
+    let name = spec
+        .graph
+        .name
+        .as_ref()
+        .map_or("graph", |n| n.get_ref().as_str());
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph {} {{", quote(name));
+    let _ = writeln!(
+        out,
+        "  graph [label={}, labelloc=t, fontname=\"Helvetica\", rankdir=TB];",
+        quote(name)
+    );
+    out.push_str("  node [fontname=\"Helvetica\", fontsize=11];\n");
+    out.push_str("  edge [fontname=\"Helvetica\", fontsize=9];\n");
+    for ix in topo.graph.node_indices() {
+        let id = vertex_id(&topo, spec, ix);
+        let attrs = match &topo.graph[ix] {
+            Vertex::Start => "label=\"START\", shape=circle, style=filled, fillcolor=\"#111827\", fontcolor=white, width=0.6".to_string(),
+            Vertex::End => "label=\"END\", shape=doublecircle, style=filled, fillcolor=\"#111827\", fontcolor=white, width=0.5".to_string(),
+            Vertex::Limit => "label=\"limit\", shape=cds, style=filled, fillcolor=\"#fee2e2\", color=\"#b91c1c\"".to_string(),
+            Vertex::Missing(n) => format!(
+                "label={}, shape=box, style=\"dashed\", color=\"#dc2626\", fontcolor=\"#dc2626\"",
+                quote(&format!("{n}\n(unknown node)"))
+            ),
+            Vertex::Node(i) => {
+                let node = &spec.nodes[*i];
+                let ok = reachable[ix.index()];
+                let kind = *node.kind.get_ref();
+                let (fill, line) = colours(kind);
+                let shape = match kind {
+                    _ if node.kind_unknown => "box",
+                    NodeKind::LlmStructured => "box",
+                    NodeKind::McpCall => "component",
+                    NodeKind::Policy => "diamond",
+                    NodeKind::Interrupt => "octagon",
+                    NodeKind::Finalize => "box",
+                    NodeKind::Set => "note",
+                };
+                let mut style = vec!["filled"];
+                if kind == NodeKind::LlmStructured || kind == NodeKind::Finalize {
+                    style.insert(0, "rounded");
+                }
+                if kind == NodeKind::Interrupt {
+                    style.push("bold");
+                }
+                if !ok {
+                    style.push("dashed");
+                }
+                let mut attrs = format!(
+                    "label={}, shape={shape}, style=\"{}\", fillcolor=\"{fill}\", color=\"{}\"",
+                    quote(&label_lines(node, ok).join("\n")),
+                    style.join(","),
+                    if ok { line } else { "#dc2626" },
+                );
+                if kind == NodeKind::Finalize {
+                    attrs.push_str(", peripheries=2");
+                }
+                if kind == NodeKind::Interrupt {
+                    attrs.push_str(", penwidth=2");
+                }
+                if !node.description.is_empty() {
+                    let _ = write!(attrs, ", tooltip={}", quote(&node.description));
+                }
+                attrs
+            }
+        };
+        let _ = writeln!(out, "  {id} [{attrs}];");
+    }
+    for edge in topo.graph.edge_references() {
+        let link = edge.weight();
+        // START -> limit is how the checker sees that a limit can fire anywhere; drawn,
+        // it would only be noise.
+        if link.kind == LinkKind::Limit && edge.source() == topo.start {
+            continue;
+        }
+        let mut attrs = Vec::new();
+        if let Some(label) = &link.label {
+            attrs.push(format!("label={}", quote(label)));
+        }
+        let (s, colour) = stroke(link.kind);
+        match s {
+            Stroke::Dashed => attrs.push("style=dashed".into()),
+            Stroke::Dotted => attrs.push("style=dotted".into()),
+            Stroke::Solid => {}
+        }
+        if let Some(c) = colour {
+            attrs.push(format!("color=\"{c}\", fontcolor=\"{c}\""));
+        }
+        let from = vertex_id(&topo, spec, edge.source());
+        let to = vertex_id(&topo, spec, edge.target());
+        if attrs.is_empty() {
+            let _ = writeln!(out, "  {from} -> {to};");
+        } else {
+            let _ = writeln!(out, "  {from} -> {to} [{}];", attrs.join(", "));
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) -> String {
+    match &topo.graph[ix] {
+        Vertex::Start => quote("__start__"),
+        Vertex::End => quote("__end__"),
+        Vertex::Limit => quote("__limit__"),
+        Vertex::Missing(n) => quote(&format!("__missing__{n}")),
+        Vertex::Node(i) => quote(spec.nodes[*i].name.get_ref()),
+    }
+}
+
+/// A DOT double-quoted string: backslashes and quotes escaped, newlines as `\n`.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

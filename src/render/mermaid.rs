@@ -1,0 +1,124 @@
+use super::{Stroke, colours, label_lines, reachability, stroke};
+use crate::spec::{GraphSpec, NodeKind};
+use crate::topology::{LinkKind, Topology, Vertex};
+use petgraph::visit::EdgeRef;
+use std::fmt::Write;
+
+/// The graph as a Mermaid flowchart.
+pub fn mermaid(spec: &GraphSpec) -> String {
+    let topo = Topology::build(spec);
+    let reachable = reachability(&topo);
+    let mut out = String::new();
+    if let Some(name) = &spec.graph.name {
+        let _ = writeln!(out, "---\ntitle: {}\n---", name.get_ref());
+    }
+    out.push_str("flowchart TD\n");
+    let mut classes: Vec<(String, &str)> = Vec::new();
+    for ix in topo.graph.node_indices() {
+        let id = vertex_id(&topo, spec, ix);
+        let shape = match &topo.graph[ix] {
+            Vertex::Start => "((\"START\"))".to_string(),
+            Vertex::End => "(((\"END\")))".to_string(),
+            Vertex::Limit => ">\"limit\"]".to_string(),
+            Vertex::Missing(n) => {
+                classes.push((id.clone(), "missing"));
+                format!("[\"{}\"]", text(&format!("{n}\n(unknown node)")))
+            }
+            Vertex::Node(i) => {
+                let node = &spec.nodes[*i];
+                let ok = reachable[ix.index()];
+                let kind = *node.kind.get_ref();
+                let label = text(&label_lines(node, ok).join("\n"));
+                classes.push((id.clone(), class_of(kind)));
+                if !ok {
+                    classes.push((id.clone(), "unreachable"));
+                }
+                match kind {
+                    _ if node.kind_unknown => format!("[\"{label}\"]"),
+                    NodeKind::LlmStructured => format!("(\"{label}\")"),
+                    NodeKind::McpCall => format!("[[\"{label}\"]]"),
+                    NodeKind::Policy => format!("{{\"{label}\"}}"),
+                    NodeKind::Interrupt => format!("{{{{\"{label}\"}}}}"),
+                    NodeKind::Finalize => format!("([\"{label}\"])"),
+                    NodeKind::Set => format!("[/\"{label}\"/]"),
+                }
+            }
+        };
+        let _ = writeln!(out, "  {id}{shape}");
+    }
+    for edge in topo.graph.edge_references() {
+        let link = edge.weight();
+        if link.kind == LinkKind::Limit && edge.source() == topo.start {
+            continue;
+        }
+        let arrow = match stroke(link.kind).0 {
+            Stroke::Solid => "-->",
+            Stroke::Dashed => "-.->",
+            Stroke::Dotted => "-.-",
+        };
+        let from = vertex_id(&topo, spec, edge.source());
+        let to = vertex_id(&topo, spec, edge.target());
+        match &link.label {
+            Some(label) => {
+                let _ = writeln!(out, "  {from} {arrow}|\"{}\"| {to}", text(label));
+            }
+            None => {
+                let _ = writeln!(out, "  {from} {arrow} {to}");
+            }
+        }
+    }
+    for kind in NodeKind::NAMES {
+        let k = NodeKind::parse(kind).expect("listed kind");
+        let (fill, line) = colours(k);
+        let extra = if k == NodeKind::Interrupt {
+            ",stroke-width:3px"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  classDef {} fill:{fill},stroke:{line}{extra}",
+            class_of(k)
+        );
+    }
+    out.push_str("  classDef unreachable stroke:#dc2626,stroke-dasharray:5 5\n");
+    out.push_str(
+        "  classDef missing fill:#fff,stroke:#dc2626,color:#dc2626,stroke-dasharray:5 5\n",
+    );
+    for (id, class) in classes {
+        let _ = writeln!(out, "  class {id} {class}");
+    }
+    out
+}
+
+fn class_of(kind: NodeKind) -> &'static str {
+    match kind {
+        NodeKind::LlmStructured => "llm",
+        NodeKind::McpCall => "mcp",
+        NodeKind::Policy => "policy",
+        NodeKind::Interrupt => "interrupt",
+        NodeKind::Finalize => "finalize",
+        NodeKind::Set => "set",
+    }
+}
+
+/// Mermaid ids may not be keywords (`end`), so every node id is prefixed.
+fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) -> String {
+    match &topo.graph[ix] {
+        Vertex::Start => "start_".into(),
+        Vertex::End => "end_".into(),
+        Vertex::Limit => "limit_".into(),
+        Vertex::Missing(n) => format!(
+            "missing_{}",
+            n.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        ),
+        Vertex::Node(i) => format!("n_{}", spec.nodes[*i].name.get_ref()),
+    }
+}
+
+/// Text inside a quoted Mermaid label: quotes as entities, newlines as `<br/>`.
+fn text(s: &str) -> String {
+    s.replace('"', "#quot;")
+        .replace('\n', "<br/>")
+        .replace('|', "#124;")
+}

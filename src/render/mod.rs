@@ -1,0 +1,98 @@
+//! Render: DOT and Mermaid drawings of a graph, from the file alone. Both read the same
+//! [`Topology`] the checker analyses, so what is drawn is what is checked: no edge is
+//! guessed or simulated. Nodes are shaped and coloured by kind, route edges carry their
+//! case names, interrupt nodes stand out, and unreachable nodes and unknown targets are
+//! flagged.
+
+mod dot;
+mod mermaid;
+
+pub use dot::dot;
+pub use mermaid::mermaid;
+
+use crate::spec::{EdgeKind, GraphSpec, KindSpec, NodeKind, NodeSpec};
+use crate::topology::{LinkKind, Topology};
+
+/// Output formats of `switchyard render`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Dot,
+    Mermaid,
+}
+
+/// Renders a graph in the given format.
+pub fn render(spec: &GraphSpec, format: Format) -> String {
+    match format {
+        Format::Dot => dot(spec),
+        Format::Mermaid => mermaid(spec),
+    }
+}
+
+/// Colours per kind: (fill, stroke). Shared so both formats agree.
+fn colours(kind: NodeKind) -> (&'static str, &'static str) {
+    match kind {
+        NodeKind::LlmStructured => ("#dbeafe", "#1d4ed8"),
+        NodeKind::McpCall => ("#dcfce7", "#15803d"),
+        NodeKind::Policy => ("#ffedd5", "#c2410c"),
+        NodeKind::Interrupt => ("#fee2e2", "#b91c1c"),
+        NodeKind::Finalize => ("#e5e7eb", "#374151"),
+        NodeKind::Set => ("#f5f3ff", "#6d28d9"),
+    }
+}
+
+/// The lines of a node's label: its name, its kind, and notes worth seeing.
+fn label_lines(node: &NodeSpec, reachable: bool) -> Vec<String> {
+    let mut lines = vec![node.name.get_ref().clone()];
+    let kind = if node.kind_unknown {
+        "unknown kind".to_string()
+    } else {
+        node.kind.get_ref().name().to_string()
+    };
+    let detail = match &node.body {
+        KindSpec::Mcp(m) if m.side_effects => format!("{kind}, side effects"),
+        KindSpec::Finalize(f) => match &f.outcome {
+            Some(o) => format!("{kind}: {}", o.get_ref()),
+            None => kind,
+        },
+        _ => kind,
+    };
+    lines.push(detail);
+    if let Some(b) = &node.breakpoint {
+        lines.push(format!(
+            "breakpoint {}",
+            if *b.get_ref() == crate::spec::Breakpoint::Before {
+                "before"
+            } else {
+                "after"
+            }
+        ));
+    }
+    if !reachable {
+        lines.push("(unreachable)".into());
+    }
+    lines
+}
+
+/// How an edge is drawn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stroke {
+    Solid,
+    Dashed,
+    Dotted,
+}
+
+fn stroke(kind: LinkKind) -> (Stroke, Option<&'static str>) {
+    match kind {
+        LinkKind::Edge(EdgeKind::Error) => (Stroke::Dashed, Some("#b91c1c")),
+        LinkKind::Edge(EdgeKind::Timeout) => (Stroke::Dashed, Some("#a16207")),
+        LinkKind::Edge(EdgeKind::PseudoTool) => (Stroke::Dashed, Some("#1d4ed8")),
+        LinkKind::Limit => (Stroke::Dashed, Some("#b91c1c")),
+        LinkKind::Finish => (Stroke::Dotted, Some("#6b7280")),
+        _ => (Stroke::Solid, None),
+    }
+}
+
+/// Reachability of each vertex, by vertex index.
+fn reachability(topo: &Topology) -> Vec<bool> {
+    topo.reachable()
+}

@@ -1,0 +1,498 @@
+//! The graph as written: every name, target, type and path keeps its position in the file
+//! (`Sp<T>`), so the checker can point at it. Nothing here is resolved or validated beyond
+//! the shape of the TOML; that is the checker's job.
+
+mod duration;
+mod field_type;
+
+pub use duration::parse_duration;
+pub use field_type::{FieldType, TYPE_NAMES, is_message, parse_field_type};
+
+use crate::source::FileId;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A value with the byte span it came from.
+pub type Sp<T> = toml::Spanned<T>;
+
+/// Name of the end of the graph, usable as an edge target.
+pub const END: &str = "END";
+
+/// One graph file, as written.
+#[derive(Debug)]
+pub struct GraphSpec {
+    pub file: FileId,
+    /// The graph file's path as given.
+    pub path: PathBuf,
+    /// Directory that relative prompt, schema and cwd paths resolve against.
+    pub root: PathBuf,
+    pub graph: GraphHeader,
+    pub llm: LlmDefaults,
+    pub servers: Vec<ServerSpec>,
+    pub state: Vec<FieldSpec>,
+    pub nodes: Vec<NodeSpec>,
+}
+
+impl GraphSpec {
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name.get_ref() == name)
+    }
+
+    pub fn field(&self, name: &str) -> Option<&FieldSpec> {
+        self.state.iter().find(|f| f.name.get_ref() == name)
+    }
+
+    pub fn server(&self, name: &str) -> Option<&ServerSpec> {
+        self.servers.iter().find(|s| s.name.get_ref() == name)
+    }
+
+    pub fn has_limits(&self) -> bool {
+        self.graph.max_steps.is_some()
+            || self.graph.max_wall_time.is_some()
+            || self.graph.max_tokens.is_some()
+    }
+
+    /// Resolves a path written in the graph against its root.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        self.root.join(path)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct GraphHeader {
+    /// Span of the `[graph]` table, or of the file's start when it is missing.
+    pub span: Range<usize>,
+    pub name: Option<Sp<String>>,
+    pub description: String,
+    pub entry: Option<Sp<String>>,
+    pub root: Option<Sp<String>>,
+    pub max_steps: Option<Sp<u64>>,
+    pub max_wall_time: Option<Sp<Duration>>,
+    pub max_tokens: Option<Sp<u64>>,
+    pub on_limit: Option<Sp<String>>,
+    pub require_policy: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct LlmDefaults {
+    pub model: Option<Sp<String>>,
+    pub base_url_env: Option<String>,
+    pub api_key_env: Option<String>,
+    pub temperature: Option<f64>,
+    pub timeout: Option<Sp<Duration>>,
+}
+
+#[derive(Debug)]
+pub struct ServerSpec {
+    pub name: Sp<String>,
+    pub transport: Transport,
+    pub description: String,
+}
+
+#[derive(Debug)]
+pub enum Transport {
+    Stdio {
+        command: Sp<String>,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<Sp<String>>,
+    },
+    Http {
+        url: Sp<String>,
+    },
+}
+
+#[derive(Debug)]
+pub struct FieldSpec {
+    pub name: Sp<String>,
+    pub ty: Sp<FieldType>,
+    pub default: Option<Sp<serde_json::Value>>,
+    pub reducer: Option<Sp<Reducer>>,
+    pub schema: Option<Sp<String>>,
+    pub description: String,
+}
+
+impl FieldSpec {
+    /// The reducer in force: the declared one, else `messages` for message fields and
+    /// `replace` for the rest.
+    pub fn reducer(&self) -> Reducer {
+        match &self.reducer {
+            Some(r) => *r.get_ref(),
+            None if matches!(self.ty.get_ref().base(), FieldType::Messages) => Reducer::Messages,
+            None => Reducer::Replace,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reducer {
+    Replace,
+    Append,
+    Add,
+    Merge,
+    Messages,
+}
+
+impl Reducer {
+    pub const NAMES: [&'static str; 5] = ["replace", "append", "add", "merge", "messages"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "replace" => Self::Replace,
+            "append" => Self::Append,
+            "add" => Self::Add,
+            "merge" => Self::Merge,
+            "messages" => Self::Messages,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+#[derive(Debug)]
+pub struct NodeSpec {
+    pub name: Sp<String>,
+    /// Span of the node's table (its header, for a `[nodes.x]` table).
+    pub span: Range<usize>,
+    pub kind: Sp<NodeKind>,
+    /// The written kind was missing or unknown: only the common keys were read.
+    pub kind_unknown: bool,
+    pub description: String,
+    pub next: Option<Sp<String>>,
+    pub route: Option<RouteSpec>,
+    /// `field = expression`, in the order written.
+    pub set: Vec<(Sp<String>, Sp<String>)>,
+    pub only_if: Option<Sp<String>>,
+    pub on_error: Option<Sp<String>>,
+    pub breakpoint: Option<Sp<Breakpoint>>,
+    pub timeout: Option<Sp<Duration>>,
+    pub retry: Option<RetrySpec>,
+    pub body: KindSpec,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    LlmStructured,
+    McpCall,
+    Policy,
+    Interrupt,
+    Finalize,
+    Set,
+}
+
+impl NodeKind {
+    pub const NAMES: [&'static str; 6] = [
+        "llm_structured",
+        "mcp_call",
+        "policy",
+        "interrupt",
+        "finalize",
+        "set",
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "llm_structured" => Self::LlmStructured,
+            "mcp_call" => Self::McpCall,
+            "policy" => Self::Policy,
+            "interrupt" => Self::Interrupt,
+            "finalize" => Self::Finalize,
+            "set" => Self::Set,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Breakpoint {
+    Before,
+    After,
+}
+
+#[derive(Debug)]
+pub struct RetrySpec {
+    pub span: Range<usize>,
+    pub attempts: u64,
+    pub backoff: Option<Duration>,
+    pub max_backoff: Option<Duration>,
+    pub jitter: bool,
+}
+
+/// A conditional edge.
+#[derive(Debug)]
+pub struct RouteSpec {
+    pub span: Range<usize>,
+    pub on: Option<Sp<String>>,
+    /// With `on`: case value -> target.
+    pub cases: Vec<(Sp<String>, Sp<String>)>,
+    /// Ordered conditions.
+    pub when: Vec<WhenCase>,
+    pub default: Option<Sp<String>>,
+}
+
+#[derive(Debug)]
+pub struct WhenCase {
+    pub case: Option<Sp<String>>,
+    pub cond: Sp<String>,
+    pub to: Sp<String>,
+}
+
+impl WhenCase {
+    /// The label `render` shows: the case name, else the condition.
+    pub fn label(&self) -> &str {
+        self.case
+            .as_ref()
+            .map_or(self.cond.get_ref(), |c| c.get_ref())
+    }
+}
+
+/// The keys specific to each node kind.
+#[derive(Debug)]
+pub enum KindSpec {
+    Llm(LlmNode),
+    Mcp(McpNode),
+    Policy(PolicyNode),
+    Interrupt(InterruptNode),
+    Finalize(FinalizeNode),
+    Set,
+}
+
+#[derive(Debug, Default)]
+pub struct LlmNode {
+    pub prompt: Option<Sp<String>>,
+    pub system: Option<Sp<String>>,
+    pub schema: Option<Sp<String>>,
+    pub output: Option<Sp<String>>,
+    pub history: Option<Sp<String>>,
+    pub model: Option<Sp<String>>,
+    pub temperature: Option<f64>,
+    pub retries: Option<u64>,
+    pub fallback: Option<Sp<String>>,
+    pub cache: Option<CacheSpec>,
+    pub tools: Option<ToolsSpec>,
+    pub pseudo_tools: Vec<PseudoTool>,
+    pub stream: bool,
+}
+
+#[derive(Debug)]
+pub struct CacheSpec {
+    pub key: Sp<String>,
+    pub ttl: Sp<Duration>,
+}
+
+#[derive(Debug)]
+pub struct ToolsSpec {
+    pub server: Sp<String>,
+    pub only: Vec<Sp<String>>,
+}
+
+#[derive(Debug)]
+pub struct PseudoTool {
+    pub name: Sp<String>,
+    pub description: String,
+    pub schema: Option<Sp<String>>,
+    pub to: Sp<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct McpNode {
+    pub server: Option<Sp<String>>,
+    pub calls: Vec<ToolCall>,
+    /// True when the calls came from `calls = [...]` rather than `tool`.
+    pub multi: bool,
+    pub side_effects: bool,
+    pub audit: Option<Sp<String>>,
+}
+
+#[derive(Debug)]
+pub struct ToolCall {
+    /// A template: a fixed name or one rendered from state.
+    pub tool: Sp<String>,
+    pub args: Option<ValueTable>,
+    pub output: Option<Sp<String>>,
+}
+
+/// A table whose strings are expressions and whose other values are literals.
+#[derive(Debug)]
+pub enum ValueTable {
+    Expr(Sp<String>),
+    Literal(Sp<serde_json::Value>),
+    Array(Vec<ValueTable>),
+    Table(Vec<(Sp<String>, ValueTable)>),
+}
+
+impl ValueTable {
+    /// Every expression inside, depth first.
+    pub fn exprs(&self) -> Vec<&Sp<String>> {
+        let mut out = Vec::new();
+        self.collect(&mut out);
+        out
+    }
+
+    fn collect<'a>(&'a self, out: &mut Vec<&'a Sp<String>>) {
+        match self {
+            ValueTable::Expr(e) => out.push(e),
+            ValueTable::Literal(_) => {}
+            ValueTable::Array(items) => items.iter().for_each(|i| i.collect(out)),
+            ValueTable::Table(entries) => entries.iter().for_each(|(_, v)| v.collect(out)),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct PolicyNode {
+    pub rules: Vec<PolicyRule>,
+    pub default: Option<Sp<Decision>>,
+    pub default_reason: Option<Sp<String>>,
+    pub output: Option<Sp<String>>,
+}
+
+#[derive(Debug)]
+pub struct PolicyRule {
+    pub name: Option<Sp<String>>,
+    pub when: Sp<String>,
+    pub decision: Sp<Decision>,
+    pub reason: Option<Sp<String>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Confirm,
+    Deny,
+}
+
+impl Decision {
+    pub const NAMES: [&'static str; 3] = ["allow", "confirm", "deny"];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "allow" => Self::Allow,
+            "confirm" => Self::Confirm,
+            "deny" => Self::Deny,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct InterruptNode {
+    pub payload: Option<ValueTable>,
+    pub resume_schema: Option<Sp<String>>,
+    pub output: Option<Sp<String>>,
+    pub timeout: Option<Sp<Duration>>,
+    pub on_timeout: Option<Sp<String>>,
+}
+
+#[derive(Debug, Default)]
+pub struct FinalizeNode {
+    pub outcome: Option<Sp<String>>,
+    pub response: Option<Sp<String>>,
+    pub output: Option<Sp<String>>,
+}
+
+impl NodeSpec {
+    /// Every field this node's kind writes directly (not counting `set`).
+    pub fn output_fields(&self) -> Vec<&Sp<String>> {
+        match &self.body {
+            KindSpec::Llm(l) => l.output.iter().collect(),
+            KindSpec::Mcp(m) => m
+                .calls
+                .iter()
+                .filter_map(|c| c.output.as_ref())
+                .chain(m.audit.iter())
+                .collect(),
+            KindSpec::Policy(p) => p.output.iter().collect(),
+            KindSpec::Interrupt(i) => i.output.iter().collect(),
+            KindSpec::Finalize(f) => f.output.iter().collect(),
+            KindSpec::Set => Vec::new(),
+        }
+    }
+
+    /// Every outgoing edge as (label, target, kind), in a stable order.
+    pub fn edges(&self) -> Vec<Edge<'_>> {
+        let mut out = Vec::new();
+        if let Some(next) = &self.next {
+            out.push(Edge {
+                label: None,
+                target: next,
+                kind: EdgeKind::Next,
+            });
+        }
+        if let Some(route) = &self.route {
+            for (case, target) in &route.cases {
+                out.push(Edge {
+                    label: Some(case.get_ref().clone()),
+                    target,
+                    kind: EdgeKind::Case,
+                });
+            }
+            for w in &route.when {
+                out.push(Edge {
+                    label: Some(w.label().to_string()),
+                    target: &w.to,
+                    kind: EdgeKind::Case,
+                });
+            }
+            if let Some(d) = &route.default {
+                out.push(Edge {
+                    label: Some("default".into()),
+                    target: d,
+                    kind: EdgeKind::Default,
+                });
+            }
+        }
+        if let KindSpec::Llm(l) = &self.body {
+            for p in &l.pseudo_tools {
+                out.push(Edge {
+                    label: Some(p.name.get_ref().clone()),
+                    target: &p.to,
+                    kind: EdgeKind::PseudoTool,
+                });
+            }
+        }
+        if let KindSpec::Interrupt(i) = &self.body
+            && let Some(t) = &i.on_timeout
+        {
+            out.push(Edge {
+                label: Some("timeout".into()),
+                target: t,
+                kind: EdgeKind::Timeout,
+            });
+        }
+        if let Some(e) = &self.on_error {
+            out.push(Edge {
+                label: Some("error".into()),
+                target: e,
+                kind: EdgeKind::Error,
+            });
+        }
+        out
+    }
+}
+
+/// An outgoing edge of a node as written.
+#[derive(Debug)]
+pub struct Edge<'a> {
+    pub label: Option<String>,
+    pub target: &'a Sp<String>,
+    pub kind: EdgeKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeKind {
+    Next,
+    Case,
+    Default,
+    PseudoTool,
+    Timeout,
+    Error,
+}

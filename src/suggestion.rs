@@ -1,0 +1,55 @@
+//! "did you mean" hints for misspelt names.
+
+/// The candidate closest to `name`, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a, I>(name: &str, candidates: I) -> Option<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let candidates: Vec<&'a str> = candidates.into_iter().filter(|c| *c != name).collect();
+    let close = candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(name, c), *c))
+        .filter(|(d, c)| {
+            // A third of the longer name, at least one edit: catches swaps and slips
+            // without suggesting unrelated short names.
+            let limit = (name.len().max(c.len()) / 3).max(1);
+            *d <= limit
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c);
+    // A shortened name (`validate` for `validate_action`) is far by edits but
+    // plainly meant.
+    close.or_else(|| {
+        (name.len() >= 4)
+            .then(|| {
+                candidates
+                    .iter()
+                    .copied()
+                    .filter(|c| c.starts_with(name))
+                    .min_by_key(|c| c.len())
+            })
+            .flatten()
+    })
+}
+
+/// A `help:` line suggesting the closest candidate, or `None`.
+pub fn help_for<'a, I>(name: &str, candidates: I) -> Option<String>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    did_you_mean(name, candidates).map(|c| format!("did you mean `{c}`?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names_only() {
+        let names = ["plan_action", "policy_gate", "execute_action"];
+        assert_eq!(did_you_mean("plan_actoin", names), Some("plan_action"));
+        assert_eq!(did_you_mean("polcy_gate", names), Some("policy_gate"));
+        assert_eq!(did_you_mean("zzz", names), None);
+        assert_eq!(did_you_mean("execute", names), Some("execute_action"));
+    }
+}

@@ -1,0 +1,184 @@
+//! The command line: exit codes, output streams and formats.
+
+use crate::util::switchyard;
+
+#[test]
+fn validate_clean_graph_exits_zero() {
+    let out = switchyard(&["validate", "tests/fixtures/render/showcase_valid.toml"])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "tests/fixtures/render/showcase_valid.toml: ok (3 nodes, 1 state fields)\n"
+    );
+    assert_eq!(out.stderr, "");
+}
+
+#[test]
+fn validate_invalid_graph_exits_three_with_diagnostics() {
+    let out = switchyard(&["validate", "tests/fixtures/check/err_dead_end.toml"])
+        .run()
+        .code(3);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        "error: node `a` has no outgoing edge
+  --> tests/fixtures/check/err_dead_end.toml:9:8
+  |
+9 | [nodes.a]
+  |        ^ dead end
+  |
+  = help: add `next = \"<node>\"` (or `next = \"END\"`), or a `route`
+
+tests/fixtures/check/err_dead_end.toml: 1 error
+"
+    );
+}
+
+#[test]
+fn validate_reports_every_file() {
+    let out = switchyard(&[
+        "validate",
+        "tests/fixtures/render/showcase_valid.toml",
+        "tests/fixtures/check/err_empty_set.toml",
+    ])
+    .run()
+    .code(3);
+    assert!(
+        out.stdout.contains("showcase_valid.toml: ok"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("err_empty_set.toml: 1 error"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn validate_json_format() {
+    let out = switchyard(&[
+        "validate",
+        "--format",
+        "json",
+        "tests/fixtures/check/err_empty_set.toml",
+    ])
+    .run()
+    .code(3);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json on stdout");
+    assert_eq!(
+        v,
+        serde_json::json!([{
+            "file": "tests/fixtures/check/err_empty_set.toml",
+            "valid": false,
+            "diagnostics": [{
+                "severity": "error",
+                "code": "empty-set",
+                "message": "`set` node `a` sets nothing",
+                "file": "tests/fixtures/check/err_empty_set.toml",
+                "line": 6,
+                "column": 8,
+                "end_line": 6,
+                "end_column": 9,
+                "label": "a `set` node does nothing but its `set`",
+                "help": "add `set = { field = \"expression\" }`"
+            }]
+        }])
+    );
+}
+
+#[test]
+fn toml_syntax_errors_show_as_toml_formats_them() {
+    let out = switchyard(&["validate", "tests/fixtures/check/err_toml_syntax.toml"])
+        .run()
+        .code(3);
+    assert!(
+        out.stderr.starts_with(
+            "error: invalid TOML in `tests/fixtures/check/err_toml_syntax.toml`\nTOML parse error at line 3, column 15\n"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn unreadable_file_exits_one_with_cause() {
+    let out = switchyard(&["validate", "graphs/no_such_graph.toml"])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: cannot read `graphs/no_such_graph.toml`\ncaused by: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    switchyard(&["validate"]).run().code(2);
+    switchyard(&["render", "x.toml", "--format", "png"])
+        .run()
+        .code(2);
+}
+
+#[test]
+fn render_writes_to_a_file() {
+    let dir = std::env::temp_dir().join(format!("switchyard-render-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("out.mmd");
+    let out = switchyard(&[
+        "render",
+        "tests/fixtures/render/showcase_valid.toml",
+        "--format",
+        "mermaid",
+        "-o",
+        file.to_str().unwrap(),
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.starts_with("---\ntitle: tiny\n---\nflowchart TD\n"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn render_of_invalid_graph_warns_and_still_draws() {
+    let out = switchyard(&["render", "tests/fixtures/render/showcase.toml"])
+        .run()
+        .code(0);
+    assert!(
+        out.stdout.starts_with("digraph \"showcase\" {"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr
+            .starts_with("warning: `tests/fixtures/render/showcase.toml` has "),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn render_into_closed_pipe_exits_zero() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["render", "graphs/browser_agent.toml"])
+        .current_dir(crate::util::root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,138 @@
+//! Every graph in `graphs/` loads, checks clean and renders, and Graphviz accepts its
+//! DOT; each seed's graph keeps the shape its seed requires.
+
+use crate::util::{examples, graphviz_svg};
+use switchyard::render::{Format, render};
+use switchyard::spec::{GraphSpec, KindSpec, NodeKind};
+use switchyard::{Sources, validate_file};
+
+fn load(path: &std::path::Path) -> GraphSpec {
+    let mut sources = Sources::new();
+    let v = validate_file(path, &mut sources).unwrap();
+    let rendered: String = v.diagnostics.iter().map(|d| d.render(&sources)).collect();
+    assert!(v.is_valid(), "{} is not valid:\n{rendered}", path.display());
+    assert!(
+        v.diagnostics.is_empty(),
+        "{} has warnings:\n{rendered}",
+        path.display()
+    );
+    v.spec.unwrap()
+}
+
+#[test]
+fn every_example_validates_and_renders() {
+    let paths = examples();
+    let names: Vec<String> = paths
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "browser_agent.toml",
+            "confirm_execute.toml",
+            "reason_act_observe.toml",
+            "screen_explorer.toml",
+            "tool_agent.toml"
+        ]
+    );
+    for path in paths {
+        let spec = load(&path);
+        let dot = render(&spec, Format::Dot);
+        let svg = graphviz_svg(&dot, &path.display().to_string());
+        for node in &spec.nodes {
+            assert!(
+                svg.contains(&format!("<title>{}</title>", node.name.get_ref())),
+                "{} missing from the SVG",
+                node.name.get_ref()
+            );
+        }
+        let mermaid = render(&spec, Format::Mermaid);
+        for node in &spec.nodes {
+            assert!(mermaid.contains(&format!("n_{}", node.name.get_ref())));
+        }
+    }
+}
+
+fn names_of(spec: &GraphSpec, kind: NodeKind) -> Vec<&str> {
+    spec.nodes
+        .iter()
+        .filter(|n| *n.kind.get_ref() == kind)
+        .map(|n| n.name.get_ref().as_str())
+        .collect()
+}
+
+#[test]
+fn browser_agent_keeps_every_seed_node() {
+    let spec = load("graphs/browser_agent.toml".as_ref());
+    let mut nodes: Vec<&str> = spec
+        .nodes
+        .iter()
+        .map(|n| n.name.get_ref().as_str())
+        .collect();
+    nodes.sort_unstable();
+    assert_eq!(
+        nodes,
+        [
+            "confirm_interrupt",
+            "execute_action",
+            "finalize_blocked",
+            "finalize_cancelled",
+            "finalize_denied",
+            "finalize_done",
+            "finalize_limit",
+            "ingest_user_input",
+            "manual_interrupt",
+            "maybe_observe",
+            "maybe_stop_or_continue",
+            "plan_action",
+            "policy_gate",
+            "validate_action",
+        ]
+    );
+    assert_eq!(names_of(&spec, NodeKind::Finalize).len(), 5);
+    assert_eq!(
+        names_of(&spec, NodeKind::Interrupt),
+        ["confirm_interrupt", "manual_interrupt"]
+    );
+    assert!(spec.graph.require_policy && spec.graph.max_steps.is_some());
+    // Observe always takes the screenshot and the snapshot together, in one node.
+    let observe = spec.node("maybe_observe").unwrap();
+    let KindSpec::Mcp(m) = &observe.body else {
+        panic!("maybe_observe is not an mcp_call")
+    };
+    assert_eq!(m.calls.len(), 2);
+    assert!(observe.only_if.is_some());
+}
+
+#[test]
+fn screen_explorer_keeps_17_nodes_and_5_llm_nodes_with_cache_and_fallback() {
+    let spec = load("graphs/screen_explorer.toml".as_ref());
+    assert_eq!(spec.nodes.len(), 17);
+    let mut llm = names_of(&spec, NodeKind::LlmStructured);
+    llm.sort_unstable();
+    assert_eq!(
+        llm,
+        [
+            "choose_action",
+            "detect_progress",
+            "should_continue",
+            "switch_policy",
+            "verify"
+        ]
+    );
+    for node in &spec.nodes {
+        if let KindSpec::Llm(l) = &node.body {
+            assert!(
+                l.cache.is_some() && l.fallback.is_some(),
+                "{} lacks a cache or a fallback",
+                node.name.get_ref()
+            );
+        }
+    }
+    assert!(
+        spec.graph.max_steps.is_some()
+            && spec.graph.max_tokens.is_some()
+            && spec.graph.max_wall_time.is_some()
+    );
+}

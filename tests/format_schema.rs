@@ -1,0 +1,56 @@
+//! The JSON Schema of the graph file format accepts every example and valid fixture and
+//! rejects files with misspelt keys or unknown kinds, so editors flag what we flag.
+
+use crate::util::{examples, files, root};
+
+fn validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(root().join("schemas/graph-file.schema.json"))
+        .expect("format schema exists");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("format schema is JSON");
+    jsonschema::draft7::new(&schema).expect("format schema compiles")
+}
+
+fn as_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(root().join(path)).unwrap();
+    let value: toml::Value =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::to_value(value).unwrap()
+}
+
+#[test]
+fn accepts_every_example_and_valid_fixture() {
+    let v = validator();
+    let mut paths = examples();
+    paths.extend(files("tests/fixtures/render", "showcase", ".toml"));
+    for path in paths {
+        let errors: Vec<String> = v
+            .iter_errors(&as_json(&path))
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{} does not fit the format schema:\n{}",
+            path.display(),
+            errors.join("\n")
+        );
+    }
+}
+
+#[test]
+fn rejects_misspelt_keys_and_kinds() {
+    let v = validator();
+    for name in [
+        "err_unknown_key",
+        "err_bad_kind",
+        "err_server_transport",
+        "err_bad_duration",
+        "err_bad_type",
+        "err_edge_shape",
+    ] {
+        let path = std::path::PathBuf::from(format!("tests/fixtures/check/{name}.toml"));
+        assert!(
+            !v.is_valid(&as_json(&path)),
+            "{name} fits the format schema"
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! Helpers shared by the test modules.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The repository root; tests run with it as their working directory.
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Files in `dir` (relative to the root) whose names start with `prefix` and end with
+/// `suffix`, sorted, as root-relative paths.
+pub(crate) fn files(dir: &str, prefix: &str, suffix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix) && n.ends_with(suffix))
+        .map(|n| Path::new(dir).join(n))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The example graphs in `graphs/`.
+pub(crate) fn examples() -> Vec<PathBuf> {
+    files("graphs", "", ".toml")
+}
+
+/// A `switchyard` invocation, run from the repository root.
+#[must_use]
+pub(crate) struct Cmd {
+    args: Vec<String>,
+    stdin: Option<String>,
+}
+
+pub(crate) fn switchyard(args: &[&str]) -> Cmd {
+    Cmd {
+        args: args.iter().map(|a| a.to_string()).collect(),
+        stdin: None,
+    }
+}
+
+pub(crate) struct Output {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Cmd {
+    #[allow(dead_code)]
+    pub(crate) fn stdin(mut self, text: &str) -> Self {
+        self.stdin = Some(text.to_string());
+        self
+    }
+
+    pub(crate) fn run(self) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(&self.args)
+            .current_dir(root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("switchyard starts");
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        if let Some(text) = &self.stdin {
+            stdin.write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(stdin);
+        let out = child.wait_with_output().expect("switchyard finishes");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Output {
+    #[track_caller]
+    pub(crate) fn code(self, expected: i32) -> Self {
+        assert_eq!(
+            self.code, expected,
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Runs Graphviz on DOT text and returns the SVG; fails the test when `dot` rejects it.
+#[track_caller]
+pub(crate) fn graphviz_svg(dot: &str, what: &str) -> String {
+    let mut child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run Graphviz `dot` ({e}); the README's test command installs it")
+        });
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(dot.as_bytes())
+        .expect("write dot");
+    let out = child.wait_with_output().expect("dot finishes");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "dot rejected {what}:\n{stderr}\n{dot}"
+    );
+    String::from_utf8(out.stdout).expect("svg is utf-8")
+}
