@@ -211,7 +211,10 @@ impl Flow<'_, '_, '_> {
         match resolve(schema, &segs[1..]) {
             At::NoProperty { name, known } => Some(Problem {
                 code: "unknown-property",
-                message: format!("`{first}` has no property `{name}`"),
+                message: {
+                    let owner = segs.iter().take_while(|s| **s != name).copied().collect::<Vec<_>>().join(".");
+                    format!("`{owner}` has no property `{name}`")
+                },
                 label: "not in the field's schema".into(),
                 help: Some(
                     help_for(&name, known.iter().map(String::as_str)).unwrap_or_else(|| {

@@ -132,7 +132,7 @@ pub(super) fn read_node(
     let mut node = common(file, &name, &mut t, *kind.get_ref(), diags);
     node.kind = kind.clone();
     node.body = match kind.get_ref() {
-        NodeKind::LlmStructured => KindSpec::Llm(read_llm(&mut t, diags)),
+        NodeKind::LlmStructured => KindSpec::Llm(Box::new(read_llm(&mut t, diags))),
         NodeKind::McpCall => KindSpec::Mcp(read_mcp(&mut t, diags)),
         NodeKind::Policy => KindSpec::Policy(read_policy(&mut t, diags)),
         NodeKind::Interrupt => KindSpec::Interrupt(read_interrupt(&mut t, diags)),

@@ -257,7 +257,7 @@ impl WhenCase {
 /// The keys specific to each node kind.
 #[derive(Debug)]
 pub enum KindSpec {
-    Llm(LlmNode),
+    Llm(Box<LlmNode>),
     Mcp(McpNode),
     Policy(PolicyNode),
     Interrupt(InterruptNode),
