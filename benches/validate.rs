@@ -51,6 +51,10 @@ fn main() {
             let v = switchyard::validate_file(&full, &mut sources).expect("readable");
             assert!(v.is_valid());
         }
-        println!("  in process: {:<32} {:.3} ms per load + check", path.display(), ms(start.elapsed()) / reps as f64);
+        println!(
+            "  in process: {:<32} {:.3} ms per load + check",
+            path.display(),
+            ms(start.elapsed()) / reps as f64
+        );
     }
 }

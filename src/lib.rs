@@ -7,14 +7,23 @@
 //! 2. [`check`]: static analysis of the spec (names, reachability, cycles, route
 //!    coverage, data flow, prompt and schema files, policy guards), collecting every
 //!    [`Diagnostic`] at once.
-//! 3. [`render`]: DOT and Mermaid drawings of the spec, from the file alone.
+//! 3. [`graph::compile`]: a spec that passed every check becomes a [`graph::Graph`]:
+//!    names resolved to indices, expressions compiled, templates and schemas loaded.
+//!    Only a `Graph` can run.
+//! 4. [`run`]: the async interpreter runs a `Graph` node by node, merging writes into
+//!    the state through reducers, checkpointing after every node, pausing at interrupts
+//!    and emitting events.
+//! 5. [`render`]: DOT and Mermaid drawings of the spec, from the file alone.
 //!
-//! [`validate_file`] drives load -> check for one file. The library never prints.
+//! [`validate_file`] drives load -> check for one file, [`load_graph`] load -> check ->
+//! compile. The library never prints.
 
 pub mod check;
 pub mod diagnostic;
+pub mod graph;
 pub mod load;
 pub mod render;
+pub mod run;
 pub mod source;
 pub mod spec;
 pub mod suggestion;
@@ -24,6 +33,43 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use source::Sources;
 
 use std::path::Path;
+
+/// Why a graph file could not be made runnable.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Read(#[from] load::ReadError),
+    /// The file has problems; `rendered` is every diagnostic, as `validate` prints them.
+    #[error("`{path}` is not a valid graph ({count} error{s})", s = if *.count == 1 { "" } else { "s" })]
+    Invalid {
+        path: String,
+        count: usize,
+        rendered: String,
+    },
+    #[error(transparent)]
+    Compile(#[from] graph::CompileError),
+}
+
+/// Loads, checks and compiles a graph file: the one way to get a runnable graph.
+pub fn load_graph(path: &Path) -> Result<graph::Graph, LoadError> {
+    let mut sources = Sources::new();
+    let v = validate_file(path, &mut sources)?;
+    match &v.spec {
+        Some(spec) if v.is_valid() => Ok(graph::compile(spec, &sources)?),
+        _ => {
+            let errors: Vec<&Diagnostic> = v.diagnostics.iter().filter(|d| d.is_error()).collect();
+            Err(LoadError::Invalid {
+                path: path.display().to_string(),
+                count: errors.len(),
+                rendered: errors
+                    .iter()
+                    .map(|d| d.render(&sources))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            })
+        }
+    }
+}
 
 /// The result of validating one graph file.
 pub struct Validation {

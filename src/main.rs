@@ -136,7 +136,11 @@ fn validate(files: &[PathBuf], format: ReportFormat) -> anyhow::Result<u8> {
     Ok(if invalid { exit::INVALID } else { exit::OK })
 }
 
-fn render(path: &std::path::Path, format: RenderFormat, output: Option<PathBuf>) -> anyhow::Result<u8> {
+fn render(
+    path: &std::path::Path,
+    format: RenderFormat,
+    output: Option<PathBuf>,
+) -> anyhow::Result<u8> {
     let mut sources = Sources::new();
     let v = validate_file(path, &mut sources)?;
     let Some(spec) = &v.spec else {

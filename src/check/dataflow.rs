@@ -212,7 +212,12 @@ impl Flow<'_, '_, '_> {
             At::NoProperty { name, known } => Some(Problem {
                 code: "unknown-property",
                 message: {
-                    let owner = segs.iter().take_while(|s| **s != name).copied().collect::<Vec<_>>().join(".");
+                    let owner = segs
+                        .iter()
+                        .take_while(|s| **s != name)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(".");
                     format!("`{owner}` has no property `{name}`")
                 },
                 label: "not in the field's schema".into(),

@@ -1,0 +1,518 @@
+//! Compile: a checked [`GraphSpec`] -> a runnable [`Graph`].
+
+use super::exprs::{ExprId, Exprs};
+use super::*;
+use crate::source::Sources;
+use crate::spec::{self, GraphSpec, KindSpec, NodeSpec, Sp, Transport, ValueTable};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("cannot read `{path}`")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{path}` is not valid JSON")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("`{path}` is not a valid JSON Schema: {message}")]
+    Schema { path: PathBuf, message: String },
+    #[error("cannot compile `{what}`: {source}")]
+    Jinja {
+        what: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    #[error("the graph refers to `{0}`, which it does not declare")]
+    Unresolved(String),
+}
+
+struct Compiler<'a> {
+    spec: &'a GraphSpec,
+    text: &'a str,
+    env: minijinja::Environment<'static>,
+    exprs: Vec<String>,
+    /// Contents of every file read, in order, for the graph hash.
+    files: Vec<(String, String)>,
+}
+
+/// Compiles a spec that passed `check`. Resolution failures here mean the spec was not
+/// checked first; they are errors, not panics.
+pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileError> {
+    let env = minijinja::Environment::new();
+    let mut c = Compiler {
+        spec,
+        text: sources.text(spec.file),
+        env,
+        exprs: Vec::new(),
+        files: Vec::new(),
+    };
+    let field_ids: HashMap<String, FieldId> = spec
+        .state
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.get_ref().clone(), FieldId(i as u32)))
+        .collect();
+    let node_ids: HashMap<String, NodeId> = spec
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.get_ref().clone(), NodeId(i as u32)))
+        .collect();
+    let target = |name: &Sp<String>| -> Result<Target, CompileError> {
+        if name.get_ref() == spec::END {
+            return Ok(Target::End);
+        }
+        node_ids
+            .get(name.get_ref())
+            .map(|n| Target::Node(*n))
+            .ok_or_else(|| CompileError::Unresolved(name.get_ref().clone()))
+    };
+    let field = |name: &Sp<String>| -> Result<FieldId, CompileError> {
+        field_ids
+            .get(name.get_ref())
+            .copied()
+            .ok_or_else(|| CompileError::Unresolved(name.get_ref().clone()))
+    };
+
+    let mut fields = Vec::new();
+    for f in &spec.state {
+        let schema = match &f.schema {
+            Some(p) => Some(c.validator(p)?.1),
+            None => None,
+        };
+        fields.push(Field {
+            name: Arc::from(f.name.get_ref().as_str()),
+            ty: f.ty.get_ref().clone(),
+            default: f
+                .default
+                .as_ref()
+                .map_or_else(|| f.ty.get_ref().zero(), |d| d.get_ref().clone()),
+            reducer: f.reducer(),
+            schema,
+        });
+    }
+
+    let servers: Vec<Server> = spec
+        .servers
+        .iter()
+        .map(|s| Server {
+            name: s.name.get_ref().clone(),
+            transport: match &s.transport {
+                Transport::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                } => ServerTransport::Stdio {
+                    command: command.get_ref().clone(),
+                    args: args.clone(),
+                    env: env.clone(),
+                    cwd: cwd
+                        .as_ref()
+                        .map_or_else(|| spec.root.clone(), |c| spec.resolve(c.get_ref())),
+                },
+                Transport::Http { url } => ServerTransport::Http {
+                    url: url.get_ref().clone(),
+                },
+            },
+        })
+        .collect();
+    let server = |name: &Sp<String>| -> Result<usize, CompileError> {
+        spec.servers
+            .iter()
+            .position(|s| s.name.get_ref() == name.get_ref())
+            .ok_or_else(|| CompileError::Unresolved(name.get_ref().clone()))
+    };
+
+    let mut nodes = Vec::new();
+    for n in &spec.nodes {
+        let files_before = c.files.len();
+        let set = n
+            .set
+            .iter()
+            .map(|(f, e)| Ok((field(f)?, c.expr(e))))
+            .collect::<Result<Vec<_>, CompileError>>()?;
+        let only_if = n.only_if.as_ref().map(|e| c.expr(e));
+        let next = match (&n.next, &n.route) {
+            _ if *n.kind.get_ref() == spec::NodeKind::Finalize => Next::Finish,
+            (Some(t), _) => Next::Goto(target(t)?),
+            (None, Some(r)) => {
+                let default = r.default.as_ref().map(&target).transpose()?;
+                match &r.on {
+                    Some(on) => Next::Switch {
+                        on: c.expr(on),
+                        cases: r
+                            .cases
+                            .iter()
+                            .map(|(k, t)| Ok((k.get_ref().clone(), target(t)?)))
+                            .collect::<Result<_, CompileError>>()?,
+                        default,
+                    },
+                    None => Next::When {
+                        cases: r
+                            .when
+                            .iter()
+                            .map(|w| {
+                                Ok(WhenCase {
+                                    label: w.label().to_string(),
+                                    cond: c.expr(&w.cond),
+                                    to: target(&w.to)?,
+                                })
+                            })
+                            .collect::<Result<_, CompileError>>()?,
+                        default,
+                    },
+                }
+            }
+            (None, None) => {
+                return Err(CompileError::Unresolved(format!(
+                    "the next node of `{}`",
+                    n.name.get_ref()
+                )));
+            }
+        };
+        let body = c.body(n, &field, &target, &server)?;
+        let fingerprint = {
+            let mut h = Sha256::new();
+            h.update(c.text.get(n.span.clone()).unwrap_or("").as_bytes());
+            h.update(n.name.get_ref().as_bytes());
+            for (_, text) in &c.files[files_before..] {
+                h.update(text.as_bytes());
+            }
+            hex(&h.finalize())
+        };
+        nodes.push(Node {
+            name: Arc::from(n.name.get_ref().as_str()),
+            kind: *n.kind.get_ref(),
+            body,
+            set,
+            only_if,
+            next,
+            on_error: n.on_error.as_ref().map(&target).transpose()?,
+            breakpoint: n.breakpoint.as_ref().map(|b| *b.get_ref()),
+            timeout: n.timeout.as_ref().map(|t| *t.get_ref()),
+            retry: n.retry.as_ref().map(|r| Retry {
+                attempts: r.attempts.min(u32::MAX as u64) as u32,
+                backoff: r.backoff.unwrap_or(Duration::from_millis(200)),
+                max_backoff: r.max_backoff.unwrap_or(Duration::from_secs(10)),
+                jitter: r.jitter,
+            }),
+            fingerprint,
+        });
+    }
+
+    let entry = spec
+        .graph
+        .entry
+        .as_ref()
+        .ok_or_else(|| CompileError::Unresolved("the entry node".into()))?;
+    let entry = match target(entry)? {
+        Target::Node(n) => n,
+        Target::End => return Err(CompileError::Unresolved("the entry node".into())),
+    };
+    let limits = Limits {
+        max_steps: spec.graph.max_steps.as_ref().map(|s| *s.get_ref()),
+        max_wall_time: spec.graph.max_wall_time.as_ref().map(|s| *s.get_ref()),
+        max_tokens: spec.graph.max_tokens.as_ref().map(|s| *s.get_ref()),
+        on_limit: spec.graph.on_limit.as_ref().map(&target).transpose()?,
+    };
+    let hash = {
+        let mut h = Sha256::new();
+        h.update(c.text.as_bytes());
+        for (name, text) in &c.files {
+            h.update(name.as_bytes());
+            h.update(text.as_bytes());
+        }
+        hex(&h.finalize())
+    };
+    let llm = LlmDefaults {
+        model: spec.llm.model.as_ref().map(|m| m.get_ref().clone()),
+        base_url_env: spec
+            .llm
+            .base_url_env
+            .clone()
+            .unwrap_or_else(|| "OPENAI_BASE_URL".into()),
+        api_key_env: spec
+            .llm
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+        temperature: spec.llm.temperature,
+        timeout: spec
+            .llm
+            .timeout
+            .as_ref()
+            .map_or(Duration::from_secs(60), |t| *t.get_ref()),
+    };
+    let expr_sources = c.exprs.clone();
+    let exprs = Exprs::build(c.env, c.exprs).map_err(|(i, source)| CompileError::Jinja {
+        what: expr_sources[i].clone(),
+        source,
+    })?;
+    Ok(Graph {
+        name: spec
+            .graph
+            .name
+            .as_ref()
+            .map_or_else(String::new, |n| n.get_ref().clone()),
+        path: spec.path.clone(),
+        root: spec.root.clone(),
+        hash,
+        entry,
+        limits,
+        fields,
+        nodes,
+        servers,
+        llm,
+        exprs,
+        expr_sources,
+        field_ids,
+        node_ids,
+    })
+}
+
+impl Compiler<'_> {
+    fn expr(&mut self, e: &Sp<String>) -> ExprId {
+        self.exprs.push(e.get_ref().clone());
+        ExprId((self.exprs.len() - 1) as u32)
+    }
+
+    fn read(&mut self, rel: &str) -> Result<String, CompileError> {
+        let path = self.spec.resolve(rel);
+        let text = std::fs::read_to_string(&path).map_err(|source| CompileError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        self.files.push((rel.to_string(), text.clone()));
+        Ok(text)
+    }
+
+    fn json(&mut self, rel: &str) -> Result<serde_json::Value, CompileError> {
+        let text = self.read(rel)?;
+        serde_json::from_str(&text).map_err(|source| CompileError::Json {
+            path: self.spec.resolve(rel),
+            source,
+        })
+    }
+
+    fn validator(
+        &mut self,
+        rel: &Sp<String>,
+    ) -> Result<(Arc<serde_json::Value>, Arc<jsonschema::Validator>), CompileError> {
+        let schema = self.json(rel.get_ref())?;
+        let v = jsonschema::draft202012::new(&schema).map_err(|e| CompileError::Schema {
+            path: self.spec.resolve(rel.get_ref()),
+            message: e.to_string(),
+        })?;
+        Ok((Arc::new(schema), Arc::new(v)))
+    }
+
+    /// Registers a template file under its path (once) and returns its name.
+    fn template_file(&mut self, rel: &Sp<String>) -> Result<String, CompileError> {
+        let name = format!("file:{}", rel.get_ref());
+        let text = self.read(rel.get_ref())?;
+        if self.env.get_template(&name).is_err() {
+            self.env
+                .add_template_owned(name.clone(), text)
+                .map_err(|source| CompileError::Jinja {
+                    what: rel.get_ref().clone(),
+                    source,
+                })?;
+        }
+        Ok(name)
+    }
+
+    /// Registers an inline template and returns its name.
+    fn template(
+        &mut self,
+        node: &NodeSpec,
+        what: &str,
+        t: &Sp<String>,
+    ) -> Result<String, CompileError> {
+        let name = format!("inline:{}:{what}", node.name.get_ref());
+        self.env
+            .add_template_owned(name.clone(), t.get_ref().clone())
+            .map_err(|source| CompileError::Jinja {
+                what: t.get_ref().clone(),
+                source,
+            })?;
+        Ok(name)
+    }
+
+    fn value_tpl(&mut self, v: &ValueTable) -> ValueTpl {
+        match v {
+            ValueTable::Expr(e) => ValueTpl::Expr(self.expr(e)),
+            ValueTable::Literal(l) => ValueTpl::Literal(l.get_ref().clone()),
+            ValueTable::Array(items) => {
+                ValueTpl::Array(items.iter().map(|i| self.value_tpl(i)).collect())
+            }
+            ValueTable::Table(entries) => ValueTpl::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.get_ref().clone(), self.value_tpl(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn body(
+        &mut self,
+        n: &NodeSpec,
+        field: &dyn Fn(&Sp<String>) -> Result<FieldId, CompileError>,
+        target: &dyn Fn(&Sp<String>) -> Result<Target, CompileError>,
+        server: &dyn Fn(&Sp<String>) -> Result<usize, CompileError>,
+    ) -> Result<Body, CompileError> {
+        let missing =
+            |what: &str| CompileError::Unresolved(format!("`{what}` of `{}`", n.name.get_ref()));
+        Ok(match &n.body {
+            KindSpec::Set => Body::Set,
+            KindSpec::Policy(p) => {
+                let mut rules = Vec::new();
+                for (i, r) in p.rules.iter().enumerate() {
+                    let reason = match &r.reason {
+                        Some(t) => Some(self.template(n, &format!("reason{i}"), t)?),
+                        None => None,
+                    };
+                    rules.push(PolicyRule {
+                        name: r.name.as_ref().map(|s| s.get_ref().clone()),
+                        when: self.expr(&r.when),
+                        decision: *r.decision.get_ref(),
+                        reason,
+                    });
+                }
+                let default_reason = match &p.default_reason {
+                    Some(t) => self.template(n, "default_reason", t)?,
+                    None => self.template(
+                        n,
+                        "default_reason",
+                        &Sp::new(0..0, "no rule matched".into()),
+                    )?,
+                };
+                Body::Policy(PolicyBody {
+                    rules,
+                    default: p.default.as_ref().map_or(Decision::Deny, |d| *d.get_ref()),
+                    default_reason,
+                    output: field(p.output.as_ref().ok_or_else(|| missing("output"))?)?,
+                })
+            }
+            KindSpec::Interrupt(i) => Body::Interrupt(InterruptBody {
+                payload: i.payload.as_ref().map(|p| self.value_tpl(p)),
+                resume_schema: match &i.resume_schema {
+                    Some(s) => Some(self.validator(s)?.1),
+                    None => None,
+                },
+                output: i.output.as_ref().map(field).transpose()?,
+                timeout: i.timeout.as_ref().map(|t| *t.get_ref()),
+                on_timeout: i.on_timeout.as_ref().map(target).transpose()?,
+            }),
+            KindSpec::Finalize(f) => Body::Finalize(FinalizeBody {
+                outcome: f
+                    .outcome
+                    .as_ref()
+                    .map_or_else(|| "done".into(), |o| o.get_ref().clone()),
+                response: match &f.response {
+                    Some(t) => Some(self.template(n, "response", t)?),
+                    None => None,
+                },
+                output: f.output.as_ref().map(field).transpose()?,
+            }),
+            KindSpec::Llm(l) => {
+                let (schema, validator, schema_hash) = match &l.schema {
+                    Some(s) => {
+                        let (schema, v) = self.validator(s)?;
+                        let hash = hex(&Sha256::digest(schema.to_string().as_bytes()));
+                        (Some(schema), Some(v), hash)
+                    }
+                    None => (None, None, String::new()),
+                };
+                let mut pseudo_tools = Vec::new();
+                for p in &l.pseudo_tools {
+                    let schema = match &p.schema {
+                        Some(s) => Some(Arc::new(self.json(s.get_ref())?)),
+                        None => None,
+                    };
+                    pseudo_tools.push(PseudoTool {
+                        name: p.name.get_ref().clone(),
+                        description: p.description.clone(),
+                        schema,
+                        to: target(&p.to)?,
+                    });
+                }
+                Body::Llm(Box::new(LlmBody {
+                    prompt: self
+                        .template_file(l.prompt.as_ref().ok_or_else(|| missing("prompt"))?)?,
+                    system: l
+                        .system
+                        .as_ref()
+                        .map(|s| self.template_file(s))
+                        .transpose()?,
+                    schema,
+                    validator,
+                    schema_hash,
+                    output: field(l.output.as_ref().ok_or_else(|| missing("output"))?)?,
+                    history: l.history.as_ref().map(field).transpose()?,
+                    model: l.model.as_ref().map(|m| m.get_ref().clone()),
+                    temperature: l.temperature,
+                    retries: l.retries.unwrap_or(2).min(u32::MAX as u64) as u32,
+                    fallback: l.fallback.as_ref().map(|e| self.expr(e)),
+                    cache: l
+                        .cache
+                        .as_ref()
+                        .map(|c| (self.expr(&c.key), *c.ttl.get_ref())),
+                    tools: l
+                        .tools
+                        .as_ref()
+                        .map(|t| {
+                            Ok::<_, CompileError>((
+                                server(&t.server)?,
+                                t.only.iter().map(|s| s.get_ref().clone()).collect(),
+                            ))
+                        })
+                        .transpose()?,
+                    pseudo_tools,
+                    stream: l.stream,
+                }))
+            }
+            KindSpec::Mcp(m) => {
+                let mut calls = Vec::new();
+                for (i, call) in m.calls.iter().enumerate() {
+                    let tool = if call.tool.get_ref().contains("{{")
+                        || call.tool.get_ref().contains("{%")
+                    {
+                        ToolName::Template(self.template(n, &format!("tool{i}"), &call.tool)?)
+                    } else {
+                        ToolName::Fixed(call.tool.get_ref().clone())
+                    };
+                    calls.push(Call {
+                        tool,
+                        args: call.args.as_ref().map(|a| self.value_tpl(a)),
+                        output: call.output.as_ref().map(field).transpose()?,
+                    });
+                }
+                Body::Mcp(McpBody {
+                    server: server(m.server.as_ref().ok_or_else(|| missing("server"))?)?,
+                    calls,
+                    multi: m.multi,
+                    side_effects: m.side_effects,
+                    audit: m.audit.as_ref().map(field).transpose()?,
+                })
+            }
+        })
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}

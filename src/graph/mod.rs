@@ -1,0 +1,272 @@
+//! The checked graph: names resolved to indices, expressions compiled, templates
+//! registered, schemas loaded. Only a [`Graph`] can run; it is made from a spec that
+//! passed every check (see [`compile`]).
+
+mod compile;
+mod exprs;
+
+pub use compile::{CompileError, compile};
+pub use exprs::ExprId;
+
+use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
+use exprs::Exprs;
+use minijinja::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NodeId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldId(pub u32);
+
+/// Where an edge goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Node(NodeId),
+    End,
+}
+
+pub struct Graph {
+    pub name: String,
+    pub path: PathBuf,
+    pub root: PathBuf,
+    /// SHA-256 of the graph file and every prompt and schema file it names.
+    pub hash: String,
+    pub entry: NodeId,
+    pub limits: Limits,
+    pub fields: Vec<Field>,
+    pub nodes: Vec<Node>,
+    pub servers: Vec<Server>,
+    pub llm: LlmDefaults,
+    pub(crate) exprs: Exprs,
+    pub(crate) expr_sources: Vec<String>,
+    field_ids: HashMap<String, FieldId>,
+    node_ids: HashMap<String, NodeId>,
+}
+
+impl Graph {
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id.0 as usize]
+    }
+
+    pub fn field(&self, id: FieldId) -> &Field {
+        &self.fields[id.0 as usize]
+    }
+
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+
+    pub fn field_id(&self, name: &str) -> Option<FieldId> {
+        self.field_ids.get(name).copied()
+    }
+
+    pub fn target_name(&self, t: Target) -> &str {
+        match t {
+            Target::Node(n) => &self.node(n).name,
+            Target::End => crate::spec::END,
+        }
+    }
+
+    /// Evaluates a compiled expression in a context.
+    pub(crate) fn eval(&self, id: ExprId, ctx: Value) -> Result<Value, minijinja::Error> {
+        self.exprs.eval(id, ctx)
+    }
+
+    pub fn expr_source(&self, id: ExprId) -> &str {
+        &self.expr_sources[id.0 as usize]
+    }
+
+    /// Renders a registered template (a prompt file or an inline template).
+    pub(crate) fn render(&self, name: &str, ctx: Value) -> Result<String, minijinja::Error> {
+        self.exprs.env().get_template(name)?.render(ctx)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Limits {
+    pub max_steps: Option<u64>,
+    pub max_wall_time: Option<Duration>,
+    pub max_tokens: Option<u64>,
+    pub on_limit: Option<Target>,
+}
+
+pub struct Field {
+    pub name: Arc<str>,
+    pub ty: FieldType,
+    pub default: serde_json::Value,
+    pub reducer: Reducer,
+    pub schema: Option<Arc<jsonschema::Validator>>,
+}
+
+pub struct Node {
+    pub name: Arc<str>,
+    pub kind: NodeKind,
+    pub body: Body,
+    pub set: Vec<(FieldId, ExprId)>,
+    pub only_if: Option<ExprId>,
+    pub next: Next,
+    pub on_error: Option<Target>,
+    pub breakpoint: Option<Breakpoint>,
+    pub timeout: Option<Duration>,
+    pub retry: Option<Retry>,
+    /// SHA-256 of the node's text in the graph file and of the files it names: a resume
+    /// after an edit is allowed when the pending node's fingerprint is unchanged.
+    pub fingerprint: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Retry {
+    pub attempts: u32,
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+    pub jitter: bool,
+}
+
+/// How a node picks its successor.
+pub enum Next {
+    Goto(Target),
+    Switch {
+        on: ExprId,
+        cases: Vec<(String, Target)>,
+        default: Option<Target>,
+    },
+    When {
+        cases: Vec<WhenCase>,
+        default: Option<Target>,
+    },
+    /// A finalize node: the run ends.
+    Finish,
+}
+
+pub struct WhenCase {
+    pub label: String,
+    pub cond: ExprId,
+    pub to: Target,
+}
+
+/// A value template: strings are expressions, the rest literals.
+#[derive(Debug)]
+pub enum ValueTpl {
+    Expr(ExprId),
+    Literal(serde_json::Value),
+    Array(Vec<ValueTpl>),
+    Object(Vec<(String, ValueTpl)>),
+}
+
+pub enum Body {
+    Set,
+    Policy(PolicyBody),
+    Interrupt(InterruptBody),
+    Finalize(FinalizeBody),
+    Llm(Box<LlmBody>),
+    Mcp(McpBody),
+}
+
+pub struct PolicyBody {
+    pub rules: Vec<PolicyRule>,
+    pub default: Decision,
+    pub default_reason: String,
+    pub output: FieldId,
+}
+
+pub struct PolicyRule {
+    pub name: Option<String>,
+    pub when: ExprId,
+    pub decision: Decision,
+    /// Name of the registered reason template.
+    pub reason: Option<String>,
+}
+
+pub struct InterruptBody {
+    pub payload: Option<ValueTpl>,
+    pub resume_schema: Option<Arc<jsonschema::Validator>>,
+    pub output: Option<FieldId>,
+    pub timeout: Option<Duration>,
+    pub on_timeout: Option<Target>,
+}
+
+pub struct FinalizeBody {
+    pub outcome: String,
+    /// Name of the registered response template.
+    pub response: Option<String>,
+    pub output: Option<FieldId>,
+}
+
+pub struct LlmBody {
+    /// Names of the registered prompt templates.
+    pub prompt: String,
+    pub system: Option<String>,
+    pub schema: Option<Arc<serde_json::Value>>,
+    pub validator: Option<Arc<jsonschema::Validator>>,
+    pub schema_hash: String,
+    pub output: FieldId,
+    pub history: Option<FieldId>,
+    pub model: Option<String>,
+    pub temperature: Option<f64>,
+    pub retries: u32,
+    pub fallback: Option<ExprId>,
+    pub cache: Option<(ExprId, Duration)>,
+    pub tools: Option<(usize, Vec<String>)>,
+    pub pseudo_tools: Vec<PseudoTool>,
+    pub stream: bool,
+}
+
+pub struct PseudoTool {
+    pub name: String,
+    pub description: String,
+    pub schema: Option<Arc<serde_json::Value>>,
+    pub to: Target,
+}
+
+pub struct McpBody {
+    /// Index into `Graph::servers`.
+    pub server: usize,
+    pub calls: Vec<Call>,
+    pub multi: bool,
+    pub side_effects: bool,
+    pub audit: Option<FieldId>,
+}
+
+pub struct Call {
+    pub tool: ToolName,
+    pub args: Option<ValueTpl>,
+    pub output: Option<FieldId>,
+}
+
+pub enum ToolName {
+    Fixed(String),
+    /// Name of the registered template that renders the tool name.
+    Template(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Server {
+    pub name: String,
+    pub transport: ServerTransport,
+}
+
+#[derive(Clone, Debug)]
+pub enum ServerTransport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: PathBuf,
+    },
+    Http {
+        url: String,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LlmDefaults {
+    pub model: Option<String>,
+    pub base_url_env: String,
+    pub api_key_env: String,
+    pub temperature: Option<f64>,
+    pub timeout: Duration,
+}

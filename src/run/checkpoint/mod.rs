@@ -1,0 +1,124 @@
+//! Checkpoints: one record per node execution, keyed by thread id.
+//!
+//! A record holds what changed (the writes of that step), not the whole state, so the
+//! cost of a step does not grow with the length of the history. The state at any record
+//! is the replay of the writes up to it, through the same reducers.
+
+mod memory;
+mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// Where a thread stands after a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Interrupted,
+    Stopped,
+    Finished,
+    Failed,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Interrupted => "interrupted",
+            Status::Stopped => "stopped",
+            Status::Finished => "finished",
+            Status::Failed => "failed",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => Status::Running,
+            "interrupted" => Status::Interrupted,
+            "stopped" => Status::Stopped,
+            "finished" => Status::Finished,
+            "failed" => Status::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// One field write, as the reducer applied it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Write {
+    pub field: Arc<str>,
+    pub value: Arc<Json>,
+}
+
+/// An interrupt waiting for its answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    pub node: Arc<str>,
+    pub payload: Json,
+    /// The payload's `reference`, which a resume must match when it carries one.
+    pub reference: Option<String>,
+    /// Unix milliseconds after which the interrupt takes its `on_timeout` route.
+    pub deadline_ms: Option<u64>,
+    /// The node's fingerprint when it paused; see `Node::fingerprint`.
+    pub fingerprint: String,
+    /// Pauses for a breakpoint rather than an interrupt node.
+    #[serde(default)]
+    pub breakpoint: Option<String>,
+}
+
+/// One checkpoint record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub thread: Arc<str>,
+    /// Position in the thread's history, from 0.
+    pub seq: u64,
+    /// Which run of the thread wrote it (each `start` begins a new run).
+    pub run: u64,
+    /// Node executions so far in this run.
+    pub step: u64,
+    /// The node that ran (none for the record of a run's input).
+    pub node: Option<Arc<str>>,
+    /// The node to run next, if the run goes on.
+    pub next: Option<Arc<str>>,
+    pub writes: Vec<Write>,
+    pub status: Status,
+    pub pending: Option<Pending>,
+    pub outcome: Option<String>,
+    pub graph_hash: Arc<str>,
+    /// Tokens used and wall time spent in this run so far, so budgets hold across pauses.
+    pub tokens: u64,
+    pub elapsed_ms: u64,
+    /// Unix milliseconds when the record was written.
+    pub at_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("checkpoint store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("checkpoint store: cannot create `{path}`")]
+    Create {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
+    Corrupt { thread: String, message: String },
+}
+
+/// Durable (or not) storage of checkpoint records.
+pub trait Checkpointer: Send + Sync {
+    /// Appends a record; `seq` numbers of a thread are consecutive from 0.
+    fn append(&self, record: Checkpoint) -> Result<(), StoreError>;
+    /// Every record of a thread, in order; empty when the thread is unknown.
+    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError>;
+    /// The last record of a thread.
+    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.load(thread)?.pop())
+    }
+}

@@ -1,0 +1,197 @@
+//! Typed events of a run. The CLI prints them for people or as NDJSON (`--json`); the
+//! library hands them out through an unbounded channel ([`super::Runner::events`]).
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        thread: Arc<str>,
+        graph: String,
+        run: u64,
+        resumed: bool,
+    },
+    NodeStarted {
+        node: Arc<str>,
+        step: u64,
+    },
+    NodeFinished {
+        node: Arc<str>,
+        step: u64,
+        duration_us: u64,
+        writes: Vec<Arc<str>>,
+        skipped: bool,
+    },
+    RouteTaken {
+        from: Arc<str>,
+        to: Arc<str>,
+        case: Option<String>,
+    },
+    Interrupted {
+        node: Arc<str>,
+        payload: Json,
+    },
+    Resumed {
+        node: Arc<str>,
+        timed_out: bool,
+    },
+    LimitReached {
+        limit: &'static str,
+        to: Option<Arc<str>>,
+    },
+    LlmInvocation {
+        node: Arc<str>,
+        model: String,
+        tokens_in: u64,
+        tokens_out: u64,
+        cache_hit: bool,
+        latency_ms: u64,
+        attempt: u32,
+    },
+    ToolCall {
+        node: Arc<str>,
+        server: String,
+        tool: String,
+        arguments: Json,
+        duration_ms: u64,
+        attempt: u32,
+        is_error: bool,
+    },
+    TextDelta {
+        node: Arc<str>,
+        text: String,
+    },
+    NodeFailed {
+        node: Arc<str>,
+        message: String,
+        handled: bool,
+    },
+    Stopped {
+        next: Option<Arc<str>>,
+        step: u64,
+    },
+    RunFinished {
+        status: &'static str,
+        outcome: Option<String>,
+        steps: u64,
+        tokens: u64,
+        duration_ms: u64,
+    },
+}
+
+impl Event {
+    /// One line for people.
+    pub fn human(&self) -> String {
+        match self {
+            Event::RunStarted {
+                thread,
+                graph,
+                run,
+                resumed,
+            } => {
+                format!(
+                    "{} {graph} (thread {thread}, run {run})",
+                    if *resumed { "resumed" } else { "started" }
+                )
+            }
+            Event::NodeStarted { node, step } => format!("[{step:>3}] {node}"),
+            Event::NodeFinished {
+                node,
+                duration_us,
+                writes,
+                skipped,
+                ..
+            } => {
+                if *skipped {
+                    format!("      {node} skipped (only_if is false)")
+                } else if writes.is_empty() {
+                    format!("      {node} done in {}", micros(*duration_us))
+                } else {
+                    format!(
+                        "      {node} wrote {} in {}",
+                        writes.join(", "),
+                        micros(*duration_us)
+                    )
+                }
+            }
+            Event::RouteTaken { from, to, case } => match case {
+                Some(c) => format!("      {from} -> {to} ({c})"),
+                None => format!("      {from} -> {to}"),
+            },
+            Event::Interrupted { node, payload } => format!("paused at {node}: {payload}"),
+            Event::Resumed { node, timed_out } => {
+                if *timed_out {
+                    format!("{node} timed out")
+                } else {
+                    format!("resumed {node}")
+                }
+            }
+            Event::LimitReached { limit, to } => match to {
+                Some(to) => format!("limit reached: {limit}; going to {to}"),
+                None => format!("limit reached: {limit}"),
+            },
+            Event::LlmInvocation {
+                node,
+                model,
+                tokens_in,
+                tokens_out,
+                cache_hit,
+                latency_ms,
+                ..
+            } => format!(
+                "      {node}: {model} {tokens_in}+{tokens_out} tokens in {latency_ms} ms{}",
+                if *cache_hit { " (cache hit)" } else { "" }
+            ),
+            Event::ToolCall {
+                node,
+                tool,
+                duration_ms,
+                attempt,
+                is_error,
+                ..
+            } => format!(
+                "      {node}: called {tool} in {duration_ms} ms (attempt {attempt}){}",
+                if *is_error { ", error" } else { "" }
+            ),
+            Event::TextDelta { text, .. } => text.clone(),
+            Event::NodeFailed {
+                node,
+                message,
+                handled,
+            } => {
+                format!(
+                    "      {node} failed: {message}{}",
+                    if *handled { " (taking on_error)" } else { "" }
+                )
+            }
+            Event::Stopped { next, step } => match next {
+                Some(n) => format!("stopped after step {step}; next is {n}"),
+                None => format!("stopped after step {step}"),
+            },
+            Event::RunFinished {
+                status,
+                outcome,
+                steps,
+                tokens,
+                duration_ms,
+            } => format!(
+                "{status}{} after {steps} steps, {tokens} tokens, {duration_ms} ms",
+                outcome
+                    .as_ref()
+                    .map(|o| format!(": {o}"))
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
+fn micros(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{} ms", us / 1000)
+    } else {
+        format!("{us} us")
+    }
+}

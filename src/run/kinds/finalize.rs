@@ -1,0 +1,30 @@
+//! `finalize`: renders the response and ends the run with its outcome.
+
+use super::Step;
+use crate::graph::FinalizeBody;
+use crate::run::runner::NodeCx;
+use serde_json::Value as Json;
+
+pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {
+    let response = match body.response.as_deref().map(|t| cx.render(t)).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            return Step::Fail {
+                message: format!("response: {e}"),
+                tokens: 0,
+            };
+        }
+    };
+    let writes = match (&body.output, &response) {
+        (Some(f), Some(r)) => vec![(*f, Json::String(r.clone()))],
+        _ => Vec::new(),
+    };
+    let result = response.clone().map_or(Json::Null, Json::String);
+    Step::Done {
+        result,
+        writes,
+        route: None,
+        finish: Some((body.outcome.clone(), response)),
+        tokens: 0,
+    }
+}

@@ -1,0 +1,45 @@
+//! `interrupt`: renders a payload and pauses the run; a resume brings the answer.
+
+use super::Step;
+use crate::graph::InterruptBody;
+use crate::run::runner::NodeCx;
+use serde_json::Value as Json;
+
+pub(crate) fn run(cx: &NodeCx<'_>, body: &InterruptBody) -> Step {
+    let payload = match &body.payload {
+        Some(tpl) => match cx.value(tpl) {
+            Ok(p) => p,
+            Err(e) => {
+                return Step::Fail {
+                    message: format!("payload: {e}"),
+                    tokens: 0,
+                };
+            }
+        },
+        None => Json::Object(Default::default()),
+    };
+    Step::Pause { payload }
+}
+
+/// Checks a resume payload against the interrupt's schema; the errors, one per line.
+pub(crate) fn check_payload(body: &InterruptBody, payload: &Json) -> Result<(), String> {
+    let Some(schema) = &body.resume_schema else {
+        return Ok(());
+    };
+    let errors: Vec<String> = schema
+        .iter_errors(payload)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} (at `{at}`)")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}

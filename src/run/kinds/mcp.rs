@@ -1,0 +1,209 @@
+//! `mcp_call`: renders tool names and arguments from state, calls the tools in order
+//! and writes their results. Tools are reached through [`ToolClient`], so tests plug
+//! scripted doubles and the MCP client plugs in the same way.
+
+use super::Step;
+use crate::graph::{McpBody, Server, ToolName};
+use crate::run::event::Event;
+use crate::run::runner::NodeCx;
+use serde_json::{Value as Json, json};
+use std::time::{Duration, Instant};
+
+/// One tool call.
+#[derive(Debug, Clone)]
+pub struct ToolRequest {
+    pub server: Server,
+    pub tool: String,
+    pub arguments: Json,
+    pub timeout: Option<Duration>,
+}
+
+/// A tool's result: the content to write, and whether the tool reported an error.
+#[derive(Debug, Clone)]
+pub struct ToolReply {
+    pub content: Json,
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub message: String,
+    /// Worth retrying (a timeout, a dropped connection), under the node's `retry`.
+    pub transient: bool,
+}
+
+/// A tool a server offers, as its `tools/list` describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// The tool's `inputSchema`: arguments are checked against it before every call.
+    pub input_schema: Json,
+}
+
+#[async_trait::async_trait]
+pub trait ToolClient: Send + Sync {
+    /// The tools `server` offers (started on first use).
+    async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError>;
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError>;
+    /// Ends every server session: the run finished or paused.
+    async fn shutdown(&self) {}
+}
+
+/// The client used when none was configured: every call fails with a clear message.
+pub struct NoTools;
+
+#[async_trait::async_trait]
+impl ToolClient for NoTools {
+    async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
+        Err(ToolError {
+            message: format!(
+                "listing the tools of `{}` needs a tool client, and none is configured",
+                server.name
+            ),
+            transient: false,
+        })
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        Err(ToolError {
+            message: format!(
+                "calling `{}` on `{}` needs a tool client, and none is configured",
+                request.tool, request.server.name
+            ),
+            transient: false,
+        })
+    }
+}
+
+pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
+    let server = &cx.graph.servers[body.server];
+    let mut writes = Vec::new();
+    let mut results = Vec::new();
+    for call in &body.calls {
+        let tool = match &call.tool {
+            ToolName::Fixed(t) => t.clone(),
+            ToolName::Template(t) => match cx.render(t) {
+                Ok(t) => t.trim().to_string(),
+                Err(e) => {
+                    return Step::Fail {
+                        message: format!("tool name: {e}"),
+                        tokens: 0,
+                    };
+                }
+            },
+        };
+        let arguments = match &call.args {
+            Some(tpl) => match cx.value(tpl) {
+                Ok(a) => a,
+                Err(e) => {
+                    return Step::Fail {
+                        message: format!("arguments of `{tool}`: {e}"),
+                        tokens: 0,
+                    };
+                }
+            },
+            None => json!({}),
+        };
+        let request = ToolRequest {
+            server: server.clone(),
+            tool: tool.clone(),
+            arguments,
+            timeout: cx.node.timeout,
+        };
+        let retry = cx.node.retry.clone();
+        let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));
+        let mut attempt = 0;
+        let reply = loop {
+            attempt += 1;
+            let start = Instant::now();
+            let reply = cx.tools.call(&request).await;
+            let duration_ms = start.elapsed().as_millis() as u64;
+            cx.emit(|| Event::ToolCall {
+                node: cx.node.name.clone(),
+                server: server.name.clone(),
+                tool: tool.clone(),
+                arguments: request.arguments.clone(),
+                duration_ms,
+                attempt,
+                is_error: !matches!(&reply, Ok(r) if !r.is_error),
+            });
+            if let Some(audit) = body.audit {
+                let record = json!({
+                    "tool": tool,
+                    "arguments": request.arguments,
+                    "result": match &reply { Ok(r) => r.content.clone(), Err(e) => json!({ "error": e.message }) },
+                    "is_error": !matches!(&reply, Ok(r) if !r.is_error),
+                    "duration_ms": duration_ms,
+                    "attempt": attempt,
+                });
+                writes.push((audit, record));
+            }
+            match reply {
+                Err(e) if e.transient && attempt < attempts => {
+                    let r = retry.as_ref().expect("attempts > 1 means a retry policy");
+                    tokio::time::sleep(backoff(r, attempt)).await;
+                }
+                other => break other,
+            }
+        };
+        match reply {
+            Ok(r) if r.is_error => {
+                return Step::Fail {
+                    message: format!("`{tool}` reported an error: {}", summary(&r.content)),
+                    tokens: 0,
+                };
+            }
+            Ok(r) => {
+                if let Some(out) = call.output {
+                    writes.push((out, r.content.clone()));
+                }
+                results.push(r.content);
+            }
+            Err(e) => {
+                return Step::Fail {
+                    message: format!("`{tool}`: {e}"),
+                    tokens: 0,
+                };
+            }
+        }
+    }
+    let result = if body.multi {
+        Json::Array(results)
+    } else {
+        results.pop().unwrap_or(Json::Null)
+    };
+    Step::done(result, writes)
+}
+
+/// Exponential backoff for attempt `n` (1-based), capped, with optional jitter.
+pub(crate) fn backoff(r: &crate::graph::Retry, n: u32) -> Duration {
+    let base = r
+        .backoff
+        .saturating_mul(1u32 << (n - 1).min(16))
+        .min(r.max_backoff);
+    if !r.jitter {
+        return base;
+    }
+    // Jitter from the clock's nanoseconds: enough to spread retries, no RNG needed.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    base.mul_f64(0.5 + f64::from(nanos % 1000) / 2000.0)
+}
+
+fn summary(v: &Json) -> String {
+    let text = match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if text.len() > 200 {
+        format!(
+            "{}...",
+            &text[..text.char_indices().nth(197).map_or(text.len(), |(i, _)| i)]
+        )
+    } else {
+        text
+    }
+}

@@ -1,0 +1,42 @@
+//! The built-in node kinds, one file each, behind one trait. The runner dispatches on
+//! the node's body; each kind turns the current state into a [`Step`].
+
+pub(crate) mod finalize;
+pub(crate) mod interrupt;
+pub mod llm;
+pub mod mcp;
+pub(crate) mod policy;
+
+use crate::graph::{FieldId, Target};
+use serde_json::Value as Json;
+
+/// What a node's work produced.
+pub(crate) enum Step {
+    /// The node did its work: its result (seen as `result` by `set`) and the writes of
+    /// its kind, in order.
+    Done {
+        result: Json,
+        writes: Vec<(FieldId, Json)>,
+        /// A kind that picks its own successor (a pseudo tool, an interrupt timeout).
+        route: Option<Target>,
+        /// A finalize node: the outcome and response.
+        finish: Option<(String, Option<String>)>,
+        tokens: u64,
+    },
+    /// The node pauses the run for a person.
+    Pause { payload: Json },
+    /// The node failed; `on_error` decides what happens.
+    Fail { message: String, tokens: u64 },
+}
+
+impl Step {
+    pub(crate) fn done(result: Json, writes: Vec<(FieldId, Json)>) -> Self {
+        Step::Done {
+            result,
+            writes,
+            route: None,
+            finish: None,
+            tokens: 0,
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! `policy`: ordered rules decide allow / confirm / deny, with a reason.
+
+use super::Step;
+use crate::graph::PolicyBody;
+use crate::run::runner::NodeCx;
+use crate::spec::Decision;
+use serde_json::json;
+
+pub(crate) fn run(cx: &NodeCx<'_>, body: &PolicyBody) -> Step {
+    let mut chosen = None;
+    for rule in &body.rules {
+        match cx.eval(rule.when) {
+            Ok(v) if v.is_true() => {
+                chosen = Some(rule);
+                break;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Step::Fail {
+                    message: format!("rule `{}`: {e}", cx.graph.expr_source(rule.when)),
+                    tokens: 0,
+                };
+            }
+        }
+    }
+    let (decision, reason, name) = match chosen {
+        Some(rule) => (rule.decision, rule.reason.as_deref(), rule.name.clone()),
+        None => (body.default, Some(body.default_reason.as_str()), None),
+    };
+    let reason = match reason.map(|t| cx.render(t)).transpose() {
+        Ok(r) => r.unwrap_or_default(),
+        Err(e) => {
+            return Step::Fail {
+                message: format!("reason: {e}"),
+                tokens: 0,
+            };
+        }
+    };
+    let decision = match decision {
+        Decision::Allow => "allow",
+        Decision::Confirm => "confirm",
+        Decision::Deny => "deny",
+    };
+    let result = json!({ "decision": decision, "reason": reason, "rule": name });
+    Step::done(result.clone(), vec![(body.output, result)])
+}

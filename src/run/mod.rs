@@ -1,0 +1,15 @@
+//! Run: the async interpreter, its state, checkpoints and events.
+
+pub mod checkpoint;
+pub mod event;
+pub mod kinds;
+mod runner;
+mod scope;
+pub mod state;
+
+pub use checkpoint::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
+pub use event::Event;
+pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
+pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
+pub use runner::{Outcome, RunError, Runner, StopHandle};
+pub use state::State;

@@ -1,0 +1,176 @@
+//! What expressions and templates see: state fields, `run` and `result`, exposed to
+//! minijinja lazily. Fields are shared, not copied: a field's JSON is wrapped in a view
+//! that resolves attribute and index lookups on demand, so an expression that reads
+//! `planned_action.kind` costs the same whatever the size of the rest of the state.
+
+use crate::graph::Graph;
+use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// The root context of an evaluation.
+pub(crate) struct Scope {
+    pub(crate) graph: Arc<Graph>,
+    pub(crate) values: Arc<Vec<Arc<Json>>>,
+    pub(crate) run: Value,
+    pub(crate) result: Option<Value>,
+}
+
+impl std::fmt::Debug for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("graph", &self.graph.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Object for Scope {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let key = key.as_str()?;
+        match key {
+            "run" => Some(self.run.clone()),
+            "result" => self.result.clone(),
+            _ => {
+                let id = self.graph.field_id(key)?;
+                Some(view(&self.values[id.0 as usize], Vec::new()))
+            }
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let mut keys: Vec<Value> = self
+            .graph
+            .fields
+            .iter()
+            .map(|f| Value::from(&*f.name))
+            .collect();
+        keys.push(Value::from("run"));
+        Enumerator::Values(keys)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A lazily resolved part of a field's JSON value.
+#[derive(Debug)]
+pub(crate) struct JsonView {
+    root: Arc<Json>,
+    path: Vec<Seg>,
+}
+
+impl JsonView {
+    pub(crate) fn get(&self) -> &Json {
+        let mut here = &*self.root;
+        for seg in &self.path {
+            here = match (here, seg) {
+                (Json::Object(m), Seg::Key(k)) => &m[k],
+                (Json::Array(a), Seg::Index(i)) => &a[*i],
+                _ => unreachable!("paths are only built from lookups that succeeded"),
+            };
+        }
+        here
+    }
+
+    fn child(&self, seg: Seg) -> Value {
+        let mut path = self.path.clone();
+        path.push(seg);
+        view(&self.root, path)
+    }
+}
+
+/// A minijinja value for the JSON at `path` in `root`: scalars by value, containers as
+/// views.
+fn view(root: &Arc<Json>, path: Vec<Seg>) -> Value {
+    let v = JsonView {
+        root: root.clone(),
+        path,
+    };
+    match v.get() {
+        Json::Null => Value::from(()),
+        Json::Bool(b) => Value::from(*b),
+        Json::Number(n) => number(n),
+        Json::String(s) => Value::from(s.as_str()),
+        Json::Array(_) | Json::Object(_) => Value::from_object(v),
+    }
+}
+
+fn number(n: &serde_json::Number) -> Value {
+    if let Some(i) = n.as_i64() {
+        Value::from(i)
+    } else if let Some(u) = n.as_u64() {
+        Value::from(u)
+    } else {
+        Value::from(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+impl Object for JsonView {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        match self.get() {
+            Json::Array(_) => ObjectRepr::Seq,
+            _ => ObjectRepr::Map,
+        }
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match self.get() {
+            Json::Object(m) => {
+                let k = key.as_str()?;
+                m.contains_key(k)
+                    .then(|| self.child(Seg::Key(k.to_string())))
+            }
+            Json::Array(a) => {
+                let i = i64::try_from(key.clone()).ok()?;
+                let i = if i < 0 { a.len() as i64 + i } else { i };
+                (0..a.len() as i64)
+                    .contains(&i)
+                    .then(|| self.child(Seg::Index(i as usize)))
+            }
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match self.get() {
+            Json::Object(m) => {
+                Enumerator::Values(m.keys().map(|k| Value::from(k.as_str())).collect())
+            }
+            Json::Array(a) => Enumerator::Seq(a.len()),
+            _ => Enumerator::Empty,
+        }
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        match self.get() {
+            Json::Object(m) => Some(m.len()),
+            Json::Array(a) => Some(a.len()),
+            _ => Some(0),
+        }
+    }
+
+    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // JSON is what a prompt author expects to see for a structured value.
+        write!(f, "{}", self.get())
+    }
+}
+
+/// Converts an evaluation result to JSON. Views are copied straight from their JSON;
+/// undefined becomes null.
+pub(crate) fn to_json(v: &Value) -> Result<Json, String> {
+    if let Some(view) = v.downcast_object_ref::<JsonView>() {
+        return Ok(view.get().clone());
+    }
+    if v.is_undefined() {
+        return Ok(Json::Null);
+    }
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+/// Wraps owned JSON (a node's result) for expressions.
+pub(crate) fn from_json(v: Json) -> Value {
+    view(&Arc::new(v), Vec::new())
+}

@@ -1,0 +1,227 @@
+//! A run's state: one JSON value per declared field, merged by the field's reducer.
+//!
+//! Values sit behind `Arc`s so that evaluation can share them without copying, and so
+//! that appending to a list mutates it in place once nothing else holds it: the cost of
+//! a write does not grow with the length of the list.
+
+use crate::graph::{FieldId, Graph};
+use crate::spec::{FieldType, Reducer, is_message};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct State {
+    pub(crate) values: Arc<Vec<Arc<Json>>>,
+    /// For `messages` fields: message id -> position, so replacing by id is O(1).
+    msg_index: HashMap<FieldId, HashMap<String, usize>>,
+}
+
+/// Why a write was refused. The state is unchanged.
+#[derive(Debug, thiserror::Error)]
+#[error("field `{field}` {problem}")]
+pub struct WriteError {
+    pub field: String,
+    pub problem: String,
+}
+
+impl State {
+    /// Every field at its default.
+    pub fn new(graph: &Graph) -> Self {
+        let values = graph
+            .fields
+            .iter()
+            .map(|f| Arc::new(f.default.clone()))
+            .collect();
+        let mut s = State {
+            values: Arc::new(values),
+            msg_index: HashMap::new(),
+        };
+        for (i, f) in graph.fields.iter().enumerate() {
+            if f.reducer == Reducer::Messages {
+                s.reindex(FieldId(i as u32));
+            }
+        }
+        s
+    }
+
+    pub fn get(&self, field: FieldId) -> &Json {
+        &self.values[field.0 as usize]
+    }
+
+    /// The whole state as one JSON object, in declaration order.
+    pub fn to_json(&self, graph: &Graph) -> Json {
+        Json::Object(
+            graph
+                .fields
+                .iter()
+                .zip(self.values.iter())
+                .map(|(f, v)| (f.name.to_string(), (**v).clone()))
+                .collect(),
+        )
+    }
+
+    /// Writes `value` to `field` through the field's reducer, after checking its type.
+    pub fn write(&mut self, graph: &Graph, field: FieldId, value: Json) -> Result<(), WriteError> {
+        let f = graph.field(field);
+        let fail = |problem: String| WriteError {
+            field: f.name.to_string(),
+            problem,
+        };
+        match f.reducer {
+            Reducer::Replace => {
+                if !f.ty.accepts(&value) {
+                    return Err(fail(format!(
+                        "is `{}`, and the value written is {}",
+                        f.ty,
+                        describe(&value)
+                    )));
+                }
+                if let Some(schema) = &f.schema
+                    && let Err(e) = schema.validate(&value)
+                {
+                    return Err(fail(format!("does not accept the value written: {e}")));
+                }
+                self.slot(field, |slot| *slot = Arc::new(value));
+            }
+            Reducer::Append => {
+                let item_ty = match f.ty.base() {
+                    FieldType::List(t) => (**t).clone(),
+                    _ => FieldType::Json,
+                };
+                let items = match value {
+                    Json::Array(items) => items,
+                    other => vec![other],
+                };
+                if let Some(bad) = items.iter().find(|i| !item_ty.accepts(i)) {
+                    return Err(fail(format!(
+                        "holds `{item_ty}` items, and the value appended is {}",
+                        describe(bad)
+                    )));
+                }
+                self.slot(field, |slot| match Arc::make_mut(slot) {
+                    Json::Array(list) => list.extend(items),
+                    other => *other = Json::Array(items),
+                });
+            }
+            Reducer::Add => {
+                let Json::Number(n) = &value else {
+                    return Err(fail(format!(
+                        "adds numbers, and the value written is {}",
+                        describe(&value)
+                    )));
+                };
+                let current = self.get(field).clone();
+                let sum = match (current.as_i64(), n.as_i64()) {
+                    (Some(a), Some(b)) if f.ty.base() == &FieldType::Int => {
+                        a.checked_add(b).map(Json::from)
+                    }
+                    _ => serde_json::Number::from_f64(
+                        current.as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0),
+                    )
+                    .map(Json::Number),
+                };
+                let sum = sum.ok_or_else(|| fail("overflowed".to_string()))?;
+                if !f.ty.accepts(&sum) {
+                    return Err(fail(format!(
+                        "is `{}`, and the sum is {}",
+                        f.ty,
+                        describe(&sum)
+                    )));
+                }
+                self.slot(field, |slot| *slot = Arc::new(sum));
+            }
+            Reducer::Merge => {
+                let Json::Object(patch) = value else {
+                    return Err(fail(format!(
+                        "merges objects, and the value written is {}",
+                        describe(&value)
+                    )));
+                };
+                let mut merged = match self.get(field) {
+                    Json::Object(m) => m.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                merged.extend(patch);
+                let merged = Json::Object(merged);
+                if !f.ty.accepts(&merged) {
+                    return Err(fail(format!(
+                        "is `{}`, and the merged value is {}",
+                        f.ty,
+                        describe(&merged)
+                    )));
+                }
+                self.slot(field, |slot| *slot = Arc::new(merged));
+            }
+            Reducer::Messages => {
+                let items = match value {
+                    Json::Array(items) => items,
+                    other => vec![other],
+                };
+                if let Some(bad) = items.iter().find(|m| !is_message(m)) {
+                    return Err(fail(format!(
+                        "holds messages with `role` and `content`, and the value written is {}",
+                        describe(bad)
+                    )));
+                }
+                let mut index = self.msg_index.remove(&field).unwrap_or_default();
+                self.slot(field, |slot| {
+                    let Json::Array(list) = Arc::make_mut(slot) else {
+                        return;
+                    };
+                    for m in items {
+                        match m.get("id").and_then(Json::as_str).map(str::to_string) {
+                            Some(id) if index.contains_key(&id) => list[index[&id]] = m,
+                            Some(id) => {
+                                index.insert(id, list.len());
+                                list.push(m);
+                            }
+                            None => list.push(m),
+                        }
+                    }
+                });
+                self.msg_index.insert(field, index);
+            }
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, field: FieldId, f: impl FnOnce(&mut Arc<Json>)) {
+        f(&mut Arc::make_mut(&mut self.values)[field.0 as usize]);
+    }
+
+    fn reindex(&mut self, field: FieldId) {
+        let index = match self.get(field) {
+            Json::Array(list) => list
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| Some((m.get("id")?.as_str()?.to_string(), i)))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        self.msg_index.insert(field, index);
+    }
+}
+
+/// A short description of a value for error messages: its JSON type and a preview.
+pub(crate) fn describe(v: &Json) -> String {
+    let kind = match v {
+        Json::Null => return "none".into(),
+        Json::Bool(_) => "a bool",
+        Json::Number(n) if n.is_f64() => "a float",
+        Json::Number(_) => "an int",
+        Json::String(_) => "a string",
+        Json::Array(_) => "a list",
+        Json::Object(_) => "an object",
+    };
+    let mut text = v.to_string();
+    if text.len() > 60 {
+        let cut = (0..=57)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    format!("{kind} `{text}`")
+}
