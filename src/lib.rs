@@ -22,6 +22,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod graph;
 pub mod load;
+pub mod mcp;
 pub mod render;
 pub mod run;
 pub mod source;

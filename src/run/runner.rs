@@ -262,7 +262,14 @@ impl Runner {
 
     /// Starts a new run of the graph on a thread: the input's fields are written through
     /// their reducers (onto the thread's state when it has one), then the entry runs.
+    /// When the run ends or pauses, its MCP servers are shut down.
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
+        let outcome = self.start_run(thread, input).await;
+        self.tools.shutdown().await;
+        outcome
+    }
+
+    async fn start_run(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
         let Json::Object(fields) = input else {
             return Err(RunError::Input(format!(
                 "expected an object, got {}",
@@ -322,8 +329,20 @@ impl Runner {
     }
 
     /// Resumes a paused thread: an interrupted one with the person's answer, a stopped
-    /// (or crashed) one with none.
+    /// (or crashed) one with none. When the run ends or pauses again, its MCP servers
+    /// are shut down.
     pub async fn resume(
+        &self,
+        thread: &str,
+        payload: Option<Json>,
+        force: bool,
+    ) -> Result<Outcome, RunError> {
+        let outcome = self.resume_run(thread, payload, force).await;
+        self.tools.shutdown().await;
+        outcome
+    }
+
+    async fn resume_run(
         &self,
         thread: &str,
         payload: Option<Json>,

@@ -162,10 +162,13 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                 results.push(r.content);
             }
             Err(e) => {
-                return Step::Fail {
-                    message: format!("`{tool}`: {e}"),
-                    tokens: 0,
+                // The MCP client's messages name the tool already; other clients' may not.
+                let message = if e.message.contains(&format!("`{tool}`")) {
+                    e.message
+                } else {
+                    format!("`{tool}`: {e}")
                 };
+                return Step::Fail { message, tokens: 0 };
             }
         }
     }
