@@ -876,6 +876,18 @@ impl Runner {
                 live.tokens += tokens;
                 self.fail(live, node, message)
             }
+            Step::FailWithWrites { message, writes } => {
+                let mut applied = Vec::with_capacity(writes.len());
+                for (field, value) in writes {
+                    if live.state.write(&self.graph, field, value.clone()).is_ok() {
+                        applied.push(Write {
+                            field: self.graph.field(field).name.clone(),
+                            value: Arc::new(value),
+                        });
+                    }
+                }
+                self.fail_with(live, node, message, applied)
+            }
             Step::Done {
                 result,
                 writes,
@@ -923,6 +935,17 @@ impl Runner {
     }
 
     fn fail(&self, live: &mut Live, node: &Node, message: String) -> Result<Flow, RunError> {
+        self.fail_with(live, node, message, Vec::new())
+    }
+
+    /// A failure whose `writes` (already applied to the state) are recorded with it.
+    fn fail_with(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        message: String,
+        writes: Vec<Write>,
+    ) -> Result<Flow, RunError> {
         let handled = node.on_error.is_some();
         self.emit(|| Event::NodeFailed {
             node: node.name.clone(),
@@ -936,7 +959,7 @@ impl Runner {
                     live,
                     Some(node),
                     Some(to),
-                    Vec::new(),
+                    writes,
                     Status::Running,
                     None,
                     None,
@@ -950,7 +973,7 @@ impl Runner {
             }
             None => {
                 let id = self.graph.node_id(&node.name).map(Target::Node);
-                self.record(live, Some(node), id, Vec::new(), Status::Failed, None, None)?;
+                self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
                 self.emit_finished(live, "failed", None);
                 Err(RunError::Node {
                     node: node.name.to_string(),
