@@ -7,7 +7,9 @@ use super::tool_schema::ToolSchema;
 use crate::graph::{Server, ServerTransport};
 use crate::run::{Event, ToolInfo};
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value as Json;
@@ -46,12 +48,17 @@ pub(crate) struct Session {
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
 }
 
-/// What Switchyard tells servers about itself in the handshake.
+/// What Switchyard tells servers about itself in the handshake. It asks for the newest
+/// protocol version that still has the `initialize` handshake: rmcp's default names a
+/// later version that has none, which the conformance suite's `initialize` scenario
+/// (and any server that only knows the 2025 protocol) does not expect.
 pub(crate) fn client_info() -> ClientConfig {
-    ClientConfig::new(
+    let mut config = ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("switchyard", env!("CARGO_PKG_VERSION")),
-    )
+    );
+    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    config
 }
 
 impl Session {
