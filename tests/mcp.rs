@@ -2,17 +2,17 @@
 //! reference "everything", filesystem and memory servers, over stdio and streamable
 //! HTTP, and the official conformance suite against our client.
 
-use crate::util::root;
+use crate::util::{root, switchyard};
 use base64::Engine;
 use serde_json::{Value as Json, json};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard::graph::Graph;
+use switchyard::graph::{Graph, Server, ServerTransport};
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::{Event, MemoryStore, Outcome, Runner};
+use switchyard::run::{Event, MemoryStore, Outcome, Runner, ToolClient, ToolRequest};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// Fails with the command that installs the npm test servers when they are missing.
@@ -109,6 +109,10 @@ fn lifecycle(events: &[Event]) -> Vec<Event> {
             other => other.clone(),
         })
         .collect()
+}
+
+fn started_event(server: &str, restart: u32) -> Event {
+    started(server, restart)
 }
 
 fn started(server: &str, restart: u32) -> Event {
@@ -394,4 +398,444 @@ async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
     );
     assert_eq!(server[2], started("everything", 1));
     assert_eq!(server[3], stopped("everything"));
+}
+
+#[tokio::test]
+async fn filesystem_server_writes_reads_and_reports_errors() {
+    let dir = temp_dir("fs");
+    // The server resolves symlinks; so must the paths we compare with.
+    let dir = dir.canonicalize().expect("canonical temp dir");
+    let png = tiny_png();
+    std::fs::write(dir.join("logo.png"), &png).expect("write png");
+    let d = dir.to_str().expect("utf-8 path");
+    let mut h = harness(graph("filesystem", &[("DIR", d)]), "fs");
+    finished(h.runner.start("t", json!({})).await);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("note.txt")).expect("written by the server"),
+        "hello from switchyard"
+    );
+    let mut s = state(&h, "t");
+    // The server mirrors its content in structuredContent; the image in it is a blob.
+    assert_blob(
+        &s["picture"]["content"][0],
+        &h.blobs,
+        &png,
+        "image/png",
+        "png",
+    );
+    s["picture"]["content"][0] = json!("<blob>");
+    assert_eq!(
+        s,
+        json!({
+            // This server answers with structuredContent, which wins over its text.
+            "text": { "content": "hello from switchyard" },
+            "listing": { "content": "[FILE] logo.png\n[FILE] note.txt" },
+            "picture": { "content": ["<blob>"] },
+            "error": {
+                "node": "missing",
+                "message": format!("`read_text_file` reported an error: ENOENT: no such file or directory, open '{d}/missing.txt'"),
+            },
+        })
+    );
+    let started = lifecycle(&drain(&mut h.server_events));
+    assert_eq!(started, vec![started_event("fs", 0), stopped("fs")]);
+}
+
+#[tokio::test]
+async fn memory_server_keeps_entities_in_its_file() {
+    let dir = temp_dir("memory");
+    let file = dir.join("memory.jsonl");
+    let mut h = harness(
+        graph("memory", &[("FILE", file.to_str().expect("utf-8"))]),
+        "memory",
+    );
+    finished(h.runner.start("t", json!({})).await);
+    let entity = json!({ "name": "switchyard", "entityType": "project", "observations": ["runs graphs from TOML"] });
+    assert_eq!(
+        state(&h, "t"),
+        json!({
+            "created": { "entities": [entity] },
+            "graph": { "entities": [entity], "relations": [] },
+        })
+    );
+    let saved = std::fs::read_to_string(&file).expect("the memory file");
+    let line: Json = serde_json::from_str(saved.trim()).expect("one JSON line");
+    assert_eq!(
+        line,
+        json!({ "type": "entity", "name": "switchyard", "entityType": "project", "observations": ["runs graphs from TOML"] })
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started_event("memory", 0), stopped("memory")]
+    );
+}
+
+/// The everything server in streamable-HTTP mode on a free port; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_server() -> HttpServer {
+    need_npm_packages();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(root().join("node_modules/.bin/node"))
+        .arg("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the HTTP server");
+    let server = HttpServer { child, port };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+#[tokio::test]
+async fn streamable_http_transport() {
+    let server = http_server();
+    let port = server.port.to_string();
+    let mut h = harness(graph("http", &[("PORT", &port)]), "http");
+    finished(h.runner.start("t", json!({})).await);
+    let mut s = state(&h, "t");
+    assert_blob(&s["image"][1], &h.blobs, &tiny_png(), "image/png", "png");
+    s["image"][1] = json!("<blob>");
+    assert_eq!(
+        s,
+        json!({
+            "echoed": "Echo: over http",
+            "weather": { "temperature": 73, "conditions": "Sunny / Clear", "humidity": 48 },
+            "image": ["Here's the image you requested:", "<blob>", "The image above is the MCP logo."],
+        })
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![
+            Event::ServerStarted {
+                server: "everything".into(),
+                pid: None,
+                restart: 0
+            },
+            stopped("everything")
+        ]
+    );
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_server_that_is_not_there_is_a_transient_connect_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("nohttp")));
+    let server = Server {
+        name: "nowhere".into(),
+        transport: ServerTransport::Http {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        },
+    };
+    let e = client
+        .list_tools(&server)
+        .await
+        .expect_err("nothing listens");
+    assert!(e.transient, "{e:?}");
+    assert!(
+        e.message.starts_with(&format!(
+            "cannot reach server `nowhere` at `http://127.0.0.1:{port}/mcp`: "
+        )),
+        "{}",
+        e.message
+    );
+}
+
+fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
+    Server {
+        name: name.into(),
+        transport: ServerTransport::Stdio {
+            command: command.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
+            cwd: root(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
+    need_npm_packages();
+    let (tx, mut rx) = unbounded_channel();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("garbage")))
+        .with_events(tx)
+        .with_handshake_timeout(Duration::from_secs(10));
+    let garbage = stdio(
+        "garbage",
+        "node_modules/.bin/node",
+        &["tests/fixtures/mcp/garbage_server.js"],
+    );
+    let e = client.list_tools(&garbage).await.expect_err("no handshake");
+    assert!(
+        e.message
+            .starts_with("server `garbage` failed the MCP handshake: "),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.ends_with(
+            "; its stderr ended with: garbage server: starting | garbage server: giving up"
+        ),
+        "{}",
+        e.message
+    );
+    let request = ToolRequest {
+        server: stdio("missing", "no-such-mcp-server", &[]),
+        tool: "x".into(),
+        arguments: json!({}),
+        timeout: None,
+    };
+    let e = client.call(&request).await.expect_err("nothing to start");
+    assert!(!e.transient);
+    assert_eq!(
+        e.message,
+        format!(
+            "cannot start server `missing`: `no-such-mcp-server` is not a program on PATH nor a file relative to the graph root `{}`",
+            root().display()
+        )
+    );
+    client.shutdown().await;
+    let stderr: Vec<Event> = drain(&mut rx);
+    assert_eq!(
+        stderr,
+        vec![
+            Event::ServerStderr {
+                server: "garbage".into(),
+                line: "garbage server: starting".into()
+            },
+            Event::ServerStderr {
+                server: "garbage".into(),
+                line: "garbage server: giving up".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn tools_lists_each_servers_tools_with_their_schemas() {
+    need_npm_packages();
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--format",
+        "json",
+    ])
+    .run()
+    .code(0);
+    let listed: Json = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["server"], "everything");
+    let names: Vec<&str> = listed[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "echo",
+            "get-annotated-message",
+            "get-env",
+            "get-resource-links",
+            "get-resource-reference",
+            "get-structured-content",
+            "get-sum",
+            "get-tiny-image",
+            "gzip-file-as-resource",
+            "toggle-simulated-logging",
+            "toggle-subscriber-updates",
+            "trigger-long-running-operation",
+            "simulate-research-query",
+        ]
+    );
+    assert_eq!(
+        listed[0]["tools"][0],
+        json!({
+            "name": "echo",
+            "description": "Echoes back the input string",
+            "input_schema": {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": { "message": { "type": "string", "description": "Message to echo" } },
+                "required": ["message"],
+            },
+        })
+    );
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--server",
+        "everything",
+    ])
+    .run()
+    .code(0);
+    let head: Vec<&str> = out.stdout.lines().take(4).collect();
+    assert_eq!(
+        head,
+        [
+            "everything: 13 tools",
+            "  echo",
+            "    Echoes back the input string",
+            r#"    input: {"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string","description":"Message to echo"}},"required":["message"]}"#,
+        ]
+    );
+    assert_eq!(out.stderr, "");
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--server",
+        "everythin",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: `tests/fixtures/mcp/everything.toml` has no server `everythin`; did you mean `everything`?\n"
+    );
+}
+
+#[test]
+fn validate_online_checks_tool_names_and_literal_arguments() {
+    need_npm_packages();
+    switchyard(&["validate", "tests/fixtures/mcp/err_online.toml"])
+        .run()
+        .code(0);
+    let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/err_online.toml"])
+        .run()
+        .code(3);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        r#"error: server `everything` has no tool `ecoh`
+   --> tests/fixtures/mcp/err_online.toml:17:8
+   |
+17 | tool = "ecoh"
+   |        ^^^^^^ no tool has this name
+   |
+   = help: did you mean `echo`?
+
+error: the arguments of `get-sum` do not fit its inputSchema
+   --> tests/fixtures/mcp/err_online.toml:25:14
+   |
+25 | args = { a = "'two'", b = "topic" }
+   |              ^^^^^^^ at `/a`: "two" is not of type "number"
+
+error: the arguments of `get-structured-content` do not fit its inputSchema
+   --> tests/fixtures/mcp/err_online.toml:32:21
+   |
+32 | args = { location = "'Paris'", units = 3 }
+   |                     ^^^^^^^^^ at `/location`: "Paris" is not one of "New York", "Chicago" or "Los Angeles"
+
+tests/fixtures/mcp/err_online.toml: 3 errors
+"#
+    );
+    let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/everything.toml"])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "tests/fixtures/mcp/everything.toml: ok (5 nodes, 7 state fields)\n"
+    );
+}
+
+/// Runs one client scenario of the official conformance suite against
+/// `switchyard mcp-conformance-client`, under Node 22 from npm.
+#[track_caller]
+fn conformance(scenario: &str, check: &str, description: &str) {
+    need_npm_packages();
+    let cwd = temp_dir(&format!("conformance-{scenario}"));
+    let out = Command::new(root().join("node_modules/.bin/node"))
+        .arg(root().join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["client", "--scenario", scenario, "--command"])
+        .arg(format!(
+            "{} mcp-conformance-client",
+            env!("CARGO_BIN_EXE_switchyard")
+        ))
+        .current_dir(&cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the conformance suite runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = strip_ansi(&String::from_utf8_lossy(&out.stderr));
+    // `<time> [<check id, padded>] <STATUS> <description>`, without the INFO lines.
+    let checks: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| {
+            let (id, rest) = l.split_once(" [")?.1.split_once(']')?;
+            let rest = rest.trim();
+            (!rest.starts_with("INFO")).then(|| format!("{} {rest}", id.trim()))
+        })
+        .collect();
+    assert!(
+        out.status.success()
+            && stderr.contains("Passed: 1/1, 0 failed, 0 warnings")
+            && checks == [format!("{check} SUCCESS {description}")],
+        "conformance scenario `{scenario}` failed ({}): {checks:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+/// The suite colours its report whatever the terminal; the escapes are removed.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn conformance_initialize() {
+    conformance(
+        "initialize",
+        "mcp-client-initialization",
+        "Validates that MCP client properly initializes with server",
+    );
+}
+
+#[test]
+fn conformance_tools_call() {
+    conformance(
+        "tools_call",
+        "tool-add-numbers",
+        "Validates that the add_numbers tool works correctly",
+    );
 }

@@ -1,6 +1,7 @@
 //! A `tools/call` result turned into the value a node writes to state.
 //!
-//! `structuredContent` wins when present. Otherwise each content part becomes a value:
+//! `structuredContent` wins when present (with any image, audio or blob-resource
+//! content object inside it replaced by a blob reference). Otherwise each content part becomes a value:
 //! text is parsed as JSON when it is JSON and kept as a string when not; images, audio
 //! and embedded blob resources go to the [`BlobStore`] and become a reference; an
 //! embedded text resource becomes `{ uri, mime_type, text }`; a resource link becomes
@@ -23,7 +24,7 @@ pub(crate) fn reply_value(
         .and_then(Json::as_bool)
         .unwrap_or(false);
     if !is_error && let Some(structured) = result.get("structuredContent") {
-        return Ok((structured.clone(), false));
+        return Ok((unblob(server, structured, blobs)?, false));
     }
     let parts = match result.get("content") {
         Some(Json::Array(parts)) => parts.as_slice(),
@@ -102,6 +103,38 @@ fn part_value(server: &str, part: &Json, blobs: &BlobStore) -> Result<Json, McpE
     }
 }
 
+/// structuredContent with every binary MCP content object inside it (an image or audio
+/// part, an embedded blob resource; some servers mirror their content there) replaced
+/// by its blob reference, so no bytes reach the state.
+fn unblob(server: &str, v: &Json, blobs: &BlobStore) -> Result<Json, McpError> {
+    Ok(match v {
+        Json::Object(o) => {
+            let kind = o.get("type").and_then(Json::as_str);
+            let binary_part = matches!(kind, Some("image" | "audio"))
+                && o.get("data").is_some_and(Json::is_string);
+            let blob_resource = kind == Some("resource")
+                && o.get("resource")
+                    .is_some_and(|r| r.get("blob").is_some_and(Json::is_string));
+            if binary_part || blob_resource {
+                part_value(server, v, blobs)?
+            } else {
+                Json::Object(
+                    o.iter()
+                        .map(|(k, v)| Ok((k.clone(), unblob(server, v, blobs)?)))
+                        .collect::<Result<_, McpError>>()?,
+                )
+            }
+        }
+        Json::Array(items) => Json::Array(
+            items
+                .iter()
+                .map(|i| unblob(server, i, blobs))
+                .collect::<Result<_, _>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
 /// Text that is JSON becomes that JSON; other text stays a string.
 fn text_value(text: &str) -> Json {
     let trimmed = text.trim();
@@ -161,6 +194,16 @@ mod tests {
         assert_eq!(
             reply_value("s", &r, &store()).unwrap(),
             (json!({ "b": 2 }), false)
+        );
+    }
+
+    #[test]
+    fn images_inside_structured_content_become_references() {
+        let r = json!({ "structuredContent": { "content": [{ "type": "image", "data": "aGk=", "mimeType": "image/png" }], "n": 1 } });
+        let hash = "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4";
+        assert_eq!(
+            reply_value("s", &r, &store()).unwrap().0,
+            json!({ "content": [{ "blob": format!("sha256:{hash}"), "mime_type": "image/png", "bytes": 2 }], "n": 1 })
         );
     }
 
