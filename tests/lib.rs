@@ -2,8 +2,11 @@
 
 mod check_fixtures;
 mod cli;
+mod cli_run;
+mod doubles;
 mod examples;
 mod format_schema;
 mod no_panic;
 mod render;
+mod run;
 mod util;

@@ -76,6 +76,8 @@ pub enum Event {
     RunFinished {
         status: &'static str,
         outcome: Option<String>,
+        /// A finalize node's rendered response.
+        response: Option<String>,
         steps: u64,
         tokens: u64,
         duration_ms: u64,
@@ -108,7 +110,7 @@ impl Event {
                 if *skipped {
                     format!("      {node} skipped (only_if is false)")
                 } else if writes.is_empty() {
-                    format!("      {node} done in {}", micros(*duration_us))
+                    format!("      {node} finished in {}", micros(*duration_us))
                 } else {
                     format!(
                         "      {node} wrote {} in {}",
@@ -175,6 +177,7 @@ impl Event {
                 status,
                 outcome,
                 steps,
+                response: _,
                 tokens,
                 duration_ms,
             } => format!(
