@@ -1,7 +1,10 @@
 //! The `switchyard` command: parses the command line, calls the library, prints.
 
+mod cli;
+
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cli::{StoreArg, exit};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,19 +12,6 @@ use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::render::{self, Format};
 use switchyard::run::ToolClient;
 use switchyard::{Sources, Validation, validate_file};
-
-/// Exit codes, in one place (documented in docs/cli.md).
-mod exit {
-    /// Success.
-    pub(crate) const OK: u8 = 0;
-    /// The command failed: a file could not be read or written, a run failed.
-    pub(crate) const FAILED: u8 = 1;
-    /// The command line was wrong (clap exits with this code itself).
-    #[allow(dead_code)]
-    pub(crate) const USAGE: u8 = 2;
-    /// A graph file is invalid.
-    pub(crate) const INVALID: u8 = 3;
-}
 
 #[derive(Parser)]
 #[command(
@@ -70,6 +60,103 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Run a graph on a thread, from its entry node.
+    Run {
+        file: PathBuf,
+        /// The input: a JSON object of state fields, or @FILE holding one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// The thread to run on (default: a new one). A thread keeps its state across
+        /// runs, like a chat session.
+        #[arg(long)]
+        thread: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Continue a paused thread: answer its interrupt, or go on after a stop.
+    Resume {
+        /// The graph file (default: the one that wrote the thread).
+        file: Option<PathBuf>,
+        #[arg(long)]
+        thread: String,
+        /// The answer to the pending interrupt: JSON, or @FILE holding it.
+        #[arg(long, value_name = "JSON|@FILE")]
+        payload: Option<String>,
+        /// Go on from checkpoint SEQ instead of the latest, in a forked thread
+        /// `THREAD@SEQ`; the original thread is left as it was.
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// Resume even though the graph file changed where the thread stands.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Print a thread's state and where it stands, as JSON.
+    State {
+        #[arg(long)]
+        thread: String,
+        /// The state at checkpoint SEQ instead of the latest.
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+    /// List a thread's checkpoints.
+    History {
+        #[arg(long)]
+        thread: String,
+        /// Every record as JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+    /// Copy a thread up to a checkpoint into a new thread, to go on from there.
+    Fork {
+        #[arg(long)]
+        thread: String,
+        #[arg(long, value_name = "SEQ")]
+        at: u64,
+        /// The new thread's id (default: `THREAD@SEQ`).
+        #[arg(long)]
+        into: Option<String>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+}
+
+fn cli_default_store() -> &'static str {
+    cli::DEFAULT_STORE
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Where checkpoints go.
+    #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    store: StoreArg,
+    /// Node executions allowed in this run, instead of the graph's `max_steps`.
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Print events as NDJSON on standard output.
+    #[arg(long)]
+    json: bool,
+}
+
+impl From<CommonArgs> for cli::run::Common {
+    fn from(c: CommonArgs) -> Self {
+        cli::run::Common {
+            store: c.store,
+            max_steps: c.max_steps,
+            json: c.json,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -103,6 +190,50 @@ fn main() -> ExitCode {
             format,
             output,
         } => render(&file, format, output),
+        Command::Run {
+            file,
+            input,
+            thread,
+            common,
+        } => cli::run::run(cli::run::RunArgs {
+            file,
+            input,
+            thread,
+            common: common.into(),
+        }),
+        Command::Resume {
+            file,
+            thread,
+            payload,
+            at,
+            force,
+            common,
+        } => cli::run::resume(cli::run::ResumeArgs {
+            file,
+            thread,
+            payload,
+            at,
+            force,
+            common: common.into(),
+        }),
+        Command::State {
+            thread,
+            at,
+            graph,
+            store,
+        } => cli::inspect::state(&store, graph, &thread, at),
+        Command::History {
+            thread,
+            json,
+            store,
+        } => cli::inspect::history(&store, &thread, json),
+        Command::Fork {
+            thread,
+            at,
+            into,
+            graph,
+            store,
+        } => cli::inspect::fork(&store, graph, &thread, at, into),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -2,9 +2,12 @@
 
 mod check_fixtures;
 mod cli;
+mod cli_run;
+mod doubles;
 mod examples;
 mod format_schema;
 mod mcp;
 mod no_panic;
 mod render;
+mod run;
 mod util;

@@ -115,6 +115,7 @@ impl Flow<'_, '_, '_> {
             }
         };
         self.vars(vars, scope, self.cx.file, e.span(), None);
+        self.callables(e.get_ref(), true, self.cx.file, e.span(), None);
     }
 
     fn template(&mut self, t: &Sp<String>) {
@@ -129,6 +130,7 @@ impl Flow<'_, '_, '_> {
             }
         };
         self.vars(vars, Scope::State, self.cx.file, t.span(), None);
+        self.callables(t.get_ref(), false, self.cx.file, t.span(), None);
     }
 
     fn template_file(&mut self, t: &super::TemplateFile) {
@@ -137,6 +139,58 @@ impl Flow<'_, '_, '_> {
         };
         let vars = tmpl.undeclared_variables(true);
         self.vars(vars, Scope::State, t.file, 0..t.text.len(), Some(&t.text));
+        self.callables(&t.text, false, t.file, 0..t.text.len(), Some(&t.text));
+    }
+
+    /// Filters (`x | name`) and tests (`x is name`) that minijinja does not have. They
+    /// are looked up only when a template renders, so without this a misspelt filter
+    /// would pass `validate` and fail the run.
+    fn callables(
+        &mut self,
+        source: &str,
+        in_expr: bool,
+        file: FileId,
+        span: Range<usize>,
+        text: Option<&str>,
+    ) {
+        for (kind, name) in callables(source, in_expr) {
+            let probe = match kind {
+                Callable::Filter => format!("{{{{ none | {name} }}}}"),
+                Callable::Test => format!("{{{{ none is {name} }}}}"),
+            };
+            let unknown = match self.env.render_str(&probe, ()) {
+                Err(e) => matches!(
+                    e.kind(),
+                    minijinja::ErrorKind::UnknownFilter | minijinja::ErrorKind::UnknownTest
+                ),
+                Ok(_) => false,
+            };
+            if !unknown {
+                continue;
+            }
+            let what = match kind {
+                Callable::Filter => "filter",
+                Callable::Test => "test",
+            };
+            let known: &[&str] = match kind {
+                Callable::Filter => &FILTERS,
+                Callable::Test => &TESTS,
+            };
+            let hay = text.unwrap_or(&self.cx.text);
+            let at = narrow(hay, &span, &name, &name);
+            let mut d = Diagnostic::error(
+                "unknown-filter",
+                file,
+                at,
+                format!("minijinja has no {what} `{name}`"),
+            )
+            .label(format!("unknown {what}"))
+            .help_opt(help_for(&name, known.iter().copied()));
+            if file != self.cx.file {
+                d = d.note("prompt templates may use minijinja's built-in filters and tests");
+            }
+            self.cx.diags.push(d);
+        }
     }
 
     /// Checks each variable read inside `span` of `file`. `text` is the file's text when
@@ -234,6 +288,120 @@ impl Flow<'_, '_, '_> {
         }
     }
 }
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Callable {
+    Filter,
+    Test,
+}
+
+/// The filters and tests a template or expression applies, by name, in order of first
+/// use. Reads minijinja's own tokens, so `|` inside a string literal is not a filter.
+fn callables(source: &str, in_expr: bool) -> Vec<(Callable, String)> {
+    use minijinja::machinery::{Token, tokenize};
+    let mut out: Vec<(Callable, String)> = Vec::new();
+    let mut prev: [Option<Token<'_>>; 2] = [None, None];
+    for token in tokenize(source, in_expr, Default::default()) {
+        // A template that does not tokenize is reported by the syntax check.
+        let Ok((token, _)) = token else { break };
+        let found = match (&prev, &token) {
+            ([_, Some(Token::Pipe)], Token::Ident(name)) => Some((Callable::Filter, *name)),
+            ([_, Some(Token::Ident("is"))], Token::Ident(name)) if *name != "not" => {
+                Some((Callable::Test, *name))
+            }
+            ([Some(Token::Ident("is")), Some(Token::Ident("not"))], Token::Ident(name)) => {
+                Some((Callable::Test, *name))
+            }
+            _ => None,
+        };
+        if let Some((kind, name)) = found
+            && !out.iter().any(|(k, n)| *k == kind && n == name)
+        {
+            out.push((kind, name.to_string()));
+        }
+        prev = [prev[1].take(), Some(token)];
+    }
+    out
+}
+
+/// minijinja's built-in filters and tests, for did-you-mean hints.
+const FILTERS: [&str; 47] = [
+    "abs",
+    "attr",
+    "batch",
+    "bool",
+    "capitalize",
+    "chain",
+    "count",
+    "default",
+    "dictsort",
+    "escape",
+    "first",
+    "float",
+    "format",
+    "groupby",
+    "indent",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "lines",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "pprint",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "split",
+    "string",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "unique",
+    "upper",
+    "urlencode",
+    "zip",
+];
+const TESTS: [&str; 26] = [
+    "boolean",
+    "defined",
+    "divisibleby",
+    "endingwith",
+    "eq",
+    "equalto",
+    "even",
+    "false",
+    "filter",
+    "float",
+    "ge",
+    "gt",
+    "in",
+    "integer",
+    "iterable",
+    "le",
+    "lower",
+    "lt",
+    "mapping",
+    "ne",
+    "none",
+    "number",
+    "odd",
+    "safe",
+    "sameas",
+    "sequence",
+];
 
 struct Problem {
     code: &'static str,

@@ -130,6 +130,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .ok_or_else(|| CompileError::Unresolved(name.get_ref().clone()))
     };
 
+    let doc: Option<toml::Table> = toml::from_str(c.text).ok();
     let mut nodes = Vec::new();
     for n in &spec.nodes {
         let files_before = c.files.len();
@@ -179,8 +180,14 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         };
         let body = c.body(n, &field, &target, &server)?;
         let fingerprint = {
+            // The node's table as parsed (all its keys and sub-tables, wherever they
+            // sit in the file), so moving text around does not count as an edit.
             let mut h = Sha256::new();
-            h.update(c.text.get(n.span.clone()).unwrap_or("").as_bytes());
+            let table = doc
+                .as_ref()
+                .and_then(|d| d.get("nodes"))
+                .and_then(|nodes| nodes.get(n.name.get_ref()));
+            h.update(serde_json::to_string(&table).unwrap_or_default().as_bytes());
             h.update(n.name.get_ref().as_bytes());
             for (_, text) in &c.files[files_before..] {
                 h.update(text.as_bytes());
@@ -401,16 +408,20 @@ impl Compiler<'_> {
                     output: field(p.output.as_ref().ok_or_else(|| missing("output"))?)?,
                 })
             }
-            KindSpec::Interrupt(i) => Body::Interrupt(InterruptBody {
-                payload: i.payload.as_ref().map(|p| self.value_tpl(p)),
-                resume_schema: match &i.resume_schema {
-                    Some(s) => Some(self.validator(s)?.1),
+            KindSpec::Interrupt(i) => {
+                let resume_schema = match &i.resume_schema {
+                    Some(s) => Some(self.validator(s)?),
                     None => None,
-                },
-                output: i.output.as_ref().map(field).transpose()?,
-                timeout: i.timeout.as_ref().map(|t| *t.get_ref()),
-                on_timeout: i.on_timeout.as_ref().map(target).transpose()?,
-            }),
+                };
+                Body::Interrupt(InterruptBody {
+                    payload: i.payload.as_ref().map(|p| self.value_tpl(p)),
+                    resume_schema_json: resume_schema.as_ref().map(|(j, _)| j.clone()),
+                    resume_schema: resume_schema.map(|(_, v)| v),
+                    output: i.output.as_ref().map(field).transpose()?,
+                    timeout: i.timeout.as_ref().map(|t| *t.get_ref()),
+                    on_timeout: i.on_timeout.as_ref().map(target).transpose()?,
+                })
+            }
             KindSpec::Finalize(f) => Body::Finalize(FinalizeBody {
                 outcome: f
                     .outcome

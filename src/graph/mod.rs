@@ -184,6 +184,8 @@ pub struct PolicyRule {
 pub struct InterruptBody {
     pub payload: Option<ValueTpl>,
     pub resume_schema: Option<Arc<jsonschema::Validator>>,
+    /// The resume schema as written, so a prompt can tell a person what to answer.
+    pub resume_schema_json: Option<Arc<serde_json::Value>>,
     pub output: Option<FieldId>,
     pub timeout: Option<Duration>,
     pub on_timeout: Option<Target>,

@@ -97,6 +97,8 @@ pub enum Event {
     RunFinished {
         status: &'static str,
         outcome: Option<String>,
+        /// A finalize node's rendered response.
+        response: Option<String>,
         steps: u64,
         tokens: u64,
         duration_ms: u64,
@@ -129,7 +131,7 @@ impl Event {
                 if *skipped {
                     format!("      {node} skipped (only_if is false)")
                 } else if writes.is_empty() {
-                    format!("      {node} done in {}", micros(*duration_us))
+                    format!("      {node} finished in {}", micros(*duration_us))
                 } else {
                     format!(
                         "      {node} wrote {} in {}",
@@ -213,6 +215,7 @@ impl Event {
                 status,
                 outcome,
                 steps,
+                response: _,
                 tokens,
                 duration_ms,
             } => format!(

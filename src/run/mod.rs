@@ -1,5 +1,6 @@
 //! Run: the async interpreter, its state, checkpoints and events.
 
+pub mod answer;
 pub mod checkpoint;
 pub mod event;
 pub mod kinds;

@@ -52,7 +52,9 @@ pub enum RunError {
     },
     #[error("thread `{thread}` is paused at `{node}`; resume it instead of starting a new run")]
     Paused { thread: String, node: String },
-    #[error("thread `{thread}` was stopped and goes on without a payload; resume it with none")]
+    #[error(
+        "thread `{thread}` is paused by a stop or a breakpoint, which takes no payload; resume it without one"
+    )]
     UnexpectedPayload { thread: String },
     #[error("the interrupt `{node}` needs a payload to resume")]
     MissingPayload { node: String },
@@ -93,6 +95,8 @@ impl StopHandle {
 /// Runs one graph against one checkpoint store.
 pub struct Runner {
     graph: Arc<Graph>,
+    /// The graph file, as checkpoints record it.
+    graph_path: Arc<str>,
     store: Arc<dyn Checkpointer>,
     llm: Arc<dyn LlmClient>,
     tools: Arc<dyn ToolClient>,
@@ -187,8 +191,11 @@ struct Live {
     started: Instant,
     /// A limit was reached and the run is on its way to `on_limit`.
     limited: bool,
-    /// `run.error` as expressions see it.
+    /// `run.error` as expressions see it: set when a failure takes `on_error`, seen by
+    /// the node the run goes to, cleared when that node completes.
     error: Json,
+    /// The node whose `before` breakpoint was just answered: it runs without pausing again.
+    past_breakpoint: Option<NodeId>,
 }
 
 impl Live {
@@ -205,8 +212,15 @@ fn now_ms() -> u64 {
 
 impl Runner {
     pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpointer>) -> Self {
+        let graph_path = Arc::from(
+            std::path::absolute(&graph.path)
+                .unwrap_or_else(|_| graph.path.clone())
+                .to_string_lossy()
+                .as_ref(),
+        );
         Runner {
             graph,
+            graph_path,
             store,
             llm: Arc::new(NoLlm),
             tools: Arc::new(NoTools),
@@ -389,7 +403,8 @@ impl Runner {
                             thread: thread.into(),
                             why: format!("the pending node `{}` is gone", pending.node),
                         })?;
-                self.resume_interrupt(live, id, pending, payload).await
+                self.resume_interrupt(live, id, pending, payload, last.next.as_deref())
+                    .await
             }
         }
     }
@@ -487,6 +502,7 @@ impl Runner {
                 started: Instant::now(),
                 limited: false,
                 error: Json::Null,
+                past_breakpoint: None,
             },
             last,
         ))
@@ -581,6 +597,7 @@ impl Runner {
             status,
             pending,
             outcome,
+            graph: self.graph_path.clone(),
             graph_hash: Arc::from(self.graph.hash.as_str()),
             tokens: live.tokens,
             elapsed_ms: live.elapsed().as_millis() as u64,
@@ -628,7 +645,7 @@ impl Runner {
                     next: Some(name.clone()),
                     step: live.step,
                 });
-                self.emit_finished(&live, "stopped", None);
+                self.emit_finished(&live, "stopped", None, None);
                 return Ok(Outcome::Stopped {
                     next: Some(name.to_string()),
                     steps: live.step,
@@ -655,15 +672,21 @@ impl Runner {
                 }
             }
             let node = self.graph.node(id);
-            if node.breakpoint == Some(Breakpoint::Before) && !self.at_breakpoint(&live, node) {
+            if node.breakpoint == Some(Breakpoint::Before)
+                && live.past_breakpoint.take() != Some(id)
+            {
                 return self.pause(
                     &mut live,
                     node,
                     json!({ "breakpoint": "before", "node": &*node.name }),
                     Some("before"),
+                    next,
                 );
             }
             live.step += 1;
+            // Lets a Ctrl-C handler or an event printer on the same runtime run between
+            // nodes even when no node awaits anything (a loop of `set` nodes).
+            tokio::task::yield_now().await;
             match self.run_node(&mut live, id).await? {
                 Flow::Next(t) => next = t,
                 Flow::Return(outcome) => return Ok(outcome),
@@ -671,19 +694,16 @@ impl Runner {
         }
     }
 
-    /// True when the latest record is this node's own breakpoint pause, just resumed.
-    fn at_breakpoint(&self, live: &Live, node: &Node) -> bool {
-        // The resume path clears this by writing a Running record whose `node` is this
-        // node's breakpoint marker; see `resume_interrupt`.
-        live.error == json!({ "breakpoint": &*node.name })
-    }
-
+    /// Saves an interrupted record and returns the payload. `next` is where a resume
+    /// goes on: the interrupt node itself (its answer completes it), the node of a
+    /// `before` breakpoint, or the successor of a node with an `after` breakpoint.
     fn pause(
         &self,
         live: &mut Live,
         node: &Node,
         payload: Json,
         breakpoint: Option<&str>,
+        next: Target,
     ) -> Result<Outcome, RunError> {
         let deadline_ms = match &node.body {
             Body::Interrupt(i) if breakpoint.is_none() => {
@@ -702,11 +722,10 @@ impl Runner {
             fingerprint: node.fingerprint.clone(),
             breakpoint: breakpoint.map(String::from),
         };
-        let id = self.graph.node_id(&node.name).map(Target::Node);
         self.record(
             live,
             Some(node),
-            id,
+            Some(next),
             Vec::new(),
             Status::Interrupted,
             Some(pending),
@@ -716,7 +735,7 @@ impl Runner {
             node: node.name.clone(),
             payload: payload.clone(),
         });
-        self.emit_finished(live, "interrupted", None);
+        self.emit_finished(live, "interrupted", None, None);
         Ok(Outcome::Interrupted {
             node: node.name.to_string(),
             payload,
@@ -729,23 +748,25 @@ impl Runner {
         id: NodeId,
         pending: Pending,
         payload: Option<Json>,
+        next: Option<&str>,
     ) -> Result<Outcome, RunError> {
         let node = self.graph.node(id);
         if let Some(bp) = &pending.breakpoint {
+            // A breakpoint pause carries no answer: the person only lets the run go on.
+            if payload.is_some() {
+                return Err(RunError::UnexpectedPayload {
+                    thread: live.thread.to_string(),
+                });
+            }
             self.emit(|| Event::Resumed {
                 node: node.name.clone(),
                 timed_out: false,
             });
             if bp == "before" {
-                live.error = json!({ "breakpoint": &*node.name });
-                let outcome = self.drive(live, Target::Node(id)).await;
-                return outcome;
+                live.past_breakpoint = Some(id);
             }
-            // After: the node ran before pausing; continue along its recorded edge.
-            return Err(RunError::NotPaused {
-                thread: live.thread.to_string(),
-                status: "at an unknown breakpoint",
-            });
+            let next = self.target_of(next)?;
+            return self.drive(live, next).await;
         }
         let Body::Interrupt(body) = &node.body else {
             return Err(RunError::GraphChanged {
@@ -833,7 +854,7 @@ impl Runner {
             match cx.eval(cond) {
                 Ok(v) if !v.is_true() => {
                     drop(cx);
-                    return match self.route(live, node, Json::Null) {
+                    return match self.route(live, node) {
                         Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
                         Err(message) => self.fail(live, node, message),
                     };
@@ -871,7 +892,13 @@ impl Runner {
     ) -> Result<Flow, RunError> {
         let node = self.graph.node(id);
         match step {
-            Step::Pause { payload } => Ok(Flow::Return(self.pause(live, node, payload, None)?)),
+            Step::Pause { payload } => Ok(Flow::Return(self.pause(
+                live,
+                node,
+                payload,
+                None,
+                Target::Node(id),
+            )?)),
             Step::Fail { message, tokens } => {
                 live.tokens += tokens;
                 self.fail(live, node, message)
@@ -900,8 +927,8 @@ impl Runner {
                     Ok(applied) => {
                         let next = match (&finish, route) {
                             (Some(_), _) => None,
-                            (None, Some(t)) => Some(t),
-                            (None, None) => match self.route(live, node, Json::Null) {
+                            (None, Some(t)) => Some((t, None)),
+                            (None, None) => match self.route(live, node) {
                                 Ok(t) => t,
                                 Err(message) => {
                                     // The writes stand: they were valid, only the route failed.
@@ -974,7 +1001,7 @@ impl Runner {
             None => {
                 let id = self.graph.node_id(&node.name).map(Target::Node);
                 self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
-                self.emit_finished(live, "failed", None);
+                self.emit_finished(live, "failed", None, None);
                 Err(RunError::Node {
                     node: node.name.to_string(),
                     message,
@@ -1033,9 +1060,9 @@ impl Runner {
         Ok(applied)
     }
 
-    /// Picks the next node from the node's edges, on the current state.
-    fn route(&self, live: &Live, node: &Node, result: Json) -> Result<Option<Target>, String> {
-        let _ = result;
+    /// Picks the next node from the node's edges, on the current state, with the name
+    /// of the case that chose it. None for a finalize node.
+    fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
         let scope = || {
             Value::from_object(Scope {
                 graph: self.graph.clone(),
@@ -1055,17 +1082,17 @@ impl Runner {
         };
         match &node.next {
             Next::Finish => Ok(None),
-            Next::Goto(t) => Ok(Some(*t)),
+            Next::Goto(t) => Ok(Some((*t, None))),
             Next::Switch { on, cases, default } => {
                 let v = eval(*on)?;
                 let key = case_key(&v);
                 match cases
                     .iter()
                     .find(|(c, _)| *c == key)
-                    .map(|(_, t)| *t)
-                    .or(*default)
+                    .map(|(c, t)| (*t, Some(c.clone())))
+                    .or(default.map(|t| (t, Some("default".to_string()))))
                 {
-                    Some(t) => Ok(Some(t)),
+                    Some(r) => Ok(Some(r)),
                     None => Err(format!(
                         "route on `{}` got `{key}`, which no case names, and the route has no default",
                         self.graph.expr_source(*on)
@@ -1075,11 +1102,11 @@ impl Runner {
             Next::When { cases, default } => {
                 for c in cases {
                     if eval(c.cond)?.is_true() {
-                        return Ok(Some(c.to));
+                        return Ok(Some((c.to, Some(c.label.clone()))));
                     }
                 }
                 default
-                    .map(Some)
+                    .map(|t| Some((t, Some("default".to_string()))))
                     .ok_or_else(|| "no `when` case holds and the route has no default".to_string())
             }
         }
@@ -1091,7 +1118,7 @@ impl Runner {
         live: &mut Live,
         node: &Node,
         writes: Vec<Write>,
-        next: Option<Target>,
+        next: Option<Routed>,
         finish: Option<(String, Option<String>)>,
         start: Instant,
         skipped: bool,
@@ -1106,17 +1133,13 @@ impl Runner {
                 skipped,
             });
         }
-        live.error = if live.error.get("breakpoint").is_some() {
-            Json::Null
-        } else {
-            live.error.take()
-        };
+        live.error = Json::Null;
         if let Some((outcome, response)) = finish {
             return self
                 .finish(live, Some((node, writes)), outcome, response)
                 .map(Flow::Return);
         }
-        let next = next.unwrap_or(Target::End);
+        let (next, case) = next.unwrap_or((Target::End, None));
         if node.breakpoint == Some(Breakpoint::After) {
             self.record(
                 live,
@@ -1132,6 +1155,7 @@ impl Runner {
                 node,
                 json!({ "breakpoint": "after", "node": &*node.name }),
                 Some("after"),
+                next,
             )?));
         }
         self.record(
@@ -1147,7 +1171,7 @@ impl Runner {
             self.emit(|| Event::RouteTaken {
                 from: node.name.clone(),
                 to: Arc::from(self.graph.target_name(next)),
-                case: None,
+                case,
             });
         }
         Ok(Flow::Next(next))
@@ -1173,7 +1197,7 @@ impl Runner {
             None,
             Some(outcome.clone()),
         )?;
-        self.emit_finished(live, "finished", Some(outcome.clone()));
+        self.emit_finished(live, "finished", Some(outcome.clone()), response.clone());
         Ok(Outcome::Finished {
             outcome,
             response,
@@ -1181,16 +1205,26 @@ impl Runner {
         })
     }
 
-    fn emit_finished(&self, live: &Live, status: &'static str, outcome: Option<String>) {
+    fn emit_finished(
+        &self,
+        live: &Live,
+        status: &'static str,
+        outcome: Option<String>,
+        response: Option<String>,
+    ) {
         self.emit(|| Event::RunFinished {
             status,
             outcome,
+            response,
             steps: live.step,
             tokens: live.tokens,
             duration_ms: live.elapsed().as_millis() as u64,
         });
     }
 }
+
+/// Where a node's edges lead, and the name of the case that chose it.
+type Routed = (Target, Option<String>);
 
 enum Flow {
     Next(Target),

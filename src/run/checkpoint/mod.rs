@@ -89,6 +89,8 @@ pub struct Checkpoint {
     pub status: Status,
     pub pending: Option<Pending>,
     pub outcome: Option<String>,
+    /// The graph file that wrote it (absolute), so `state` and `history` need no file.
+    pub graph: Arc<str>,
     pub graph_hash: Arc<str>,
     /// Tokens used and wall time spent in this run so far, so budgets hold across pauses.
     pub tokens: u64,
@@ -106,6 +108,14 @@ pub enum StoreError {
         path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error(
+        "checkpoint store `{path}` has layout version {found}, and this Switchyard reads version {expected}; use another store path"
+    )]
+    Version {
+        path: std::path::PathBuf,
+        found: i64,
+        expected: i64,
     },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },

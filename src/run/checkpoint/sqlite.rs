@@ -10,6 +10,9 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
 }
 
+/// Layout version, kept in SQLite's `user_version`.
+const VERSION: i64 = 1;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS checkpoints (
     thread      TEXT    NOT NULL,
@@ -22,6 +25,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     status      TEXT    NOT NULL,
     pending     TEXT,
     outcome     TEXT,
+    graph       TEXT    NOT NULL,
     graph_hash  TEXT    NOT NULL,
     tokens      INTEGER NOT NULL,
     elapsed_ms  INTEGER NOT NULL,
@@ -43,7 +47,27 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.execute_batch(SCHEMA)?;
+        // A store written by another layout is refused rather than half-read or altered.
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let tables: i64 = conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'",
+            [],
+            |r| r.get(0),
+        )?;
+        match (version, tables) {
+            (VERSION, _) => conn.execute_batch(SCHEMA)?,
+            (0, 0) => {
+                conn.execute_batch(SCHEMA)?;
+                conn.pragma_update(None, "user_version", VERSION)?;
+            }
+            (found, _) => {
+                return Err(StoreError::Version {
+                    path: path.to_path_buf(),
+                    found,
+                    expected: VERSION,
+                });
+            }
+        }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
         })
@@ -72,8 +96,8 @@ impl Checkpointer for SqliteStore {
             .map_err(|e| corrupt(&r.thread, e))?;
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph_hash, tokens, elapsed_ms, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         stmt.execute(params![
             &*r.thread,
@@ -86,6 +110,7 @@ impl Checkpointer for SqliteStore {
             r.status.name(),
             pending,
             r.outcome,
+            &*r.graph,
             &*r.graph_hash,
             r.tokens as i64,
             r.elapsed_ms as i64,
@@ -97,7 +122,7 @@ impl Checkpointer for SqliteStore {
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph_hash, tokens, elapsed_ms, at_ms
+            "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms
              FROM checkpoints WHERE thread = ?1 ORDER BY seq",
         )?;
         let rows = stmt.query_map([thread], |row| {
@@ -112,9 +137,10 @@ impl Checkpointer for SqliteStore {
                 row.get::<_, Option<String>>(7)?,
                 row.get::<_, Option<String>>(8)?,
                 row.get::<_, String>(9)?,
-                row.get::<_, i64>(10)?,
+                row.get::<_, String>(10)?,
                 row.get::<_, i64>(11)?,
                 row.get::<_, i64>(12)?,
+                row.get::<_, i64>(13)?,
             ))
         })?;
         let thread_arc: Arc<str> = Arc::from(thread);
@@ -130,6 +156,7 @@ impl Checkpointer for SqliteStore {
                 status,
                 pending,
                 outcome,
+                graph,
                 graph_hash,
                 tokens,
                 elapsed_ms,
@@ -153,6 +180,7 @@ impl Checkpointer for SqliteStore {
                     .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
                 pending,
                 outcome,
+                graph: Arc::from(graph),
                 graph_hash: Arc::from(graph_hash),
                 tokens: tokens as u64,
                 elapsed_ms: elapsed_ms as u64,

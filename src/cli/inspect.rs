@@ -1,0 +1,152 @@
+//! `switchyard state`, `history` and `fork`: read a thread's checkpoints.
+
+use super::{StoreArg, exit};
+use anyhow::{Context, bail};
+use serde_json::{Value as Json, json};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use switchyard::run::{Checkpoint, Checkpointer, Runner};
+
+/// The graph file that wrote a thread, as its checkpoints recorded it.
+pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
+    let Some(last) = store.latest(thread)? else {
+        bail!("thread `{thread}` has no checkpoints in this store");
+    };
+    let path = PathBuf::from(&*last.graph);
+    if !path.exists() {
+        bail!(
+            "thread `{thread}` was written by `{}`, which is gone; pass the graph file",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+fn runner(
+    store: &StoreArg,
+    graph: Option<PathBuf>,
+    thread: &str,
+) -> anyhow::Result<Result<Runner, u8>> {
+    let store = store.open()?;
+    let file = match graph {
+        Some(f) => f,
+        None => recorded_graph(&*store, thread)?,
+    };
+    Ok(match switchyard::load_graph(&file) {
+        Ok(g) => Ok(Runner::new(Arc::new(g), store)),
+        Err(switchyard::LoadError::Invalid { rendered, .. }) => {
+            eprint!("{rendered}");
+            Err(exit::INVALID)
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
+
+/// `switchyard state`: the thread's state and where it stands, as JSON.
+pub(crate) fn state(
+    store: &StoreArg,
+    graph: Option<PathBuf>,
+    thread: &str,
+    at: Option<u64>,
+) -> anyhow::Result<u8> {
+    let runner = match runner(store, graph, thread)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    let (state, last) = runner.state(thread, at)?;
+    let doc = json!({
+        "thread": thread,
+        "seq": last.seq,
+        "run": last.run,
+        "step": last.step,
+        "status": last.status.name(),
+        "node": last.node.as_deref(),
+        "next": last.next.as_deref(),
+        "pending": last.pending.as_ref().map(|p| json!({
+            "node": &*p.node,
+            "payload": p.payload,
+            "reference": p.reference,
+            "deadline_ms": p.deadline_ms,
+            "breakpoint": p.breakpoint,
+        })),
+        "outcome": last.outcome,
+        "state": state,
+    });
+    print_json(&doc)
+}
+
+/// `switchyard history`: one line per checkpoint, or every record as JSON.
+pub(crate) fn history(store: &StoreArg, thread: &str, json: bool) -> anyhow::Result<u8> {
+    let store = store.open()?;
+    let records = store.load(thread)?;
+    if records.is_empty() {
+        bail!("thread `{thread}` has no checkpoints in this store");
+    }
+    if json {
+        return print_json(&serde_json::to_value(&records)?);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:>4} {:>3} {:>5}  {:<28} {:<12} writes",
+        "seq", "run", "step", "node -> next", "status"
+    )?;
+    for r in &records {
+        writeln!(out, "{}", line(r))?;
+    }
+    out.flush()?;
+    Ok(exit::OK)
+}
+
+fn line(r: &Checkpoint) -> String {
+    let node = r.node.as_deref().unwrap_or("(input)");
+    let edge = match r.next.as_deref() {
+        Some(next) => format!("{node} -> {next}"),
+        None => node.to_string(),
+    };
+    let writes: Vec<&str> = r.writes.iter().map(|w| &*w.field).collect();
+    let mut status = r.status.name().to_string();
+    if let Some(o) = &r.outcome {
+        status = format!("{status}:{o}");
+    }
+    format!(
+        "{:>4} {:>3} {:>5}  {:<28} {:<12} {}",
+        r.seq,
+        r.run,
+        r.step,
+        edge,
+        status,
+        writes.join(", ")
+    )
+}
+
+/// `switchyard fork`: copies a thread up to a checkpoint into a new thread.
+pub(crate) fn fork(
+    store: &StoreArg,
+    graph: Option<PathBuf>,
+    thread: &str,
+    at: u64,
+    into: Option<String>,
+) -> anyhow::Result<u8> {
+    let runner = match runner(store, graph, thread)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    let new = into.unwrap_or_else(|| format!("{thread}@{at}"));
+    runner
+        .fork(thread, at, &new)
+        .with_context(|| format!("cannot fork thread `{thread}`"))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{new}")?;
+    out.flush()?;
+    Ok(exit::OK)
+}
+
+fn print_json(doc: &Json) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, doc)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,25 @@
+//! The commands that run graphs: `run`, `resume`, `state`, `history`, `fork`.
+//! Everything here prints; the library underneath never does.
+
+pub(crate) mod inspect;
+pub(crate) mod run;
+mod store;
+
+pub(crate) use store::{DEFAULT_STORE, StoreArg};
+
+/// Exit codes, in one place (documented in docs/cli.md).
+pub(crate) mod exit {
+    /// Success: the command did its work; a run reached a finalize node or END.
+    pub(crate) const OK: u8 = 0;
+    /// The command failed: a file could not be read or written, a run failed.
+    pub(crate) const FAILED: u8 = 1;
+    /// The command line was wrong (clap exits with this code itself).
+    #[allow(dead_code)]
+    pub(crate) const USAGE: u8 = 2;
+    /// A graph file is invalid.
+    pub(crate) const INVALID: u8 = 3;
+    /// The run is paused at an interrupt and waits for `switchyard resume`.
+    pub(crate) const PAUSED: u8 = 4;
+    /// The run was stopped (Ctrl-C or a stop request) at a node boundary; resume it.
+    pub(crate) const STOPPED: u8 = 5;
+}

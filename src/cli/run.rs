@@ -1,0 +1,421 @@
+//! `switchyard run` and `switchyard resume`: drive a thread, print its events, answer
+//! interrupts in place when a person is at the terminal.
+
+use super::{StoreArg, exit};
+use anyhow::Context;
+use serde_json::Value as Json;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use switchyard::LoadError;
+use switchyard::graph::{Body, Graph};
+use switchyard::run::{Event, Outcome, RunError, Runner, answer};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+/// What `run` and `resume` share.
+pub(crate) struct Common {
+    pub(crate) store: StoreArg,
+    pub(crate) max_steps: Option<u64>,
+    pub(crate) json: bool,
+}
+
+pub(crate) struct RunArgs {
+    pub(crate) file: PathBuf,
+    pub(crate) input: Option<String>,
+    pub(crate) thread: Option<String>,
+    pub(crate) common: Common,
+}
+
+pub(crate) struct ResumeArgs {
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) thread: String,
+    pub(crate) payload: Option<String>,
+    pub(crate) at: Option<u64>,
+    pub(crate) force: bool,
+    pub(crate) common: Common,
+}
+
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let input = match &args.input {
+        Some(text) => read_json_arg(text, "--input")?,
+        None => Json::Object(Default::default()),
+    };
+    let graph = match load(&args.file)? {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
+    let thread = args.thread.unwrap_or_else(new_thread_id);
+    let session = Session::new(graph, &args.common)?;
+    session.drive(&thread, Start::New(input))
+}
+
+pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
+    let payload = args
+        .payload
+        .as_deref()
+        .map(|p| read_json_arg(p, "--payload"))
+        .transpose()?;
+    let store = args.common.store.open()?;
+    let file = match args.file {
+        Some(f) => f,
+        None => super::inspect::recorded_graph(&*store, &args.thread)?,
+    };
+    let graph = match load(&file)? {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
+    let session = Session::with_store(graph, store, &args.common);
+    let thread = match args.at {
+        Some(seq) => {
+            let new = format!("{}@{seq}", args.thread);
+            session.runner.fork(&args.thread, seq, &new)?;
+            eprintln!(
+                "forked thread `{}` at checkpoint {seq} into `{new}`",
+                args.thread
+            );
+            new
+        }
+        None => args.thread,
+    };
+    session.drive(&thread, Start::Resume(payload, args.force))
+}
+
+/// Loads a graph; an invalid one prints its diagnostics and gives the exit code.
+fn load(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
+    match switchyard::load_graph(file) {
+        Ok(g) => Ok(Ok(g)),
+        Err(LoadError::Invalid {
+            rendered,
+            path,
+            count,
+        }) => {
+            eprint!("{rendered}");
+            let s = if count == 1 { "" } else { "s" };
+            eprintln!("{path}: {count} error{s}; nothing was run");
+            Ok(Err(exit::INVALID))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `--input '{"a": 1}'` or `--input @file.json`.
+fn read_json_arg(text: &str, flag: &str) -> anyhow::Result<Json> {
+    let (text, from) = match text.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read `{path}` ({flag})"))?,
+            format!("`{path}`"),
+        ),
+        None => (text.to_string(), flag.to_string()),
+    };
+    serde_json::from_str(&text).with_context(|| format!("{from} is not JSON"))
+}
+
+fn new_thread_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t-{:x}",
+        (nanos as u64) ^ u64::from(std::process::id()) << 48
+    )
+}
+
+enum Start {
+    New(Json),
+    Resume(Option<Json>, bool),
+}
+
+struct Session {
+    runner: Runner,
+    events: UnboundedReceiver<Event>,
+    file: PathBuf,
+    store: StoreArg,
+    json: bool,
+}
+
+impl Session {
+    fn new(graph: Graph, common: &Common) -> anyhow::Result<Self> {
+        let store = common.store.open()?;
+        Ok(Self::with_store(graph, store, common))
+    }
+
+    fn with_store(
+        graph: Graph,
+        store: Arc<dyn switchyard::run::Checkpointer>,
+        common: &Common,
+    ) -> Self {
+        let file = graph.path.clone();
+        let mut runner = Runner::new(Arc::new(graph), store).with_max_steps(common.max_steps);
+        let events = runner.events();
+        Session {
+            runner,
+            events,
+            file,
+            store: common.store.clone(),
+            json: common.json,
+        }
+    }
+
+    fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        rt.block_on(async move {
+            watch_ctrl_c(self.runner.stop_handle());
+            let interactive = std::io::stdin().is_terminal() && !self.json;
+            let mut lines = interactive.then(stdin_lines);
+            let mut outcome = match start {
+                Start::New(input) => {
+                    let fut = self.runner.start(thread, input);
+                    pump(&mut self.events, self.json, fut).await
+                }
+                Start::Resume(payload, force) => {
+                    let fut = self.runner.resume(thread, payload, force);
+                    pump(&mut self.events, self.json, fut).await
+                }
+            };
+            loop {
+                match outcome {
+                    Ok(Outcome::Interrupted { node, payload }) => {
+                        let Some(lines) = lines.as_mut() else {
+                            return self.paused(thread, &node, &payload);
+                        };
+                        let Some(answer) = self.ask(thread, &node, &payload, lines).await? else {
+                            return self.paused(thread, &node, &payload);
+                        };
+                        let fut = self.runner.resume(thread, answer, false);
+                        outcome = pump(&mut self.events, self.json, fut).await;
+                    }
+                    // A person at the terminal may try again after a refused answer.
+                    Err(
+                        e @ (RunError::InvalidPayload { .. } | RunError::WrongReference { .. }),
+                    ) if lines.is_some() => {
+                        eprintln!("error: {e}");
+                        let latest = self.runner.history(thread)?;
+                        let pending = latest
+                            .last()
+                            .and_then(|r| r.pending.clone())
+                            .context("the thread is no longer paused")?;
+                        outcome = Ok(Outcome::Interrupted {
+                            node: pending.node.to_string(),
+                            payload: pending.payload,
+                        });
+                    }
+                    Ok(Outcome::Finished { response, .. }) => {
+                        if !self.json
+                            && let Some(r) = response
+                        {
+                            let mut out = std::io::stdout().lock();
+                            writeln!(out, "{r}")?;
+                            out.flush()?;
+                        }
+                        return Ok(exit::OK);
+                    }
+                    Ok(Outcome::Stopped { .. }) => {
+                        eprintln!("resume with: {}", self.resume_command(thread, None));
+                        return Ok(exit::STOPPED);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })
+    }
+
+    /// Asks the person at the terminal; `None` when stdin closed. A timed-out
+    /// interrupt gives `Some(None)`: resume without an answer takes `on_timeout`.
+    async fn ask(
+        &self,
+        thread: &str,
+        node: &str,
+        payload: &Json,
+        lines: &mut UnboundedReceiver<String>,
+    ) -> anyhow::Result<Option<Option<Json>>> {
+        let graph = self.runner.graph();
+        let pending = self
+            .runner
+            .history(thread)?
+            .pop()
+            .and_then(|r| r.pending)
+            .context("the thread is not paused")?;
+        let schema = graph
+            .node_id(node)
+            .and_then(|id| match &graph.node(id).body {
+                Body::Interrupt(i) => i.resume_schema_json.clone(),
+                _ => None,
+            });
+        if pending.breakpoint.is_some() {
+            eprint!("paused at breakpoint of `{node}`; press Enter to go on: ");
+            std::io::stderr().flush()?;
+            return Ok(lines.recv().await.map(|_| None));
+        }
+        let shape = answer::shape(schema.as_deref());
+        eprintln!("{node} asks:");
+        eprintln!("{}", serde_json::to_string_pretty(payload)?);
+        loop {
+            eprint!("{}> ", shape.hint());
+            std::io::stderr().flush()?;
+            let line = match pending.deadline_ms {
+                Some(deadline) => {
+                    let left = deadline.saturating_sub(now_ms());
+                    match tokio::time::timeout(std::time::Duration::from_millis(left), lines.recv())
+                        .await
+                    {
+                        Ok(line) => line,
+                        Err(_) => {
+                            eprintln!("\nno answer in time");
+                            return Ok(Some(None));
+                        }
+                    }
+                }
+                None => lines.recv().await,
+            };
+            let Some(line) = line else {
+                eprintln!();
+                return Ok(None);
+            };
+            match answer::payload(
+                &shape,
+                schema.as_deref(),
+                pending.reference.as_deref(),
+                &line,
+            ) {
+                Ok(p) => return Ok(Some(Some(p))),
+                Err(e) => eprintln!("{e}"),
+            }
+        }
+    }
+
+    fn paused(&self, thread: &str, node: &str, payload: &Json) -> anyhow::Result<u8> {
+        if !self.json {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{payload}")?;
+            out.flush()?;
+        }
+        if matches!(self.store, StoreArg::Memory) {
+            eprintln!(
+                "paused at `{node}`; the memory store ends with this process, so the thread cannot be resumed (use --store sqlite:PATH)"
+            );
+        } else {
+            eprintln!(
+                "paused at `{node}`; resume with:\n  {}",
+                self.resume_command(thread, Some("<JSON>"))
+            );
+        }
+        Ok(exit::PAUSED)
+    }
+
+    fn resume_command(&self, thread: &str, payload: Option<&str>) -> String {
+        let mut cmd = format!(
+            "switchyard resume {} --thread {}",
+            shell_quote(&self.file.display().to_string()),
+            shell_quote(thread)
+        );
+        if let Some(p) = payload {
+            cmd.push_str(&format!(" --payload '{p}'"));
+        }
+        if !matches!(&self.store, StoreArg::Sqlite(p) if *p == default_store_path()) {
+            cmd.push(' ');
+            cmd.push_str(&self.store.flag());
+        }
+        cmd
+    }
+}
+
+fn default_store_path() -> PathBuf {
+    match super::store::DEFAULT_STORE.parse() {
+        Ok(StoreArg::Sqlite(p)) => p,
+        _ => PathBuf::new(),
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./@:".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs `fut` while printing the events it emits as they come.
+async fn pump<T>(
+    events: &mut UnboundedReceiver<Event>,
+    json: bool,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(fut);
+    let result = loop {
+        tokio::select! {
+            biased;
+            out = &mut fut => break out,
+            Some(e) = events.recv() => print_event(&e, json),
+        }
+    };
+    while let Ok(e) = events.try_recv() {
+        print_event(&e, json);
+    }
+    result
+}
+
+fn print_event(e: &Event, json: bool) {
+    // A closed stdout or stderr must not turn into a panic; the run goes on.
+    if json {
+        if let Ok(line) = serde_json::to_string(e) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    } else if !matches!(e, Event::TextDelta { .. }) {
+        let _ = writeln!(std::io::stderr().lock(), "{}", e.human());
+    } else {
+        let _ = write!(std::io::stderr().lock(), "{}", e.human());
+    }
+}
+
+/// Ctrl-C asks the run to stop at the next node boundary; a second one quits at once
+/// (the last checkpoint stands).
+fn watch_ctrl_c(stop: switchyard::run::StopHandle) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("\nstopping at the next node boundary (Ctrl-C again to quit now)");
+        stop.stop();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    });
+}
+
+/// Lines typed at the terminal, read on their own thread so a prompt can time out.
+fn stdin_lines() -> UnboundedReceiver<String> {
+    let (tx, rx) = unbounded_channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx
+                        .send(line.trim_end_matches(['\n', '\r']).to_string())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}

@@ -1,0 +1,43 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use switchyard::run::{Checkpointer, MemoryStore, SqliteStore};
+
+/// Where checkpoints go: `sqlite:PATH` or `memory`.
+#[derive(Clone, Debug)]
+pub(crate) enum StoreArg {
+    Sqlite(PathBuf),
+    Memory,
+}
+
+/// The store used when `--store` is not given: `$SWITCHYARD_STORE`, else this file
+/// under the working directory.
+pub(crate) const DEFAULT_STORE: &str = "sqlite:.switchyard/checkpoints.db";
+
+impl std::str::FromStr for StoreArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            _ if s == "memory" => Ok(StoreArg::Memory),
+            Some(("sqlite", path)) if !path.is_empty() => Ok(StoreArg::Sqlite(path.into())),
+            _ => Err(format!("`{s}` is not `sqlite:PATH` or `memory`")),
+        }
+    }
+}
+
+impl StoreArg {
+    pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
+        Ok(match self {
+            StoreArg::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+            StoreArg::Memory => Arc::new(MemoryStore::new()),
+        })
+    }
+
+    /// The `--store` flag that names this store, for printed commands.
+    pub(crate) fn flag(&self) -> String {
+        match self {
+            StoreArg::Sqlite(p) => format!("--store sqlite:{}", p.display()),
+            StoreArg::Memory => "--store memory".into(),
+        }
+    }
+}

@@ -1,0 +1,567 @@
+//! `switchyard run`, `resume`, `state`, `history` and `fork` as a user runs them:
+//! exit codes, what goes to stdout and stderr, durable threads across processes,
+//! SIGKILL and Ctrl-C mid-run, answering interrupts at a terminal.
+
+use crate::util::{root, switchyard};
+use serde_json::{Value as Json, json};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn store_flag(dir: &Path) -> String {
+    format!("sqlite:{}", dir.join("checkpoints.db").display())
+}
+
+#[track_caller]
+fn json_of(text: &str) -> Json {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+#[test]
+fn run_prints_the_response_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 2}"#,
+        "--thread",
+        "r",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "classify count_down:1 count_down:0\n");
+    assert_eq!(
+        out.stderr.lines().next().unwrap(),
+        "started routes (thread r, run 0)"
+    );
+    assert!(
+        out.stderr
+            .contains("      classify -> count_down (small)\n"),
+        "{}",
+        out.stderr
+    );
+    let last = out.stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("finished: zero after 4 steps, 0 tokens, "),
+        "{last}"
+    );
+}
+
+#[test]
+fn json_mode_prints_every_event_as_one_line() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 20}"#,
+        "--store",
+        "memory",
+        "--json",
+    ])
+    .run()
+    .code(0);
+    let events: Vec<Json> = out.stdout.lines().map(json_of).collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "run_started",
+            "node_started",
+            "node_finished",
+            "route_taken",
+            "node_started",
+            "node_finished",
+            "run_finished"
+        ]
+    );
+    assert_eq!(events[6]["response"], json!("20 is big"));
+    assert_eq!(events[6]["outcome"], json!("big"));
+    assert_eq!(out.stderr, "");
+}
+
+#[test]
+fn input_comes_inline_or_from_a_file_and_bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"n": 20}"#).unwrap();
+    let at = format!("@{}", input.display());
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        &at,
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "20 is big\n");
+
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        "{n: 1}",
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: --input is not JSON\ncaused by: key must be a string at line 1 column 2\n"
+    );
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"size": 1}"#,
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: the input is not an object of state fields: field `size` is `string`, and the value written is an int `1`\n"
+    );
+}
+
+#[test]
+fn an_invalid_graph_is_not_run() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/check/err_dead_end.toml",
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(3);
+    assert!(
+        out.stderr
+            .starts_with("error: node `a` has no outgoing edge\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .ends_with("tests/fixtures/check/err_dead_end.toml: 1 error; nothing was run\n"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `pauses.toml` with a question that waits a minute instead of 30 ms.
+fn patient_pauses(dir: &Path) -> String {
+    let graph = dir.join("pauses.toml");
+    let text = std::fs::read_to_string(root().join("tests/fixtures/run/pauses.toml")).unwrap();
+    std::fs::write(
+        &graph,
+        text.replace("timeout = \"30ms\"", "timeout = \"1m\""),
+    )
+    .unwrap();
+    graph.display().to_string()
+}
+
+#[test]
+fn a_pause_exits_four_and_resume_state_history_continue_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let file = &patient_pauses(dir.path());
+    let out = switchyard(&["run", file, "--thread", "p", "--store", &store])
+        .run()
+        .code(4);
+    assert_eq!(
+        out.stdout,
+        "{\"breakpoint\":\"after\",\"node\":\"prepare\"}\n"
+    );
+    assert!(
+        out.stderr.ends_with(&format!(
+            "paused at `prepare`; resume with:\n  switchyard resume {file} --thread p --payload '<JSON>' --store {store}\n"
+        )),
+        "{}",
+        out.stderr
+    );
+    // The graph file is optional: the thread remembers it.
+    let out = switchyard(&["resume", "--thread", "p", "--store", &store])
+        .run()
+        .code(4);
+    assert_eq!(
+        out.stdout,
+        "{\"breakpoint\":\"before\",\"node\":\"fetch\"}\n"
+    );
+    let out = switchyard(&["resume", file, "--thread", "p", "--store", &store])
+        .run()
+        .code(4);
+    assert_eq!(out.stdout, "{\"question\":\"go on?\"}\n");
+
+    let state = json_of(
+        &switchyard(&["state", "--thread", "p", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["status"], json!("interrupted"));
+    assert_eq!(state["pending"]["node"], json!("ask"));
+    assert_eq!(state["state"]["trail"], json!(["prepare", "recover"]));
+
+    let out = switchyard(&[
+        "resume",
+        file,
+        "--thread",
+        "p",
+        "--payload",
+        r#""sure""#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "prepare recover answered\n");
+    let out = switchyard(&[
+        "resume",
+        file,
+        "--thread",
+        "p",
+        "--payload",
+        r#""again""#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(1);
+    assert!(
+        out.stderr.ends_with("error: thread `p` is finished; only a paused (interrupted or stopped) thread can be resumed\n"),
+        "{}",
+        out.stderr
+    );
+
+    let out = switchyard(&["history", "--thread", "p", "--store", &store])
+        .run()
+        .code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        [
+            " seq run  step  node -> next                 status       writes",
+            "   0   0     0  (input) -> prepare           running",
+            "   1   0     1  prepare -> fetch             running      trail",
+            "   2   0     1  prepare -> fetch             interrupted",
+            "   3   0     1  fetch -> fetch               interrupted",
+            "   4   0     2  fetch -> recover             running",
+            "   5   0     3  recover -> ask               running      trail, failure",
+            "   6   0     4  ask -> ask                   interrupted",
+            "   7   0     4  ask -> done                  running      answer, trail",
+            "   8   0     5  done                         finished:done",
+        ]
+    );
+    let records = json_of(
+        &switchyard(&["history", "--thread", "p", "--store", &store, "--json"])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(records.as_array().unwrap().len(), 9);
+    assert_eq!(
+        records[7]["writes"][0],
+        json!({ "field": "answer", "value": "sure" })
+    );
+
+    // Fork at the question and answer it differently.
+    let out = switchyard(&["fork", "--thread", "p", "--at", "6", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(out.stdout, "p@6\n");
+    let out = switchyard(&[
+        "resume",
+        "--thread",
+        "p@6",
+        "--payload",
+        r#""no""#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "prepare recover answered\n");
+    let state = json_of(
+        &switchyard(&["state", "--thread", "p@6", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["state"]["answer"], json!("no"));
+    // `resume --at` forks and resumes in one go.
+    let out = switchyard(&[
+        "resume",
+        "--thread",
+        "p",
+        "--at",
+        "6",
+        "--payload",
+        r#""maybe""#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(1);
+    assert!(
+        out.stderr.contains("thread `p@6` already exists"),
+        "{}",
+        out.stderr
+    );
+    let state = json_of(
+        &switchyard(&["state", "--thread", "p", "--at", "6", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["status"], json!("interrupted"));
+    assert_eq!(state["state"]["answer"], json!(null));
+}
+
+#[test]
+fn unknown_threads_and_stores_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let out = switchyard(&["state", "--thread", "ghost", "--store", &store])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: thread `ghost` has no checkpoints in this store\n"
+    );
+    let out = switchyard(&["history", "--thread", "ghost", "--store", "redis:x"])
+        .run()
+        .code(2);
+    assert!(
+        out.stderr
+            .contains("`redis:x` is not `sqlite:PATH` or `memory`"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn rows(db: &Path) -> i64 {
+    let Ok(conn) = rusqlite::Connection::open(db) else {
+        return 0;
+    };
+    conn.query_row("SELECT count(*) FROM checkpoints", [], |r| r.get(0))
+        .unwrap_or(0)
+}
+
+/// Starts a long count in a child and returns it once it has written `rows_before` checkpoints.
+fn start_count(db: &Path, thread: &str, rows_before: i64) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "run",
+            "tests/fixtures/run/count.toml",
+            "--input",
+            r#"{"goal": 3000}"#,
+            "--thread",
+            thread,
+        ])
+        .arg("--store")
+        .arg(format!("sqlite:{}", db.display()))
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rows(db) < rows_before {
+        assert!(Instant::now() < deadline, "the child wrote no checkpoints");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child
+}
+
+const COUNT_DONE: &str = "n=3000 total=4501500 checks=3000 evens=1500\n";
+
+#[test]
+fn a_run_killed_mid_way_resumes_from_sqlite_to_the_same_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("checkpoints.db");
+    let store = store_flag(dir.path());
+    let mut child = start_count(&db, "k", 300);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let state = json_of(
+        &switchyard(&["state", "--thread", "k", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(
+        state["status"],
+        json!("running"),
+        "killed before it finished"
+    );
+    let killed_at = state["state"]["n"].as_i64().unwrap();
+    assert!(killed_at < 3000, "{killed_at}");
+
+    let out = switchyard(&["resume", "--thread", "k", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(out.stdout, COUNT_DONE);
+    let resumed = json_of(
+        &switchyard(&["state", "--thread", "k", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/count.toml",
+        "--input",
+        r#"{"goal": 3000}"#,
+        "--thread",
+        "whole",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, COUNT_DONE);
+    let whole = json_of(
+        &switchyard(&["state", "--thread", "whole", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(resumed["state"], whole["state"]);
+    assert_eq!(resumed["step"], whole["step"]);
+}
+
+#[test]
+fn ctrl_c_stops_at_a_node_boundary_and_resume_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("checkpoints.db");
+    let store = store_flag(dir.path());
+    let child = start_count(&db, "i", 300);
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains("stopping at the next node boundary"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with(&format!(
+            "resume with: switchyard resume tests/fixtures/run/count.toml --thread i --store {store}\n"
+        )),
+        "{stderr}"
+    );
+    let state = json_of(
+        &switchyard(&["state", "--thread", "i", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["status"], json!("stopped"));
+    let out = switchyard(&["resume", "--thread", "i", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(out.stdout, COUNT_DONE);
+}
+
+#[test]
+fn max_steps_overrides_the_graph_for_one_run() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/loop.toml",
+        "--max-steps",
+        "2",
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "stopped at 2 after 3 steps\n");
+}
+
+#[test]
+fn at_a_terminal_interrupts_are_answered_in_place() {
+    // `script` gives the run a pseudo-terminal, as a person's shell would.
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let cmd = format!(
+        "{} run {} --thread tty --store {store}",
+        env!("CARGO_BIN_EXE_switchyard"),
+        patient_pauses(dir.path())
+    );
+    let out = switchyard_in_pty(&cmd, &["\n", "\n", "not json {\n"]);
+    assert!(
+        out.contains("paused at breakpoint of `prepare`; press Enter to go on: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("ask asks:\r\n{\r\n  \"question\": \"go on?\"\r\n}\r\n"),
+        "{out}"
+    );
+    assert!(out.contains("type your answer (or JSON)> "), "{out}");
+    assert!(out.ends_with("prepare recover answered\r\n"), "{out}");
+    let state = json_of(
+        &switchyard(&["state", "--thread", "tty", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["state"]["answer"], json!("not json {"));
+}
+
+#[test]
+fn at_a_terminal_an_unanswered_interrupt_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let cmd = format!(
+        "{} run tests/fixtures/run/pauses.toml --thread tty --store {store}",
+        env!("CARGO_BIN_EXE_switchyard")
+    );
+    // Nobody types at the question: its 30 ms run out first.
+    let out = switchyard_in_pty(&cmd, &["\n", "\n"]);
+    assert!(
+        out.contains("type your answer (or JSON)> \r\nno answer in time\r\n"),
+        "{out}"
+    );
+    assert!(out.contains("      ask -> gave_up (timeout)\r\n"), "{out}");
+    assert!(out.ends_with("prepare recover\r\n"), "{out}");
+}
+
+/// Runs `cmd` in a pseudo-terminal, typing each of `lines` after a pause.
+fn switchyard_in_pty(cmd: &str, lines: &[&str]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("script")
+        .args(["-qec", cmd, "/dev/null"])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("`script` (util-linux) runs");
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        std::thread::sleep(Duration::from_millis(200));
+        // The run may have ended already (a timeout): then nobody reads.
+        let _ = stdin.write_all(line.as_bytes());
+        let _ = stdin.flush();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

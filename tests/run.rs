@@ -1,0 +1,616 @@
+//! The interpreter through the library: reducers, routing, limits, interrupts and
+//! resume, stop, checkpoints, history and fork, events. LLM and tools are scripted.
+
+use crate::doubles::{ScriptedLlm, ScriptedTools, ok};
+use crate::util::root;
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use switchyard::run::{
+    Checkpointer, Event, MemoryStore, Outcome, RunError, Runner, SqliteStore, Status, ToolReply,
+};
+
+fn graph(name: &str) -> Arc<switchyard::graph::Graph> {
+    let path = root()
+        .join("tests/fixtures/run")
+        .join(format!("{name}.toml"));
+    Arc::new(switchyard::load_graph(&path).unwrap_or_else(|e| panic!("{name}: {e}")))
+}
+
+fn runner(name: &str) -> Runner {
+    Runner::new(graph(name), Arc::new(MemoryStore::new()))
+}
+
+fn finished(outcome: &str, response: &str, steps: u64) -> Outcome {
+    Outcome::Finished {
+        outcome: outcome.into(),
+        response: Some(response.into()),
+        steps,
+    }
+}
+
+#[track_caller]
+fn state_of(r: &Runner, thread: &str) -> Json {
+    r.state(thread, None).unwrap().0
+}
+
+#[tokio::test]
+async fn each_reducer_merges_writes_its_own_way() {
+    let r = runner("reducers");
+    let out = r.start("t", json!({})).await.unwrap();
+    assert_eq!(out, finished("done", "ab x,y,z 3", 2));
+    assert_eq!(
+        state_of(&r, "t"),
+        json!({
+            "name": "ab",
+            "tags": ["x", "y", "z"],
+            "count": 3,
+            "ratio": 0.5,
+            "meta": { "keep": 1, "change": 2, "new": 3 },
+            "messages": [
+                { "id": "m1", "role": "user", "content": "hi again" },
+                { "id": "m2", "role": "assistant", "content": "hello" }
+            ],
+            "bad": 0
+        })
+    );
+    // A second run on the same thread starts from the thread's state, like a chat.
+    let out = r.start("t", json!({ "count": 10 })).await.unwrap();
+    assert_eq!(out, finished("done", "abb x,y,z,y,z 15", 2));
+}
+
+#[tokio::test]
+async fn routes_switch_on_values_and_take_the_first_true_condition() {
+    let r = runner("routes");
+    assert_eq!(
+        r.start("big", json!({ "n": 20 })).await.unwrap(),
+        finished("big", "20 is big", 2)
+    );
+    assert_eq!(
+        r.start("small", json!({ "n": 2 })).await.unwrap(),
+        finished("zero", "classify count_down:1 count_down:0", 4)
+    );
+    assert_eq!(
+        r.start("zero", json!({ "n": 0 })).await.unwrap(),
+        finished("zero", "classify", 2)
+    );
+}
+
+#[tokio::test]
+async fn events_tell_the_whole_run_in_order() {
+    let mut r = runner("routes");
+    let mut rx = r.events();
+    r.start("t", json!({ "n": 1 })).await.unwrap();
+    drop(r);
+    let mut lines = Vec::new();
+    while let Some(e) = rx.recv().await {
+        let mut v = serde_json::to_value(&e).unwrap();
+        // Durations vary from run to run.
+        for k in ["duration_us", "duration_ms"] {
+            if let Some(d) = v.get_mut(k) {
+                *d = json!(0);
+            }
+        }
+        lines.push(v.to_string());
+    }
+    assert_eq!(
+        lines,
+        [
+            r#"{"event":"run_started","thread":"t","graph":"routes","run":0,"resumed":false}"#,
+            r#"{"event":"node_started","node":"classify","step":1}"#,
+            r#"{"event":"node_finished","node":"classify","step":1,"duration_us":0,"writes":["size","trail"],"skipped":false}"#,
+            r#"{"event":"route_taken","from":"classify","to":"count_down","case":"small"}"#,
+            r#"{"event":"node_started","node":"count_down","step":2}"#,
+            r#"{"event":"node_finished","node":"count_down","step":2,"duration_us":0,"writes":["n","trail"],"skipped":false}"#,
+            r#"{"event":"route_taken","from":"count_down","to":"zero","case":"done"}"#,
+            r#"{"event":"node_started","node":"zero","step":3}"#,
+            r#"{"event":"node_finished","node":"zero","step":3,"duration_us":0,"writes":[],"skipped":false}"#,
+            r#"{"event":"run_finished","status":"finished","outcome":"zero","response":"classify count_down:0","steps":3,"tokens":0,"duration_ms":0}"#,
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_step_limit_counts_every_node_and_goes_to_on_limit() {
+    let r = runner("loop");
+    assert_eq!(
+        r.start("t", json!({})).await.unwrap(),
+        finished("limit", "stopped at 7 after 8 steps", 8)
+    );
+    // `--max-steps` overrides the graph's limit for one run.
+    let r = runner("loop").with_max_steps(Some(3));
+    assert_eq!(
+        r.start("t", json!({})).await.unwrap(),
+        finished("limit", "stopped at 3 after 4 steps", 4)
+    );
+}
+
+#[tokio::test]
+async fn the_wall_time_budget_ends_a_loop() {
+    let mut r = runner("wall");
+    let mut rx = r.events();
+    let out = r.start("t", json!({})).await.unwrap();
+    let Outcome::Finished { outcome, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(outcome, "late");
+    drop(r);
+    let mut limits = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if let Event::LimitReached { limit, to } = e {
+            limits.push((limit, to.map(|t| t.to_string())));
+        }
+    }
+    assert_eq!(limits, [("max_wall_time", Some("late".to_string()))]);
+}
+
+#[tokio::test]
+async fn the_token_budget_overrides_the_graphs_own_loop() {
+    let llm = ScriptedLlm::new().script(
+        "think",
+        (0..10).map(|i| json!({ "idea": format!("idea {i}") })),
+    );
+    let r = runner("budget").with_llm(llm.clone());
+    // Each scripted reply costs 15 tokens: the third crosses 40.
+    assert_eq!(
+        r.start("t", json!({ "goal": "plan" })).await.unwrap(),
+        finished("budget", "45 tokens, 3 thoughts", 4)
+    );
+    assert_eq!(
+        llm.requests.lock().unwrap()[0].prompt,
+        "Goal: plan\nSteps so far: 0"
+    );
+}
+
+fn agent(llm: &Arc<ScriptedLlm>, tools: ScriptedTools, store: Arc<dyn Checkpointer>) -> Runner {
+    Runner::new(graph("agent"), store)
+        .with_llm(llm.clone())
+        .with_tools(Arc::new(tools))
+}
+
+fn browser() -> ScriptedTools {
+    ScriptedTools::new()
+        .tool("browser_type", |_| ok(json!({ "typed": true })))
+        .tool("browser_click", |_| ok(json!("clicked")))
+}
+
+fn typing_then_stop() -> Arc<ScriptedLlm> {
+    ScriptedLlm::new().script(
+        "plan",
+        [
+            json!({ "id": "a1", "kind": "type", "target": "search" }),
+            json!({ "id": "a2", "kind": "stop", "target": "" }),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let r = agent(&typing_then_stop(), browser(), store.clone());
+    let out = r.start("s1", json!({ "goal": "find" })).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Interrupted {
+            node: "confirm".into(),
+            payload: json!({ "kind": "confirm", "reference": "a1", "reason": "type into search?" }),
+        }
+    );
+    let paused = store.load("s1").unwrap();
+    assert_eq!(paused.last().unwrap().status, Status::Interrupted);
+
+    // An answer that does not fit the resume schema is refused; nothing changes.
+    let err = r
+        .resume("s1", Some(json!({ "reference": "a1" })), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the payload does not fit the resume schema of `confirm`: \"confirmed\" is a required property"
+    );
+    // So is an answer to another interrupt.
+    let err = r
+        .resume(
+            "s1",
+            Some(json!({ "reference": "a9", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the payload's reference `a9` does not match the pending interrupt's reference `a1`"
+    );
+    // And a thread that does not exist.
+    let err = r.resume("nope", Some(json!({})), false).await.unwrap_err();
+    assert_eq!(err.to_string(), "thread `nope` has no checkpoints");
+    // Starting over while paused is refused too.
+    let err = r.start("s1", json!({})).await.unwrap_err();
+    assert!(matches!(err, RunError::Paused { .. }), "{err}");
+    assert_eq!(store.load("s1").unwrap(), paused);
+
+    let out = r
+        .resume(
+            "s1",
+            Some(json!({ "reference": "a1", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        finished("done", "done after 1 tool steps: type:search", 6)
+    );
+    let state = state_of(&r, "s1");
+    assert_eq!(
+        state["confirmation"],
+        json!({ "reference": "a1", "confirmed": true })
+    );
+    assert_eq!(state["last_result"], json!({ "typed": true }));
+    assert_eq!(
+        state["messages"],
+        json!([
+            { "role": "assistant", "content": "type search" },
+            { "role": "assistant", "content": "stop " }
+        ])
+    );
+    // The interrupt node ran once: no node runs twice because of a resume.
+    let nodes: Vec<String> = store
+        .load("s1")
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.node.as_deref().map(String::from))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            "plan",
+            "gate",
+            "confirm",
+            "confirm",
+            "act",
+            "plan",
+            "finalize_done"
+        ]
+    );
+
+    // A second resume finds nothing to resume.
+    let err = r
+        .resume(
+            "s1",
+            Some(json!({ "reference": "a1", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread `s1` is finished; only a paused (interrupted or stopped) thread can be resumed"
+    );
+}
+
+#[tokio::test]
+async fn a_declined_confirmation_cancels_and_a_denied_action_never_runs() {
+    let tools = browser();
+    let r = agent(&typing_then_stop(), tools, Arc::new(MemoryStore::new()));
+    r.start("s", json!({ "goal": "g" })).await.unwrap();
+    let out = r
+        .resume(
+            "s",
+            Some(json!({ "reference": "a1", "confirmed": false })),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "cancelled".into(),
+            response: None,
+            steps: 4
+        }
+    );
+
+    let llm = ScriptedLlm::new().script(
+        "plan",
+        [json!({ "id": "p", "kind": "click", "target": "pay now" })],
+    );
+    let tools = Arc::new(browser());
+    let r = Runner::new(graph("agent"), Arc::new(MemoryStore::new()))
+        .with_llm(llm)
+        .with_tools(tools.clone());
+    assert_eq!(
+        r.start("d", json!({})).await.unwrap(),
+        finished("denied", "payments are off limits", 3)
+    );
+    assert!(tools.calls.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_wrong_write_fails_the_run_and_keeps_the_state_before_it() {
+    let r = runner("wrong_write");
+    let err = r.start("t", json!({})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node `second` failed: field `count` is `int`, and the value written is a string `\"three\"`"
+    );
+    let (state, last) = r.state("t", None).unwrap();
+    assert_eq!(state, json!({ "count": 0, "label": "before" }));
+    assert_eq!(
+        (last.status, last.node.as_deref()),
+        (Status::Failed, Some("second"))
+    );
+}
+
+#[tokio::test]
+async fn input_must_name_declared_fields_with_the_right_types() {
+    let r = runner("routes");
+    let err = r.start("t", json!({ "m": 3 })).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the input is not an object of state fields: `m` is not a state field; did you mean `n`?"
+    );
+    let err = r.start("t", json!({ "n": "3" })).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the input is not an object of state fields: field `n` is `int`, and the value written is a string `\"3\"`"
+    );
+    let err = r.start("t", json!([1])).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the input is not an object of state fields: expected an object, got a list `[1]`"
+    );
+    assert!(
+        r.history("t").is_err(),
+        "refused input leaves no checkpoint"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_request_pauses_at_a_node_boundary_and_resume_finishes_the_same() {
+    let whole = runner("count");
+    let expected = whole.start("t", json!({ "goal": 30 })).await.unwrap();
+    let expected_state = state_of(&whole, "t");
+
+    let mut r = runner("count");
+    let mut rx = r.events();
+    let stop = r.stop_handle();
+    let watcher = tokio::spawn(async move {
+        while let Some(e) = rx.recv().await {
+            if matches!(e, Event::NodeFinished { step: 20, .. }) {
+                stop.stop();
+            }
+        }
+    });
+    let out = r.start("t", json!({ "goal": 30 })).await.unwrap();
+    let Outcome::Stopped {
+        next: Some(_),
+        steps,
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert!((20..=21).contains(&steps), "stopped after {steps} steps");
+    assert_eq!(
+        r.history("t").unwrap().last().unwrap().status,
+        Status::Stopped
+    );
+    // A stopped thread goes on without a payload.
+    let err = r.resume("t", Some(json!({})), false).await.unwrap_err();
+    assert!(matches!(err, RunError::UnexpectedPayload { .. }), "{err}");
+    let out = r.resume("t", None, false).await.unwrap();
+    assert_eq!(out, expected);
+    assert_eq!(state_of(&r, "t"), expected_state);
+    drop(r);
+    watcher.await.unwrap();
+    assert_eq!(
+        expected,
+        finished("done", "n=30 total=465 checks=30 evens=15", 76)
+    );
+}
+
+fn pauses(tools: ScriptedTools) -> Runner {
+    Runner::new(graph("pauses"), Arc::new(MemoryStore::new())).with_tools(Arc::new(tools))
+}
+
+fn failing_fetch() -> ScriptedTools {
+    ScriptedTools::new().tool("fetch", |_| {
+        Ok(ToolReply {
+            content: json!("boom"),
+            is_error: true,
+        })
+    })
+}
+
+#[tokio::test]
+async fn breakpoints_pause_before_and_after_and_errors_take_on_error() {
+    let r = pauses(failing_fetch());
+    assert_eq!(
+        r.start("t", json!({})).await.unwrap(),
+        Outcome::Interrupted {
+            node: "prepare".into(),
+            payload: json!({ "breakpoint": "after", "node": "prepare" })
+        }
+    );
+    let err = r.resume("t", Some(json!("go")), false).await.unwrap_err();
+    assert!(matches!(err, RunError::UnexpectedPayload { .. }), "{err}");
+    assert_eq!(
+        r.resume("t", None, false).await.unwrap(),
+        Outcome::Interrupted {
+            node: "fetch".into(),
+            payload: json!({ "breakpoint": "before", "node": "fetch" })
+        }
+    );
+    assert_eq!(
+        r.resume("t", None, false).await.unwrap(),
+        Outcome::Interrupted {
+            node: "ask".into(),
+            payload: json!({ "question": "go on?" })
+        }
+    );
+    assert_eq!(
+        state_of(&r, "t")["failure"],
+        json!({ "node": "fetch", "message": "`fetch` reported an error: boom" })
+    );
+    assert_eq!(
+        r.resume("t", Some(json!("yes")), false).await.unwrap(),
+        finished("done", "prepare recover answered", 5)
+    );
+    assert_eq!(state_of(&r, "t")["answer"], json!("yes"));
+}
+
+#[tokio::test]
+async fn an_unanswered_interrupt_times_out_along_its_route() {
+    let r = pauses(ScriptedTools::new().tool("fetch", |_| ok(json!("page"))));
+    r.start("t", json!({})).await.unwrap();
+    r.resume("t", None, false).await.unwrap();
+    let out = r.resume("t", None, false).await.unwrap();
+    assert!(
+        matches!(&out, Outcome::Interrupted { node, .. } if node == "ask"),
+        "{out:?}"
+    );
+    // Before the deadline an answer is needed...
+    let err = r.resume("t", None, false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the interrupt `ask` needs a payload to resume"
+    );
+    // ...after it, the run takes `on_timeout`, answer or not.
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    assert_eq!(
+        r.resume("t", None, false).await.unwrap(),
+        finished("timeout", "prepare fetch", 4)
+    );
+}
+
+fn temp_copy_of_fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/fixtures/run");
+    for sub in ["", "prompts", "schemas"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+#[tokio::test]
+async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("agent.toml");
+    let db = dir.path().join("state/checkpoints.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    let r = Runner::new(load(), open())
+        .with_llm(typing_then_stop())
+        .with_tools(Arc::new(browser()));
+    let out = r.start("s", json!({ "goal": "g" })).await.unwrap();
+    assert!(matches!(out, Outcome::Interrupted { .. }));
+    drop(r);
+
+    // An edit elsewhere in the graph does not touch the pending path.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("payments are off limits", "no payments"),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open());
+    assert_eq!(r.state("s", None).unwrap().1.status, Status::Interrupted);
+    // An edit of the pending interrupt does.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("kind = \"'confirm'\"", "kind = \"'approve'\""),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open())
+        .with_llm(typing_then_stop())
+        .with_tools(Arc::new(browser()));
+    let answer = json!({ "reference": "a1", "confirmed": true });
+    let err = r
+        .resume("s", Some(answer.clone()), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the graph file changed since thread `s` paused: the pending node `confirm` (its keys, edges, prompt or schema files) was edited; resume with --force to go on anyway"
+    );
+    assert_eq!(
+        r.history("s").unwrap().last().unwrap().status,
+        Status::Interrupted
+    );
+    // The scripted planner answers `a1` first again: skip it, the plan already ran.
+    let llm = ScriptedLlm::new().script(
+        "plan",
+        [json!({ "id": "a2", "kind": "stop", "target": "" })],
+    );
+    let r = Runner::new(load(), open())
+        .with_llm(llm)
+        .with_tools(Arc::new(browser()));
+    let out = r.resume("s", Some(answer), true).await.unwrap();
+    assert_eq!(
+        out,
+        finished("done", "done after 1 tool steps: type:search", 6)
+    );
+}
+
+#[tokio::test]
+async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
+    let r = runner("count");
+    r.start("t", json!({ "goal": 4 })).await.unwrap();
+    let history = r.history("t").unwrap();
+    let lines: Vec<String> = history
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}->{} {}",
+                c.seq,
+                c.step,
+                c.node.as_deref().unwrap_or("-"),
+                c.next.as_deref().unwrap_or("-"),
+                c.status.name()
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "0 0 -->inc running",
+            "1 1 inc->check running",
+            "2 2 check->inc running",
+            "3 3 inc->even running",
+            "4 4 even->check running",
+            "5 5 check->inc running",
+            "6 6 inc->check running",
+            "7 7 check->inc running",
+            "8 8 inc->even running",
+            "9 9 even->check running",
+            "10 10 check->done running",
+            "11 11 done->- finished",
+        ]
+    );
+    assert_eq!(
+        r.state("t", Some(5)).unwrap().0,
+        json!({ "goal": 4, "n": 2, "total": 3, "checks": 2, "evens": [2] })
+    );
+    r.fork("t", 5, "t2").unwrap();
+    assert_eq!(
+        r.state("t2", None).unwrap().0,
+        r.state("t", Some(5)).unwrap().0
+    );
+    let out = r.resume("t2", None, false).await.unwrap();
+    assert_eq!(out, finished("done", "n=4 total=10 checks=4 evens=2", 11));
+    assert_eq!(
+        r.history("t").unwrap(),
+        history,
+        "the original thread is untouched"
+    );
+    let err = r.fork("t", 99, "t3").unwrap_err();
+    assert_eq!(err.to_string(), "thread `t` has no checkpoint 99");
+    let err = r.fork("t", 1, "t2").unwrap_err();
+    assert_eq!(err.to_string(), "thread `t2` already exists");
+}
