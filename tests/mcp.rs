@@ -67,13 +67,21 @@ struct Harness {
 }
 
 fn harness(graph: Arc<Graph>, name: &str) -> Harness {
+    harness_with(graph, name, |c| c)
+}
+
+fn harness_with(
+    graph: Arc<Graph>,
+    name: &str,
+    configure: impl FnOnce(McpClient) -> McpClient,
+) -> Harness {
     let blobs = temp_dir(&format!("{name}-blobs"));
     let (tx, server_events) = unbounded_channel();
-    let client = Arc::new(
+    let client = Arc::new(configure(
         McpClient::new(&graph.root, BlobStore::new(&blobs))
             .with_events(tx)
             .with_call_timeout(Duration::from_secs(30)),
-    );
+    ));
     let mut runner = Runner::new(graph, Arc::new(MemoryStore::new())).with_tools(client.clone());
     let events = runner.events();
     Harness {
@@ -320,13 +328,12 @@ async fn a_call_past_its_timeout_is_retried_then_fails_and_the_server_stays_up()
     );
 }
 
-#[tokio::test]
-async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
-    let mut h = harness(graph("restart", &[]), "restart");
+/// Kills the server shortly after the node `slow` starts, while its call is in flight;
+/// the task's result is the pid it killed.
+fn kill_during_slow(h: &mut Harness) -> tokio::task::JoinHandle<u32> {
     let client = h.client.clone();
     let mut events = std::mem::replace(&mut h.events, unbounded_channel().1);
-    // Kills the server shortly after `slow` starts, while its call is in flight.
-    let killer = tokio::spawn(async move {
+    tokio::spawn(async move {
         while let Some(e) = events.recv().await {
             if matches!(&e, Event::NodeStarted { node, .. } if &**node == "slow") {
                 tokio::time::sleep(Duration::from_millis(300)).await;
@@ -340,7 +347,13 @@ async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
             }
         }
         panic!("`slow` never started");
-    });
+    })
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
+    let mut h = harness(graph("restart", &[]), "restart");
+    let killer = kill_during_slow(&mut h);
     finished(h.runner.start("t", json!({})).await);
     let killed = killer.await.expect("killer");
     let gone = "server `everything` is gone: the connection closed during `trigger-long-running-operation` (Transport closed)";
@@ -838,4 +851,70 @@ fn conformance_tools_call() {
         "tool-add-numbers",
         "Validates that the add_numbers tool works correctly",
     );
+}
+
+#[tokio::test]
+async fn servers_stop_when_the_run_pauses_and_start_again_on_resume() {
+    let mut h = harness(graph("pause", &[]), "pause");
+    let outcome = h.runner.start("t", json!({})).await.expect("runs");
+    assert_eq!(
+        outcome,
+        Outcome::Interrupted {
+            node: "ask".into(),
+            payload: json!({ "question": "go on?" }),
+        }
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+    finished(
+        h.runner
+            .resume("t", Some(json!({ "word": "two" })), false)
+            .await,
+    );
+    assert_eq!(
+        state(&h, "t"),
+        json!({ "first": "Echo: one", "answer": { "word": "two" }, "second": "Echo: two" })
+    );
+    // A fresh start, not a restart: the pause shut the server down on purpose.
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_dies_more_often_than_allowed_is_not_started_again() {
+    let mut h = harness_with(graph("restart", &[]), "no-restarts", |c| {
+        c.with_max_restarts(0)
+    });
+    let killer = kill_during_slow(&mut h);
+    let e = h
+        .runner
+        .start("t", json!({}))
+        .await
+        .expect_err("the node fails");
+    killer.await.expect("killer");
+    assert_eq!(
+        e.to_string(),
+        "node `slow` failed: `trigger-long-running-operation`: server `everything` died 1 time, more than the 0 restarts allowed; it is not started again"
+    );
+    let (s, _) = h.runner.state("t", None).expect("state");
+    let attempts: Vec<(u64, bool)> = s["audit"]
+        .as_array()
+        .expect("audit")
+        .iter()
+        .map(|r| {
+            (
+                r["attempt"].as_u64().unwrap(),
+                r["is_error"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [(1, true), (2, true)]);
+    let server = lifecycle(&drain(&mut h.server_events));
+    assert_eq!(server.len(), 2, "{server:?}");
+    assert_eq!(server[0], started("everything", 0));
+    assert!(matches!(&server[1], Event::ServerDied { .. }), "{server:?}");
 }

@@ -41,8 +41,10 @@ pub enum McpError {
     #[error("server `{server}` is gone: {message}")]
     Gone { server: String, message: String },
     #[error(
-        "server `{server}` died again after {restarts} restart{s}; it is not restarted any more",
-        s = if *.restarts == 1 { "" } else { "s" }
+        "server `{server}` died {} time{}, more than the {restarts} restart{} allowed; it is not started again",
+        restarts + 1,
+        if *restarts == 0 { "" } else { "s" },
+        if *restarts == 1 { "" } else { "s" }
     )]
     RestartsExhausted { server: String, restarts: u32 },
     #[error("`{tool}` on server `{server}` did not answer within {}", secs(*.timeout))]
