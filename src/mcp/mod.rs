@@ -1,10 +1,10 @@
 //! The MCP client behind `mcp_call`: [`McpClient`] implements [`crate::run::ToolClient`]
 //! with rmcp over stdio child processes and streamable HTTP.
 //!
-//! A call flows: [`McpClient`] finds or starts the server's [`session`] (restarting one
+//! A call flows: [`McpClient`] finds or starts the server's session (restarting one
 //! that died, within a budget), looks the tool up in the session's list, checks the
 //! arguments against its compiled [`ToolSchema`], calls it with a timeout, and turns the
-//! result into a state value ([`reply`]), storing binary content in the [`BlobStore`].
+//! result into a state value (`reply.rs`), storing binary content in the [`BlobStore`].
 //! [`online`] checks a graph's fixed tool names and literal arguments against the live
 //! servers (`switchyard validate --online`).
 
