@@ -8,20 +8,32 @@
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible endpoint, through async-openai, one HTTP
 //!   request per call, the key kept out of every error.
+//! - [`RecordingClient`] wraps a client and saves each answered request as an
+//!   [`Exchange`] (JSON lines); [`ReplayClient`] answers from such a file.
+//! - [`llm_client`] picks and wires them from a graph and [`LlmOptions`] (the CLI's
+//!   `--record`, `--replay` and `--stream`).
 
 mod client;
 mod error;
+mod exchange;
 mod http;
 pub(crate) mod offer;
 mod openai;
+mod options;
+mod record;
 mod redact;
+mod replay;
 mod reply;
 mod request;
 mod wire;
 
 pub use client::{DeltaSink, LlmClient, NoLlm};
 pub use error::{LlmError, SetupError};
+pub use exchange::Exchange;
 pub use openai::{DEFAULT_BASE_URL, OpenAiClient};
+pub use options::{LlmOptions, llm_client};
+pub use record::RecordingClient;
+pub use replay::ReplayClient;
 pub use reply::{LlmReply, ToolCall, reply_json};
 pub use request::{LlmRequest, ToolChoice, ToolSpec};
 
