@@ -4,6 +4,7 @@ mod check_fixtures;
 mod cli;
 mod examples;
 mod format_schema;
+mod llm;
 mod no_panic;
 mod render;
 mod util;
