@@ -196,6 +196,39 @@ async fn happy_path_writes_the_validated_output() {
 }
 
 #[tokio::test]
+async fn the_history_goes_between_the_system_prompt_and_the_prompt() {
+    let server = Server::start(vec![completion(VALID, 12, 7)]).await;
+    let history = json!([
+        { "role": "user", "content": "find the docs", "id": "m1" },
+        { "role": "assistant", "content": "Which docs?", "id": "m2" },
+        { "role": "user", "content": "Rust's", "name": "ann", "id": "m3" },
+    ]);
+    let input = json!({ "goal": "open the docs", "messages": history });
+    let ran = run(graph("history"), openai(&server), input).await;
+    assert_eq!(
+        ran.outcome.unwrap(),
+        Outcome::Finished {
+            outcome: "done".into(),
+            response: None,
+            steps: 2
+        }
+    );
+    assert_eq!(
+        messages(&server.seen()[0]),
+        json!([
+            { "role": "system", "content": SYSTEM },
+            { "role": "user", "content": "find the docs" },
+            { "role": "assistant", "content": "Which docs?" },
+            { "role": "user", "content": "Rust's", "name": "ann" },
+            { "role": "user", "content": "Goal: open the docs" },
+        ])
+    );
+    let mut expected = history.as_array().unwrap().clone();
+    expected.push(json!({ "role": "assistant", "content": "click Search" }));
+    assert_eq!(ran.state["messages"], json!(expected));
+}
+
+#[tokio::test]
 async fn a_schema_violation_is_fed_back_and_the_second_reply_wins() {
     let bad = r#"{"id":"a1","kind":"jump","target":"Search"}"#;
     let server = Server::start(vec![completion(bad, 12, 7), completion(VALID, 20, 7)]).await;

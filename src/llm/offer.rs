@@ -308,6 +308,34 @@ mod tests {
     }
 
     #[test]
+    fn with_a_schema_too_the_model_may_answer_in_text() {
+        let schema = Arc::new(json!({ "type": "object", "required": ["a"] }));
+        let validator = Arc::new(jsonschema::validator_for(&schema).unwrap());
+        let o = Offer::new(Some((schema, validator)), Vec::new(), &[]).unwrap();
+        assert_eq!(o.tool_choice(), ToolChoice::Auto);
+        let text = |t: &str| LlmReply {
+            content: Some(t.into()),
+            ..LlmReply::default()
+        };
+        assert_eq!(
+            o.judge(&text(r#" {"a": 1} "#)),
+            Ok(Verdict {
+                output: json!({ "a": 1 }),
+                pseudo: None
+            })
+        );
+        assert_eq!(
+            o.judge(&text("{}")),
+            Err("the reply does not fit the schema: \"a\" is a required property".into())
+        );
+        assert_eq!(
+            o.judge(&call("read_file", "{}")),
+            Err("the reply called `read_file`, and no tools are offered; answer with JSON that fits the schema".into())
+        );
+        assert_eq!(offer().tool_choice(), ToolChoice::Required);
+    }
+
+    #[test]
     fn refusals_and_truncation_are_invalid() {
         let o = offer();
         let refused = LlmReply {
