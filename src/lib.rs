@@ -21,6 +21,7 @@
 pub mod check;
 pub mod diagnostic;
 pub mod graph;
+pub mod llm;
 pub mod load;
 pub mod render;
 pub mod run;
