@@ -147,6 +147,15 @@ struct CommonArgs {
     /// Print events as NDJSON on standard output.
     #[arg(long)]
     json: bool,
+    /// Stream LLM replies: text deltas become events as they arrive.
+    #[arg(long)]
+    stream: bool,
+    /// Save every LLM request and reply of the run to FILE (JSON lines).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Answer LLM requests from a recording, with no network.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
 }
 
 impl From<CommonArgs> for cli::run::Common {
@@ -155,6 +164,11 @@ impl From<CommonArgs> for cli::run::Common {
             store: c.store,
             max_steps: c.max_steps,
             json: c.json,
+            llm: switchyard::llm::LlmOptions {
+                record: c.record,
+                replay: c.replay,
+                stream: c.stream,
+            },
         }
     }
 }

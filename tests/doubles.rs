@@ -5,6 +5,7 @@ use serde_json::{Value as Json, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use switchyard::graph::Server;
+use switchyard::llm::DeltaSink;
 use switchyard::run::kinds::llm::reply_json;
 use switchyard::run::{
     LlmClient, LlmError, LlmReply, LlmRequest, ToolClient, ToolError, ToolInfo, ToolReply,
@@ -41,15 +42,22 @@ impl ScriptedLlm {
 
 #[async_trait::async_trait]
 impl LlmClient for ScriptedLlm {
-    async fn complete(&self, request: &LlmRequest) -> Result<LlmReply, LlmError> {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        _deltas: DeltaSink<'_>,
+    ) -> Result<LlmReply, LlmError> {
         self.requests.lock().unwrap().push(request.clone());
         self.replies
             .lock()
             .unwrap()
             .get_mut(&*request.node)
             .and_then(VecDeque::pop_front)
-            .ok_or_else(|| LlmError {
-                message: format!("the script has no more replies for `{}`", request.node),
+            .ok_or_else(|| {
+                LlmError::Replay(format!(
+                    "the script has no more replies for `{}`",
+                    request.node
+                ))
             })
     }
 }

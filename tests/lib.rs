@@ -6,6 +6,7 @@ mod cli_run;
 mod doubles;
 mod examples;
 mod format_schema;
+mod llm;
 mod mcp;
 mod no_panic;
 mod render;

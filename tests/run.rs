@@ -156,8 +156,8 @@ async fn the_token_budget_overrides_the_graphs_own_loop() {
         finished("budget", "45 tokens, 3 thoughts", 4)
     );
     assert_eq!(
-        llm.requests.lock().unwrap()[0].prompt,
-        "Goal: plan\nSteps so far: 0"
+        llm.requests.lock().unwrap()[0].messages,
+        [json!({ "role": "user", "content": "Goal: plan\nSteps so far: 0" })]
     );
 }
 

@@ -17,6 +17,7 @@ pub(crate) struct Common {
     pub(crate) store: StoreArg,
     pub(crate) max_steps: Option<u64>,
     pub(crate) json: bool,
+    pub(crate) llm: switchyard::llm::LlmOptions,
 }
 
 pub(crate) struct RunArgs {
@@ -64,7 +65,7 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
-    let session = Session::with_store(graph, store, &args.common);
+    let session = Session::with_store(graph, store, &args.common)?;
     let thread = match args.at {
         Some(seq) => {
             let new = format!("{}@{seq}", args.thread);
@@ -137,24 +138,27 @@ struct Session {
 impl Session {
     fn new(graph: Graph, common: &Common) -> anyhow::Result<Self> {
         let store = common.store.open()?;
-        Ok(Self::with_store(graph, store, common))
+        Self::with_store(graph, store, common)
     }
 
     fn with_store(
         graph: Graph,
         store: Arc<dyn switchyard::run::Checkpointer>,
         common: &Common,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         let file = graph.path.clone();
-        let mut runner = Runner::new(Arc::new(graph), store).with_max_steps(common.max_steps);
+        let llm = switchyard::llm::llm_client(&graph, &common.llm)?;
+        let mut runner = Runner::new(Arc::new(graph), store)
+            .with_max_steps(common.max_steps)
+            .with_llm(llm);
         let events = runner.events();
-        Session {
+        Ok(Session {
             runner,
             events,
             file,
             store: common.store.clone(),
             json: common.json,
-        }
+        })
     }
 
     fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {

@@ -113,6 +113,9 @@ impl Session {
                 (pid, serve)
             }
             ServerTransport::Http { url } => {
+                // reqwest is built with rustls but no crypto provider (for the LLM
+                // client's sake); building any client without one installed panics.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_uri(url.as_str());
                 (None, Box::pin(client_info().serve(transport)) as _)
             }

@@ -113,6 +113,8 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) run: Value,
     pub(crate) llm: &'a dyn LlmClient,
     pub(crate) tools: &'a dyn ToolClient,
+    /// The run's store, for an llm node's cache.
+    pub(crate) store: &'a dyn Checkpointer,
     events: &'a Option<UnboundedSender<Event>>,
 }
 
@@ -848,6 +850,7 @@ impl Runner {
             run: self.run_value(live),
             llm: &*self.llm,
             tools: &*self.tools,
+            store: &*self.store,
             events: &self.events,
         };
         if let Some(cond) = node.only_if {

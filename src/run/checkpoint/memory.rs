@@ -1,4 +1,5 @@
 use super::{Checkpoint, Checkpointer, StoreError};
+use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -6,6 +7,8 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct MemoryStore {
     threads: Mutex<HashMap<String, Vec<Checkpoint>>>,
+    /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
+    cache: Mutex<HashMap<String, (Json, u64)>>,
 }
 
 impl MemoryStore {
@@ -37,5 +40,25 @@ impl Checkpointer for MemoryStore {
 
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         Ok(self.lock().get(thread).and_then(|r| r.last().cloned()))
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.get(key) {
+            Some((value, expires)) if *expires > now_ms => Ok(Some(value.clone())),
+            Some(_) => {
+                cache.remove(key);
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), (value.clone(), expires_ms));
+        Ok(())
     }
 }

@@ -131,4 +131,16 @@ pub trait Checkpointer: Send + Sync {
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         Ok(self.load(thread)?.pop())
     }
+    /// The value cached under `key` (an llm node's `cache`), unless it expired before
+    /// `now_ms` (Unix milliseconds). The cache lives beside the checkpoints so it lasts
+    /// as long as they do; a store without one never hits.
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let _ = (key, now_ms);
+        Ok(None)
+    }
+    /// Caches `value` under `key` until `expires_ms`, replacing what was there.
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        let _ = (key, value, expires_ms);
+        Ok(())
+    }
 }

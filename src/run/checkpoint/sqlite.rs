@@ -1,5 +1,6 @@
 use super::{Checkpoint, Checkpointer, Pending, Status, StoreError, Write};
 use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value as Json;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +32,11 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     elapsed_ms  INTEGER NOT NULL,
     at_ms       INTEGER NOT NULL,
     PRIMARY KEY (thread, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS llm_cache (
+    key         TEXT    NOT NULL PRIMARY KEY,
+    value       TEXT    NOT NULL,
+    expires_ms  INTEGER NOT NULL
 ) WITHOUT ROWID;
 ";
 
@@ -206,5 +212,34 @@ impl Checkpointer for SqliteStore {
             // are few enough that reusing `load` keeps one decoder.
             Some(_) => Ok(self.load(thread)?.pop()),
         }
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let value: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT value FROM llm_cache WHERE key = ?1 AND expires_ms > ?2",
+                params![key, now_ms as i64],
+                |r| r.get(0),
+            )
+            .optional()?;
+        // An entry that does not parse is a miss; the next put replaces it.
+        Ok(value.and_then(|v| serde_json::from_str(&v).ok()))
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        let conn = self.conn();
+        // Expired entries go when new ones come, so the table holds what can still hit.
+        conn.execute(
+            "DELETE FROM llm_cache WHERE expires_ms <= ?1",
+            [std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)],
+        )?;
+        conn.execute(
+            "INSERT OR REPLACE INTO llm_cache (key, value, expires_ms) VALUES (?1, ?2, ?3)",
+            params![key, value.to_string(), expires_ms as i64],
+        )?;
+        Ok(())
     }
 }

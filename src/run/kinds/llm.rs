@@ -1,119 +1,104 @@
 //! `llm_structured`: renders the prompt, asks the model for JSON fitting the node's
-//! schema, validates it, retries with the errors fed back, then falls back.
+//! schema (or for one call of the tools it offers), judges the reply, asks again with
+//! the problems fed back, then falls back.
+//!
+//! One execution of the node:
+//!
+//! 1. Render the system and user prompts; build the messages (system, history, user).
+//! 2. Build the [`Offer`]: the schema as a strict `response_format`, and with `tools`
+//!    the server's tools (from `tools/list`, narrowed to `only`) plus the graph's
+//!    pseudo tools as function tools.
+//! 3. With `cache`, look the key up in the run's store; a hit is the output, and no
+//!    request is made.
+//! 4. Up to `retries + 1` times: send the request (transport failures are retried per
+//!    the node's `retry`, honouring `Retry-After`, each try within `timeout`), judge
+//!    the reply; a valid one is written (and cached), an invalid one goes back to the
+//!    model as a correction in the next request.
+//! 5. When every try failed: the `fallback` value, else the node fails (`on_error`).
 //!
 //! The model is reached through [`LlmClient`], so tests plug scripted doubles and the
-//! OpenAI-compatible client plugs in the same way.
+//! OpenAI-compatible client, recordings and replays plug in the same way.
 
 use super::Step;
-use crate::graph::LlmBody;
+use crate::graph::{LlmBody, Retry, Target};
+use crate::llm::offer::{Offer, PseudoSpec, Verdict};
 use crate::run::event::Event;
+use crate::run::kinds::mcp::backoff;
 use crate::run::runner::NodeCx;
 use crate::run::scope::from_json;
-use serde_json::Value as Json;
-use std::sync::Arc;
-use std::time::Instant;
+use serde_json::{Value as Json, json};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// One request to a chat model.
-#[derive(Debug, Clone)]
-pub struct LlmRequest {
-    pub node: Arc<str>,
-    pub model: String,
-    pub system: Option<String>,
-    /// The chat history, shared with the state (not copied).
-    pub history: Option<Arc<Json>>,
-    pub prompt: String,
-    /// Earlier replies of this node that failed validation, with the errors, so the
-    /// model can correct itself.
-    pub corrections: Vec<(String, String)>,
-    pub schema: Option<Arc<Json>>,
-    pub temperature: Option<f64>,
-    pub stream: bool,
-}
+pub use crate::llm::{
+    DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, NoLlm, ToolCall, reply_json,
+};
 
-/// The model's answer.
-#[derive(Debug, Clone, Default)]
-pub struct LlmReply {
-    /// The reply text (JSON when the model followed the schema).
-    pub content: String,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-}
-
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct LlmError {
-    pub message: String,
-}
-
-#[async_trait::async_trait]
-pub trait LlmClient: Send + Sync {
-    async fn complete(&self, request: &LlmRequest) -> Result<LlmReply, LlmError>;
-}
-
-/// The client used when none was configured: every call fails with a clear message.
-pub struct NoLlm;
-
-#[async_trait::async_trait]
-impl LlmClient for NoLlm {
-    async fn complete(&self, request: &LlmRequest) -> Result<LlmReply, LlmError> {
-        Err(LlmError {
-            message: format!(
-                "node `{}` needs an LLM client, and none is configured",
-                request.node
-            ),
-        })
+/// Transport retries of a node without `retry`: a model endpoint is worth a second
+/// and third try by default (rate limits, restarts), unlike a tool with side effects.
+fn default_retry() -> Retry {
+    Retry {
+        attempts: 3,
+        backoff: Duration::from_millis(500),
+        max_backoff: Duration::from_secs(10),
+        jitter: true,
     }
 }
 
+/// A `Retry-After` longer than this ends the retries: the run should not sit idle for
+/// longer than this on one request.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
-    let render = |name: &str| cx.render(name);
-    let prompt = match render(&body.prompt) {
-        Ok(p) => p,
-        Err(e) => {
-            return Step::Fail {
-                message: format!("prompt: {e}"),
-                tokens: 0,
-            };
+    let fail = |message: String| Step::Fail { message, tokens: 0 };
+    let (mut request, offer) = match request(cx, body).await {
+        Ok(r) => r,
+        Err(message) => return fail(message),
+    };
+    let cache = match &body.cache {
+        Some((expr, ttl)) => match cache_key(cx, body, *expr, &request) {
+            Ok(key) => Some((key, *ttl)),
+            Err(message) => return fail(message),
+        },
+        None => None,
+    };
+    if let Some((key, _)) = &cache {
+        let start = Instant::now();
+        match cx.store.cache_get(key, now_ms()) {
+            Ok(Some(hit)) => {
+                if let Some(step) = from_cache(cx, body, &request.model, hit, start) {
+                    return step;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return fail(format!("cache: {e}")),
         }
-    };
-    let system = match body.system.as_deref().map(render).transpose() {
-        Ok(s) => s,
-        Err(e) => {
-            return Step::Fail {
-                message: format!("system prompt: {e}"),
-                tokens: 0,
-            };
-        }
-    };
-    let Some(model) = body.model.clone().or_else(|| cx.graph.llm.model.clone()) else {
-        return Step::Fail {
-            message: "no model: set `model` on the node or in `[llm]`".into(),
-            tokens: 0,
-        };
-    };
-    let mut request = LlmRequest {
-        node: cx.node.name.clone(),
-        model,
-        system,
-        history: body.history.map(|h| cx.state.values[h.0 as usize].clone()),
-        prompt,
-        corrections: Vec::new(),
-        schema: body.schema.clone(),
-        temperature: body.temperature.or(cx.graph.llm.temperature),
-        stream: body.stream,
-    };
+    }
     let mut tokens = 0;
     let mut last_text: Option<String> = None;
     let mut last_error = String::new();
     for attempt in 1..=body.retries + 1 {
         let start = Instant::now();
-        let reply = cx.llm.complete(&request).await;
-        let latency_ms = start.elapsed().as_millis() as u64;
-        let reply = match reply {
+        let reply = match send(cx, &request).await {
             Ok(r) => r,
-            Err(e) => {
-                last_error = e.message;
-                break;
+            Err((e, tries)) => {
+                let message = if tries > 1 {
+                    format!("{e} (after {tries} attempts)")
+                } else {
+                    e.to_string()
+                };
+                // Only a model that answered badly or could not be reached falls back; a
+                // request that cannot be made (or replayed) is a mistake to see.
+                let model_failure = matches!(
+                    e,
+                    LlmError::Status { .. }
+                        | LlmError::Timeout(_)
+                        | LlmError::Connection(_)
+                        | LlmError::Protocol(_)
+                );
+                if model_failure && body.fallback.is_some() {
+                    break;
+                }
+                return Step::Fail { message, tokens };
             }
         };
         tokens += reply.tokens_in + reply.tokens_out;
@@ -123,28 +108,33 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             tokens_in: reply.tokens_in,
             tokens_out: reply.tokens_out,
             cache_hit: false,
-            latency_ms,
+            latency_ms: start.elapsed().as_millis() as u64,
             attempt,
         });
-        match parse(body, &reply.content) {
-            Ok(value) => {
-                drop(request);
-                return Step::Done {
-                    result: value.clone(),
-                    writes: vec![(body.output, value)],
-                    route: None,
-                    finish: None,
-                    tokens,
-                };
+        match offer.judge(&reply) {
+            Ok(verdict) => {
+                if let Some((key, ttl)) = &cache {
+                    let value = json!({
+                        "output": verdict.output,
+                        "pseudo": verdict.pseudo.map(|i| body.pseudo_tools[i].name.clone()),
+                    });
+                    let expires = now_ms().saturating_add(ttl.as_millis() as u64);
+                    if let Err(e) = cx.store.cache_put(key, &value, expires) {
+                        return Step::Fail {
+                            message: format!("cache: {e}"),
+                            tokens,
+                        };
+                    }
+                }
+                return done(body, verdict, tokens);
             }
             Err(problem) => {
-                last_error = problem.clone();
-                request.corrections.push((reply.content.clone(), problem));
-                last_text = Some(reply.content);
+                request.messages.extend(correction(&reply, &problem));
+                last_error = problem;
+                last_text = reply.content.or(reply.refusal);
             }
         }
     }
-    drop(request);
     if let Some(fallback) = body.fallback {
         let result = last_text.map_or(Json::Null, Json::String);
         return match cx.eval_with(fallback, Some(from_json(result))) {
@@ -161,33 +151,260 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             },
         };
     }
+    let replies = body.retries + 1;
     Step::Fail {
-        message: last_error,
+        message: format!(
+            "{last_error} (after {replies} {})",
+            if replies == 1 { "reply" } else { "replies" }
+        ),
         tokens,
     }
 }
 
-/// Parses a reply and validates it against the node's schema.
-fn parse(body: &LlmBody, text: &str) -> Result<Json, String> {
-    let value: Json =
-        serde_json::from_str(text.trim()).map_err(|e| format!("the reply is not JSON: {e}"))?;
-    if let Some(v) = &body.validator {
-        let errors: Vec<String> = v.iter_errors(&value).map(|e| e.to_string()).collect();
-        if !errors.is_empty() {
-            return Err(format!(
-                "the reply does not fit the schema: {}",
-                errors.join("; ")
-            ));
-        }
+/// The first request of this execution, and what replies may be.
+async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer), String> {
+    let prompt = cx
+        .render(&body.prompt)
+        .map_err(|e| format!("prompt: {e}"))?;
+    let system = body
+        .system
+        .as_deref()
+        .map(|s| cx.render(s))
+        .transpose()
+        .map_err(|e| format!("system prompt: {e}"))?;
+    let model = body
+        .model
+        .clone()
+        .or_else(|| cx.graph.llm.model.clone())
+        .ok_or("no model: set `model` on the node or in `[llm]`")?;
+    let mut messages = Vec::new();
+    if let Some(system) = system {
+        messages.push(json!({ "role": "system", "content": system }));
     }
-    Ok(value)
+    if let Some(h) = body.history {
+        messages.extend(
+            history(cx.state.get(h))
+                .map_err(|e| format!("history `{}`: {e}", cx.graph.field(h).name))?,
+        );
+    }
+    messages.push(json!({ "role": "user", "content": prompt }));
+    let tools = match &body.tools {
+        Some((server, only)) => {
+            let server = &cx.graph.servers[*server];
+            let mut tools = cx
+                .tools
+                .list_tools(server)
+                .await
+                .map_err(|e| format!("listing the tools of `{}`: {e}", server.name))?;
+            if !only.is_empty() {
+                if let Some(missing) = only.iter().find(|n| !tools.iter().any(|t| &t.name == *n)) {
+                    return Err(format!(
+                        "server `{}` has no tool `{missing}` (named in `tools.only`)",
+                        server.name
+                    ));
+                }
+                tools.retain(|t| only.contains(&t.name));
+            }
+            tools
+        }
+        None => Vec::new(),
+    };
+    let pseudo: Vec<PseudoSpec<'_>> = body
+        .pseudo_tools
+        .iter()
+        .map(|p| PseudoSpec {
+            name: &p.name,
+            description: &p.description,
+            schema: p.schema.as_deref(),
+        })
+        .collect();
+    let schema = body.schema.clone().zip(body.validator.clone());
+    let offer = Offer::new(schema, tools, &pseudo)?;
+    let request = LlmRequest {
+        node: cx.node.name.clone(),
+        model,
+        messages,
+        schema: offer.schema().cloned(),
+        tools: offer.specs(),
+        tool_choice: offer.tool_choice(),
+        temperature: body.temperature.or(cx.graph.llm.temperature),
+        stream: body.stream,
+    };
+    Ok((request, offer))
 }
 
-/// A reply whose text is the JSON of `value`, for doubles.
-pub fn reply_json(value: Json) -> LlmReply {
-    LlmReply {
-        content: value.to_string(),
-        tokens_in: 10,
-        tokens_out: 5,
+/// The history field as chat messages: Switchyard's message `id`s stay in the state.
+fn history(value: &Json) -> Result<Vec<Json>, String> {
+    match value {
+        Json::Null => Ok(Vec::new()),
+        Json::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match m {
+                Json::Object(o) => {
+                    let mut o = o.clone();
+                    o.remove("id");
+                    Ok(Json::Object(o))
+                }
+                _ => Err(format!("message {} is not an object", i + 1)),
+            })
+            .collect(),
+        _ => Err("not a list of messages".into()),
     }
+}
+
+/// Sends the request, retrying transport failures per the node's `retry`: exponential
+/// backoff with jitter, or the server's `Retry-After` when it asks for longer. Each
+/// try has the node's `timeout` (else `[llm] timeout`). A failure comes with the
+/// number of tries made.
+async fn send(cx: &NodeCx<'_>, request: &LlmRequest) -> Result<LlmReply, (LlmError, u32)> {
+    let policy = cx.node.retry.clone().unwrap_or_else(default_retry);
+    let timeout = cx.node.timeout.unwrap_or(cx.graph.llm.timeout);
+    let sink = |text: &str| {
+        cx.emit(|| Event::TextDelta {
+            node: cx.node.name.clone(),
+            text: text.to_string(),
+        })
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let result = match tokio::time::timeout(timeout, cx.llm.complete(request, &sink)).await {
+            Ok(r) => r,
+            Err(_) => Err(LlmError::Timeout(timeout)),
+        };
+        match result {
+            Ok(reply) => return Ok(reply),
+            Err(e) if e.is_transient() && attempt < policy.attempts.max(1) => {
+                let asked = e.retry_after().unwrap_or_default();
+                if asked > MAX_RETRY_AFTER {
+                    return Err((e, attempt));
+                }
+                tokio::time::sleep(backoff(&policy, attempt).max(asked)).await;
+            }
+            Err(e) => return Err((e, attempt)),
+        }
+    }
+}
+
+/// The messages that tell the model what was wrong with its reply. A tool call is
+/// answered the way the chat API expects: the call, then a tool message per call id.
+fn correction(reply: &LlmReply, problem: &str) -> Vec<Json> {
+    if reply.tool_calls.is_empty() {
+        let said = reply
+            .content
+            .clone()
+            .or_else(|| reply.refusal.clone())
+            .unwrap_or_default();
+        return vec![
+            json!({ "role": "assistant", "content": said }),
+            json!({
+                "role": "user",
+                "content": format!("That reply is not valid: {problem}. Reply again, with the problem fixed."),
+            }),
+        ];
+    }
+    let calls: Vec<Json> = reply
+        .tool_calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": "function",
+                "function": { "name": c.name, "arguments": c.arguments },
+            })
+        })
+        .collect();
+    let mut messages = vec![json!({
+        "role": "assistant",
+        "content": reply.content,
+        "tool_calls": calls,
+    })];
+    for c in &reply.tool_calls {
+        messages.push(json!({
+            "role": "tool",
+            "tool_call_id": c.id,
+            "content": format!("Not called: {problem}. Call again, with the problem fixed."),
+        }));
+    }
+    messages
+}
+
+/// The cache key: SHA-256 of the rendered `cache.key`, the model, the hash of the
+/// prompt templates (their text, so editing a prompt file starts afresh) and the hash
+/// of the output schema and offered tools.
+fn cache_key(
+    cx: &NodeCx<'_>,
+    body: &LlmBody,
+    key: crate::graph::ExprId,
+    request: &LlmRequest,
+) -> Result<String, String> {
+    let key = match cx
+        .eval_with(key, None)
+        .map_err(|e| format!("cache key: {e}"))?
+    {
+        Json::String(s) => s,
+        other => other.to_string(),
+    };
+    let env = cx.graph.exprs.env();
+    let mut prompts = String::new();
+    for name in std::iter::once(&body.prompt).chain(body.system.as_ref()) {
+        let source = env
+            .get_template(name)
+            .map_err(|e| format!("cache key: {e}"))?
+            .source()
+            .to_string();
+        prompts.push_str(&crate::llm::sha256_hex(source.as_bytes()));
+    }
+    let parts = json!([
+        key,
+        request.model,
+        crate::llm::sha256_hex(prompts.as_bytes()),
+        request.schema_hash()
+    ]);
+    Ok(crate::llm::sha256_hex(parts.to_string().as_bytes()))
+}
+
+/// A cache hit as the node's step; none when the entry no longer fits the node (a
+/// pseudo tool it names is gone), which is then a miss.
+fn from_cache(
+    cx: &NodeCx<'_>,
+    body: &LlmBody,
+    model: &str,
+    hit: Json,
+    start: Instant,
+) -> Option<Step> {
+    let pseudo = match hit.get("pseudo") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(name)) => Some(body.pseudo_tools.iter().position(|p| &p.name == name)?),
+        Some(_) => return None,
+    };
+    let output = hit.get("output")?.clone();
+    cx.emit(|| Event::LlmInvocation {
+        node: cx.node.name.clone(),
+        model: model.to_string(),
+        tokens_in: 0,
+        tokens_out: 0,
+        cache_hit: true,
+        latency_ms: start.elapsed().as_millis() as u64,
+        attempt: 1,
+    });
+    Some(done(body, Verdict { output, pseudo }, 0))
+}
+
+fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {
+    let route: Option<Target> = verdict.pseudo.map(|i| body.pseudo_tools[i].to);
+    Step::Done {
+        result: verdict.output.clone(),
+        writes: vec![(body.output, verdict.output)],
+        route,
+        finish: None,
+        tokens,
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

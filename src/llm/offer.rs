@@ -1,0 +1,356 @@
+//! [`Offer`]: what an llm node lets the model answer with, and the judgement of a
+//! reply against it.
+
+use super::{LlmReply, ToolChoice, ToolSpec};
+use crate::run::ToolInfo;
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+
+/// The shapes a reply may take: JSON text that fits the node's schema, a call of one of
+/// the server's tools (arguments checked against its `inputSchema`), or a call of one
+/// of the graph's pseudo tools (arguments checked against its `schema`).
+pub(crate) struct Offer {
+    schema: Option<(Arc<Json>, Arc<jsonschema::Validator>)>,
+    tools: Vec<Offered>,
+}
+
+struct Offered {
+    spec: ToolSpec,
+    validator: Option<jsonschema::Validator>,
+    /// Index of the pseudo tool in the node's `pseudo_tools`; none for a server tool.
+    pseudo: Option<usize>,
+}
+
+/// An accepted reply: the value for the node's `output`, and the pseudo tool chosen.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Verdict {
+    pub(crate) output: Json,
+    pub(crate) pseudo: Option<usize>,
+}
+
+/// A pseudo tool as offered: name, description and arguments schema.
+pub(crate) struct PseudoSpec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) description: &'a str,
+    pub(crate) schema: Option<&'a Json>,
+}
+
+impl Offer {
+    /// `tools` are the server's (already narrowed to `only`), `pseudo` the graph's. A
+    /// tool schema that is not a JSON Schema is an error: its arguments could not be
+    /// checked.
+    pub(crate) fn new(
+        schema: Option<(Arc<Json>, Arc<jsonschema::Validator>)>,
+        tools: Vec<ToolInfo>,
+        pseudo: &[PseudoSpec<'_>],
+    ) -> Result<Self, String> {
+        let mut offered = Vec::with_capacity(tools.len() + pseudo.len());
+        for t in tools {
+            let validator = jsonschema::validator_for(&t.input_schema)
+                .map_err(|e| format!("the input schema of tool `{}` is not valid: {e}", t.name))?;
+            offered.push(Offered {
+                spec: ToolSpec {
+                    name: t.name,
+                    description: t.description,
+                    parameters: t.input_schema,
+                },
+                validator: Some(validator),
+                pseudo: None,
+            });
+        }
+        for (i, p) in pseudo.iter().enumerate() {
+            let validator = p
+                .schema
+                .map(jsonschema::validator_for)
+                .transpose()
+                .map_err(|e| format!("the schema of pseudo tool `{}` is not valid: {e}", p.name))?;
+            offered.push(Offered {
+                spec: ToolSpec {
+                    name: p.name.to_string(),
+                    description: p.description.to_string(),
+                    parameters: p
+                        .schema
+                        .cloned()
+                        .unwrap_or_else(|| json!({ "type": "object", "properties": {} })),
+                },
+                validator,
+                pseudo: Some(i),
+            });
+        }
+        Ok(Offer {
+            schema,
+            tools: offered,
+        })
+    }
+
+    pub(crate) fn schema(&self) -> Option<&Arc<Json>> {
+        self.schema.as_ref().map(|(s, _)| s)
+    }
+
+    pub(crate) fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec.clone()).collect()
+    }
+
+    /// A node with tools and no schema must call a tool; with a schema too, the model
+    /// may answer in JSON text instead.
+    pub(crate) fn tool_choice(&self) -> ToolChoice {
+        if self.schema.is_some() {
+            ToolChoice::Auto
+        } else {
+            ToolChoice::Required
+        }
+    }
+
+    /// Accepts a reply, or says what is wrong with it in words the model can act on.
+    pub(crate) fn judge(&self, reply: &LlmReply) -> Result<Verdict, String> {
+        if let Some(refusal) = &reply.refusal {
+            return Err(format!("the model refused: {refusal}"));
+        }
+        match reply.finish_reason.as_deref() {
+            Some("length") => {
+                return Err(
+                    "the reply was cut off at the token limit (finish_reason `length`)".into(),
+                );
+            }
+            Some("content_filter") => {
+                return Err("the server's content filter withheld the reply".into());
+            }
+            _ => {}
+        }
+        match reply.tool_calls.as_slice() {
+            [] => {}
+            [call] => return self.judge_call(&call.name, &call.arguments, reply),
+            calls => {
+                return Err(format!(
+                    "the reply called {} tools; call exactly one",
+                    calls.len()
+                ));
+            }
+        }
+        let Some((_, validator)) = &self.schema else {
+            return Err(format!(
+                "the reply called no tool; call exactly one of {}",
+                self.names()
+            ));
+        };
+        let text = reply.content.as_deref().unwrap_or("").trim();
+        if text.is_empty() {
+            return Err("the reply is empty".into());
+        }
+        let value: Json =
+            serde_json::from_str(text).map_err(|e| format!("the reply is not JSON: {e}"))?;
+        check(validator, &value).map_err(|e| format!("the reply does not fit the schema: {e}"))?;
+        Ok(Verdict {
+            output: value,
+            pseudo: None,
+        })
+    }
+
+    fn judge_call(&self, name: &str, arguments: &str, reply: &LlmReply) -> Result<Verdict, String> {
+        if self.tools.is_empty() {
+            return Err(format!(
+                "the reply called `{name}`, and no tools are offered; answer with JSON that fits the schema"
+            ));
+        }
+        let Some(tool) = self.tools.iter().find(|t| t.spec.name == name) else {
+            return Err(format!(
+                "`{name}` is not an offered tool; call exactly one of {}",
+                self.names()
+            ));
+        };
+        let arguments: Json = if arguments.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(arguments)
+                .map_err(|e| format!("the arguments of `{name}` are not JSON: {e}"))?
+        };
+        if let Some(v) = &tool.validator {
+            check(v, &arguments)
+                .map_err(|e| format!("the arguments of `{name}` do not fit its schema: {e}"))?;
+        }
+        Ok(match tool.pseudo {
+            Some(i) => Verdict {
+                output: arguments,
+                pseudo: Some(i),
+            },
+            None => Verdict {
+                output: json!({
+                    "tool": name,
+                    "arguments": arguments,
+                    "text": reply.content,
+                }),
+                pseudo: None,
+            },
+        })
+    }
+
+    fn names(&self) -> String {
+        self.tools
+            .iter()
+            .map(|t| format!("`{}`", t.spec.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Every schema error of `value`, each with where it is.
+fn check(validator: &jsonschema::Validator, value: &Json) -> Result<(), String> {
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at `{at}`: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolCall;
+
+    fn offer() -> Offer {
+        let tools = vec![ToolInfo {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": { "path": { "type": "string" } },
+                "required": ["path"]
+            }),
+        }];
+        let ask = json!({
+            "type": "object",
+            "properties": { "question": { "type": "string" } },
+            "required": ["question"]
+        });
+        Offer::new(
+            None,
+            tools,
+            &[PseudoSpec {
+                name: "ask_human",
+                description: "Ask",
+                schema: Some(&ask),
+            }],
+        )
+        .unwrap()
+    }
+
+    fn call(name: &str, args: &str) -> LlmReply {
+        LlmReply {
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: name.into(),
+                arguments: args.into(),
+            }],
+            finish_reason: Some("tool_calls".into()),
+            ..LlmReply::default()
+        }
+    }
+
+    #[test]
+    fn a_server_tool_call_is_written_with_its_arguments() {
+        assert_eq!(
+            offer().judge(&call("read_file", r#"{"path":"a.txt"}"#)),
+            Ok(Verdict {
+                output: json!({ "tool": "read_file", "arguments": { "path": "a.txt" }, "text": null }),
+                pseudo: None
+            })
+        );
+    }
+
+    #[test]
+    fn a_pseudo_tool_call_writes_its_arguments_and_routes() {
+        assert_eq!(
+            offer().judge(&call("ask_human", r#"{"question":"which?"}"#)),
+            Ok(Verdict {
+                output: json!({ "question": "which?" }),
+                pseudo: Some(0)
+            })
+        );
+    }
+
+    #[test]
+    fn bad_calls_are_refused_in_words() {
+        let o = offer();
+        assert_eq!(
+            o.judge(&call("rm_rf", "{}")),
+            Err(
+                "`rm_rf` is not an offered tool; call exactly one of `read_file`, `ask_human`"
+                    .into()
+            )
+        );
+        assert_eq!(
+            o.judge(&call("read_file", "{\"path\": 3}")),
+            Err("the arguments of `read_file` do not fit its schema: at `/path`: 3 is not of type \"string\"".into())
+        );
+        assert!(
+            o.judge(&call("read_file", "{\"path\""))
+                .unwrap_err()
+                .starts_with("the arguments of `read_file` are not JSON")
+        );
+        assert_eq!(
+            o.judge(&LlmReply {
+                content: Some("hi".into()),
+                ..LlmReply::default()
+            }),
+            Err("the reply called no tool; call exactly one of `read_file`, `ask_human`".into())
+        );
+    }
+
+    #[test]
+    fn with_a_schema_too_the_model_may_answer_in_text() {
+        let schema = Arc::new(json!({ "type": "object", "required": ["a"] }));
+        let validator = Arc::new(jsonschema::validator_for(&schema).unwrap());
+        let o = Offer::new(Some((schema, validator)), Vec::new(), &[]).unwrap();
+        assert_eq!(o.tool_choice(), ToolChoice::Auto);
+        let text = |t: &str| LlmReply {
+            content: Some(t.into()),
+            ..LlmReply::default()
+        };
+        assert_eq!(
+            o.judge(&text(r#" {"a": 1} "#)),
+            Ok(Verdict {
+                output: json!({ "a": 1 }),
+                pseudo: None
+            })
+        );
+        assert_eq!(
+            o.judge(&text("{}")),
+            Err("the reply does not fit the schema: \"a\" is a required property".into())
+        );
+        assert_eq!(
+            o.judge(&call("read_file", "{}")),
+            Err("the reply called `read_file`, and no tools are offered; answer with JSON that fits the schema".into())
+        );
+        assert_eq!(offer().tool_choice(), ToolChoice::Required);
+    }
+
+    #[test]
+    fn refusals_and_truncation_are_invalid() {
+        let o = offer();
+        let refused = LlmReply {
+            refusal: Some("no".into()),
+            ..LlmReply::default()
+        };
+        assert_eq!(o.judge(&refused), Err("the model refused: no".into()));
+        let cut = LlmReply {
+            content: Some("{\"a\":".into()),
+            finish_reason: Some("length".into()),
+            ..LlmReply::default()
+        };
+        assert_eq!(
+            o.judge(&cut),
+            Err("the reply was cut off at the token limit (finish_reason `length`)".into())
+        );
+    }
+}

@@ -1,0 +1,259 @@
+//! [`OpenAiClient`]: any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
+//! vLLM, llama.cpp's server, LiteLLM), through async-openai.
+
+use super::http::{self, HttpFailure};
+use super::redact::Redactor;
+use super::wire::{Assembler, Chunk, Completion};
+use super::{DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, SetupError, ToolChoice};
+use async_openai::config::OpenAIConfig;
+use async_openai::error::{OpenAIError, WrappedError};
+use async_openai::types::chat::{
+    ChatCompletionRequestMessage, ChatCompletionStreamOptions, ChatCompletionTool,
+    ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest,
+    FunctionObject, ResponseFormat, ResponseFormatJsonSchema, ToolChoiceOptions,
+};
+use futures_util::StreamExt;
+use std::fmt;
+
+/// The endpoint every request goes to when the environment names none.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A chat-completions client for one endpoint. It sends one HTTP request per
+/// [`LlmClient::complete`]: no retries of its own (see [`super::http`]), and the API
+/// key appears in no error it returns.
+pub struct OpenAiClient {
+    client: async_openai::Client<OpenAIConfig>,
+    base_url: String,
+    redactor: Redactor,
+}
+
+impl OpenAiClient {
+    /// A client for `base_url` (e.g. `http://127.0.0.1:11434/v1`), with `api_key` sent
+    /// as a bearer token (an empty key for servers that need none). `key_var` names
+    /// where the key came from, for error messages.
+    pub fn new(base_url: &str, api_key: &str, key_var: &str) -> Result<Self, SetupError> {
+        // async-openai builds the header with `unwrap`; check first so a bad key is an
+        // error, not a panic.
+        if reqwest::header::HeaderValue::from_str(&format!("Bearer {api_key}")).is_err() {
+            return Err(SetupError::BadKey {
+                var: key_var.into(),
+            });
+        }
+        let base_url = base_url.trim_end_matches('/').to_string();
+        // The process-wide TLS provider; an error means one is installed already, and
+        // that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| SetupError::Http(e.to_string()))?;
+        // Org and project come from nowhere but here: async-openai would otherwise read
+        // them from the environment.
+        let config = OpenAIConfig::new()
+            .with_api_base(base_url.clone())
+            .with_api_key(api_key)
+            .with_org_id("")
+            .with_project_id("");
+        let client =
+            async_openai::Client::with_config(config).with_http_service(http::service(http));
+        Ok(OpenAiClient {
+            client,
+            base_url,
+            redactor: Redactor::new(api_key),
+        })
+    }
+
+    /// A client for the endpoint named by the environment variables `base_url_var`
+    /// (default endpoint: OpenAI's) and `key_var` (unset: no key).
+    pub fn from_env(base_url_var: &str, key_var: &str) -> Result<Self, SetupError> {
+        let base_url = std::env::var(base_url_var)
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let trimmed = base_url.trim();
+        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+            return Err(SetupError::BadUrl {
+                var: base_url_var.into(),
+                url: base_url.clone(),
+            });
+        }
+        let key = std::env::var(key_var).unwrap_or_default();
+        Self::new(trimmed, &key, key_var)
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The request in async-openai's types.
+    fn body(&self, request: &LlmRequest) -> Result<CreateChatCompletionRequest, LlmError> {
+        let messages = request
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                serde_json::from_value::<ChatCompletionRequestMessage>(m.clone()).map_err(|e| {
+                    LlmError::Request(format!("message {} is not a chat message: {e}", i + 1))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let response_format = request.schema.as_ref().map(|s| ResponseFormat::JsonSchema {
+            json_schema: ResponseFormatJsonSchema {
+                description: None,
+                name: schema_name(&request.node),
+                schema: (**s).clone(),
+                strict: Some(true),
+            },
+        });
+        let tools: Vec<ChatCompletionTools> = request
+            .tools
+            .iter()
+            .map(|t| {
+                ChatCompletionTools::Function(ChatCompletionTool {
+                    function: FunctionObject {
+                        name: t.name.clone(),
+                        description: (!t.description.is_empty()).then(|| t.description.clone()),
+                        parameters: Some(t.parameters.clone()),
+                        // MCP input schemas are rarely strict-mode schemas; the node
+                        // checks the arguments against them itself.
+                        strict: None,
+                    },
+                })
+            })
+            .collect();
+        let with_tools = !tools.is_empty();
+        Ok(CreateChatCompletionRequest {
+            model: request.model.clone(),
+            messages,
+            response_format,
+            tool_choice: with_tools.then(|| {
+                ChatCompletionToolChoiceOption::Mode(match request.tool_choice {
+                    ToolChoice::Auto => ToolChoiceOptions::Auto,
+                    ToolChoice::Required => ToolChoiceOptions::Required,
+                })
+            }),
+            parallel_tool_calls: with_tools.then_some(false),
+            tools: with_tools.then_some(tools),
+            temperature: request.temperature.map(|t| t as f32),
+            stream: request.stream.then_some(true),
+            stream_options: request.stream.then_some(ChatCompletionStreamOptions {
+                include_usage: Some(true),
+                include_obfuscation: None,
+            }),
+            ..CreateChatCompletionRequest::default()
+        })
+    }
+
+    /// An async-openai error as an [`LlmError`], the key taken out of every text.
+    fn error(&self, e: OpenAIError) -> LlmError {
+        let r = |s: &str| self.redactor.apply(s);
+        match e {
+            OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
+                Ok(f) => LlmError::Status {
+                    status: f.status,
+                    message: r(&failure_message(&f.body)),
+                    retry_after: f.retry_after,
+                },
+                Err(other) => LlmError::Connection(r(&other.to_string())),
+            },
+            OpenAIError::Reqwest(e) if e.is_builder() => LlmError::Request(r(&e.to_string())),
+            // async-openai decodes JSON itself; a reqwest error past the builder is the
+            // transport's, a body that broke off included (reqwest calls it decoding).
+            OpenAIError::Reqwest(e) => LlmError::Connection(r(&error_chain(&e))),
+            OpenAIError::ApiError(a) => LlmError::Status {
+                status: a.status_code.as_u16(),
+                message: r(&a.api_error.to_string()),
+                retry_after: None,
+            },
+            OpenAIError::JSONDeserialize(e, content) => {
+                LlmError::Protocol(r(&format!("{e} in `{}`", excerpt(&content))))
+            }
+            OpenAIError::StreamError(e) => LlmError::Connection(r(&e.to_string())),
+            OpenAIError::InvalidArgument(s) => LlmError::Request(r(&s)),
+            other => LlmError::Protocol(r(&other.to_string())),
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiClient")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmClient for OpenAiClient {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<LlmReply, LlmError> {
+        let body = self.body(request)?;
+        let chat = self.client.chat();
+        if !request.stream {
+            let completion: Completion = chat.create_byot(body).await.map_err(|e| self.error(e))?;
+            return completion.into_reply();
+        }
+        let mut stream = chat
+            .create_stream_byot::<_, Chunk>(body)
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut assembler = Assembler::default();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.error(e))?;
+            if let Some(text) = assembler.push(chunk) {
+                deltas(&text);
+            }
+        }
+        assembler.finish()
+    }
+}
+
+/// A `response_format` name: letters, digits, `_` and `-`, at most 64.
+fn schema_name(node: &str) -> String {
+    let name: String = node
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "output".into()
+    } else {
+        name
+    }
+}
+
+/// The server's own words from an error body: OpenAI's `{ "error": { "message" } }`,
+/// else the start of the body.
+fn failure_message(body: &str) -> String {
+    match serde_json::from_str::<WrappedError>(body) {
+        Ok(w) => w.error.to_string(),
+        Err(_) if body.trim().is_empty() => "(no message)".into(),
+        Err(_) => excerpt(body),
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(300) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// A transport error with its causes, which say what actually failed (refused,
+/// reset, DNS).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let message = s.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = s.source();
+    }
+    text
+}
