@@ -12,7 +12,9 @@
 //!    Only a `Graph` can run.
 //! 4. [`run`]: the async interpreter runs a `Graph` node by node, merging writes into
 //!    the state through reducers, checkpointing after every node, pausing at interrupts
-//!    and emitting events.
+//!    and emitting events. Its `mcp_call` nodes reach tools through a
+//!    [`run::ToolClient`]; [`mcp::McpClient`] is the real one (rmcp over stdio and
+//!    streamable HTTP, schema-checked arguments, a blob store for binary results).
 //! 5. [`render`]: DOT and Mermaid drawings of the spec, from the file alone.
 //!
 //! [`validate_file`] drives load -> check for one file, [`load_graph`] load -> check ->
@@ -23,6 +25,7 @@ pub mod diagnostic;
 pub mod graph;
 pub mod llm;
 pub mod load;
+pub mod mcp;
 pub mod render;
 pub mod run;
 pub mod source;

@@ -8,8 +8,10 @@ use cli::{StoreArg, exit};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::render::{self, Format};
-use switchyard::{Sources, validate_file};
+use switchyard::run::ToolClient;
+use switchyard::{Sources, Validation, validate_file};
 
 #[derive(Parser)]
 #[command(
@@ -32,7 +34,23 @@ enum Command {
         /// How to print the diagnostics.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
+        /// Also start the graph's MCP servers and check tool names and literal arguments.
+        #[arg(long)]
+        online: bool,
     },
+    /// List the tools of a graph's MCP servers, with their input schemas.
+    Tools {
+        file: PathBuf,
+        /// Only this server.
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
+    /// An MCP client for the conformance suite: connects to URL, lists the tools and, in
+    /// the `tools_call` scenario, calls each one.
+    #[command(hide = true)]
+    McpConformanceClient { url: String },
     /// Draw a graph as Graphviz DOT or a Mermaid flowchart.
     Render {
         file: PathBuf,
@@ -170,7 +188,17 @@ enum RenderFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Validate { files, format } => validate(&files, format),
+        Command::Validate {
+            files,
+            format,
+            online,
+        } => validate(&files, format, online),
+        Command::Tools {
+            file,
+            server,
+            format,
+        } => tools(&file, server.as_deref(), format),
+        Command::McpConformanceClient { url } => mcp_conformance_client(&url),
         Command::Render {
             file,
             format,
@@ -242,14 +270,17 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-fn validate(files: &[PathBuf], format: ReportFormat) -> anyhow::Result<u8> {
+fn validate(files: &[PathBuf], format: ReportFormat, online: bool) -> anyhow::Result<u8> {
     let mut invalid = false;
     let mut reports = Vec::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for path in files {
         let mut sources = Sources::new();
-        let v = validate_file(path, &mut sources)?;
+        let mut v = validate_file(path, &mut sources)?;
+        if online {
+            check_online(&mut v, &sources)?;
+        }
         invalid |= !v.is_valid();
         match format {
             ReportFormat::Text => {
@@ -317,5 +348,151 @@ fn render(
             out.flush()?;
         }
     }
+    Ok(exit::OK)
+}
+
+/// A runtime for the commands that talk to MCP servers.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// An MCP client for a graph's servers; binary results are not kept.
+fn mcp_client(root: &std::path::Path) -> McpClient {
+    McpClient::new(
+        root,
+        BlobStore::new(std::env::temp_dir().join("switchyard-blobs")),
+    )
+}
+
+/// `validate --online`: adds the diagnostics that need the servers to a valid graph.
+fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
+    let Some(spec) = v.spec.as_ref().filter(|_| v.is_valid()) else {
+        return Ok(());
+    };
+    let graph = switchyard::graph::compile(spec, sources)?;
+    let client = mcp_client(&graph.root);
+    let found = runtime()?.block_on(async {
+        let found = switchyard::mcp::online::check(spec, &graph, &client).await;
+        client.shutdown().await;
+        found
+    });
+    v.diagnostics.extend(found);
+    switchyard::diagnostic::sort(&mut v.diagnostics);
+    Ok(())
+}
+
+fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> anyhow::Result<u8> {
+    let graph = match switchyard::load_graph(path) {
+        Ok(g) => g,
+        Err(switchyard::LoadError::Invalid { rendered, .. }) => {
+            eprintln!("{rendered}");
+            return Ok(exit::INVALID);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let servers: Vec<_> = graph
+        .servers
+        .iter()
+        .filter(|s| only.is_none_or(|o| o == s.name))
+        .collect();
+    if let Some(name) = only
+        && servers.is_empty()
+    {
+        let names = graph.servers.iter().map(|s| s.name.as_str());
+        let help = switchyard::suggestion::help_for(name, names)
+            .map(|h| format!("; {h}"))
+            .unwrap_or_default();
+        anyhow::bail!("`{}` has no server `{name}`{help}", path.display());
+    }
+    let client = mcp_client(&graph.root);
+    let listed = runtime()?.block_on(async {
+        let mut listed = Vec::new();
+        for server in &servers {
+            match client.list_tools(server).await {
+                Ok(tools) => listed.push((server.name.clone(), tools)),
+                Err(e) => {
+                    client.shutdown().await;
+                    return Err(anyhow::anyhow!(e));
+                }
+            }
+        }
+        client.shutdown().await;
+        Ok(listed)
+    })?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        ReportFormat::Text => {
+            for (server, tools) in &listed {
+                let s = if tools.len() == 1 { "" } else { "s" };
+                writeln!(out, "{server}: {} tool{s}", tools.len())?;
+                for t in tools {
+                    writeln!(out, "  {}", t.name)?;
+                    if !t.description.is_empty() {
+                        writeln!(out, "    {}", t.description.replace('\n', "\n    "))?;
+                    }
+                    writeln!(out, "    input: {}", t.input_schema)?;
+                }
+            }
+        }
+        ReportFormat::Json => {
+            let json: Vec<_> = listed
+                .iter()
+                .map(|(server, tools)| {
+                    serde_json::json!({
+                        "server": server,
+                        "tools": tools.iter().map(|t| serde_json::json!({
+                            "name": t.name,
+                            "description": t.description,
+                            "input_schema": t.input_schema,
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &json)?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(exit::OK)
+}
+
+/// The client side of the MCP conformance suite (`npx @modelcontextprotocol/conformance
+/// client --command "switchyard mcp-conformance-client"`): the suite appends the URL and
+/// names the scenario in `MCP_CONFORMANCE_SCENARIO`.
+fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
+    use switchyard::graph::{Server, ServerTransport};
+    use switchyard::run::ToolRequest;
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let server = Server {
+        name: "conformance".into(),
+        transport: ServerTransport::Http { url: url.into() },
+    };
+    let client = mcp_client(&std::env::current_dir()?);
+    let result = runtime()?.block_on(async {
+        let result = async {
+            let tools = client.list_tools(&server).await?;
+            println!("{} tools", tools.len());
+            if scenario == "tools_call" {
+                for t in tools {
+                    let request = ToolRequest {
+                        server: server.clone(),
+                        tool: t.name.clone(),
+                        arguments: switchyard::mcp::example_arguments(&t.input_schema),
+                        timeout: None,
+                    };
+                    let reply = client.call(&request).await?;
+                    println!("{}: {}", t.name, reply.content);
+                }
+            }
+            Ok::<_, switchyard::run::ToolError>(())
+        }
+        .await;
+        client.shutdown().await;
+        result
+    });
+    result?;
     Ok(exit::OK)
 }

@@ -7,6 +7,7 @@ mod doubles;
 mod examples;
 mod format_schema;
 mod llm;
+mod mcp;
 mod no_panic;
 mod render;
 mod run;

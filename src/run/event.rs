@@ -64,6 +64,27 @@ pub enum Event {
         node: Arc<str>,
         text: String,
     },
+    /// An MCP server finished its handshake; `restart` is 0 for the first start and
+    /// counts the restarts after it died.
+    ServerStarted {
+        server: String,
+        pid: Option<u32>,
+        restart: u32,
+    },
+    /// An MCP server exited or its connection dropped while the run needed it.
+    ServerDied {
+        server: String,
+        message: String,
+    },
+    /// An MCP server was shut down because the run ended or paused.
+    ServerStopped {
+        server: String,
+    },
+    /// One line a stdio server wrote to its stderr (never shown on the terminal as is).
+    ServerStderr {
+        server: String,
+        line: String,
+    },
     NodeFailed {
         node: Arc<str>,
         message: String,
@@ -159,6 +180,23 @@ impl Event {
                 if *is_error { ", error" } else { "" }
             ),
             Event::TextDelta { text, .. } => text.clone(),
+            Event::ServerStarted {
+                server,
+                pid,
+                restart,
+            } => {
+                let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+                if *restart == 0 {
+                    format!("      server {server} started{pid}")
+                } else {
+                    format!("      server {server} restarted{pid}, restart {restart}")
+                }
+            }
+            Event::ServerDied { server, message } => {
+                format!("      server {server} died: {message}")
+            }
+            Event::ServerStopped { server } => format!("      server {server} stopped"),
+            Event::ServerStderr { server, line } => format!("      {server}: {line}"),
             Event::NodeFailed {
                 node,
                 message,

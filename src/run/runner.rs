@@ -278,7 +278,14 @@ impl Runner {
 
     /// Starts a new run of the graph on a thread: the input's fields are written through
     /// their reducers (onto the thread's state when it has one), then the entry runs.
+    /// When the run ends or pauses, its MCP servers are shut down.
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
+        let outcome = self.start_run(thread, input).await;
+        self.tools.shutdown().await;
+        outcome
+    }
+
+    async fn start_run(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
         let Json::Object(fields) = input else {
             return Err(RunError::Input(format!(
                 "expected an object, got {}",
@@ -338,8 +345,20 @@ impl Runner {
     }
 
     /// Resumes a paused thread: an interrupted one with the person's answer, a stopped
-    /// (or crashed) one with none.
+    /// (or crashed) one with none. When the run ends or pauses again, its MCP servers
+    /// are shut down.
     pub async fn resume(
+        &self,
+        thread: &str,
+        payload: Option<Json>,
+        force: bool,
+    ) -> Result<Outcome, RunError> {
+        let outcome = self.resume_run(thread, payload, force).await;
+        self.tools.shutdown().await;
+        outcome
+    }
+
+    async fn resume_run(
         &self,
         thread: &str,
         payload: Option<Json>,
@@ -887,6 +906,18 @@ impl Runner {
                 live.tokens += tokens;
                 self.fail(live, node, message)
             }
+            Step::FailWithWrites { message, writes } => {
+                let mut applied = Vec::with_capacity(writes.len());
+                for (field, value) in writes {
+                    if live.state.write(&self.graph, field, value.clone()).is_ok() {
+                        applied.push(Write {
+                            field: self.graph.field(field).name.clone(),
+                            value: Arc::new(value),
+                        });
+                    }
+                }
+                self.fail_with(live, node, message, applied)
+            }
             Step::Done {
                 result,
                 writes,
@@ -934,6 +965,17 @@ impl Runner {
     }
 
     fn fail(&self, live: &mut Live, node: &Node, message: String) -> Result<Flow, RunError> {
+        self.fail_with(live, node, message, Vec::new())
+    }
+
+    /// A failure whose `writes` (already applied to the state) are recorded with it.
+    fn fail_with(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        message: String,
+        writes: Vec<Write>,
+    ) -> Result<Flow, RunError> {
         let handled = node.on_error.is_some();
         self.emit(|| Event::NodeFailed {
             node: node.name.clone(),
@@ -947,7 +989,7 @@ impl Runner {
                     live,
                     Some(node),
                     Some(to),
-                    Vec::new(),
+                    writes,
                     Status::Running,
                     None,
                     None,
@@ -961,7 +1003,7 @@ impl Runner {
             }
             None => {
                 let id = self.graph.node_id(&node.name).map(Target::Node);
-                self.record(live, Some(node), id, Vec::new(), Status::Failed, None, None)?;
+                self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
                 self.emit_finished(live, "failed", None, None);
                 Err(RunError::Node {
                     node: node.name.to_string(),

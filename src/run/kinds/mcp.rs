@@ -80,6 +80,8 @@ impl ToolClient for NoTools {
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
     let server = &cx.graph.servers[body.server];
     let mut writes = Vec::new();
+    // Audit records stand even when the node fails: the trail keeps every attempt.
+    let mut audits = Vec::new();
     let mut results = Vec::new();
     for call in &body.calls {
         let tool = match &call.tool {
@@ -87,9 +89,9 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             ToolName::Template(t) => match cx.render(t) {
                 Ok(t) => t.trim().to_string(),
                 Err(e) => {
-                    return Step::Fail {
+                    return Step::FailWithWrites {
                         message: format!("tool name: {e}"),
-                        tokens: 0,
+                        writes: audits,
                     };
                 }
             },
@@ -98,9 +100,9 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             Some(tpl) => match cx.value(tpl) {
                 Ok(a) => a,
                 Err(e) => {
-                    return Step::Fail {
+                    return Step::FailWithWrites {
                         message: format!("arguments of `{tool}`: {e}"),
-                        tokens: 0,
+                        writes: audits,
                     };
                 }
             },
@@ -138,7 +140,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                     "duration_ms": duration_ms,
                     "attempt": attempt,
                 });
-                writes.push((audit, record));
+                audits.push((audit, record));
             }
             match reply {
                 Err(e) if e.transient && attempt < attempts => {
@@ -150,9 +152,9 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         };
         match reply {
             Ok(r) if r.is_error => {
-                return Step::Fail {
+                return Step::FailWithWrites {
                     message: format!("`{tool}` reported an error: {}", summary(&r.content)),
-                    tokens: 0,
+                    writes: audits,
                 };
             }
             Ok(r) => {
@@ -162,13 +164,20 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                 results.push(r.content);
             }
             Err(e) => {
-                return Step::Fail {
-                    message: format!("`{tool}`: {e}"),
-                    tokens: 0,
+                // The MCP client's messages name the tool already; other clients' may not.
+                let message = if e.message.contains(&format!("`{tool}`")) {
+                    e.message
+                } else {
+                    format!("`{tool}`: {e}")
+                };
+                return Step::FailWithWrites {
+                    message,
+                    writes: audits,
                 };
             }
         }
     }
+    writes.extend(audits);
     let result = if body.multi {
         Json::Array(results)
     } else {

@@ -27,6 +27,13 @@ pub(crate) enum Step {
     Pause { payload: Json },
     /// The node failed; `on_error` decides what happens.
     Fail { message: String, tokens: u64 },
+    /// The node failed, but made writes that must stand all the same: the audit
+    /// records of an `mcp_call`'s attempts. They go through the reducers; `set` does not
+    /// run.
+    FailWithWrites {
+        message: String,
+        writes: Vec<(FieldId, Json)>,
+    },
 }
 
 impl Step {

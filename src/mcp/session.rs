@@ -1,0 +1,352 @@
+//! One live connection to one MCP server: the child process (stdio) or the HTTP
+//! session, the handshake, the tool list and its validators.
+
+use super::error::McpError;
+use super::event_sink::EventSink;
+use super::tool_schema::ToolSchema;
+use crate::graph::{Server, ServerTransport};
+use crate::run::{Event, ToolInfo};
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::Value as Json;
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+/// How many of a child's last stderr lines an error about it quotes.
+const STDERR_TAIL: usize = 3;
+/// A stderr line longer than this is cut, so a server cannot flood the events.
+const MAX_STDERR_LINE: usize = 2000;
+
+/// The tools a server offers, in its order, and by name.
+pub(crate) struct Tools {
+    pub(crate) list: Vec<Arc<ToolSchema>>,
+    by_name: HashMap<String, Arc<ToolSchema>>,
+}
+
+impl Tools {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<ToolSchema>> {
+        self.by_name.get(name)
+    }
+}
+
+pub(crate) struct Session {
+    server: String,
+    service: RunningService<RoleClient, ClientConfig>,
+    pub(crate) pid: Option<u32>,
+    /// Set when a call found the connection closed.
+    dead: AtomicBool,
+    tools: tokio::sync::Mutex<Option<Arc<Tools>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// What Switchyard tells servers about itself in the handshake. It asks for the newest
+/// protocol version that still has the `initialize` handshake: rmcp's default names a
+/// later version that has none, which the conformance suite's `initialize` scenario
+/// (and any server that only knows the 2025 protocol) does not expect.
+pub(crate) fn client_info() -> ClientConfig {
+    let mut config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("switchyard", env!("CARGO_PKG_VERSION")),
+    );
+    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    config
+}
+
+impl Session {
+    /// Starts (stdio) or reaches (HTTP) the server and completes the MCP handshake.
+    pub(crate) async fn connect(
+        server: &Server,
+        root: &Path,
+        events: &EventSink,
+        handshake_timeout: Duration,
+    ) -> Result<Session, McpError> {
+        let name = server.name.clone();
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (pid, connecting) = match &server.transport {
+            ServerTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let program = resolve_command(command, root, env).ok_or_else(|| McpError::Spawn {
+                    server: name.clone(),
+                    message: format!(
+                        "`{command}` is not a program on PATH nor a file relative to the graph root `{}`",
+                        root.display()
+                    ),
+                })?;
+                let mut cmd = tokio::process::Command::new(&program);
+                cmd.args(args)
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .current_dir(cwd)
+                    // A safety net: whatever happens to the client, the child does not
+                    // outlive it.
+                    .kill_on_drop(true);
+                let (child, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| McpError::Spawn {
+                        server: name.clone(),
+                        message: format!("`{}` in `{}`: {e}", program.display(), cwd.display()),
+                    })?;
+                let pid = child.id();
+                if let Some(stderr) = stderr {
+                    tokio::spawn(forward_stderr(
+                        name.clone(),
+                        stderr,
+                        events.clone(),
+                        stderr_tail.clone(),
+                    ));
+                }
+                let fut = client_info().serve(child);
+                let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(fut);
+                (pid, serve)
+            }
+            ServerTransport::Http { url } => {
+                // reqwest is built with rustls but no crypto provider (for the LLM
+                // client's sake); building any client without one installed panics.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                (None, Box::pin(client_info().serve(transport)) as _)
+            }
+        };
+        let service = match tokio::time::timeout(handshake_timeout, connecting).await {
+            Err(_) => {
+                return Err(McpError::HandshakeTimeout {
+                    server: name,
+                    timeout: handshake_timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                let message = format!("{e}{}", tail_note(&stderr_tail));
+                return Err(match &server.transport {
+                    ServerTransport::Http { url } => McpError::Connect {
+                        server: name,
+                        url: url.clone(),
+                        message,
+                    },
+                    ServerTransport::Stdio { .. } => McpError::Handshake {
+                        server: name,
+                        message,
+                    },
+                });
+            }
+            Ok(Ok(service)) => service,
+        };
+        Ok(Session {
+            server: name,
+            service,
+            pid,
+            dead: AtomicBool::new(false),
+            tools: tokio::sync::Mutex::new(None),
+            stderr_tail,
+        })
+    }
+
+    /// False once the connection is known to be closed: the child exited, the HTTP
+    /// session dropped, or a call found it so.
+    pub(crate) fn is_alive(&self) -> bool {
+        !self.dead.load(Ordering::SeqCst) && !self.service.peer().is_transport_closed()
+    }
+
+    /// Why the session is gone, for the event that says so.
+    pub(crate) fn death_note(&self) -> String {
+        format!("its connection closed{}", tail_note(&self.stderr_tail))
+    }
+
+    /// The tools the server offers, listed once per session (`refresh` lists again,
+    /// for a name the cached list does not have).
+    pub(crate) async fn tools(
+        &self,
+        refresh: bool,
+        timeout: Duration,
+    ) -> Result<Arc<Tools>, McpError> {
+        let mut cached = self.tools.lock().await;
+        if let Some(t) = cached.as_ref()
+            && !refresh
+        {
+            return Ok(t.clone());
+        }
+        let listed = match tokio::time::timeout(timeout, self.service.peer().list_all_tools()).await
+        {
+            Ok(r) => r.map_err(|e| self.service_error(e, "`tools/list`", None))?,
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.server.clone(),
+                    tool: "tools/list".into(),
+                    timeout,
+                });
+            }
+        };
+        let list: Vec<Arc<ToolSchema>> = listed
+            .into_iter()
+            .map(|t| {
+                Arc::new(ToolSchema::new(ToolInfo {
+                    name: t.name.to_string(),
+                    description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                    input_schema: Json::Object((*t.input_schema).clone()),
+                }))
+            })
+            .collect();
+        let by_name = list
+            .iter()
+            .map(|t| (t.info.name.clone(), t.clone()))
+            .collect();
+        let tools = Arc::new(Tools { list, by_name });
+        *cached = Some(tools.clone());
+        Ok(tools)
+    }
+
+    /// One `tools/call`; the result as the server sent it, in JSON.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Json>,
+        timeout: Duration,
+    ) -> Result<Json, McpError> {
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let reply = tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await;
+        let result = match reply {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.server.clone(),
+                    tool: tool.to_string(),
+                    timeout,
+                });
+            }
+            Ok(r) => r.map_err(|e| self.service_error(e, &format!("`{tool}`"), Some(timeout)))?,
+        };
+        serde_json::to_value(&result).map_err(|e| McpError::BadReply {
+            server: self.server.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Ends the session: closes the connection; a child gets its stdin closed, then
+    /// SIGTERM, then SIGKILL (rmcp's stdio shutdown sequence).
+    pub(crate) async fn close(mut self) {
+        let _ = self
+            .service
+            .close_with_timeout(Duration::from_secs(10))
+            .await;
+    }
+
+    fn service_error(&self, e: ServiceError, what: &str, timeout: Option<Duration>) -> McpError {
+        let server = self.server.clone();
+        match e {
+            ServiceError::McpError(data) => McpError::Refused {
+                server,
+                what: what.to_string(),
+                message: data.message.to_string(),
+            },
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                self.dead.store(true, Ordering::SeqCst);
+                McpError::Gone {
+                    message: format!(
+                        "the connection closed during {what} ({e}){}",
+                        tail_note(&self.stderr_tail)
+                    ),
+                    server,
+                }
+            }
+            ServiceError::Cancelled { .. } => McpError::Gone {
+                server,
+                message: format!("{what} was cancelled"),
+            },
+            ServiceError::Timeout { timeout: t } => McpError::Timeout {
+                server,
+                tool: what.trim_matches('`').to_string(),
+                timeout: timeout.unwrap_or(t),
+            },
+            other => McpError::BadReply {
+                server,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// The program to run: a bare name is looked up on `PATH` (the child's, when its `env`
+/// sets one), then in the root; a path with a separator is relative to the root.
+fn resolve_command(command: &str, root: &Path, env: &[(String, String)]) -> Option<PathBuf> {
+    let path = Path::new(command);
+    if path.is_absolute() {
+        return Some(path.to_path_buf());
+    }
+    if path.components().count() > 1 {
+        let p = root.join(path);
+        return p.exists().then_some(p);
+    }
+    let search = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_default();
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(command))
+        .find(|p| p.is_file())
+        .or_else(|| Some(root.join(command)).filter(|p| p.is_file()))
+}
+
+/// Turns each stderr line of a child into an event, keeping the last few for errors.
+async fn forward_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    events: EventSink,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let mut line = text.trim_end_matches(['\n', '\r']).to_string();
+        if line.len() > MAX_STDERR_LINE {
+            let cut = line
+                .char_indices()
+                .map(|(i, _)| i)
+                .take_while(|i| *i <= MAX_STDERR_LINE)
+                .last()
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push_str("...");
+        }
+        if let Ok(mut t) = tail.lock() {
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(line.clone());
+        }
+        events.emit(Event::ServerStderr {
+            server: server.clone(),
+            line,
+        });
+    }
+}
+
+fn tail_note(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines: Vec<String> = tail
+        .lock()
+        .map(|t| t.iter().filter(|l| !l.trim().is_empty()).cloned().collect())
+        .unwrap_or_default();
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ended with: {}", lines.join(" | "))
+    }
+}

@@ -1,0 +1,166 @@
+//! A tool as a server lists it, with its `inputSchema` compiled once and kept.
+
+use super::error::{ArgumentProblem, McpError};
+use crate::run::ToolInfo;
+use serde_json::Value as Json;
+use std::sync::OnceLock;
+
+/// A listed tool and its argument validator, compiled on first use.
+pub struct ToolSchema {
+    pub info: ToolInfo,
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl ToolSchema {
+    pub fn new(info: ToolInfo) -> Self {
+        ToolSchema {
+            info,
+            validator: OnceLock::new(),
+        }
+    }
+
+    /// Checks arguments against the tool's `inputSchema`.
+    pub fn check(&self, server: &str, arguments: &Json) -> Result<(), McpError> {
+        let validator = self
+            .validator
+            .get_or_init(|| compile(&self.info.input_schema))
+            .as_ref()
+            .map_err(|message| McpError::BadSchema {
+                server: server.to_string(),
+                tool: self.info.name.clone(),
+                message: message.clone(),
+            })?;
+        let problems = problems(validator, arguments);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(McpError::InvalidArguments {
+                server: server.to_string(),
+                tool: self.info.name.clone(),
+                problems,
+            })
+        }
+    }
+}
+
+/// Compiles a tool's `inputSchema`, whatever draft it declares (draft 2020-12 when it
+/// declares none). References to other documents are not fetched.
+pub fn compile(schema: &Json) -> Result<jsonschema::Validator, String> {
+    if !schema.is_object() {
+        return Err(format!("expected an object, got `{schema}`"));
+    }
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+/// Every way `arguments` misses the schema, each with its JSON pointer. Arguments must
+/// also be an object, as MCP sends them.
+pub fn problems(validator: &jsonschema::Validator, arguments: &Json) -> Vec<ArgumentProblem> {
+    if !arguments.is_object() {
+        return vec![ArgumentProblem {
+            path: String::new(),
+            message: format!("arguments must be an object, got `{arguments}`"),
+        }];
+    }
+    let mut out: Vec<ArgumentProblem> = validator
+        .iter_errors(arguments)
+        .map(|e| ArgumentProblem {
+            path: e.instance_path().to_string(),
+            message: e.to_string(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// Arguments that fill every required property of an object schema with a plain value
+/// of its type (`1`, `"switchyard"`, `true`, `[]`, `{}`, or the first `enum` value):
+/// enough to call a tool from a smoke test such as the conformance client.
+pub fn example_arguments(schema: &Json) -> Json {
+    let mut out = serde_json::Map::new();
+    let props = schema.get("properties").and_then(Json::as_object);
+    let required = schema.get("required").and_then(Json::as_array);
+    for name in required.into_iter().flatten().filter_map(Json::as_str) {
+        let prop = props.and_then(|p| p.get(name)).unwrap_or(&Json::Null);
+        let value = if let Some(first) = prop.get("enum").and_then(|e| e.get(0)) {
+            first.clone()
+        } else {
+            match prop.get("type").and_then(Json::as_str) {
+                Some("number" | "integer") => Json::from(1),
+                Some("boolean") => Json::Bool(true),
+                Some("array") => Json::Array(Vec::new()),
+                Some("object") => example_arguments(prop),
+                _ => Json::from("switchyard"),
+            }
+        };
+        out.insert(name.to_string(), value);
+    }
+    Json::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn echo() -> ToolSchema {
+        ToolSchema::new(ToolInfo {
+            name: "echo".into(),
+            description: String::new(),
+            input_schema: json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": { "message": { "type": "string" } },
+                "required": ["message"],
+            }),
+        })
+    }
+
+    #[test]
+    fn example_arguments_fill_required_properties() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "a": { "type": "number" }, "b": { "enum": ["x", "y"] }, "c": { "type": "string" } },
+            "required": ["a", "b"],
+        });
+        assert_eq!(example_arguments(&schema), json!({ "a": 1, "b": "x" }));
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_path() {
+        let e = echo().check("s", &json!({ "message": 42 })).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the arguments of `echo` do not fit its inputSchema: at `/message`: 42 is not of type \"string\""
+        );
+        assert!(!e.is_transient());
+    }
+
+    #[test]
+    fn a_missing_property_and_a_non_object() {
+        let e = echo().check("s", &json!({})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the arguments of `echo` do not fit its inputSchema: at `/`: \"message\" is a required property"
+        );
+        let e = echo().check("s", &json!([1])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the arguments of `echo` do not fit its inputSchema: at `/`: arguments must be an object, got `[1]`"
+        );
+        echo().check("s", &json!({ "message": "hi" })).unwrap();
+    }
+
+    #[test]
+    fn a_schema_that_is_not_one_is_a_clear_error() {
+        let t = ToolSchema::new(ToolInfo {
+            name: "odd".into(),
+            description: String::new(),
+            input_schema: json!({ "type": 12 }),
+        });
+        let e = t.check("s", &json!({})).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the inputSchema of `odd` on server `s` is not a valid JSON Schema: "),
+            "{e}"
+        );
+    }
+}

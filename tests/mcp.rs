@@ -1,0 +1,920 @@
+//! `mcp_call` against real MCP servers from npm (installed by `.ci/setup`): the
+//! reference "everything", filesystem and memory servers, over stdio and streamable
+//! HTTP, and the official conformance suite against our client.
+
+use crate::util::{root, switchyard};
+use base64::Engine;
+use serde_json::{Value as Json, json};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard::graph::{Graph, Server, ServerTransport};
+use switchyard::mcp::{BlobStore, McpClient};
+use switchyard::run::{Event, MemoryStore, Outcome, Runner, ToolClient, ToolRequest};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+/// Fails with the command that installs the npm test servers when they are missing.
+#[track_caller]
+fn need_npm_packages() {
+    for p in [
+        "node_modules/.bin/node",
+        "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        "node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+        "node_modules/@modelcontextprotocol/conformance/dist/index.js",
+    ] {
+        assert!(
+            root().join(p).exists(),
+            "`{p}` is missing: the MCP tests need the npm packages of package.json; run the \
+             README's test command `bash .ci/test` (it runs `npm ci` through .ci/setup)"
+        );
+    }
+}
+
+/// A fresh temporary directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-mcp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Loads `tests/fixtures/mcp/<name>.toml`, with `@KEY@` placeholders replaced.
+#[track_caller]
+fn graph(name: &str, vars: &[(&str, &str)]) -> Arc<Graph> {
+    need_npm_packages();
+    let path = root().join(format!("tests/fixtures/mcp/{name}.toml"));
+    let mut text = std::fs::read_to_string(&path).expect("fixture");
+    for (k, v) in vars {
+        text = text.replace(&format!("@{k}@"), v);
+    }
+    let mut sources = switchyard::Sources::new();
+    let v = switchyard::validate_str(&path, &text, &mut sources);
+    assert!(v.is_valid(), "{name} is not valid: {:?}", v.diagnostics);
+    let spec = v.spec.as_ref().expect("valid");
+    Arc::new(switchyard::graph::compile(spec, &sources).expect("compiles"))
+}
+
+/// A runner with a real MCP client; the client's events come on their own channel.
+struct Harness {
+    runner: Runner,
+    client: Arc<McpClient>,
+    events: UnboundedReceiver<Event>,
+    server_events: UnboundedReceiver<Event>,
+    blobs: PathBuf,
+}
+
+fn harness(graph: Arc<Graph>, name: &str) -> Harness {
+    harness_with(graph, name, |c| c)
+}
+
+fn harness_with(
+    graph: Arc<Graph>,
+    name: &str,
+    configure: impl FnOnce(McpClient) -> McpClient,
+) -> Harness {
+    let blobs = temp_dir(&format!("{name}-blobs"));
+    let (tx, server_events) = unbounded_channel();
+    let client = Arc::new(configure(
+        McpClient::new(&graph.root, BlobStore::new(&blobs))
+            .with_events(tx)
+            .with_call_timeout(Duration::from_secs(30)),
+    ));
+    let mut runner = Runner::new(graph, Arc::new(MemoryStore::new())).with_tools(client.clone());
+    let events = runner.events();
+    Harness {
+        runner,
+        client,
+        events,
+        server_events,
+        blobs,
+    }
+}
+
+fn drain(rx: &mut UnboundedReceiver<Event>) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+/// The server events without stderr lines and with pids blanked.
+fn lifecycle(events: &[Event]) -> Vec<Event> {
+    events
+        .iter()
+        .filter(|e| !matches!(e, Event::ServerStderr { .. }))
+        .map(|e| match e {
+            Event::ServerStarted {
+                server, restart, ..
+            } => Event::ServerStarted {
+                server: server.clone(),
+                pid: None,
+                restart: *restart,
+            },
+            other => other.clone(),
+        })
+        .collect()
+}
+
+fn started_event(server: &str, restart: u32) -> Event {
+    started(server, restart)
+}
+
+fn started(server: &str, restart: u32) -> Event {
+    Event::ServerStarted {
+        server: server.into(),
+        pid: None,
+        restart,
+    }
+}
+
+fn stopped(server: &str) -> Event {
+    Event::ServerStopped {
+        server: server.into(),
+    }
+}
+
+/// The state of a finished thread, with audit durations set to 0.
+fn state(h: &Harness, thread: &str) -> Json {
+    let (mut state, _) = h.runner.state(thread, None).expect("state");
+    if let Some(Json::Array(records)) = state.get_mut("audit") {
+        for r in records {
+            assert!(r["duration_ms"].is_u64(), "{r}");
+            r["duration_ms"] = json!(0);
+        }
+    }
+    state
+}
+
+#[track_caller]
+fn finished(outcome: Result<Outcome, switchyard::run::RunError>) {
+    match outcome {
+        Ok(Outcome::Finished { .. }) => {}
+        other => panic!("expected a finished run, got {other:?}"),
+    }
+}
+
+/// The PNG the everything server returns from `get-tiny-image`, from its source.
+fn tiny_png() -> Vec<u8> {
+    let js =
+        std::fs::read_to_string(root().join(
+            "node_modules/@modelcontextprotocol/server-everything/dist/tools/get-tiny-image.js",
+        ))
+        .expect("server source");
+    let start = js.find("MCP_TINY_IMAGE = \"").expect("the image constant") + 18;
+    let len = js[start..].find('"').expect("closing quote");
+    base64::engine::general_purpose::STANDARD
+        .decode(&js[start..start + len])
+        .expect("base64")
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Checks that a blob reference names a file in the store holding exactly `bytes`.
+#[track_caller]
+fn assert_blob(reference: &Json, blobs: &Path, bytes: &[u8], mime: &str, ext: &str) {
+    let hex = sha256_hex(bytes);
+    assert_eq!(
+        reference,
+        &json!({ "blob": format!("sha256:{hex}"), "mime_type": mime, "bytes": bytes.len() })
+    );
+    let on_disk = std::fs::read(blobs.join(format!("{hex}.{ext}"))).expect("blob file");
+    assert_eq!(sha256_hex(&on_disk), hex);
+}
+
+#[tokio::test]
+async fn everything_results_of_each_content_type_over_stdio() {
+    let mut h = harness(graph("everything", &[]), "everything");
+    finished(h.runner.start("t", json!({ "message": "hello" })).await);
+    let mut s = state(&h, "t");
+    let png = tiny_png();
+    assert_blob(&s["image"][1], &h.blobs, &png, "image/png", "png");
+    s["image"][1] = json!("<blob>");
+    assert_eq!(
+        s,
+        json!({
+            "message": "hello",
+            "echoed": "Echo: hello",
+            // get-env answers with the server's environment as JSON text.
+            "env_mark": "from-the-graph",
+            // structuredContent, not the text that repeats it.
+            "weather": { "temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82 },
+            "image": ["Here's the image you requested:", "<blob>", "The image above is the MCP logo."],
+            "sum": "The sum of 2 and 3 is 5.",
+            "audit": [{
+                "tool": "echo",
+                "arguments": { "message": "hello" },
+                "result": "Echo: hello",
+                "is_error": false,
+                "duration_ms": 0,
+                "attempt": 1,
+            }],
+        })
+    );
+    // One server for every node, stopped when the run ended.
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+    let calls: Vec<(String, u32, bool)> = drain(&mut h.events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ToolCall {
+                tool,
+                attempt,
+                is_error,
+                ..
+            } => Some((tool, attempt, is_error)),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<(String, u32, bool)> = [
+        "echo",
+        "get-env",
+        "get-structured-content",
+        "get-tiny-image",
+        "get-sum",
+    ]
+    .iter()
+    .map(|t| (t.to_string(), 1, false))
+    .collect();
+    assert_eq!(calls, expected);
+}
+
+#[tokio::test]
+async fn schema_violations_and_unknown_tools_take_the_error_route() {
+    let mut h = harness(graph("errors", &[]), "errors");
+    finished(h.runner.start("t", json!({ "tool_name": "ecoh" })).await);
+    assert_eq!(
+        state(&h, "t"),
+        json!({
+            "tool_name": "ecoh",
+            "errors": [
+                {
+                    "node": "bad_args",
+                    "message": "the arguments of `echo` do not fit its inputSchema: at `/message`: 42 is not of type \"string\"",
+                },
+                {
+                    "node": "unknown_tool",
+                    "message": "server `everything` has no tool `ecoh`; did you mean `echo`?",
+                },
+            ],
+            // Refused before the call: no retry, and the record says why.
+            "audit": [{
+                "tool": "echo",
+                "arguments": { "message": 42 },
+                "result": { "error": "the arguments of `echo` do not fit its inputSchema: at `/message`: 42 is not of type \"string\"" },
+                "is_error": true,
+                "duration_ms": 0,
+                "attempt": 1,
+            }],
+        })
+    );
+    let failed: Vec<(String, bool)> = drain(&mut h.events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::NodeFailed { node, handled, .. } => Some((node.to_string(), handled)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        vec![("bad_args".into(), true), ("unknown_tool".into(), true)]
+    );
+}
+
+#[tokio::test]
+async fn a_call_past_its_timeout_is_retried_then_fails_and_the_server_stays_up() {
+    let mut h = harness(graph("timeout", &[]), "timeout");
+    let began = std::time::Instant::now();
+    finished(h.runner.start("t", json!({})).await);
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the timeout did not cut the 30 s call short: {:?}",
+        began.elapsed()
+    );
+    let message =
+        "`trigger-long-running-operation` on server `everything` did not answer within 400ms";
+    let record = |attempt: u32| {
+        json!({
+            "tool": "trigger-long-running-operation",
+            "arguments": { "duration": 30, "steps": 1 },
+            "result": { "error": message },
+            "is_error": true,
+            "duration_ms": 0,
+            "attempt": attempt,
+        })
+    };
+    assert_eq!(
+        state(&h, "t"),
+        json!({
+            "error": { "node": "slow", "message": message },
+            "after": "Echo: still here",
+            "audit": [record(1), record(2)],
+        })
+    );
+    // Timeouts do not kill the server: one start for the whole run.
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+}
+
+/// Kills the server shortly after the node `slow` starts, while its call is in flight;
+/// the task's result is the pid it killed.
+fn kill_during_slow(h: &mut Harness) -> tokio::task::JoinHandle<u32> {
+    let client = h.client.clone();
+    let mut events = std::mem::replace(&mut h.events, unbounded_channel().1);
+    tokio::spawn(async move {
+        while let Some(e) = events.recv().await {
+            if matches!(&e, Event::NodeStarted { node, .. } if &**node == "slow") {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let pid = client.pid("everything").await.expect("a running server");
+                let status = Command::new("kill")
+                    .args(["-9", &pid.to_string()])
+                    .status()
+                    .expect("kill runs");
+                assert!(status.success());
+                return pid;
+            }
+        }
+        panic!("`slow` never started");
+    })
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
+    let mut h = harness(graph("restart", &[]), "restart");
+    let killer = kill_during_slow(&mut h);
+    finished(h.runner.start("t", json!({})).await);
+    let killed = killer.await.expect("killer");
+    let gone = "server `everything` is gone: the connection closed during `trigger-long-running-operation` (Transport closed)";
+    let mut s = state(&h, "t");
+    // What the dying server last wrote to stderr may follow; it varies.
+    let message = s["audit"][0]["result"]["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.starts_with(gone), "{message}");
+    s["audit"][0]["result"]["error"] = json!(gone);
+    assert_eq!(
+        s,
+        json!({
+            "echoed": "Echo: before",
+            "slow": "Long running operation completed. Duration: 1 seconds, Steps: 2.",
+            "audit": [
+                {
+                    "tool": "trigger-long-running-operation",
+                    "arguments": { "duration": 1, "steps": 2 },
+                    "result": { "error": gone },
+                    "is_error": true,
+                    "duration_ms": 0,
+                    "attempt": 1,
+                },
+                {
+                    "tool": "trigger-long-running-operation",
+                    "arguments": { "duration": 1, "steps": 2 },
+                    "result": "Long running operation completed. Duration: 1 seconds, Steps: 2.",
+                    "is_error": false,
+                    "duration_ms": 0,
+                    "attempt": 2,
+                },
+            ],
+        })
+    );
+    let server = drain(&mut h.server_events);
+    let pids: Vec<u32> = server
+        .iter()
+        .filter_map(|e| match e {
+            Event::ServerStarted { pid, .. } => *pid,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{server:?}");
+    assert_eq!(pids[0], killed);
+    assert_ne!(pids[1], killed);
+    let server = lifecycle(&server);
+    assert_eq!(server.len(), 4, "{server:?}");
+    assert_eq!(server[0], started("everything", 0));
+    assert!(
+        matches!(&server[1], Event::ServerDied { server, message } if server == "everything" && message.starts_with(gone)),
+        "{:?}",
+        server[1]
+    );
+    assert_eq!(server[2], started("everything", 1));
+    assert_eq!(server[3], stopped("everything"));
+}
+
+#[tokio::test]
+async fn filesystem_server_writes_reads_and_reports_errors() {
+    let dir = temp_dir("fs");
+    // The server resolves symlinks; so must the paths we compare with.
+    let dir = dir.canonicalize().expect("canonical temp dir");
+    let png = tiny_png();
+    std::fs::write(dir.join("logo.png"), &png).expect("write png");
+    let d = dir.to_str().expect("utf-8 path");
+    let mut h = harness(graph("filesystem", &[("DIR", d)]), "fs");
+    finished(h.runner.start("t", json!({})).await);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("note.txt")).expect("written by the server"),
+        "hello from switchyard"
+    );
+    let mut s = state(&h, "t");
+    // The server mirrors its content in structuredContent; the image in it is a blob.
+    assert_blob(
+        &s["picture"]["content"][0],
+        &h.blobs,
+        &png,
+        "image/png",
+        "png",
+    );
+    s["picture"]["content"][0] = json!("<blob>");
+    assert_eq!(
+        s,
+        json!({
+            // This server answers with structuredContent, which wins over its text.
+            "text": { "content": "hello from switchyard" },
+            "listing": { "content": "[FILE] logo.png\n[FILE] note.txt" },
+            "picture": { "content": ["<blob>"] },
+            "error": {
+                "node": "missing",
+                "message": format!("`read_text_file` reported an error: ENOENT: no such file or directory, open '{d}/missing.txt'"),
+            },
+        })
+    );
+    let started = lifecycle(&drain(&mut h.server_events));
+    assert_eq!(started, vec![started_event("fs", 0), stopped("fs")]);
+}
+
+#[tokio::test]
+async fn memory_server_keeps_entities_in_its_file() {
+    let dir = temp_dir("memory");
+    let file = dir.join("memory.jsonl");
+    let mut h = harness(
+        graph("memory", &[("FILE", file.to_str().expect("utf-8"))]),
+        "memory",
+    );
+    finished(h.runner.start("t", json!({})).await);
+    let entity = json!({ "name": "switchyard", "entityType": "project", "observations": ["runs graphs from TOML"] });
+    assert_eq!(
+        state(&h, "t"),
+        json!({
+            "created": { "entities": [entity] },
+            "graph": { "entities": [entity], "relations": [] },
+        })
+    );
+    let saved = std::fs::read_to_string(&file).expect("the memory file");
+    let line: Json = serde_json::from_str(saved.trim()).expect("one JSON line");
+    assert_eq!(
+        line,
+        json!({ "type": "entity", "name": "switchyard", "entityType": "project", "observations": ["runs graphs from TOML"] })
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started_event("memory", 0), stopped("memory")]
+    );
+}
+
+/// The everything server in streamable-HTTP mode on a free port; killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_server() -> HttpServer {
+    need_npm_packages();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(root().join("node_modules/.bin/node"))
+        .arg("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the HTTP server");
+    let server = HttpServer { child, port };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+#[tokio::test]
+async fn streamable_http_transport() {
+    let server = http_server();
+    let port = server.port.to_string();
+    let mut h = harness(graph("http", &[("PORT", &port)]), "http");
+    finished(h.runner.start("t", json!({})).await);
+    let mut s = state(&h, "t");
+    assert_blob(&s["image"][1], &h.blobs, &tiny_png(), "image/png", "png");
+    s["image"][1] = json!("<blob>");
+    assert_eq!(
+        s,
+        json!({
+            "echoed": "Echo: over http",
+            "weather": { "temperature": 73, "conditions": "Sunny / Clear", "humidity": 48 },
+            "image": ["Here's the image you requested:", "<blob>", "The image above is the MCP logo."],
+        })
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![
+            Event::ServerStarted {
+                server: "everything".into(),
+                pid: None,
+                restart: 0
+            },
+            stopped("everything")
+        ]
+    );
+    drop(server);
+}
+
+#[tokio::test]
+async fn http_server_that_is_not_there_is_a_transient_connect_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("nohttp")));
+    let server = Server {
+        name: "nowhere".into(),
+        transport: ServerTransport::Http {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        },
+    };
+    let e = client
+        .list_tools(&server)
+        .await
+        .expect_err("nothing listens");
+    assert!(e.transient, "{e:?}");
+    assert!(
+        e.message.starts_with(&format!(
+            "cannot reach server `nowhere` at `http://127.0.0.1:{port}/mcp`: "
+        )),
+        "{}",
+        e.message
+    );
+}
+
+fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
+    Server {
+        name: name.into(),
+        transport: ServerTransport::Stdio {
+            command: command.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
+            cwd: root(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
+    need_npm_packages();
+    let (tx, mut rx) = unbounded_channel();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("garbage")))
+        .with_events(tx)
+        .with_handshake_timeout(Duration::from_secs(10));
+    let garbage = stdio(
+        "garbage",
+        "node_modules/.bin/node",
+        &["tests/fixtures/mcp/garbage_server.js"],
+    );
+    let e = client.list_tools(&garbage).await.expect_err("no handshake");
+    assert!(
+        e.message
+            .starts_with("server `garbage` failed the MCP handshake: "),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.ends_with(
+            "; its stderr ended with: garbage server: starting | garbage server: giving up"
+        ),
+        "{}",
+        e.message
+    );
+    let request = ToolRequest {
+        server: stdio("missing", "no-such-mcp-server", &[]),
+        tool: "x".into(),
+        arguments: json!({}),
+        timeout: None,
+    };
+    let e = client.call(&request).await.expect_err("nothing to start");
+    assert!(!e.transient);
+    assert_eq!(
+        e.message,
+        format!(
+            "cannot start server `missing`: `no-such-mcp-server` is not a program on PATH nor a file relative to the graph root `{}`",
+            root().display()
+        )
+    );
+    client.shutdown().await;
+    let stderr: Vec<Event> = drain(&mut rx);
+    assert_eq!(
+        stderr,
+        vec![
+            Event::ServerStderr {
+                server: "garbage".into(),
+                line: "garbage server: starting".into()
+            },
+            Event::ServerStderr {
+                server: "garbage".into(),
+                line: "garbage server: giving up".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn tools_lists_each_servers_tools_with_their_schemas() {
+    need_npm_packages();
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--format",
+        "json",
+    ])
+    .run()
+    .code(0);
+    let listed: Json = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["server"], "everything");
+    let names: Vec<&str> = listed[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "echo",
+            "get-annotated-message",
+            "get-env",
+            "get-resource-links",
+            "get-resource-reference",
+            "get-structured-content",
+            "get-sum",
+            "get-tiny-image",
+            "gzip-file-as-resource",
+            "toggle-simulated-logging",
+            "toggle-subscriber-updates",
+            "trigger-long-running-operation",
+            "simulate-research-query",
+        ]
+    );
+    assert_eq!(
+        listed[0]["tools"][0],
+        json!({
+            "name": "echo",
+            "description": "Echoes back the input string",
+            "input_schema": {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": { "message": { "type": "string", "description": "Message to echo" } },
+                "required": ["message"],
+            },
+        })
+    );
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--server",
+        "everything",
+    ])
+    .run()
+    .code(0);
+    let head: Vec<&str> = out.stdout.lines().take(4).collect();
+    assert_eq!(
+        head,
+        [
+            "everything: 13 tools",
+            "  echo",
+            "    Echoes back the input string",
+            r#"    input: {"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string","description":"Message to echo"}},"required":["message"]}"#,
+        ]
+    );
+    assert_eq!(out.stderr, "");
+    let out = switchyard(&[
+        "tools",
+        "tests/fixtures/mcp/everything.toml",
+        "--server",
+        "everythin",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: `tests/fixtures/mcp/everything.toml` has no server `everythin`; did you mean `everything`?\n"
+    );
+}
+
+#[test]
+fn validate_online_checks_tool_names_and_literal_arguments() {
+    need_npm_packages();
+    switchyard(&["validate", "tests/fixtures/mcp/err_online.toml"])
+        .run()
+        .code(0);
+    let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/err_online.toml"])
+        .run()
+        .code(3);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        r#"error: server `everything` has no tool `ecoh`
+   --> tests/fixtures/mcp/err_online.toml:17:8
+   |
+17 | tool = "ecoh"
+   |        ^^^^^^ no tool has this name
+   |
+   = help: did you mean `echo`?
+
+error: the arguments of `get-sum` do not fit its inputSchema
+   --> tests/fixtures/mcp/err_online.toml:25:14
+   |
+25 | args = { a = "'two'", b = "topic" }
+   |              ^^^^^^^ at `/a`: "two" is not of type "number"
+
+error: the arguments of `get-structured-content` do not fit its inputSchema
+   --> tests/fixtures/mcp/err_online.toml:32:21
+   |
+32 | args = { location = "'Paris'", units = 3 }
+   |                     ^^^^^^^^^ at `/location`: "Paris" is not one of "New York", "Chicago" or "Los Angeles"
+
+tests/fixtures/mcp/err_online.toml: 3 errors
+"#
+    );
+    let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/everything.toml"])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "tests/fixtures/mcp/everything.toml: ok (5 nodes, 7 state fields)\n"
+    );
+}
+
+/// Runs one client scenario of the official conformance suite against
+/// `switchyard mcp-conformance-client`, under Node 22 from npm.
+#[track_caller]
+fn conformance(scenario: &str, check: &str, description: &str) {
+    need_npm_packages();
+    let cwd = temp_dir(&format!("conformance-{scenario}"));
+    let out = Command::new(root().join("node_modules/.bin/node"))
+        .arg(root().join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["client", "--scenario", scenario, "--command"])
+        .arg(format!(
+            "{} mcp-conformance-client",
+            env!("CARGO_BIN_EXE_switchyard")
+        ))
+        .current_dir(&cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the conformance suite runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = strip_ansi(&String::from_utf8_lossy(&out.stderr));
+    // `<time> [<check id, padded>] <STATUS> <description>`, without the INFO lines.
+    let checks: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| {
+            let (id, rest) = l.split_once(" [")?.1.split_once(']')?;
+            let rest = rest.trim();
+            (!rest.starts_with("INFO")).then(|| format!("{} {rest}", id.trim()))
+        })
+        .collect();
+    assert!(
+        out.status.success()
+            && stderr.contains("Passed: 1/1, 0 failed, 0 warnings")
+            && checks == [format!("{check} SUCCESS {description}")],
+        "conformance scenario `{scenario}` failed ({}): {checks:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+/// The suite colours its report whatever the terminal; the escapes are removed.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn conformance_initialize() {
+    conformance(
+        "initialize",
+        "mcp-client-initialization",
+        "Validates that MCP client properly initializes with server",
+    );
+}
+
+#[test]
+fn conformance_tools_call() {
+    conformance(
+        "tools_call",
+        "tool-add-numbers",
+        "Validates that the add_numbers tool works correctly",
+    );
+}
+
+#[tokio::test]
+async fn servers_stop_when_the_run_pauses_and_start_again_on_resume() {
+    let mut h = harness(graph("pause", &[]), "pause");
+    let outcome = h.runner.start("t", json!({})).await.expect("runs");
+    assert_eq!(
+        outcome,
+        Outcome::Interrupted {
+            node: "ask".into(),
+            payload: json!({ "question": "go on?" }),
+        }
+    );
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+    finished(
+        h.runner
+            .resume("t", Some(json!({ "word": "two" })), false)
+            .await,
+    );
+    assert_eq!(
+        state(&h, "t"),
+        json!({ "first": "Echo: one", "answer": { "word": "two" }, "second": "Echo: two" })
+    );
+    // A fresh start, not a restart: the pause shut the server down on purpose.
+    assert_eq!(
+        lifecycle(&drain(&mut h.server_events)),
+        vec![started("everything", 0), stopped("everything")]
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_dies_more_often_than_allowed_is_not_started_again() {
+    let mut h = harness_with(graph("restart", &[]), "no-restarts", |c| {
+        c.with_max_restarts(0)
+    });
+    let killer = kill_during_slow(&mut h);
+    let e = h
+        .runner
+        .start("t", json!({}))
+        .await
+        .expect_err("the node fails");
+    killer.await.expect("killer");
+    assert_eq!(
+        e.to_string(),
+        "node `slow` failed: `trigger-long-running-operation`: server `everything` died 1 time, more than the 0 restarts allowed; it is not started again"
+    );
+    let (s, _) = h.runner.state("t", None).expect("state");
+    let attempts: Vec<(u64, bool)> = s["audit"]
+        .as_array()
+        .expect("audit")
+        .iter()
+        .map(|r| {
+            (
+                r["attempt"].as_u64().unwrap(),
+                r["is_error"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(attempts, [(1, true), (2, true)]);
+    let server = lifecycle(&drain(&mut h.server_events));
+    assert_eq!(server.len(), 2, "{server:?}");
+    assert_eq!(server[0], started("everything", 0));
+    assert!(matches!(&server[1], Event::ServerDied { .. }), "{server:?}");
+}
