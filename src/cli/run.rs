@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use switchyard::LoadError;
 use switchyard::graph::{Body, Graph};
+use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::run::{Event, Outcome, RunError, Runner, answer};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -147,11 +148,17 @@ impl Session {
         common: &Common,
     ) -> anyhow::Result<Self> {
         let file = graph.path.clone();
+        let root = graph.root.clone();
         let llm = switchyard::llm::llm_client(&graph, &common.llm)?;
         let mut runner = Runner::new(Arc::new(graph), store)
             .with_max_steps(common.max_steps)
             .with_llm(llm);
         let events = runner.events();
+        let mut tools = McpClient::new(&root, BlobStore::new(common.store.blob_dir()));
+        if let Some(tx) = runner.event_sender() {
+            tools = tools.with_events(tx);
+        }
+        let runner = runner.with_tools(Arc::new(tools));
         Ok(Session {
             runner,
             events,

@@ -33,6 +33,17 @@ impl StoreArg {
         })
     }
 
+    /// Where tools' binary results (screenshots) go, by content hash: `blobs/` beside
+    /// the SQLite file, or a temporary directory for a memory store.
+    pub(crate) fn blob_dir(&self) -> PathBuf {
+        match self {
+            StoreArg::Sqlite(path) => path
+                .parent()
+                .map_or_else(|| PathBuf::from("blobs"), |d| d.join("blobs")),
+            StoreArg::Memory => std::env::temp_dir().join("switchyard-blobs"),
+        }
+    }
+
     /// The `--store` flag that names this store, for printed commands.
     pub(crate) fn flag(&self) -> String {
         match self {

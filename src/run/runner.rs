@@ -258,6 +258,12 @@ impl Runner {
         rx
     }
 
+    /// The sender behind [`Runner::events`], for clients that emit events of their own
+    /// (an MCP server's stderr) into the same stream.
+    pub fn event_sender(&self) -> Option<UnboundedSender<Event>> {
+        self.events.clone()
+    }
+
     pub fn stop_handle(&self) -> StopHandle {
         self.stop.clone()
     }
