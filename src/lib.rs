@@ -23,6 +23,7 @@
 pub mod check;
 pub mod diagnostic;
 pub mod graph;
+pub mod jinja;
 pub mod llm;
 pub mod load;
 pub mod mcp;

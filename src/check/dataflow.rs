@@ -44,7 +44,7 @@ pub(super) fn check(cx: &mut Cx<'_>, schemas: &HashMap<String, Value>) {
     let mut flow = Flow {
         cx,
         schemas,
-        env: minijinja::Environment::new(),
+        env: crate::jinja::environment(),
     };
     for node in &spec.nodes {
         for e in node.only_if.iter() {
@@ -172,9 +172,13 @@ impl Flow<'_, '_, '_> {
                 Callable::Filter => "filter",
                 Callable::Test => "test",
             };
-            let known: &[&str] = match kind {
-                Callable::Filter => &FILTERS,
-                Callable::Test => &TESTS,
+            let known: Vec<&str> = match kind {
+                Callable::Filter => FILTERS
+                    .iter()
+                    .chain(&crate::jinja::FILTERS)
+                    .copied()
+                    .collect(),
+                Callable::Test => TESTS.to_vec(),
             };
             let hay = text.unwrap_or(&self.cx.text);
             let at = narrow(hay, &span, &name, &name);

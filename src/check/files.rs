@@ -124,7 +124,7 @@ fn load_template(cx: &mut Cx<'_>, sources: &mut Sources, path: &Sp<String>) {
         return;
     };
     let file = sources.add(name.clone(), text.clone());
-    let env = minijinja::Environment::new();
+    let env = crate::jinja::environment();
     match env.template_from_named_str(&name, &text) {
         Ok(_) => cx.templates.push(TemplateFile { file, text }),
         Err(err) => {

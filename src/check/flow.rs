@@ -147,7 +147,7 @@ fn guarded(cx: &Cx<'_>, members: &[usize], topo: &Topology, set: &HashSet<NodeIn
                 .is_some_and(|f| matches!(f.ty.get_ref().base(), FieldType::Int))
         })
         .collect();
-    let env = minijinja::Environment::new();
+    let env = crate::jinja::environment();
     members.iter().any(|&i| {
         let node = &spec.nodes[i];
         let leaves = topo

@@ -44,7 +44,7 @@ struct Compiler<'a> {
 /// Compiles a spec that passed `check`. Resolution failures here mean the spec was not
 /// checked first; they are errors, not panics.
 pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileError> {
-    let env = minijinja::Environment::new();
+    let env = crate::jinja::environment();
     let mut c = Compiler {
         spec,
         text: sources.text(spec.file),

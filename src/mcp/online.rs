@@ -168,7 +168,7 @@ fn constant(v: &ValueTable) -> Option<Json> {
     match v {
         ValueTable::Literal(l) => Some(l.get_ref().clone()),
         ValueTable::Expr(e) => {
-            let env = minijinja::Environment::new();
+            let env = crate::jinja::environment();
             let expr = env.compile_expression(e.get_ref()).ok()?;
             if !expr.undeclared_variables(false).is_empty() {
                 return None;

@@ -5,7 +5,7 @@ pub mod checkpoint;
 pub mod event;
 pub mod kinds;
 mod runner;
-mod scope;
+pub(crate) mod scope;
 pub mod state;
 
 pub use checkpoint::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
