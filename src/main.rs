@@ -142,7 +142,7 @@ struct CommonArgs {
     #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
     store: StoreArg,
     /// Node executions allowed in this run, instead of the graph's `max_steps`.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
     /// Print events as NDJSON on standard output.
     #[arg(long)]
@@ -275,9 +275,36 @@ fn validate(files: &[PathBuf], format: ReportFormat, online: bool) -> anyhow::Re
     let mut reports = Vec::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let mut unreadable = false;
     for path in files {
         let mut sources = Sources::new();
-        let mut v = validate_file(path, &mut sources)?;
+        // A file that cannot be read is reported, and the others are still checked.
+        let mut v = match validate_file(path, &mut sources) {
+            Ok(v) => v,
+            Err(e) => {
+                unreadable = true;
+                let chain: Vec<String> = anyhow::Error::from(e)
+                    .chain()
+                    .map(ToString::to_string)
+                    .collect();
+                let message = chain.join(": ");
+                match format {
+                    ReportFormat::Text => {
+                        eprintln!("error: {}", chain[0]);
+                        for cause in &chain[1..] {
+                            eprintln!("caused by: {cause}");
+                        }
+                    }
+                    ReportFormat::Json => reports.push(serde_json::json!({
+                        "file": path.display().to_string(),
+                        "valid": false,
+                        "error": message,
+                        "diagnostics": [],
+                    })),
+                }
+                continue;
+            }
+        };
         if online {
             check_online(&mut v, &sources)?;
         }
@@ -309,7 +336,13 @@ fn validate(files: &[PathBuf], format: ReportFormat, online: bool) -> anyhow::Re
         writeln!(out)?;
     }
     out.flush()?;
-    Ok(if invalid { exit::INVALID } else { exit::OK })
+    Ok(if unreadable {
+        exit::FAILED
+    } else if invalid {
+        exit::INVALID
+    } else {
+        exit::OK
+    })
 }
 
 fn render(

@@ -111,6 +111,18 @@ fn unreadable_file_exits_one_with_cause() {
         out.stderr,
         "error: cannot read `graphs/no_such_graph.toml`\ncaused by: No such file or directory (os error 2)\n"
     );
+    // The files after it are still checked.
+    let out = switchyard(&[
+        "validate",
+        "graphs/no_such_graph.toml",
+        "tests/fixtures/render/showcase_valid.toml",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stdout,
+        "tests/fixtures/render/showcase_valid.toml: ok (3 nodes, 1 state fields)\n"
+    );
 }
 
 #[test]

@@ -565,3 +565,73 @@ fn switchyard_in_pty(cmd: &str, lines: &[&str]) -> String {
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+#[test]
+fn resume_at_a_checkpoint_can_be_retried_after_a_refused_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let file = "tests/fixtures/run/answer.toml";
+    switchyard(&["run", file, "--thread", "a", "--store", &store])
+        .run()
+        .code(4);
+    let out = switchyard(&[
+        "resume",
+        "--thread",
+        "a",
+        "--at",
+        "1",
+        "--payload",
+        r#"{"name": 1}"#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(1);
+    assert!(
+        out.stderr.contains("the answer to `ask` cannot be taken"),
+        "{}",
+        out.stderr
+    );
+    let out = switchyard(&[
+        "resume",
+        "--thread",
+        "a",
+        "--at",
+        "1",
+        "--payload",
+        r#""Al""#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    assert!(
+        out.stderr.starts_with("going on in the fork `a@1`\n"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stdout, "hello Al\n");
+    // The original thread is still waiting for its answer.
+    let state = json_of(
+        &switchyard(&["state", "--thread", "a", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["status"], json!("interrupted"));
+}
+
+#[test]
+fn max_steps_must_be_at_least_one() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/loop.toml",
+        "--max-steps",
+        "0",
+        "--store",
+        "memory",
+    ])
+    .run()
+    .code(2);
+    assert!(out.stderr.contains("0 is not in 1.."), "{}", out.stderr);
+}

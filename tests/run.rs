@@ -614,3 +614,160 @@ async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
     let err = r.fork("t", 1, "t2").unwrap_err();
     assert_eq!(err.to_string(), "thread `t2` already exists");
 }
+
+// Regressions found in review: each names what it caught.
+
+#[tokio::test]
+async fn an_answer_the_output_field_cannot_take_is_refused_and_the_thread_stays_paused() {
+    let r = runner("answer");
+    r.start("t", json!({})).await.unwrap();
+    let before = r.history("t").unwrap();
+    let err = r
+        .resume("t", Some(json!({ "name": "Ann" })), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the answer to `ask` cannot be taken: field `name` is `string`, and the value written is an object `{\"name\":\"Ann\"}`; nothing changed, answer again"
+    );
+    assert_eq!(r.history("t").unwrap(), before);
+    assert_eq!(
+        r.resume("t", Some(json!("Ann")), false).await.unwrap(),
+        finished("done", "hello Ann", 2)
+    );
+}
+
+#[tokio::test]
+async fn a_pause_on_the_limit_path_resumes_to_the_end_with_outcome_limit() {
+    let r = runner("limit_path");
+    assert_eq!(
+        r.start("t", json!({})).await.unwrap(),
+        Outcome::Interrupted {
+            node: "ask".into(),
+            payload: json!({ "steps": 4 })
+        }
+    );
+    // The limit was reached before the pause; the resume goes on along its path
+    // instead of reaching the limit again and asking forever.
+    let out = r.resume("t", Some(json!(true)), false).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "limit".into(),
+            response: None,
+            steps: 5
+        }
+    );
+    assert_eq!(state_of(&r, "t"), json!({ "n": 30, "ok": true }));
+}
+
+#[tokio::test]
+async fn a_route_that_fails_takes_on_error_and_run_error_survives_a_pause() {
+    let r = runner("failures");
+    let out = r.start("t", json!({})).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Interrupted {
+            node: "recover".into(),
+            payload: json!({ "breakpoint": "before", "node": "recover" })
+        }
+    );
+    // The write before the failed route stands.
+    assert_eq!(state_of(&r, "t")["n"], json!(1));
+    let Outcome::Finished { response, .. } = r.resume("t", None, false).await.unwrap() else {
+        panic!("not finished")
+    };
+    assert_eq!(
+        response.unwrap(),
+        "divide: route `(n // 0) > 1`: invalid operation: unable to calculate 1 // 0"
+    );
+}
+
+#[tokio::test]
+async fn reducers_on_optional_fields_start_from_empty_and_zero() {
+    let r = runner("optional");
+    r.start("t", json!({})).await.unwrap();
+    assert_eq!(
+        state_of(&r, "t"),
+        json!({
+            "msgs": [
+                { "role": "user", "content": "hi" },
+                { "role": "assistant", "content": "hello" }
+            ],
+            "count": 5
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("answer.toml");
+    let db = dir.path().join("c.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    let r = Runner::new(load(), open());
+    r.start("t", json!({ "name": "Bo" })).await.unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "[state.name]\ntype = \"string\"",
+            "[state.name]\ntype = \"int\"",
+        ),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open());
+    // The thread can still be read...
+    assert_eq!(r.state("t", None).unwrap().0, json!({ "name": "Bo" }));
+    // ...but not resumed as if nothing had changed.
+    let err = r.resume("t", Some(json!(7)), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the graph file changed since thread `t` paused: field `name` is now `int`, and the thread holds a string `\"Bo\"`; resume with --force to go on anyway"
+    );
+    let out = r.resume("t", Some(json!(7)), true).await.unwrap();
+    assert_eq!(out, finished("done", "hello 7", 2));
+}
+
+#[tokio::test]
+async fn a_store_with_odd_records_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let r = Runner::new(graph("answer"), Arc::new(SqliteStore::open(&db).unwrap()));
+    r.start("t", json!({})).await.unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE checkpoints SET pending = NULL WHERE status = 'interrupted'",
+        [],
+    )
+    .unwrap();
+    let err = r.resume("t", Some(json!("x")), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: checkpoint 1 is interrupted and has no pending interrupt"
+    );
+    conn.execute("UPDATE checkpoints SET seq = -1 WHERE seq = 0", [])
+        .unwrap();
+    let err = r.resume("t", Some(json!("x")), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: `seq` is -1"
+    );
+}
+
+#[tokio::test]
+async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let a = SqliteStore::open(&db).unwrap();
+    let r = Runner::new(graph("answer"), Arc::new(SqliteStore::open(&db).unwrap()));
+    r.start("t", json!({})).await.unwrap();
+    let mut record = a.latest("t").unwrap().unwrap();
+    record.seq -= 1;
+    let err = a.append(record).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread `t` is being run by another process (its checkpoint 0 was just written); wait for it, or stop it first"
+    );
+}

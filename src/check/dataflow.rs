@@ -157,6 +157,23 @@ impl Flow<'_, '_, '_> {
             let probe = match kind {
                 Callable::Filter => format!("{{{{ none | {name} }}}}"),
                 Callable::Test => format!("{{{{ none is {name} }}}}"),
+                Callable::Load => {
+                    let hay = text.unwrap_or(&self.cx.text);
+                    let at = narrow(hay, &span, &name, &name);
+                    self.cx.diags.push(
+                        Diagnostic::error(
+                            "template-load",
+                            file,
+                            at,
+                            format!("a template cannot `{name}` another file"),
+                        )
+                        .label("templates are loaded one by one, without a loader")
+                        .help(
+                            "write the shared text into each prompt, or pass it in through a state field",
+                        ),
+                    );
+                    continue;
+                }
             };
             let unknown = match self.env.render_str(&probe, ()) {
                 Err(e) => matches!(
@@ -168,17 +185,16 @@ impl Flow<'_, '_, '_> {
             if !unknown {
                 continue;
             }
-            let what = match kind {
-                Callable::Filter => "filter",
-                Callable::Test => "test",
-            };
-            let known: Vec<&str> = match kind {
-                Callable::Filter => FILTERS
-                    .iter()
-                    .chain(&crate::jinja::FILTERS)
-                    .copied()
-                    .collect(),
-                Callable::Test => TESTS.to_vec(),
+            let (what, known): (&str, Vec<&str>) = match kind {
+                Callable::Filter => (
+                    "filter",
+                    FILTERS
+                        .iter()
+                        .chain(&crate::jinja::FILTERS)
+                        .copied()
+                        .collect(),
+                ),
+                _ => ("test", TESTS.to_vec()),
             };
             let hay = text.unwrap_or(&self.cx.text);
             let at = narrow(hay, &span, &name, &name);
@@ -297,6 +313,9 @@ impl Flow<'_, '_, '_> {
 enum Callable {
     Filter,
     Test,
+    /// `{% include %}`, `{% import %}`, `{% from %}` or `{% extends %}`: a template
+    /// that loads another file, which graphs do not have.
+    Load,
 }
 
 /// The filters and tests a template or expression applies, by name, in order of first
@@ -309,6 +328,11 @@ fn callables(source: &str, in_expr: bool) -> Vec<(Callable, String)> {
         // A template that does not tokenize is reported by the syntax check.
         let Ok((token, _)) = token else { break };
         let found = match (&prev, &token) {
+            ([_, Some(Token::BlockStart)], Token::Ident(tag))
+                if ["include", "import", "from", "extends"].contains(tag) =>
+            {
+                Some((Callable::Load, *tag))
+            }
             ([_, Some(Token::Pipe)], Token::Ident(name)) => Some((Callable::Filter, *name)),
             ([_, Some(Token::Ident("is"))], Token::Ident(name)) if *name != "not" => {
                 Some((Callable::Test, *name))

@@ -130,24 +130,38 @@ fn cycle_path(cx: &Cx<'_>, topo: &Topology, set: &HashSet<NodeIndex>, start: Nod
 /// Whether a route inside the cycle reads an `int` field that the cycle writes.
 fn guarded(cx: &Cx<'_>, members: &[usize], topo: &Topology, set: &HashSet<NodeIndex>) -> bool {
     let spec = cx.spec;
-    let mut written: HashSet<&str> = HashSet::new();
+    let env = crate::jinja::environment();
+    // A counter is an `int` field the cycle steps: written through the `add` reducer,
+    // or by a `set` expression that reads the field itself (`n + 1`). A field the
+    // cycle only resets (`n = 0`) guards nothing.
+    let mut counters: HashSet<&str> = HashSet::new();
     for &i in members {
         let node = &spec.nodes[i];
-        written.extend(node.set.iter().map(|(f, _)| f.get_ref().as_str()));
-        written.extend(
-            node.output_fields()
-                .into_iter()
-                .map(|f| f.get_ref().as_str()),
-        );
+        for (f, e) in &node.set {
+            let Some(field) = spec.field(f.get_ref()) else {
+                continue;
+            };
+            if !matches!(field.ty.get_ref().base(), FieldType::Int) {
+                continue;
+            }
+            let steps = field.reducer() == crate::spec::Reducer::Add
+                || env.compile_expression(e.get_ref()).is_ok_and(|expr| {
+                    expr.undeclared_variables(false)
+                        .contains(f.get_ref().as_str())
+                });
+            if steps {
+                counters.insert(f.get_ref().as_str());
+            }
+        }
+        for f in node.output_fields() {
+            if spec.field(f.get_ref()).is_some_and(|field| {
+                matches!(field.ty.get_ref().base(), FieldType::Int)
+                    && field.reducer() == crate::spec::Reducer::Add
+            }) {
+                counters.insert(f.get_ref().as_str());
+            }
+        }
     }
-    let counters: HashSet<&str> = written
-        .into_iter()
-        .filter(|f| {
-            spec.field(f)
-                .is_some_and(|f| matches!(f.ty.get_ref().base(), FieldType::Int))
-        })
-        .collect();
-    let env = crate::jinja::environment();
     members.iter().any(|&i| {
         let node = &spec.nodes[i];
         let leaves = topo

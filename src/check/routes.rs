@@ -90,7 +90,12 @@ fn closed_set(cx: &Cx<'_>, on: &str, schemas: &HashMap<String, Value>) -> Option
     }
     let field = cx.spec.field(segs[0])?;
     if segs.len() == 1 && matches!(field.ty.get_ref().base(), FieldType::Bool) {
-        return Some(vec!["true".into(), "false".into()]);
+        let mut values = vec!["true".to_string(), "false".to_string()];
+        // A `bool?` that is none switches to the case `none`.
+        if field.ty.get_ref().is_optional() {
+            values.push("none".into());
+        }
+        return Some(values);
     }
     match resolve(schemas.get(segs[0])?, &segs[1..]) {
         At::Schema(s) => closed_values(s),

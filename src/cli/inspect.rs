@@ -6,7 +6,7 @@ use serde_json::{Value as Json, json};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::run::{Checkpoint, Checkpointer, Runner};
+use switchyard::run::{Checkpoint, Checkpointer, Runner, Status};
 
 /// The graph file that wrote a thread, as its checkpoints recorded it.
 pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
@@ -100,7 +100,14 @@ pub(crate) fn history(store: &StoreArg, thread: &str, json: bool) -> anyhow::Res
 }
 
 fn line(r: &Checkpoint) -> String {
-    let node = r.node.as_deref().unwrap_or("(input)");
+    // Records without a node: a run's input, or the run's end without a finalize node
+    // (END, a limit with no `on_limit`), or a stop between nodes.
+    let node = match (r.node.as_deref(), r.status) {
+        (Some(n), _) => n,
+        (None, Status::Finished) => "(end)",
+        (None, Status::Stopped) => "(stop)",
+        (None, _) => "(input)",
+    };
     let edge = match r.next.as_deref() {
         Some(next) => format!("{node} -> {next}"),
         None => node.to_string(),

@@ -70,16 +70,38 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     let thread = match args.at {
         Some(seq) => {
             let new = format!("{}@{seq}", args.thread);
-            session.runner.fork(&args.thread, seq, &new)?;
-            eprintln!(
-                "forked thread `{}` at checkpoint {seq} into `{new}`",
-                args.thread
-            );
+            match session.runner.fork(&args.thread, seq, &new) {
+                Ok(()) => {
+                    eprintln!(
+                        "forked thread `{}` at checkpoint {seq} into `{new}`",
+                        args.thread
+                    )
+                }
+                // A fork made by an earlier `resume --at` whose answer was refused, and
+                // nothing since: go on in it rather than refuse the retry.
+                Err(RunError::ThreadExists(_))
+                    if untouched_fork(&session.runner, &args.thread, seq, &new)? =>
+                {
+                    eprintln!("going on in the fork `{new}`")
+                }
+                Err(e) => return Err(e.into()),
+            }
             new
         }
         None => args.thread,
     };
     session.drive(&thread, Start::Resume(payload, args.force))
+}
+
+/// Whether `fork` holds exactly the records of `thread` up to `seq`, nothing more.
+fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow::Result<bool> {
+    let original = runner.history(thread)?;
+    let copy = runner.history(fork)?;
+    let prefix: Vec<_> = original.iter().filter(|r| r.seq <= seq).collect();
+    Ok(prefix.len() == copy.len()
+        && prefix.iter().zip(&copy).all(|(a, b)| {
+            (a.seq, &a.node, &a.next, &a.writes) == (b.seq, &b.node, &b.next, &b.writes)
+        }))
 }
 
 /// Loads a graph; an invalid one prints its diagnostics and gives the exit code.
@@ -341,7 +363,7 @@ fn default_store_path() -> PathBuf {
     }
 }
 
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if s.chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_./@:".contains(c))
     {

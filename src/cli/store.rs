@@ -47,7 +47,10 @@ impl StoreArg {
     /// The `--store` flag that names this store, for printed commands.
     pub(crate) fn flag(&self) -> String {
         match self {
-            StoreArg::Sqlite(p) => format!("--store sqlite:{}", p.display()),
+            StoreArg::Sqlite(p) => format!(
+                "--store {}",
+                super::run::shell_quote(&format!("sqlite:{}", p.display()))
+            ),
             StoreArg::Memory => "--store memory".into(),
         }
     }

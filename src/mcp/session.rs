@@ -91,7 +91,11 @@ impl Session {
                     .current_dir(cwd)
                     // A safety net: whatever happens to the client, the child does not
                     // outlive it.
-                    .kill_on_drop(true);
+                    .kill_on_drop(true)
+                    // Its own process group: a Ctrl-C at the terminal asks the run to
+                    // stop at the next node boundary; it must not kill the server in
+                    // the middle of the node's call.
+                    .process_group(0);
                 let (child, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()

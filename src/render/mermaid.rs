@@ -108,12 +108,23 @@ fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) 
         Vertex::Start => "start_".into(),
         Vertex::End => "end_".into(),
         Vertex::Limit => "limit_".into(),
-        Vertex::Missing(n) => format!(
-            "missing_{}",
-            n.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-        ),
-        Vertex::Node(i) => format!("n_{}", spec.nodes[*i].name.get_ref()),
+        Vertex::Missing(n) => format!("missing_{}", id_text(n)),
+        Vertex::Node(i) => format!("n_{}", id_text(spec.nodes[*i].name.get_ref())),
     }
+}
+
+/// A name as id characters: identifiers as they are, anything else (in a graph that
+/// does not validate) spelled out, so `a b`, `a-b` and `a.b` stay distinct ids.
+fn id_text(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("_x{:x}_", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// Text inside a quoted Mermaid label: quotes as entities, newlines as `<br/>`.

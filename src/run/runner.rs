@@ -72,6 +72,12 @@ pub enum RunError {
     Input(String),
     #[error("node `{node}` failed: {message}")]
     Node { node: String, message: String },
+    #[error(
+        "the next node of thread `{thread}`, `{node}`, is no longer in the graph; fork the thread at an earlier checkpoint (`switchyard history`) and resume the fork"
+    )]
+    NodeGone { thread: String, node: String },
+    #[error("the answer to `{node}` cannot be taken: {message}; nothing changed, answer again")]
+    AnswerRefused { node: String, message: String },
     #[error("thread `{thread}` has no checkpoint {seq}")]
     NoSuchCheckpoint { thread: String, seq: u64 },
     #[error("thread `{0}` already exists")]
@@ -181,6 +187,7 @@ fn jinja_error(e: &minijinja::Error) -> String {
 }
 
 /// A thread being driven.
+#[derive(Clone)]
 struct Live {
     thread: Arc<str>,
     seq: u64,
@@ -375,14 +382,18 @@ impl Runner {
             return Err(RunError::UnknownThread(thread.into()));
         }
         let (mut live, last) = self.replay(thread, &records)?;
-        let last = last.expect("records are not empty");
+        let Some(last) = last else {
+            return Err(RunError::UnknownThread(thread.into()));
+        };
         live.elapsed_before = Duration::from_millis(last.elapsed_ms);
-        self.emit(|| Event::RunStarted {
-            thread: live.thread.clone(),
-            graph: self.graph.name.clone(),
-            run: live.run,
-            resumed: true,
-        });
+        let started = |live: &Live| {
+            self.emit(|| Event::RunStarted {
+                thread: live.thread.clone(),
+                graph: self.graph.name.clone(),
+                run: live.run,
+                resumed: true,
+            })
+        };
         match last.status {
             Status::Finished | Status::Failed => Err(RunError::NotPaused {
                 thread: thread.into(),
@@ -395,15 +406,21 @@ impl Runner {
                     });
                 }
                 self.check_graph(thread, last, None, force)?;
-                let next = self.target_of(last.next.as_deref())?;
+                self.check_types(thread, &live, force)?;
+                let next = self.target_of(thread, last.next.as_deref())?;
+                started(&live);
                 self.drive(live, next).await
             }
             Status::Interrupted => {
-                let pending = last
-                    .pending
-                    .clone()
-                    .expect("an interrupted record has its pending interrupt");
+                let pending = last.pending.clone().ok_or_else(|| StoreError::Corrupt {
+                    thread: thread.into(),
+                    message: format!(
+                        "checkpoint {} is interrupted and has no pending interrupt",
+                        last.seq
+                    ),
+                })?;
                 self.check_graph(thread, last, Some(&pending), force)?;
+                self.check_types(thread, &live, force)?;
                 let id =
                     self.graph
                         .node_id(&pending.node)
@@ -411,7 +428,7 @@ impl Runner {
                             thread: thread.into(),
                             why: format!("the pending node `{}` is gone", pending.node),
                         })?;
-                self.resume_interrupt(live, id, pending, payload, last.next.as_deref())
+                self.resume_interrupt(live, id, pending, payload, last.next.as_deref(), started)
                     .await
             }
         }
@@ -487,9 +504,11 @@ impl Runner {
             for w in &r.writes {
                 // A field the graph no longer declares is skipped: its value cannot be
                 // read by anything the graph now says.
+                // The writes were checked when they were made; a field whose type was
+                // edited since is reported by `check_types` where it matters.
                 if let Some(id) = self.graph.field_id(&w.field) {
                     state
-                        .write(&self.graph, id, (*w.value).clone())
+                        .replay(&self.graph, id, (*w.value).clone())
                         .map_err(|e| StoreError::Corrupt {
                             thread: thread.into(),
                             message: format!("replaying checkpoint {}: {e}", r.seq),
@@ -501,35 +520,57 @@ impl Runner {
         Ok((
             Live {
                 thread: Arc::from(thread),
-                seq: last.map_or(0, |r| r.seq + 1),
+                seq: last.map_or(0, |r| r.seq.saturating_add(1)),
                 run: last.map_or(0, |r| r.run),
                 step: last.map_or(0, |r| r.step),
                 state,
                 tokens: last.map_or(0, |r| r.tokens),
                 elapsed_before: Duration::ZERO,
                 started: Instant::now(),
-                limited: false,
-                error: Json::Null,
+                limited: last.is_some_and(|r| r.limited),
+                error: last.and_then(|r| r.error.clone()).unwrap_or(Json::Null),
                 past_breakpoint: None,
             },
             last,
         ))
     }
 
-    fn target_of(&self, name: Option<&str>) -> Result<Target, RunError> {
+    fn target_of(&self, thread: &str, name: Option<&str>) -> Result<Target, RunError> {
         match name {
             None => Ok(Target::End),
             Some(n) if n == crate::spec::END => Ok(Target::End),
-            Some(n) => {
-                self.graph
-                    .node_id(n)
-                    .map(Target::Node)
-                    .ok_or_else(|| RunError::GraphChanged {
-                        thread: String::new(),
-                        why: format!("the next node `{n}` is gone"),
-                    })
+            Some(n) => self
+                .graph
+                .node_id(n)
+                .map(Target::Node)
+                .ok_or_else(|| RunError::NodeGone {
+                    thread: thread.into(),
+                    node: n.to_string(),
+                }),
+        }
+    }
+
+    /// Refuses to go on when a field's type was edited so that the value the thread
+    /// holds no longer fits it, unless forced.
+    fn check_types(&self, thread: &str, live: &Live, force: bool) -> Result<(), RunError> {
+        if force {
+            return Ok(());
+        }
+        for (i, f) in self.graph.fields.iter().enumerate() {
+            let value = live.state.get(crate::graph::FieldId(i as u32));
+            if !f.ty.accepts(value) {
+                return Err(RunError::GraphChanged {
+                    thread: thread.into(),
+                    why: format!(
+                        "field `{}` is now `{}`, and the thread holds {}",
+                        f.name,
+                        f.ty,
+                        super::state::describe(value)
+                    ),
+                });
             }
         }
+        Ok(())
     }
 
     /// Refuses to go on when the graph changed under a paused thread in a way that
@@ -607,6 +648,8 @@ impl Runner {
             outcome,
             graph: self.graph_path.clone(),
             graph_hash: Arc::from(self.graph.hash.as_str()),
+            limited: live.limited,
+            error: (!live.error.is_null()).then(|| live.error.clone()),
             tokens: live.tokens,
             elapsed_ms: live.elapsed().as_millis() as u64,
             at_ms: now_ms(),
@@ -636,7 +679,10 @@ impl Runner {
         let mut grace = self.graph.nodes.len() as u64;
         loop {
             let Target::Node(id) = next else {
-                return self.finish(&mut live, None, "end".into(), None);
+                // A run that reached a limit ends with outcome `limit` unless a finalize
+                // node on the `on_limit` path recorded another.
+                let outcome = if live.limited { "limit" } else { "end" };
+                return self.finish(&mut live, None, outcome.into(), None);
             };
             if self.stop.take() {
                 self.record(
@@ -714,9 +760,9 @@ impl Runner {
         next: Target,
     ) -> Result<Outcome, RunError> {
         let deadline_ms = match &node.body {
-            Body::Interrupt(i) if breakpoint.is_none() => {
-                i.timeout.map(|t| now_ms() + t.as_millis() as u64)
-            }
+            Body::Interrupt(i) if breakpoint.is_none() => i
+                .timeout
+                .map(|t| now_ms().saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
             _ => None,
         };
         let pending = Pending {
@@ -757,6 +803,7 @@ impl Runner {
         pending: Pending,
         payload: Option<Json>,
         next: Option<&str>,
+        started: impl Fn(&Live),
     ) -> Result<Outcome, RunError> {
         let node = self.graph.node(id);
         if let Some(bp) = &pending.breakpoint {
@@ -766,6 +813,8 @@ impl Runner {
                     thread: live.thread.to_string(),
                 });
             }
+            let next = self.target_of(&live.thread, next)?;
+            started(&live);
             self.emit(|| Event::Resumed {
                 node: node.name.clone(),
                 timed_out: false,
@@ -773,7 +822,6 @@ impl Runner {
             if bp == "before" {
                 live.past_breakpoint = Some(id);
             }
-            let next = self.target_of(next)?;
             return self.drive(live, next).await;
         }
         let Body::Interrupt(body) = &node.body else {
@@ -785,6 +833,7 @@ impl Runner {
         if pending.deadline_ms.is_some_and(|d| now_ms() > d)
             && let Some(to) = body.on_timeout
         {
+            started(&live);
             self.emit(|| Event::Resumed {
                 node: node.name.clone(),
                 timed_out: true,
@@ -826,14 +875,28 @@ impl Runner {
                 });
             }
         }
+        let writes: Vec<_> = body
+            .output
+            .map(|f| vec![(f, payload.clone())])
+            .unwrap_or_default();
+        // Try the answer on a copy first: an answer the output field, `set` or the route
+        // cannot take is refused like one that does not fit the schema, and the thread
+        // stays paused for another answer instead of failing.
+        let mut trial = live.clone();
+        let tried = self
+            .apply(&mut trial, node, payload.clone(), writes.clone())
+            .and_then(|_| self.route(&trial, node).map(|_| ()));
+        if let Err(message) = tried {
+            return Err(RunError::AnswerRefused {
+                node: node.name.to_string(),
+                message,
+            });
+        }
+        started(&live);
         self.emit(|| Event::Resumed {
             node: node.name.clone(),
             timed_out: false,
         });
-        let writes = body
-            .output
-            .map(|f| vec![(f, payload.clone())])
-            .unwrap_or_default();
         let step = Step::done(payload, writes);
         let start = Instant::now();
         match self.complete(&mut live, id, step, start).await? {
@@ -909,7 +972,7 @@ impl Runner {
                 Target::Node(id),
             )?)),
             Step::Fail { message, tokens } => {
-                live.tokens += tokens;
+                live.tokens = live.tokens.saturating_add(tokens);
                 self.fail(live, node, message)
             }
             Step::FailWithWrites { message, writes } => {
@@ -931,7 +994,10 @@ impl Runner {
                 finish,
                 tokens,
             } => {
-                live.tokens += tokens;
+                live.tokens = live.tokens.saturating_add(tokens);
+                // A refused write leaves the state as it was before the node. The copy
+                // is cheap: fields are shared until written.
+                let before = live.state.clone();
                 match self.apply(live, node, result, writes) {
                     Ok(applied) => {
                         let next = match (&finish, route) {
@@ -939,30 +1005,16 @@ impl Runner {
                             (None, Some(t)) => Some((t, None)),
                             (None, None) => match self.route(live, node) {
                                 Ok(t) => t,
+                                // The writes stand: they were valid, only the route failed.
                                 Err(message) => {
-                                    // The writes stand: they were valid, only the route failed.
-                                    self.record(
-                                        live,
-                                        Some(node),
-                                        Some(Target::Node(id)),
-                                        applied,
-                                        Status::Failed,
-                                        None,
-                                        None,
-                                    )?;
-                                    return Err(RunError::Node {
-                                        node: node.name.to_string(),
-                                        message,
-                                    });
+                                    return self.fail_with(live, node, message, applied);
                                 }
                             },
                         };
                         self.commit(live, node, applied, next, finish, start, false)
                     }
                     Err(message) => {
-                        // A refused write leaves the state as it was before the node.
-                        let records = self.store.load(&live.thread)?;
-                        live.state = self.replay(&live.thread, &records)?.0.state;
+                        live.state = before;
                         self.fail(live, node, message)
                     }
                 }

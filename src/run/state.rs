@@ -63,6 +63,28 @@ impl State {
 
     /// Writes `value` to `field` through the field's reducer, after checking its type.
     pub fn write(&mut self, graph: &Graph, field: FieldId, value: Json) -> Result<(), WriteError> {
+        self.reduce(graph, field, value, true)
+    }
+
+    /// Applies a write recorded in a checkpoint: through the reducer, without checking
+    /// the value against the field's type and schema again. It was checked when it was
+    /// made; the graph may have been edited since, which resume reports on its own.
+    pub(crate) fn replay(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Json,
+    ) -> Result<(), WriteError> {
+        self.reduce(graph, field, value, false)
+    }
+
+    fn reduce(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Json,
+        checked: bool,
+    ) -> Result<(), WriteError> {
         let f = graph.field(field);
         let fail = |problem: String| WriteError {
             field: f.name.to_string(),
@@ -70,14 +92,15 @@ impl State {
         };
         match f.reducer {
             Reducer::Replace => {
-                if !f.ty.accepts(&value) {
+                if checked && !f.ty.accepts(&value) {
                     return Err(fail(format!(
                         "is `{}`, and the value written is {}",
                         f.ty,
                         describe(&value)
                     )));
                 }
-                if let Some(schema) = &f.schema
+                if checked
+                    && let Some(schema) = &f.schema
                     && let Err(e) = schema.validate(&value)
                 {
                     return Err(fail(format!("does not accept the value written: {e}")));
@@ -86,14 +109,25 @@ impl State {
             }
             Reducer::Append => {
                 let item_ty = match f.ty.base() {
-                    FieldType::List(t) => (**t).clone(),
-                    _ => FieldType::Json,
+                    FieldType::List(t) => Some((**t).clone()),
+                    FieldType::Messages => None,
+                    _ => Some(FieldType::Json),
                 };
                 let items = match value {
                     Json::Array(items) => items,
                     other => vec![other],
                 };
-                if let Some(bad) = items.iter().find(|i| !item_ty.accepts(i)) {
+                if checked
+                    && item_ty.is_none()
+                    && let Some(bad) = items.iter().find(|m| !is_message(m))
+                {
+                    return Err(fail(format!(
+                        "holds messages with `role` and `content`, and the value appended is {}",
+                        describe(bad)
+                    )));
+                }
+                let item_ty = item_ty.unwrap_or(FieldType::Json);
+                if let Some(bad) = items.iter().find(|i| checked && !item_ty.accepts(i)) {
                     return Err(fail(format!(
                         "holds `{item_ty}` items, and the value appended is {}",
                         describe(bad)
@@ -111,7 +145,11 @@ impl State {
                         describe(&value)
                     )));
                 };
-                let current = self.get(field).clone();
+                // An optional number that is none adds from zero.
+                let current = match self.get(field) {
+                    Json::Null => Json::from(0),
+                    v => v.clone(),
+                };
                 let sum = match (current.as_i64(), n.as_i64()) {
                     (Some(a), Some(b)) if f.ty.base() == &FieldType::Int => {
                         a.checked_add(b).map(Json::from)
@@ -122,7 +160,7 @@ impl State {
                     .map(Json::Number),
                 };
                 let sum = sum.ok_or_else(|| fail("overflowed".to_string()))?;
-                if !f.ty.accepts(&sum) {
+                if checked && !f.ty.accepts(&sum) {
                     return Err(fail(format!(
                         "is `{}`, and the sum is {}",
                         f.ty,
@@ -144,7 +182,7 @@ impl State {
                 };
                 merged.extend(patch);
                 let merged = Json::Object(merged);
-                if !f.ty.accepts(&merged) {
+                if checked && !f.ty.accepts(&merged) {
                     return Err(fail(format!(
                         "is `{}`, and the merged value is {}",
                         f.ty,
@@ -158,7 +196,7 @@ impl State {
                     Json::Array(items) => items,
                     other => vec![other],
                 };
-                if let Some(bad) = items.iter().find(|m| !is_message(m)) {
+                if let Some(bad) = items.iter().find(|m| checked && !is_message(m)) {
                     return Err(fail(format!(
                         "holds messages with `role` and `content`, and the value written is {}",
                         describe(bad)
@@ -166,7 +204,12 @@ impl State {
                 }
                 let mut index = self.msg_index.remove(&field).unwrap_or_default();
                 self.slot(field, |slot| {
-                    let Json::Array(list) = Arc::make_mut(slot) else {
+                    let value = Arc::make_mut(slot);
+                    // An optional history that is none starts empty.
+                    if !value.is_array() {
+                        *value = Json::Array(Vec::new());
+                    }
+                    let Json::Array(list) = value else {
                         return;
                     };
                     for m in items {

@@ -92,6 +92,12 @@ pub struct Checkpoint {
     /// The graph file that wrote it (absolute), so `state` and `history` need no file.
     pub graph: Arc<str>,
     pub graph_hash: Arc<str>,
+    /// A limit was reached and the run is on its way through `on_limit`.
+    #[serde(default)]
+    pub limited: bool,
+    /// `run.error` after this step: the failure an `on_error` edge is handling.
+    #[serde(default)]
+    pub error: Option<Json>,
     /// Tokens used and wall time spent in this run so far, so budgets hold across pauses.
     pub tokens: u64,
     pub elapsed_ms: u64,
@@ -117,6 +123,10 @@ pub enum StoreError {
         found: i64,
         expected: i64,
     },
+    #[error(
+        "thread `{thread}` is being run by another process (its checkpoint {seq} was just written); wait for it, or stop it first"
+    )]
+    Conflict { thread: String, seq: u64 },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },
 }

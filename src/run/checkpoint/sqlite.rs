@@ -12,7 +12,7 @@ pub struct SqliteStore {
 }
 
 /// Layout version, kept in SQLite's `user_version`.
-const VERSION: i64 = 1;
+const VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     tokens      INTEGER NOT NULL,
     elapsed_ms  INTEGER NOT NULL,
     at_ms       INTEGER NOT NULL,
+    limited     INTEGER NOT NULL,
+    error       TEXT,
     PRIMARY KEY (thread, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -84,6 +86,56 @@ impl SqliteStore {
     }
 }
 
+const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error";
+
+/// Counts are stored as SQLite integers (i64); none comes near the limit.
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// One row of `COLUMNS` as a checkpoint; a value that cannot be one (a negative count,
+/// a status or JSON this version does not read) makes the record corrupt.
+fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Checkpoint, StoreError> {
+    let count = |i: usize, name: &str| -> Result<u64, StoreError> {
+        let n: i64 = row.get(i)?;
+        u64::try_from(n).map_err(|_| corrupt(thread, format!("`{name}` is {n}")))
+    };
+    let json = |text: Option<String>, name: &str| -> Result<Option<Json>, StoreError> {
+        text.map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| corrupt(thread, format!("`{name}`: {e}")))
+    };
+    let writes: String = row.get(5)?;
+    let writes: Vec<Write> =
+        serde_json::from_str(&writes).map_err(|e| corrupt(thread, format!("`writes`: {e}")))?;
+    let pending: Option<String> = row.get(7)?;
+    let pending: Option<Pending> = pending
+        .map(|p| serde_json::from_str(&p))
+        .transpose()
+        .map_err(|e| corrupt(thread, format!("`pending`: {e}")))?;
+    let status: String = row.get(6)?;
+    Ok(Checkpoint {
+        thread: thread.clone(),
+        seq: count(0, "seq")?,
+        run: count(1, "run")?,
+        step: count(2, "step")?,
+        node: row.get::<_, Option<String>>(3)?.map(Arc::from),
+        next: row.get::<_, Option<String>>(4)?.map(Arc::from),
+        writes,
+        status: Status::parse(&status)
+            .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
+        pending,
+        outcome: row.get(8)?,
+        graph: Arc::from(row.get::<_, String>(9)?),
+        graph_hash: Arc::from(row.get::<_, String>(10)?),
+        tokens: count(11, "tokens")?,
+        elapsed_ms: count(12, "elapsed_ms")?,
+        at_ms: count(13, "at_ms")?,
+        limited: row.get(14)?,
+        error: json(row.get(15)?, "error")?,
+    })
+}
+
 fn corrupt(thread: &str, message: impl ToString) -> StoreError {
     StoreError::Corrupt {
         thread: thread.to_string(),
@@ -100,16 +152,17 @@ impl Checkpointer for SqliteStore {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| corrupt(&r.thread, e))?;
+        let error = r.error.as_ref().map(Json::to_string);
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         )?;
-        stmt.execute(params![
+        let done = stmt.execute(params![
             &*r.thread,
-            r.seq as i64,
-            r.run as i64,
-            r.step as i64,
+            int(r.seq),
+            int(r.run),
+            int(r.step),
             r.node.as_deref(),
             r.next.as_deref(),
             writes,
@@ -118,100 +171,51 @@ impl Checkpointer for SqliteStore {
             r.outcome,
             &*r.graph,
             &*r.graph_hash,
-            r.tokens as i64,
-            r.elapsed_ms as i64,
-            r.at_ms as i64,
-        ])?;
-        Ok(())
+            int(r.tokens),
+            int(r.elapsed_ms),
+            int(r.at_ms),
+            r.limited,
+            error,
+        ]);
+        match done {
+            Ok(_) => Ok(()),
+            // Another process appended this thread's next record first: two runs of
+            // one thread at once. The later one stops rather than interleave.
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(StoreError::Conflict {
+                    thread: r.thread.to_string(),
+                    seq: r.seq,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms
-             FROM checkpoints WHERE thread = ?1 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([thread], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, i64>(2)?,
-                row.get::<_, Option<String>>(3)?,
-                row.get::<_, Option<String>>(4)?,
-                row.get::<_, String>(5)?,
-                row.get::<_, String>(6)?,
-                row.get::<_, Option<String>>(7)?,
-                row.get::<_, Option<String>>(8)?,
-                row.get::<_, String>(9)?,
-                row.get::<_, String>(10)?,
-                row.get::<_, i64>(11)?,
-                row.get::<_, i64>(12)?,
-                row.get::<_, i64>(13)?,
-            ))
-        })?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 ORDER BY seq"
+        ))?;
         let thread_arc: Arc<str> = Arc::from(thread);
+        let rows = stmt.query_map([thread], |row| Ok(decode(&thread_arc, row)))?;
         let mut out = Vec::new();
         for row in rows {
-            let (
-                seq,
-                run,
-                step,
-                node,
-                next,
-                writes,
-                status,
-                pending,
-                outcome,
-                graph,
-                graph_hash,
-                tokens,
-                elapsed_ms,
-                at_ms,
-            ) = row?;
-            let writes: Vec<Write> =
-                serde_json::from_str(&writes).map_err(|e| corrupt(thread, e))?;
-            let pending: Option<Pending> = pending
-                .map(|p| serde_json::from_str(&p))
-                .transpose()
-                .map_err(|e| corrupt(thread, e))?;
-            out.push(Checkpoint {
-                thread: thread_arc.clone(),
-                seq: seq as u64,
-                run: run as u64,
-                step: step as u64,
-                node: node.map(Arc::from),
-                next: next.map(Arc::from),
-                writes,
-                status: Status::parse(&status)
-                    .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
-                pending,
-                outcome,
-                graph: Arc::from(graph),
-                graph_hash: Arc::from(graph_hash),
-                tokens: tokens as u64,
-                elapsed_ms: elapsed_ms as u64,
-                at_ms: at_ms as u64,
-            });
+            out.push(row??);
         }
         Ok(out)
     }
 
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        let seq: Option<i64> = self
-            .conn()
-            .query_row(
-                "SELECT max(seq) FROM checkpoints WHERE thread = ?1",
-                [thread],
-                |r| r.get(0),
-            )
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 ORDER BY seq DESC LIMIT 1"
+        ))?;
+        let thread_arc: Arc<str> = Arc::from(thread);
+        stmt.query_row([thread], |row| Ok(decode(&thread_arc, row)))
             .optional()?
-            .flatten();
-        match seq {
-            None => Ok(None),
-            // Loading only the last row would need the same decoding; one thread's rows
-            // are few enough that reusing `load` keeps one decoder.
-            Some(_) => Ok(self.load(thread)?.pop()),
-        }
+            .transpose()
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
@@ -219,7 +223,7 @@ impl Checkpointer for SqliteStore {
             .conn()
             .query_row(
                 "SELECT value FROM llm_cache WHERE key = ?1 AND expires_ms > ?2",
-                params![key, now_ms as i64],
+                params![key, int(now_ms)],
                 |r| r.get(0),
             )
             .optional()?;
@@ -238,7 +242,7 @@ impl Checkpointer for SqliteStore {
         )?;
         conn.execute(
             "INSERT OR REPLACE INTO llm_cache (key, value, expires_ms) VALUES (?1, ?2, ?3)",
-            params![key, value.to_string(), expires_ms as i64],
+            params![key, value.to_string(), int(expires_ms)],
         )?;
         Ok(())
     }

@@ -76,7 +76,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     let mut tokens = 0;
     let mut last_text: Option<String> = None;
     let mut last_error = String::new();
-    for attempt in 1..=body.retries + 1 {
+    for attempt in 1..=body.retries.saturating_add(1) {
         let start = Instant::now();
         let reply = match send(cx, &request).await {
             Ok(r) => r,
@@ -101,7 +101,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                 return Step::Fail { message, tokens };
             }
         };
-        tokens += reply.tokens_in + reply.tokens_out;
+        tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
         cx.emit(|| Event::LlmInvocation {
             node: cx.node.name.clone(),
             model: request.model.clone(),
@@ -118,7 +118,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                         "output": verdict.output,
                         "pseudo": verdict.pseudo.map(|i| body.pseudo_tools[i].name.clone()),
                     });
-                    let expires = now_ms().saturating_add(ttl.as_millis() as u64);
+                    let expires =
+                        now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
                     if let Err(e) = cx.store.cache_put(key, &value, expires) {
                         return Step::Fail {
                             message: format!("cache: {e}"),
@@ -151,7 +152,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             },
         };
     }
-    let replies = body.retries + 1;
+    let replies = body.retries.saturating_add(1);
     Step::Fail {
         message: format!(
             "{last_error} (after {replies} {})",
