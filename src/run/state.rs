@@ -77,7 +77,9 @@ impl State {
                         describe(&value)
                     )));
                 }
+                // The schema describes a value; none clears an optional field.
                 if let Some(schema) = &f.schema
+                    && !(value.is_null() && f.ty.is_optional())
                     && let Err(e) = schema.validate(&value)
                 {
                     return Err(fail(format!("does not accept the value written: {e}")));
