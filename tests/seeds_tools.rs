@@ -29,5 +29,6 @@
 //! The graphs run unchanged against a real endpoint (`OPENAI_BASE_URL`,
 //! `OPENAI_API_KEY`); the scripts only stand in for a model's choices.
 
+mod confirm_execute;
 mod harness;
 mod tool_agent;
