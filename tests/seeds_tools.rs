@@ -31,4 +31,5 @@
 
 mod confirm_execute;
 mod harness;
+mod reason_act_observe;
 mod tool_agent;

@@ -7,7 +7,9 @@ use crate::util::root;
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
+use switchyard::llm::{LlmClient, OpenAiClient, RecordingClient, ReplayClient};
 
 /// The environment variable that makes the scenarios record instead of replay.
 pub(crate) const REGENERATE: &str = "SWITCHYARD_REGENERATE";
@@ -40,6 +42,8 @@ pub(crate) struct Scenario {
     pub(crate) thread: String,
     env: Vec<(String, String)>,
     mode: Mode,
+    /// A copy of the graph that the runs use instead (`edit_graph`).
+    graph_copy: Option<PathBuf>,
     /// `llm_invocation` events of every process so far (replies, not cache hits).
     replies: usize,
 }
@@ -95,6 +99,7 @@ impl Scenario {
             thread: name.to_string(),
             env: Vec::new(),
             mode,
+            graph_copy: None,
             replies: 0,
         }
     }
@@ -108,9 +113,62 @@ impl Scenario {
         ));
     }
 
-    /// The graph file, relative to the repository root.
+    /// The graph file, relative to the repository root (or absolute, for a copy).
     pub(crate) fn graph_file(&self) -> String {
-        format!("graphs/{}.toml", self.graph)
+        match &self.graph_copy {
+            Some(copy) => copy.display().to_string(),
+            None => format!("graphs/{}.toml", self.graph),
+        }
+    }
+
+    /// Runs a copy of the graph from now on, with `from` replaced by `to` in its text
+    /// (its paths still resolve against the repository). For what a test cannot wait
+    /// for, such as a 10-minute timeout; prompts and schemas are the same files, so the
+    /// recording still matches.
+    pub(crate) fn edit_graph(&mut self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(root().join(format!("graphs/{}.toml", self.graph)))
+            .expect("graph");
+        assert!(text.contains(from), "the graph has no `{from}`");
+        let root_line = "root = \"..\"";
+        assert!(text.contains(root_line), "the graph has no `{root_line}`");
+        let text = text.replace(from, to).replace(
+            root_line,
+            &format!("root = {:?}", root().display().to_string()),
+        );
+        let copy = self.dir.path().join(format!("{}.toml", self.graph));
+        std::fs::write(&copy, text).expect("write the graph's copy");
+        self.graph_copy = Some(copy);
+    }
+
+    /// The scenario's checkpoint store, for a run through the library.
+    pub(crate) fn store_file(&self) -> PathBuf {
+        self.dir.path().join("checkpoints.db")
+    }
+
+    /// The model client for a run through the library: the recording's replay, or (when
+    /// regenerating) the scripted server, recorded like a process of the scenario.
+    pub(crate) fn llm(&mut self) -> Arc<dyn LlmClient> {
+        match &mut self.mode {
+            Mode::Replay(recording) => Arc::new(ReplayClient::open(recording).expect("replay")),
+            Mode::Record { server, parts, .. } => {
+                let part = self
+                    .dir
+                    .path()
+                    .join(format!("recording-{}.llm.jsonl", parts.len()));
+                let inner = OpenAiClient::new(server.url(), "", "OPENAI_API_KEY").expect("client");
+                let client = RecordingClient::create(&part, Arc::new(inner)).expect("recording");
+                parts.push(part);
+                Arc::new(client)
+            }
+        }
+    }
+
+    /// Counts the replies of a run through the library, as `finish` checks them.
+    pub(crate) fn count_replies(&mut self, events: &[Json]) {
+        self.replies += events
+            .iter()
+            .filter(|e| e["event"] == "llm_invocation" && e["cache_hit"] == false)
+            .count();
     }
 
     /// `switchyard run <graph> --input INPUT --thread <scenario>`.
@@ -162,10 +220,7 @@ impl Scenario {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an event ({e}): {l}")))
             .collect();
-        self.replies += events
-            .iter()
-            .filter(|e| e["event"] == "llm_invocation" && e["cache_hit"] == false)
-            .count();
+        self.count_replies(&events);
         Ran {
             code: out.status.code().unwrap_or(-1),
             events,
