@@ -358,7 +358,10 @@ async fn an_optional_field_with_a_schema_can_be_cleared() {
         .collect();
     assert_eq!(
         writes,
-        [("thought", json!({ "idea": "tea" })), ("thought", Json::Null)]
+        [
+            ("thought", json!({ "idea": "tea" })),
+            ("thought", Json::Null)
+        ]
     );
     assert_eq!(r.state("t", None).unwrap().0, json!({ "thought": null }));
 }
