@@ -211,7 +211,7 @@ async fn happy_path_confirms_each_critical_call() {
         .position(|m| m["content"] == LOAD_WARFARIN)
         .unwrap();
     assert_eq!(messages[i + 1], json!({ "role": "user", "content": "yes" }));
-    insta::assert_snapshot!(t);
+    insta::assert_snapshot!(s.report(&traces.0).await);
     s.finish();
 }
 
@@ -312,7 +312,7 @@ async fn a_denial_goes_back_to_the_planner() {
             && response.contains("\n3. denial: set_parameter_value {\"simulation_id\": \"sim-1\", \"parameter_path\": \"Applications|Dose\", \"value\": 500, \"unit\": \"mg\"} (user: no: 500 mg is far too high; use 10 mg)\n4. approval: set_parameter_value "),
         "{response}"
     );
-    insta::assert_snapshot!(traces.0.join("\n"));
+    insta::assert_snapshot!(s.report(&traces.0).await);
     s.finish();
 }
 
@@ -376,7 +376,7 @@ async fn an_ambiguous_request_makes_the_agent_ask() {
             json!({ "role": "user", "content": "models/midazolam.pkml, and set the dose to 5 mg" }),
         ]
     );
-    insta::assert_snapshot!(traces.0.join("\n"));
+    insta::assert_snapshot!(s.report(&traces.0).await);
     s.finish();
 }
 
@@ -453,7 +453,7 @@ async fn a_transient_failure_succeeds_on_retry() {
         state["state"]["retry_counts"],
         json!({ "load_simulation": 0, "run_simulation": 0, "get_results": 0 })
     );
-    insta::assert_snapshot!(traces.0.join("\n"));
+    insta::assert_snapshot!(s.report(&traces.0).await);
     s.finish();
 }
 
@@ -519,6 +519,6 @@ async fn transient_failures_past_the_retries_escalate_to_the_planner() {
         .as_array()
         .unwrap()
         .contains(&json!({ "role": "user", "content": format!("Tool run_simulation failed after retries: {error}") })));
-    insta::assert_snapshot!(traces.0.join("\n"));
+    insta::assert_snapshot!(s.report(&traces.0).await);
     s.finish();
 }

@@ -241,6 +241,18 @@ impl Scenario {
         serde_json::from_slice(&out.stdout).expect("state prints JSON")
     }
 
+    /// What a test snapshots: the events of its processes (`trace`), then the thread's
+    /// final state, durations zeroed.
+    pub(crate) async fn report(&self, trace: &[String]) -> String {
+        let mut state = self.state().await["state"].take();
+        zero_durations(&mut state);
+        format!(
+            "{}\n--- final state\n{}",
+            trace.join("\n"),
+            serde_json::to_string_pretty(&state).expect("state")
+        )
+    }
+
     fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
         cmd.args(args)
@@ -295,11 +307,30 @@ impl Scenario {
                     self.name
                 );
                 assert_eq!(server.seen().len(), nodes.len(), "requests the server saw");
+                // Whole or not at all: another test may be replaying this recording.
                 let path = fixture(self.graph, self.name, "llm.jsonl");
-                std::fs::write(&path, text).expect("write the recording");
+                let tmp = path.with_extension(format!("jsonl.{}", std::process::id()));
+                std::fs::write(&tmp, text).expect("write the recording");
+                std::fs::rename(&tmp, &path).expect("write the recording");
                 eprintln!("wrote {}", path.display());
             }
         }
+    }
+}
+
+fn zero_durations(v: &mut Json) {
+    match v {
+        Json::Object(o) => {
+            for (k, v) in o.iter_mut() {
+                if k == "duration_ms" {
+                    *v = json!(0);
+                } else {
+                    zero_durations(v);
+                }
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(zero_durations),
+        _ => {}
     }
 }
 

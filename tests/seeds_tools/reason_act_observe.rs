@@ -92,7 +92,7 @@ async fn phases_run_in_order_with_an_event_each() {
             json!({ "role": "assistant", "content": "Observation: get-sum says 17 + 25 = 42. The answer still has to be echoed back." }),
         ]
     );
-    insta::assert_snapshot!(trace(&ran.events).join("\n"));
+    insta::assert_snapshot!(s.report(&trace(&ran.events)).await);
     s.finish();
 }
 
@@ -118,7 +118,7 @@ async fn max_iterations_is_set_per_run() {
         "{t:#?}"
     );
     assert_eq!(tool_calls(&ran.events).len(), 2);
-    insta::assert_snapshot!(t.join("\n"));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }
 
@@ -155,7 +155,7 @@ async fn max_steps_bounds_a_run_from_the_command_line() {
         t.contains(&"limit_reached max_steps -> agent_completion_limit".to_string()),
         "{t:#?}"
     );
-    insta::assert_snapshot!(t.join("\n"));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }
 
@@ -284,11 +284,10 @@ async fn stop_lands_at_the_next_phase_boundary_and_a_new_message_continues() {
         state["state"]["action"],
         json!({ "reason": "A greeting needs no tool." })
     );
-    insta::assert_snapshot!(format!(
-        "{}\n---\n{}",
-        stopped.join("\n"),
-        trace(&ran.events).join("\n")
-    ));
+    let mut t = stopped;
+    t.push("---".into());
+    t.extend(trace(&ran.events));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }
 
@@ -337,7 +336,7 @@ async fn request_input_pauses_and_the_answer_goes_to_observe() {
             json!({ "role": "assistant", "content": "Observation: The user's name is Ada." }),
         ]
     );
-    insta::assert_snapshot!(trace(&ran.events).join("\n"));
+    insta::assert_snapshot!(s.report(&trace(&ran.events)).await);
     s.finish();
 }
 
@@ -395,6 +394,7 @@ async fn request_input_times_out_with_its_own_outcome() {
     );
     let state = s.state().await;
     assert_eq!(state["state"]["user_input"], Json::Null);
+    insta::assert_snapshot!(s.report(&trace(&ran.events)).await);
     s.finish();
 }
 
@@ -445,6 +445,6 @@ async fn malformed_control_json_is_taken_as_free_text() {
         t.contains(&"agent_observe -> agent_completion (answered)".to_string()),
         "{t:#?}"
     );
-    insta::assert_snapshot!(t.join("\n"));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }

@@ -146,7 +146,7 @@ async fn writes_files_and_streams_its_words() {
         state["state"]["messages"][4],
         json!({ "role": "user", "content": "Result of create_directory: {\"content\": \"Successfully created directory lists\"}" })
     );
-    insta::assert_snapshot!(t.join("\n"));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }
 
@@ -242,7 +242,7 @@ async fn bad_arguments_are_reported_back_to_the_model() {
         state["state"]["messages"][4],
         json!({ "role": "user", "content": "Tool edit_file failed: `edit_file` reported an error: Could not find exact match for edit:\nhelo" })
     );
-    insta::assert_snapshot!(t.join("\n"));
+    insta::assert_snapshot!(s.report(&t).await);
     s.finish();
 }
 
@@ -328,7 +328,7 @@ async fn ask_human_pauses_and_resumes_with_the_answer() {
         state["state"]["human_reply"],
         json!({ "answer": "meetings/2025-06-30.md" })
     );
-    insta::assert_snapshot!(trace(&ran.events).join("\n"));
+    insta::assert_snapshot!(s.report(&trace(&ran.events)).await);
     s.finish();
 }
 
