@@ -58,7 +58,6 @@ impl Cmd {
     }
 
     /// Sets an environment variable for the process.
-    #[allow(dead_code)]
     pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_string(), value.to_string()));
         self
