@@ -653,6 +653,38 @@ async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
 }
 
 #[test]
+fn server_settings_read_the_environment_when_the_server_starts() {
+    need_npm_packages();
+    let run = |env: &[(&str, &str)]| {
+        let mut cmd = switchyard(&[
+            "run",
+            "tests/fixtures/mcp/env_vars.toml",
+            "--store",
+            "memory",
+        ]);
+        for (k, v) in env {
+            cmd = cmd.env(k, v);
+        }
+        cmd.run()
+    };
+    let out = run(&[
+        ("SWITCHYARD_TEST_TRANSPORT", "stdio"),
+        ("SWITCHYARD_TEST_MARK", "from-the-environment"),
+    ])
+    .code(0);
+    assert_eq!(out.stdout, "from-the-environment and ${literal}\n");
+    // A default stands in for a variable that is not set.
+    let out = run(&[("SWITCHYARD_TEST_TRANSPORT", "stdio")]).code(0);
+    assert_eq!(out.stdout, "unset and ${literal}\n");
+    // A variable without a default must be set.
+    let out = run(&[]).code(1);
+    assert_eq!(
+        out.stderr.lines().last().unwrap(),
+        "error: node `read_env` failed: `get-env`: cannot start server `everything`: `args`: the environment variable `SWITCHYARD_TEST_TRANSPORT` is not set (write `${SWITCHYARD_TEST_TRANSPORT:-default}` to give a default)"
+    );
+}
+
+#[test]
 fn tools_lists_each_servers_tools_with_their_schemas() {
     need_npm_packages();
     let out = switchyard(&[

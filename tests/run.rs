@@ -342,6 +342,31 @@ async fn a_wrong_write_fails_the_run_and_keeps_the_state_before_it() {
 }
 
 #[tokio::test]
+async fn an_optional_field_with_a_schema_can_be_cleared() {
+    // Seed 003's synthesis clears `plan` (an `object?` with a schema); the schema is for
+    // a value, not for none.
+    let r = runner("clear_schema_field");
+    let err = r.start("t", json!({})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node `misthink` failed: field `thought` does not accept the value written: Additional properties are not allowed ('mood' was unexpected)"
+    );
+    let history = r.history("t").unwrap();
+    let writes: Vec<_> = history
+        .iter()
+        .flat_map(|c| c.writes.iter().map(|w| (&*w.field, (*w.value).clone())))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            ("thought", json!({ "idea": "tea" })),
+            ("thought", Json::Null)
+        ]
+    );
+    assert_eq!(r.state("t", None).unwrap().0, json!({ "thought": null }));
+}
+
+#[tokio::test]
 async fn input_must_name_declared_fields_with_the_right_types() {
     let r = runner("routes");
     let err = r.start("t", json!({ "m": 3 })).await.unwrap_err();

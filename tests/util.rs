@@ -33,12 +33,14 @@ pub(crate) fn examples() -> Vec<PathBuf> {
 pub(crate) struct Cmd {
     args: Vec<String>,
     stdin: Option<String>,
+    env: Vec<(String, String)>,
 }
 
 pub(crate) fn switchyard(args: &[&str]) -> Cmd {
     Cmd {
         args: args.iter().map(|a| a.to_string()).collect(),
         stdin: None,
+        env: Vec::new(),
     }
 }
 
@@ -55,9 +57,16 @@ impl Cmd {
         self
     }
 
+    /// Sets an environment variable for the process.
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
     pub(crate) fn run(self) -> Output {
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(root())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

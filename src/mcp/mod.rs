@@ -5,11 +5,13 @@
 //! that died, within a budget), looks the tool up in the session's list, checks the
 //! arguments against its compiled [`ToolSchema`], calls it with a timeout, and turns the
 //! result into a state value (`reply.rs`), storing binary content in the [`BlobStore`].
-//! [`online`] checks a graph's fixed tool names and literal arguments against the live
+//! A server's `${NAME}` and `${NAME:-default}` are expanded from the environment when
+//! it starts (`env_vars.rs`). [`online`] checks a graph's fixed tool names and literal arguments against the live
 //! servers (`switchyard validate --online`).
 
 mod blob_store;
 mod client;
+mod env_vars;
 mod error;
 mod event_sink;
 pub mod online;

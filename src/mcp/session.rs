@@ -69,6 +69,7 @@ impl Session {
         events: &EventSink,
         handshake_timeout: Duration,
     ) -> Result<Session, McpError> {
+        let server = &super::env_vars::expand_server(server, &|k| std::env::var(k).ok())?;
         let name = server.name.clone();
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let (pid, connecting) = match &server.transport {

@@ -99,8 +99,10 @@ impl State {
                         describe(&value)
                     )));
                 }
+                // The schema describes a value; none clears an optional field.
                 if checked
                     && let Some(schema) = &f.schema
+                    && !(value.is_null() && f.ty.is_optional())
                     && let Err(e) = schema.validate(&value)
                 {
                     return Err(fail(format!("does not accept the value written: {e}")));

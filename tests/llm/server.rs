@@ -25,6 +25,99 @@ pub(crate) enum Answer {
     EchoHeaders(u16),
     /// Bytes that are not an HTTP response, then the connection closes.
     Raw(&'static str),
+    /// A model's reply, sent the way the request asks: a server-sent event stream when
+    /// it has `"stream": true`, else one JSON body.
+    Reply(Reply),
+}
+
+/// What a model answers: text, one tool call, or both. Its usage is derived from the
+/// request and the reply (a token per 4 bytes), so a replayed run counts the same.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reply {
+    pub(crate) content: Option<String>,
+    /// The tool's name and its arguments as JSON text.
+    pub(crate) tool_call: Option<(String, String)>,
+}
+
+impl Reply {
+    fn answer(&self, request: &Json) -> Answer {
+        let tokens_in = request["messages"].to_string().len() as u64 / 4;
+        let written = self.content.as_deref().unwrap_or("").len()
+            + self
+                .tool_call
+                .as_ref()
+                .map_or(0, |(n, a)| n.len() + a.len());
+        let tokens_out = written as u64 / 4 + 1;
+        let usage = json!({ "prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out });
+        let finish = if self.tool_call.is_some() {
+            "tool_calls"
+        } else {
+            "stop"
+        };
+        let call = |arguments: &str| {
+            self.tool_call.as_ref().map(|(name, _)| {
+                json!([{ "index": 0, "id": "call_1", "type": "function", "function": { "name": name, "arguments": arguments } }])
+            })
+        };
+        if request["stream"] != json!(true) {
+            let mut message = json!({ "role": "assistant", "content": self.content });
+            if let Some((_, arguments)) = &self.tool_call {
+                message["tool_calls"] = call(arguments).expect("a call");
+            }
+            return Answer::Body {
+                status: 200,
+                headers: Vec::new(),
+                body: json!({
+                    "id": "chatcmpl-r", "object": "chat.completion", "created": 1, "model": request["model"],
+                    "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
+                    "usage": usage,
+                })
+                .to_string(),
+            };
+        }
+        let chunk = |delta: Json, finish: Option<&str>| {
+            json!({
+                "id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1, "model": request["model"],
+                "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+            })
+            .to_string()
+        };
+        let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
+        // Text in pieces of a few words, as a model streams it.
+        let text = self.content.as_deref().unwrap_or("");
+        let mut piece = String::new();
+        for (i, word) in text.split_inclusive(' ').enumerate() {
+            piece.push_str(word);
+            if i % 4 == 3 {
+                events.push(chunk(
+                    json!({ "content": std::mem::take(&mut piece) }),
+                    None,
+                ));
+            }
+        }
+        if !piece.is_empty() {
+            events.push(chunk(json!({ "content": piece }), None));
+        }
+        if let Some((_, arguments)) = &self.tool_call {
+            // The call's name first, then its arguments in two fragments.
+            let half = arguments
+                .char_indices()
+                .nth(arguments.chars().count() / 2)
+                .map_or(0, |(i, _)| i);
+            events.push(chunk(
+                json!({ "tool_calls": call(&arguments[..half]) }),
+                None,
+            ));
+            let rest = json!([{ "index": 0, "function": { "arguments": &arguments[half..] } }]);
+            events.push(chunk(json!({ "tool_calls": rest }), None));
+        }
+        events.push(chunk(json!({}), Some(finish)));
+        events.push(
+            json!({ "id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1, "model": request["model"], "choices": [], "usage": usage })
+                .to_string(),
+        );
+        Answer::Stream(events)
+    }
 }
 
 /// A request as the server saw it.
@@ -100,13 +193,17 @@ async fn serve(
             at: Instant::now(),
             path,
             headers: headers.clone(),
-            body: parsed,
+            body: parsed.clone(),
         });
-        let answer = script.lock().unwrap().pop_front().unwrap_or(Answer::Body {
-            status: 500,
-            headers: Vec::new(),
-            body: r#"{"error":{"message":"the test script has no more answers"}}"#.into(),
-        });
+        let answer = match script.lock().unwrap().pop_front() {
+            Some(Answer::Reply(r)) => r.answer(&parsed),
+            Some(a) => a,
+            None => Answer::Body {
+                status: 500,
+                headers: Vec::new(),
+                body: r#"{"error":{"message":"the test script has no more answers"}}"#.into(),
+            },
+        };
         if !answer_with(&mut socket, answer, &headers).await {
             return;
         }
@@ -204,6 +301,10 @@ async fn answer_with(
             let _ = socket.write_all(bytes.as_bytes()).await;
             let _ = socket.shutdown().await;
             false
+        }
+        // Only inside `Slow`: without the request, a whole body.
+        Answer::Reply(r) => {
+            Box::pin(answer_with(socket, r.answer(&Json::Null), request_headers)).await
         }
         Answer::Stream(events) => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";

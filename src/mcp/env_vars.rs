@@ -1,0 +1,155 @@
+//! `${NAME}` and `${NAME:-default}` in a server's `command`, `args`, `env` values and
+//! `url`, expanded from the environment when the server starts, so one graph file can
+//! point its servers somewhere else per run (a workspace directory, a port).
+
+use super::error::McpError;
+use crate::graph::{Server, ServerTransport};
+
+/// The server as it is started: every `${...}` in its command, arguments, environment
+/// values and URL replaced through `lookup` (the process environment, in use).
+pub(crate) fn expand_server(
+    server: &Server,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Server, McpError> {
+    let fail = |key: &str, message: String| McpError::Spawn {
+        server: server.name.clone(),
+        message: format!("`{key}`: {message}"),
+    };
+    let transport = match &server.transport {
+        ServerTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => ServerTransport::Stdio {
+            command: expand(command, lookup).map_err(|m| fail("command", m))?,
+            args: args
+                .iter()
+                .map(|a| expand(a, lookup).map_err(|m| fail("args", m)))
+                .collect::<Result<_, _>>()?,
+            env: env
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), expand(v, lookup).map_err(|m| fail("env", m))?)))
+                .collect::<Result<_, McpError>>()?,
+            cwd: cwd.clone(),
+        },
+        ServerTransport::Http { url } => ServerTransport::Http {
+            url: expand(url, lookup).map_err(|m| fail("url", m))?,
+        },
+    };
+    Ok(Server {
+        name: server.name.clone(),
+        transport,
+    })
+}
+
+/// Expands `${NAME}` (the variable, which must be set) and `${NAME:-default}` (the
+/// variable when set and not empty, else `default`); `$${` is a literal `${`. Any other
+/// `$` stays as it is.
+pub(crate) fn expand(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(literal) = after.strip_prefix("${") {
+            out.push_str("${");
+            rest = literal;
+            continue;
+        }
+        let Some(inner) = after.strip_prefix('{') else {
+            out.push('$');
+            rest = after;
+            continue;
+        };
+        let Some(end) = inner.find('}') else {
+            return Err(format!(
+                "`${{` without a closing `}}` in `{text}` (write `$${{` for a literal `${{`)"
+            ));
+        };
+        let (name, default) = match inner[..end].split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (&inner[..end], None),
+        };
+        if !is_name(name) {
+            return Err(format!(
+                "`${{{}}}` in `{text}` does not name an environment variable",
+                &inner[..end]
+            ));
+        }
+        match (
+            lookup(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(format!(
+                    "the environment variable `{name}` is not set (write `${{{name}:-default}}` to give a default)"
+                ));
+            }
+        }
+        rest = &inner[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "WORKSPACE" => Some("/tmp/ws".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn variables_and_defaults_are_expanded() {
+        assert_eq!(expand("${WORKSPACE}/notes", &env).unwrap(), "/tmp/ws/notes");
+        assert_eq!(expand("${MISSING:-/tmp/x}", &env).unwrap(), "/tmp/x");
+        assert_eq!(expand("${WORKSPACE:-/tmp/x}", &env).unwrap(), "/tmp/ws");
+        assert_eq!(expand("${EMPTY:-d}", &env).unwrap(), "d");
+        assert_eq!(expand("${EMPTY}", &env).unwrap(), "");
+        assert_eq!(
+            expand("a ${WORKSPACE} b ${MISSING:-}c", &env).unwrap(),
+            "a /tmp/ws b c"
+        );
+    }
+
+    #[test]
+    fn other_dollars_stay_and_a_doubled_one_is_literal() {
+        assert_eq!(expand("$HOME $5 cost$", &env).unwrap(), "$HOME $5 cost$");
+        assert_eq!(expand("$${WORKSPACE}", &env).unwrap(), "${WORKSPACE}");
+    }
+
+    #[test]
+    fn unset_variables_and_bad_syntax_are_errors() {
+        assert_eq!(
+            expand("${MISSING}", &env).unwrap_err(),
+            "the environment variable `MISSING` is not set (write `${MISSING:-default}` to give a default)"
+        );
+        assert_eq!(
+            expand("${WORKSPACE", &env).unwrap_err(),
+            "`${` without a closing `}` in `${WORKSPACE` (write `$${` for a literal `${`)"
+        );
+        assert_eq!(
+            expand("${1X}", &env).unwrap_err(),
+            "`${1X}` in `${1X}` does not name an environment variable"
+        );
+    }
+}
