@@ -11,4 +11,5 @@ mod mcp;
 mod no_panic;
 mod render;
 mod run;
+mod seeds_browser;
 mod util;

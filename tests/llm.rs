@@ -2,7 +2,7 @@
 //! API (see `llm/server.rs`): small graphs in `tests/fixtures/llm/`, driven through the
 //! library `Runner`, asserting state, events and the requests the server received.
 
-mod server;
+pub(crate) mod server;
 
 use crate::util::root;
 use serde_json::{Value as Json, json};
