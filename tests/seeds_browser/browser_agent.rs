@@ -567,3 +567,413 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
     );
     s.finish();
 }
+
+/// A sign-in only the user can finish. Proves: a need_user action pauses with a manual
+/// interrupt (`{kind: manual, text}`), resumed once with free text (the code, which the
+/// agent then types) and once with `{done, message}` (after the user approved on their
+/// phone); each resume starts a fresh browser, reopens the page and observes it again.
+#[test]
+fn a_manual_step_pauses_and_resumes_with_text_or_done() {
+    let (app, shop) = shop();
+    let mut s = Scenario::new("browser_agent", "sign_in", app.port());
+    let graph = s.graph();
+    let url = app.url();
+    let request = format!("Sign me in to my account at {url}account");
+
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-8",
+            "--input",
+            &input(&request),
+        ])
+        .code(4);
+    let ask_code = "Please tell me the 4-digit code the shop sent to your phone.";
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            start("session-8", 0),
+            lines(&["  (skipped)", "  -> maybe_observe"]),
+            observe(true),
+            plan(1),
+            allowed(&format!(
+                r#"  browser.browser_navigate {{"url":"{url}account"}}"#
+            )),
+            observe(false),
+            plan(1),
+            lines(&[
+                "validate_action",
+                "  -> manual_interrupt [need_user]",
+                "manual_interrupt",
+                &format!(r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_code}"}}"#),
+                "run_finished interrupted null after 12 steps, 680 tokens: null",
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+
+    // Free text: the code. The account page is reopened, observed, the code typed.
+    let out = s
+        .llm(&["resume", "--thread", "session-8", "--payload", r#""4821""#])
+        .code(4);
+    let ask_approval = "Please approve this sign-in in the Corner Shop app on your phone, then tell me when you are done.";
+    let reopen = |first: &str| {
+        lines(&[
+            first,
+            "resumed manual_interrupt",
+            "  -> reopen_page",
+            "reopen_page",
+            "  server_started browser #0",
+            &format!(r#"  browser.browser_navigate {{"url":"{url}account"}}"#),
+            "  -> maybe_observe",
+        ])
+    };
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            reopen("run_started session-8 run 0 (resumed)"),
+            observe(false),
+            plan(1),
+            allowed(
+                r#"  browser.browser_type {"element":"Code","target":"e5","text":"4821","submit":true}"#,
+            ),
+            observe(false),
+            plan(1),
+            lines(&[
+                "validate_action",
+                "  -> manual_interrupt [need_user]",
+                "manual_interrupt",
+                &format!(
+                    r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_approval}"}}"#
+                ),
+                "run_finished interrupted null after 23 steps, 1360 tokens: null",
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+    // The prompt after the answer keeps the task and shows the answer.
+    let prompt = recorded(&s, "sign_in.2.llm.jsonl", 0)["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_string();
+    assert!(
+        prompt.starts_with(&format!(
+            "Task: {request}\nThe user's latest answer: 4821\n\nCurrent page"
+        )),
+        "{prompt}"
+    );
+
+    // The person approves on their phone, then answers {done, message}.
+    shop.lock().unwrap().approved = true;
+    let out = s
+        .llm(&[
+            "resume",
+            "--thread",
+            "session-8",
+            "--payload",
+            r#"{"done": true, "message": "Approved it on my phone."}"#,
+        ])
+        .code(0);
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            reopen("run_started session-8 run 0 (resumed)"),
+            observe(false),
+            plan(1),
+            stopped(),
+            lines(&[
+                r#"run_finished finished "done" after 31 steps, 1700 tokens: "You are signed in as Ada Lovelace.""#,
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+
+    let state = s.state("session-8")["state"].clone();
+    let code = action(
+        "a6",
+        "type",
+        json!({ "eid": "e5", "target": "Code", "text": "4821", "submit": true, "reason": "Enter the code the user gave me." }),
+    );
+    assert_eq!(
+        state["messages"],
+        json!([
+            said("user", &request),
+            planned(&action(
+                "a1",
+                "navigate",
+                json!({ "url": format!("{url}account"), "reason": "Open the account page." })
+            )),
+            said("user", "Action a1 (navigate) done."),
+            planned(&action("a3", "need_user", json!({ "reason": ask_code }))),
+            said("assistant", ask_code),
+            said("user", "4821"),
+            planned(&code),
+            said("user", "Action a6 (type) done."),
+            planned(&action(
+                "a8",
+                "need_user",
+                json!({ "reason": ask_approval })
+            )),
+            said("assistant", ask_approval),
+            said("user", "Done. Approved it on my phone."),
+            planned(&action(
+                "a11",
+                "stop",
+                json!({ "text": "You are signed in as Ada Lovelace.", "reason": "The account page shows the user signed in." })
+            )),
+        ])
+    );
+    assert_eq!(
+        state["steps"],
+        json!([
+            format!("navigate a1 ({url}account): ok"),
+            "manual step a3: 4821",
+            "type a6 (Code): ok",
+            "manual step a8: Done. Approved it on my phone."
+        ])
+    );
+    assert_eq!(
+        state["manual_reply"],
+        json!({ "done": true, "message": "Approved it on my phone." })
+    );
+    assert_eq!(
+        state["final_response"],
+        json!("You are signed in as Ada Lovelace.")
+    );
+    assert_screenshot_by_reference(&s, &state);
+    let shop = shop.lock().unwrap();
+    assert!(shop.verified && shop.approved);
+    s.finish();
+}
+
+/// Proves: validate_action checks each action against the current snapshot (an unknown
+/// ref, a disabled element, typing into something not editable), feeds the reason back
+/// to the planner without observing again, and the third invalid action ends in
+/// finalize_blocked.
+#[test]
+fn three_invalid_actions_end_in_finalize_blocked() {
+    let (app, _shop) = shop();
+    let mut s = Scenario::new("browser_agent", "blocked", app.port());
+    let graph = s.graph();
+    let url = app.url();
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-9",
+            "--input",
+            &input(&format!("Buy a gift card at {url}")),
+        ])
+        .code(0);
+    let rejected = lines(&["validate_action", "  -> plan_action [invalid]"]);
+    let last = "element e8 is not editable (- link \\\"Blue mug\\\")";
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            start("session-9", 0),
+            lines(&["  (skipped)", "  -> maybe_observe"]),
+            observe(true),
+            plan(1),
+            allowed(&format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#)),
+            observe(false),
+            plan(1),
+            rejected.clone(),
+            plan(1),
+            rejected,
+            plan(1),
+            lines(&[
+                "validate_action",
+                "  -> finalize_blocked [blocked]",
+                "finalize_blocked",
+                &format!(
+                    r#"run_finished finished "blocked" after 16 steps, 1360 tokens: "Stopped after 3 invalid actions. The last one: {last}""#
+                ),
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+    let state = s.state("session-9")["state"].clone();
+    let why = [
+        "unknown eid e99: it is not in the current snapshot",
+        "element e11 is disabled",
+        "element e8 is not editable (- link \"Blue mug\")",
+    ];
+    assert_eq!(
+        state["failures"],
+        json!([
+            format!("invalid action a3 (click): {}", why[0]),
+            format!("invalid action a5 (click): {}", why[1]),
+            format!("invalid action a7 (type): {}", why[2]),
+        ])
+    );
+    assert_eq!(
+        state["steps"],
+        json!([
+            format!("navigate a1 ({url}): ok"),
+            format!("rejected click a3: {}", why[0]),
+            format!("rejected click a5: {}", why[1]),
+            format!("rejected type a7: {}", why[2]),
+        ])
+    );
+    let feedback: Vec<Json> = state["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"].as_str().unwrap().contains("is invalid"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        feedback,
+        [("a3", 0), ("a5", 1), ("a7", 2)]
+            .map(|(id, n)| said(
+                "user",
+                &format!(
+                    "Action {id} is invalid: {}. Choose a valid action from the current snapshot.",
+                    why[n]
+                )
+            ))
+            .to_vec()
+    );
+    assert_eq!(state["invalid_actions"], json!(3));
+    assert_eq!(state["tool_steps"], json!(1));
+    assert_eq!(state["action_error"], json!(why[2]));
+    s.finish();
+}
+
+/// Proves: the step limit counts every node of the graph (`--max-steps` for this run)
+/// and goes to finalize_limit through `on_limit`; the seed's own count of browser
+/// actions (`max_tool_steps`) ends there too.
+#[test]
+fn the_step_limits_end_in_finalize_limit() {
+    let (app, _shop) = shop();
+    let mut s = Scenario::new("browser_agent", "limit", app.port());
+    let graph = s.graph();
+    let url = app.url();
+    let request = format!("Find the return policy at {url}");
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-10",
+            "--max-steps",
+            "14",
+            "--input",
+            &input(&request),
+        ])
+        .code(0);
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            start("session-10", 0),
+            lines(&["  (skipped)", "  -> maybe_observe"]),
+            observe(true),
+            plan(1),
+            allowed(&format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#)),
+            observe(false),
+            plan(1),
+            allowed(r#"  browser.browser_press_key {"key":"PageDown"}"#),
+            lines(&[
+                "limit_reached max_steps -> finalize_limit",
+                "finalize_limit",
+                r#"run_finished finished "limit" after 15 steps, 680 tokens: "Stopped at the step limit after 2 browser actions (15 steps). Last step: scroll a3 (down): ok""#,
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+    let end = s.state("session-10");
+    assert_eq!(end["outcome"], json!("limit"));
+    assert_eq!(end["step"], json!(15));
+
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-11",
+            "--input",
+            &json!({ "user_message": request, "max_tool_steps": 1 }).to_string(),
+        ])
+        .code(0);
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            start("session-11", 0),
+            lines(&["  (skipped)", "  -> maybe_observe"]),
+            observe(true),
+            plan(1),
+            lines(&[
+                "validate_action",
+                "  -> policy_gate [default]",
+                "policy_gate",
+                "  -> execute_action [allow]",
+                "execute_action",
+                &format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#),
+                "  -> maybe_stop_or_continue",
+                "maybe_stop_or_continue",
+                "  -> finalize_limit [limit]",
+                "finalize_limit",
+                &format!(
+                    r#"run_finished finished "limit" after 9 steps, 340 tokens: "Stopped at the step limit after 1 browser action (9 steps). Last step: navigate a1 ({url}): ok""#
+                ),
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+    s.finish();
+}
+
+/// Proves: the policy gate's deny ends the run in finalize_denied before anything runs
+/// in the browser.
+#[test]
+fn a_navigation_the_policy_denies_ends_in_finalize_denied() {
+    let (app, _shop) = shop();
+    let mut s = Scenario::new("browser_agent", "denied", app.port());
+    let graph = s.graph();
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-12",
+            "--input",
+            &input("Show me the file file:///etc/hostname"),
+        ])
+        .code(0);
+    let response = "I did not navigate file:///etc/hostname: only http(s) pages may be opened, not file:///etc/hostname.";
+    assert_lines(
+        &trace(&out.events()),
+        &concat(vec![
+            start("session-12", 0),
+            lines(&["  (skipped)", "  -> maybe_observe"]),
+            observe(true),
+            plan(1),
+            lines(&[
+                "validate_action",
+                "  -> policy_gate [default]",
+                "policy_gate",
+                "  -> finalize_denied [deny]",
+                "finalize_denied",
+                &format!(
+                    r#"run_finished finished "denied" after 7 steps, 340 tokens: "{response}""#
+                ),
+                "server_stopped browser",
+            ]),
+        ]),
+    );
+    let state = s.state("session-12")["state"].clone();
+    assert_eq!(
+        state["policy"],
+        json!({ "decision": "deny", "reason": "only http(s) pages may be opened, not file:///etc/hostname", "rule": "web_only" })
+    );
+    assert_eq!(state["final_response"], json!(response));
+    assert_eq!(state["tool_steps"], json!(0));
+    assert_eq!(state["page_url"], json!("about:blank"));
+    assert!(app.requests().is_empty());
+    s.finish();
+}
