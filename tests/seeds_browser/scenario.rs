@@ -3,7 +3,7 @@
 //! OpenAI-compatible server answering from the scenario's brain. See the module docs
 //! of `seeds_browser` for the files and how to regenerate them.
 
-use crate::llm::server::{Server, completion};
+use crate::llm::server::{Server, completion, failure};
 use crate::util::root;
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
@@ -94,6 +94,11 @@ impl Recorder {
                 script.push(completion(&content, a.tokens.0, a.tokens.1));
                 nodes.push(a.node.clone());
             }
+        }
+        // Past the brain, a 400 (never retried): the node takes its fallback at once, the
+        // run ends soon, and `check` shows the prompt that found no answer.
+        for _ in 0..200 {
+            script.push(failure(400, "the brain has no more answers", &[]));
         }
         // The scripted server runs on a current-thread runtime that a thread of its own
         // drives until the scenario ends.
@@ -272,6 +277,11 @@ impl Scenario {
         text.replace(PORT_PLACEHOLDER, &format!("127.0.0.1:{}", self.port))
     }
 
+    /// The text with the web app's port replaced by the placeholder (for snapshots).
+    pub(crate) fn portless(&self, text: &str) -> String {
+        text.replace(&format!("127.0.0.1:{}", self.port), PORT_PLACEHOLDER)
+    }
+
     /// `switchyard run` or `resume` with its LLM answers: `--record` when regenerating,
     /// else `--replay` of the scenario's next recording. `--json` and the store are added.
     pub(crate) fn llm(&mut self, args: &[&str]) -> Ran {
@@ -365,10 +375,18 @@ impl Scenario {
                 let _ = child.kill();
                 let _ = child.wait();
                 kill_marked(&self.mark);
+                let events: Vec<Json> = out
+                    .join()
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                let trace = trace(&events);
                 panic!(
-                    "`switchyard {}` took longer than {PROCESS_TIMEOUT:?}; killed it\n--- stderr\n{}",
+                    "`switchyard {}` took longer than {PROCESS_TIMEOUT:?}; killed it\n--- stderr\n{}\n--- the last events\n{}",
                     args.join(" "),
-                    err.join().unwrap_or_default()
+                    err.join().unwrap_or_default(),
+                    trace[trace.len().saturating_sub(60)..].join("\n")
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -471,8 +489,28 @@ fn assert_no_leftovers(mark: &str, args: &[String]) {
     }
 }
 
+/// `sha256:` and 64 hex digits (a screenshot's reference; the image's bytes may differ
+/// from machine to machine) become `sha256:<hex>`.
+pub(crate) fn scrub_hashes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("sha256:") {
+        let (head, tail) = rest.split_at(i + "sha256:".len());
+        out.push_str(head);
+        let hex = tail.bytes().take_while(u8::is_ascii_hexdigit).count();
+        if hex == 64 {
+            out.push_str("<hex>");
+            rest = &tail[64..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Events as short lines, in order, without what changes from run to run (durations,
-/// pids, the servers' stderr): `node`, `  browser.browser_click {...}`,
+/// pids, the servers' stderr, screenshot hashes): `node`, `  browser.browser_click {...}`,
 /// `  llm plan_action #1 300+40`, `  -> next [case]`, ...
 pub(crate) fn trace(events: &[Json]) -> Vec<String> {
     let s = |v: &Json| v.as_str().unwrap_or("").to_string();
@@ -501,7 +539,7 @@ pub(crate) fn trace(events: &[Json]) -> Vec<String> {
                     "  {}.{} {}{}",
                     s(&e["server"]),
                     s(&e["tool"]),
-                    e["arguments"],
+                    scrub_hashes(&e["arguments"].to_string()),
                     if e["is_error"] == json!(true) {
                         " (error)"
                     } else {
