@@ -287,3 +287,221 @@ fn an_exploration_maps_the_app_and_stops_when_no_restart_is_left() {
     );
     s.finish();
 }
+
+/// The fields of a state that say how a run ended.
+fn ending(state: &Json) -> Json {
+    json!({
+        "routing": state["routing"],
+        "exhausted_budgets": state["exhausted_budgets"],
+        "stop_reason": state["stop_reason"],
+        "summary": state["summary"],
+    })
+}
+
+/// Proves: the budgets override the model's routing. Four runs on one store, each asked
+/// to continue by the model after the first loop (or stopped before it asks): the
+/// action budget, the token budget (less left than a loop needs) and the time budget
+/// turn the decision into budget_exhausted; the hard [graph] step limit (`--max-steps`)
+/// goes to budget_stop through `on_limit`. The later runs also answer from the LLM
+/// cache the earlier ones filled (it lives in the SQLite store).
+#[test]
+fn budgets_override_the_models_decision_to_continue() {
+    let app = notes_app();
+    let mut s = Scenario::new("screen_explorer", "budgets", app.port());
+    let graph = s.graph();
+    let runs = [
+        ("steps", json!({ "max_steps": 1 }), None),
+        (
+            "tokens",
+            json!({ "max_tokens": 1000, "tokens_per_loop": 800 }),
+            None,
+        ),
+        (
+            "time",
+            json!({ "max_time_ms": 1000, "time_per_loop_ms": 500 }),
+            None,
+        ),
+        ("hard", json!({}), Some("9")),
+    ];
+    let mut traces = Vec::new();
+    for (thread, changes, max_steps) in runs {
+        let mut changes = changes;
+        if changes.get("max_steps").is_none() {
+            changes["max_steps"] = json!(10);
+        }
+        let inp = input(&app, budgets(changes));
+        let mut args = vec!["run", &graph, "--thread", thread, "--input", &inp];
+        if let Some(n) = max_steps {
+            args.extend(["--max-steps", n]);
+        }
+        let out = s.llm(&args).code(0);
+        check_telemetry(&out);
+        traces.push(s.portless(&trace(&out.events()).join("\n")));
+    }
+    insta::assert_snapshot!("budgets_traces", traces.join("\n\n"));
+
+    let found = |screens: u32, transitions: u32, tokens: u32| {
+        format!(
+            "Found {screens} screens and {transitions} transitions in 1 actions (restarts: 0, errors: 0, last policy: breadth); {tokens} LLM tokens."
+        )
+    };
+    let overridden = |budget: &str, reason: &str| {
+        format!("budget exhausted ({budget}) instead of: continue, {reason}")
+    };
+    for (thread, budget, reason, screens, tokens) in [
+        (
+            "steps",
+            "actions",
+            "New screens keep turning up.",
+            (2, 1),
+            1360,
+        ),
+        ("tokens", "tokens", "There is more to explore.", (0, 0), 680),
+        (
+            "time",
+            "time",
+            "Settings and About are unexplored.",
+            (0, 0),
+            340,
+        ),
+    ] {
+        let end = s.state(thread);
+        assert_eq!(end["outcome"], json!("budget_exhausted"), "{thread}");
+        let why = overridden(budget, reason);
+        assert_eq!(
+            ending(&end["state"]),
+            json!({
+                "routing": { "decision": "budget_exhausted", "reason": why },
+                "exhausted_budgets": [budget],
+                "stop_reason": why,
+                "summary": format!(
+                    "Budget exhausted: {}. {}",
+                    why.trim_end_matches('.'),
+                    found(screens.0, screens.1, tokens)
+                ),
+            }),
+            "{thread}"
+        );
+    }
+    // The steps run found both screens; the later runs found them in the knowledge graph
+    // already, so nothing was new to them.
+    assert_eq!(
+        s.state("steps")["state"]["screens"],
+        json!([screen(HOME), screen(NOTES)])
+    );
+    let hard = s.state("hard");
+    assert_eq!(hard["outcome"], json!("budget_exhausted"));
+    assert_eq!(
+        hard["state"]["summary"],
+        json!(format!(
+            "Budget exhausted: a hard run limit was reached (10 steps). {}",
+            found(0, 0, 0)
+        ))
+    );
+    assert_eq!(hard["state"]["routing"], json!(null));
+    s.finish();
+}
+
+/// Proves: every LLM decision node has a deterministic fallback. One run where the
+/// model answers nothing valid (each invalid reply is fed back once, then the fallback
+/// is taken; detect_progress answers once so that the stall triggers should_continue's
+/// switch_policy), and one where the model cannot be reached at all (connection
+/// refused, retried, then the fallback): the exploration goes on through the fallbacks
+/// and ends on its budget.
+#[test]
+fn when_the_model_fails_every_decision_takes_its_fallback() {
+    let app = notes_app();
+    let mut s = Scenario::new("screen_explorer", "fallbacks", app.port());
+    let graph = s.graph();
+    let out = s
+        .llm(&[
+            "run",
+            &graph,
+            "--thread",
+            "garbage",
+            "--input",
+            &input(&app, budgets(json!({ "max_steps": 2, "stall_limit": 1 }))),
+        ])
+        .code(0);
+    check_telemetry(&out);
+    let garbage = s.portless(&trace(&out.events()).join("\n"));
+    let state = s.state("garbage")["state"].clone();
+    let fallback_choice = |candidate: &str| json!({ "candidate": candidate, "postcondition": "the screen changes", "reason": "fallback: the first candidate not yet tried on this screen", "plan": [], "confidence": 0.0 });
+    assert_eq!(
+        state["chosen_action"],
+        fallback_choice(r#"link "Groceries" [ref=f1e5]"#)
+    );
+    assert_eq!(
+        state["tried"],
+        json!({ screen(HOME): [r#"link "Notes""#], screen(NOTES): [r#"link "Groceries""#] })
+    );
+    assert_eq!(
+        state["verification"],
+        json!({ "outcome": "success", "postcondition_met": true, "reason": "fallback: heuristic delta check of the screen signatures" })
+    );
+    assert_eq!(
+        state["progress"],
+        json!({ "label": "progressing", "reason": "fallback: heuristic from what persist added and whether the screen changed" })
+    );
+    assert_eq!(
+        state["policy_switch"],
+        json!({ "policy": "depth", "reason": "fallback: rotation after breadth" })
+    );
+    let why = "budget exhausted (actions) instead of: stop, fallback: the action budget is spent";
+    assert_eq!(
+        ending(&state),
+        json!({
+            "routing": { "decision": "budget_exhausted", "reason": why },
+            "exhausted_budgets": ["actions"],
+            "stop_reason": why,
+            "summary": format!("Budget exhausted: {why}. Found 3 screens and 2 transitions in 2 actions (restarts: 0, errors: 0, last policy: depth); 5780 LLM tokens."),
+        })
+    );
+    // The first loop's should_continue: the stall (no_progress 1 of stall_limit 1) made
+    // its fallback switch the policy. Its invalid reply went back to the model first.
+    let recording = std::fs::read_to_string(
+        crate::util::root().join("tests/fixtures/seeds/screen_explorer/fallbacks.1.llm.jsonl"),
+    )
+    .unwrap();
+    let second: Json = recording
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap())
+        .filter(|e| e["node"] == json!("should_continue"))
+        .nth(1)
+        .unwrap();
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[messages.len() - 2..],
+        [
+            json!({ "role": "assistant", "content": "continue" }),
+            json!({ "role": "user", "content": "That reply is not valid: the reply is not JSON: expected value at line 1 column 1. Reply again, with the problem fixed." })
+        ]
+    );
+
+    // The model cannot be reached: no reply, no recording, the same fallbacks.
+    let store = s.store();
+    let inp = input(&app, budgets(json!({ "max_steps": 1 })));
+    let out = s
+        .cli(&[
+            "run", &graph, "--thread", "down", "--json", "--store", &store, "--input", &inp,
+        ])
+        .code(0);
+    check_telemetry(&out);
+    let down = s.portless(&trace(&out.events()).join("\n"));
+    insta::assert_snapshot!("fallbacks_traces", format!("{garbage}\n\n{down}"));
+    let state = s.state("down")["state"].clone();
+    assert_eq!(
+        state["chosen_action"],
+        fallback_choice(r#"link "Notes" [ref=e4]"#)
+    );
+    assert_eq!(
+        state["verification"]["reason"],
+        json!("fallback: heuristic delta check of the screen signatures")
+    );
+    assert_eq!(
+        state["progress"],
+        json!({ "label": "plateau", "reason": "fallback: heuristic from what persist added and whether the screen changed" })
+    );
+    assert_eq!(state["routing"]["reason"], json!(why));
+    s.finish();
+}
