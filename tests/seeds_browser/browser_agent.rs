@@ -977,3 +977,47 @@ fn a_navigation_the_policy_denies_ends_in_finalize_denied() {
     assert!(app.requests().is_empty());
     s.finish();
 }
+
+/// A replay whose recorded prompt differs from what the graph now sends fails the run,
+/// naming the node and the message that differs (then regenerate the recordings, see
+/// the module docs).
+#[test]
+fn a_replay_of_a_changed_prompt_fails_naming_the_node() {
+    let (app, _shop) = shop();
+    let s = Scenario::new("browser_agent", "denied", app.port());
+    let recording = std::fs::read_to_string(
+        crate::util::root().join("tests/fixtures/seeds/browser_agent/denied.1.llm.jsonl"),
+    )
+    .unwrap();
+    let stale = s.app(&recording).replace(
+        "Show me the file file:///etc/hostname",
+        "Show me the file file:///etc/hosts",
+    );
+    let replay = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(replay.path(), stale).unwrap();
+    let graph = s.graph();
+    let store = s.store();
+    let replay = replay.path().display().to_string();
+    let out = s
+        .cli(&[
+            "run",
+            &graph,
+            "--thread",
+            "session-13",
+            "--store",
+            &store,
+            "--replay",
+            &replay,
+            "--input",
+            &input("Show me the file file:///etc/hostname"),
+        ])
+        .code(1);
+    assert!(
+        out.stderr.ends_with(
+            "error: node `plan_action` failed: replay: request 1 of node `plan_action` does not match the recording: message 2 differs: the request has `{\"role\":\"user\",\"content\":\"Show me the file file:///etc/hostname\"}`, the recording `{\"role\":\"user\",\"content\":\"Show me the file file:///etc/hosts\"}`\n"
+        ),
+        "{:?}",
+        &out.stderr[out.stderr.len().saturating_sub(400)..]
+    );
+    assert_eq!(s.state("session-13")["status"], json!("failed"));
+}

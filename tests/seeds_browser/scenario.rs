@@ -312,7 +312,7 @@ impl Scenario {
                 std::fs::write(&replay, self.app(&text)).expect("write the replay");
                 args.extend(["--replay".into(), replay.display().to_string()]);
                 // Nothing may reach a model during a replay.
-                "http://127.0.0.1:9/v1".to_string()
+                no_model()
             }
         };
         let ran = self.spawn(&args, &llm_url);
@@ -322,10 +322,11 @@ impl Scenario {
         ran
     }
 
-    /// Any other `switchyard` command (nothing is added to `args`).
+    /// Any other `switchyard` command (nothing is added to `args`). A model it asks for
+    /// refuses the connection.
     pub(crate) fn cli(&self, args: &[&str]) -> Ran {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        self.spawn(&args, "http://127.0.0.1:9/v1")
+        self.spawn(&args, &no_model())
     }
 
     /// `switchyard state` of a thread, as JSON.
@@ -430,6 +431,15 @@ impl Drop for Scenario {
     fn drop(&mut self) {
         kill_marked(&self.mark);
     }
+}
+
+/// An endpoint where no model listens: a port just freed, so connections are refused.
+fn no_model() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    format!("http://127.0.0.1:{port}/v1")
 }
 
 /// `tests/fixtures/seeds/<seed>/<name>.<suffix>`
