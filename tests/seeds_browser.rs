@@ -33,7 +33,11 @@
 //! JSON reply or a raw text, the usage it reports, and how often in a row). The test then
 //! checks every answer went to the node it names and was used, and writes the
 //! recordings. A brain is the scenario's model: it refers to page elements by the refs
-//! @playwright/mcp gives them, which are the same for the same page.
+//! @playwright/mcp gives them, which are the same for the same page, and writes the web
+//! app's address as `127.0.0.1:APP_PORT`. When the brain runs out, the server answers
+//! 400 (the node falls back at once) and the test fails showing the prompt that found no
+//! answer: write the next answer from it. `SWITCHYARD_SEEDS_KEEP=1` keeps a scenario's
+//! temporary directory (store, blobs, recordings, knowledge graph) to look at.
 //!
 //! Every process a scenario starts (the servers, the browser) carries a mark in its
 //! environment; after each `switchyard` exits the tests check none is left, and kill
