@@ -87,6 +87,8 @@ fn browser_agent_keeps_every_seed_node() {
             "maybe_stop_or_continue",
             "plan_action",
             "policy_gate",
+            "reopen_before_execute",
+            "reopen_page",
             "validate_action",
         ]
     );

@@ -11,5 +11,6 @@ mod mcp;
 mod no_panic;
 mod render;
 mod run;
+mod seeds_browser;
 mod seeds_tools;
 mod util;
