@@ -882,10 +882,13 @@ impl Runner {
         // Try the answer on a copy first: an answer the output field, `set` or the route
         // cannot take is refused like one that does not fit the schema, and the thread
         // stays paused for another answer instead of failing.
-        let mut trial = live.clone();
-        let tried = self
-            .apply(&mut trial, node, payload.clone(), writes.clone())
-            .and_then(|_| self.route(&trial, node).map(|_| ()));
+        let tried = {
+            let mut trial = live.clone();
+            self.apply(&mut trial, node, payload.clone(), writes.clone())
+                .and_then(|_| self.route(&trial, node).map(|_| ()))
+            // The copy goes here: held longer, it would make the run's next writes to
+            // the fields it shares copy them.
+        };
         if let Err(message) = tried {
             return Err(RunError::AnswerRefused {
                 node: node.name.to_string(),
@@ -995,9 +998,6 @@ impl Runner {
                 tokens,
             } => {
                 live.tokens = live.tokens.saturating_add(tokens);
-                // A refused write leaves the state as it was before the node. The copy
-                // is cheap: fields are shared until written.
-                let before = live.state.clone();
                 match self.apply(live, node, result, writes) {
                     Ok(applied) => {
                         let next = match (&finish, route) {
@@ -1014,7 +1014,12 @@ impl Runner {
                         self.commit(live, node, applied, next, finish, start, false)
                     }
                     Err(message) => {
-                        live.state = before;
+                        // A refused write leaves the state as it was before the node:
+                        // rebuilt from the checkpoints, which only this failure pays
+                        // for. (Keeping a copy instead would make every append copy
+                        // its list, since the copy would share it.)
+                        let records = self.store.load(&live.thread)?;
+                        live.state = self.replay(&live.thread, &records)?.0.state;
                         self.fail(live, node, message)
                     }
                 }
