@@ -24,6 +24,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod graph;
 pub mod jinja;
+mod json_schema;
 pub mod llm;
 pub mod load;
 pub mod mcp;

@@ -2,6 +2,7 @@
 //! reply against it.
 
 use super::{LlmReply, ToolChoice, ToolSpec};
+use crate::json_schema::check;
 use crate::run::ToolInfo;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
@@ -190,26 +191,6 @@ impl Offer {
             .map(|t| format!("`{}`", t.spec.name))
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// Every schema error of `value`, each with where it is.
-fn check(validator: &jsonschema::Validator, value: &Json) -> Result<(), String> {
-    let errors: Vec<String> = validator
-        .iter_errors(value)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at `{at}`: {e}")
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
     }
 }
 

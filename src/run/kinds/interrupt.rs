@@ -21,25 +21,10 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &InterruptBody) -> Step {
     Step::Pause { payload }
 }
 
-/// Checks a resume payload against the interrupt's schema; the errors, one per line.
+/// Checks a resume payload against the interrupt's schema.
 pub(crate) fn check_payload(body: &InterruptBody, payload: &Json) -> Result<(), String> {
     let Some(schema) = &body.resume_schema else {
         return Ok(());
     };
-    let errors: Vec<String> = schema
-        .iter_errors(payload)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} (at `{at}`)")
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
+    crate::json_schema::check(schema, payload)
 }
