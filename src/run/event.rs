@@ -51,6 +51,12 @@ pub enum Event {
         latency_ms: u64,
         attempt: u32,
     },
+    /// Every try of an LLM node failed and its `fallback` gave the output.
+    LlmFallback {
+        node: Arc<str>,
+        /// Why the last try failed.
+        reason: String,
+    },
     ToolCall {
         node: Arc<str>,
         server: String,
@@ -179,6 +185,9 @@ impl Event {
                 "      {node}: called {tool} in {duration_ms} ms (attempt {attempt}){}",
                 if *is_error { ", error" } else { "" }
             ),
+            Event::LlmFallback { node, reason } => {
+                format!("      {node}: took its fallback ({reason})")
+            }
             Event::TextDelta { text, .. } => text.clone(),
             Event::ServerStarted {
                 server,

@@ -573,6 +573,8 @@ pub(crate) fn trace(events: &[Json]) -> Vec<String> {
                 }
                 "server_stopped" => format!("server_stopped {}", s(&e["server"])),
                 "server_died" => format!("  server_died {}", s(&e["server"])),
+                // The reason names the model's address, which changes from run to run.
+                "llm_fallback" => format!("  fallback {}", s(&e["node"])),
                 "node_failed" => format!(
                     "  failed{}: {}",
                     if e["handled"] == json!(true) {

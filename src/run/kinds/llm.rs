@@ -96,6 +96,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                         | LlmError::Protocol(_)
                 );
                 if model_failure && body.fallback.is_some() {
+                    last_error = message;
                     break;
                 }
                 return Step::Fail { message, tokens };
@@ -137,6 +138,11 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         }
     }
     if let Some(fallback) = body.fallback {
+        // Seed 001's telemetry: a decision taken by the fallback is visible as such.
+        cx.emit(|| Event::LlmFallback {
+            node: cx.node.name.clone(),
+            reason: last_error.clone(),
+        });
         let result = last_text.map_or(Json::Null, Json::String);
         return match cx.eval_with(fallback, Some(from_json(result))) {
             Ok(v) => Step::Done {
