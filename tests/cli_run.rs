@@ -392,8 +392,20 @@ fn a_run_killed_mid_way_resumes_from_sqlite_to_the_same_end() {
     let db = dir.path().join("checkpoints.db");
     let store = store_flag(dir.path());
     let mut child = start_count(&db, "k", 300);
+    // While it runs, nobody else may drive the thread: the node would run twice.
+    let out = switchyard(&["resume", "--thread", "k", "--store", &store])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: thread `k` is being run by process {}; wait for it to pause or finish, or stop it (Ctrl-C) first\n",
+            child.id()
+        )
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    // Its claim died with it: the resume below takes it over.
     let state = json_of(
         &switchyard(&["state", "--thread", "k", "--store", &store])
             .run()

@@ -293,8 +293,12 @@ impl Runner {
     /// their reducers (onto the thread's state when it has one), then the entry runs.
     /// When the run ends or pauses, its MCP servers are shut down.
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
+        self.store.claim(thread)?;
         let outcome = self.start_run(thread, input).await;
         self.tools.shutdown().await;
+        // A claim that could not be removed dies with this process: the next one takes
+        // it over. The run's own outcome matters more.
+        let _ = self.store.release(thread);
         outcome
     }
 
@@ -366,8 +370,12 @@ impl Runner {
         payload: Option<Json>,
         force: bool,
     ) -> Result<Outcome, RunError> {
+        self.store.claim(thread)?;
         let outcome = self.resume_run(thread, payload, force).await;
         self.tools.shutdown().await;
+        // A claim that could not be removed dies with this process: the next one takes
+        // it over. The run's own outcome matters more.
+        let _ = self.store.release(thread);
         outcome
     }
 

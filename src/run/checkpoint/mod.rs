@@ -127,6 +127,10 @@ pub enum StoreError {
         "thread `{thread}` is being run by another process (its checkpoint {seq} was just written); wait for it, or stop it first"
     )]
     Conflict { thread: String, seq: u64 },
+    #[error(
+        "thread `{thread}` is being run by process {pid}; wait for it to pause or finish, or stop it (Ctrl-C) first"
+    )]
+    Claimed { thread: String, pid: u32 },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },
 }
@@ -151,6 +155,19 @@ pub trait Checkpointer: Send + Sync {
     /// Caches `value` under `key` until `expires_ms`, replacing what was there.
     fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
         let _ = (key, value, expires_ms);
+        Ok(())
+    }
+    /// Marks `thread` as driven by this process until [`Checkpointer::release`], and
+    /// refuses while another live process drives it, so that a node is never run by two
+    /// processes at once (a tool called twice). A store only one process can open needs
+    /// no claims.
+    fn claim(&self, thread: &str) -> Result<(), StoreError> {
+        let _ = thread;
+        Ok(())
+    }
+    /// Ends this process's claim on `thread`.
+    fn release(&self, thread: &str) -> Result<(), StoreError> {
+        let _ = thread;
         Ok(())
     }
 }

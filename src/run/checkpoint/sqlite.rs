@@ -35,6 +35,11 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     error       TEXT,
     PRIMARY KEY (thread, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS claims (
+    thread      TEXT    NOT NULL PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    at_ms       INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llm_cache (
     key         TEXT    NOT NULL PRIMARY KEY,
     value       TEXT    NOT NULL,
@@ -246,4 +251,50 @@ impl Checkpointer for SqliteStore {
         )?;
         Ok(())
     }
+
+    fn claim(&self, thread: &str) -> Result<(), StoreError> {
+        let me = std::process::id();
+        let mut conn = self.conn();
+        // IMMEDIATE: the check and the claim happen under one write lock.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let holder: Option<i64> = tx
+            .query_row("SELECT pid FROM claims WHERE thread = ?1", [thread], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if let Some(pid) = holder.and_then(|p| u32::try_from(p).ok())
+            && pid != me
+            && process_alive(pid)
+        {
+            return Err(StoreError::Claimed {
+                thread: thread.to_string(),
+                pid,
+            });
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| int(d.as_millis() as u64));
+        tx.execute(
+            "INSERT OR REPLACE INTO claims (thread, pid, at_ms) VALUES (?1, ?2, ?3)",
+            params![thread, i64::from(me), now],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn release(&self, thread: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "DELETE FROM claims WHERE thread = ?1 AND pid = ?2",
+            params![thread, i64::from(std::process::id())],
+        )?;
+        Ok(())
+    }
+}
+
+/// Whether a process that claimed a thread still runs. A claim left by a process that
+/// was killed (SIGKILL, power loss) is taken over. Where processes cannot be looked up,
+/// claims are taken over too: the store's constraint on checkpoint numbers still stops
+/// the second of two writers.
+fn process_alive(pid: u32) -> bool {
+    cfg!(target_os = "linux") && std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
