@@ -184,7 +184,7 @@ fn a_pause_exits_four_and_resume_state_history_continue_it() {
     );
     assert!(
         out.stderr.ends_with(&format!(
-            "paused at `prepare`; resume with:\n  switchyard resume {file} --thread p --payload '<JSON>' --store {store}\n"
+            "paused at `prepare`; resume with:\n  switchyard resume {file} --thread p --store {store}\n"
         )),
         "{}",
         out.stderr

@@ -952,12 +952,23 @@ async fn the_api_key_never_shows() {
         Answer::EchoHeaders(500),
         Answer::EchoHeaders(503),
         Answer::EchoHeaders(500),
+        // Plain text that quotes the key across the point where errors are cut short.
+        Answer::Body {
+            status: 400,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: format!("{}Bearer {KEY}", "A".repeat(283)),
+        },
     ])
     .await;
     let client: Arc<dyn LlmClient> =
         Arc::new(RecordingClient::create(&file, openai(&server)).unwrap());
     let mut seen_text = String::new();
-    for (thread, expect) in [("ok", "done"), ("denied", "failed"), ("broken", "failed")] {
+    for (thread, expect) in [
+        ("ok", "done"),
+        ("denied", "failed"),
+        ("broken", "failed"),
+        ("cut", "failed"),
+    ] {
         let runner =
             Runner::new(graph("plan"), Arc::new(MemoryStore::new())).with_llm(client.clone());
         let ran = run_on(runner, thread, json!({ "goal": "g" })).await;
@@ -974,13 +985,17 @@ async fn the_api_key_never_shows() {
     ));
     // The key went to the server, and the server echoed it back...
     let seen = server.seen();
-    assert_eq!(seen.len(), 5);
+    assert_eq!(seen.len(), 6);
     for s in &seen {
         assert_eq!(s.header("authorization"), Some(&*format!("Bearer {KEY}")));
     }
     // ...and it is nowhere in what the runs left, where the echo shows redacted.
     assert!(!seen_text.contains(KEY), "the key leaked:\n{seen_text}");
     assert!(!seen_text.contains("9f3c1e77"), "part of the key leaked");
+    assert!(
+        !seen_text.contains("Bearer sk-"),
+        "the start of the key leaked"
+    );
     assert!(
         seen_text.contains("the server answered 401: rejected request with headers")
             && seen_text.contains("authorization: Bearer [redacted]"),

@@ -589,6 +589,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
             command: command.into(),
             args: args.iter().map(|a| a.to_string()).collect(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             cwd: root(),
         },
     }
@@ -949,4 +950,55 @@ async fn a_server_that_dies_more_often_than_allowed_is_not_started_again() {
     assert_eq!(server.len(), 2, "{server:?}");
     assert_eq!(server[0], started("everything", 0));
     assert!(matches!(&server[1], Event::ServerDied { .. }), "{server:?}");
+}
+
+#[test]
+fn stdio_servers_do_not_get_the_model_key() {
+    need_npm_packages();
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/mcp/env_key.toml",
+        "--store",
+        "memory",
+    ])
+    .env("OPENAI_API_KEY", "sk-never-to-a-server")
+    .env("SWITCHYARD_MARK", "inherited")
+    .run()
+    .code(0);
+    // The server saw the rest of the environment, not the key.
+    assert_eq!(out.stdout, "key=no mark=inherited\n");
+    assert!(!out.stderr.contains("sk-never"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn an_http_servers_url_shows_as_written_in_errors() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("secreturl")));
+    // A token in the query, from the environment (HOME stands in for a secret here).
+    let server = Server {
+        name: "nowhere".into(),
+        transport: ServerTransport::Http {
+            url: format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
+        },
+    };
+    let e = client
+        .list_tools(&server)
+        .await
+        .expect_err("nothing listens");
+    let home = std::env::var("HOME").expect("HOME is set");
+    assert!(
+        e.message.starts_with(&format!(
+            "cannot reach server `nowhere` at `http://127.0.0.1:{port}/mcp?token=${{HOME}}`: "
+        )),
+        "{}",
+        e.message
+    );
+    assert!(
+        !e.message.contains(&format!("token={home}")),
+        "{}",
+        e.message
+    );
 }

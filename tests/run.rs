@@ -5,6 +5,7 @@ use crate::doubles::{ScriptedLlm, ScriptedTools, ok};
 use crate::util::root;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
+use std::time::Duration;
 use switchyard::run::{
     Checkpointer, Event, MemoryStore, Outcome, RunError, Runner, SqliteStore, Status, ToolReply,
 };
@@ -794,5 +795,102 @@ async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
     assert_eq!(
         err.to_string(),
         "thread `t` is being run by another process (its checkpoint 0 was just written); wait for it, or stop it first"
+    );
+}
+
+#[tokio::test]
+async fn a_new_run_on_a_thread_does_not_inherit_the_last_runs_limit() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph("count"), store.clone()).with_max_steps(Some(3));
+    let out = r.start("t", json!({ "goal": 30 })).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "limit".into(),
+            response: None,
+            steps: 3
+        }
+    );
+    let r = Runner::new(graph("count"), store);
+    assert_eq!(
+        r.start("t", json!({ "goal": 5 })).await.unwrap(),
+        finished("done", "n=5 total=15 checks=4 evens=1", 8)
+    );
+}
+
+#[tokio::test]
+async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("count.toml");
+    let db = dir.path().join("c.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    Runner::new(load(), open())
+        .start("t", json!({ "goal": 4 }))
+        .await
+        .unwrap();
+    // `evens` was a list the run appended numbers to; now it merges objects, which a
+    // recorded number is not: replay keeps the value the write left.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "[state.evens]\ntype = \"list<int>\"\nreducer = \"append\"",
+            "[state.evens]\ntype = \"json\"\nreducer = \"merge\"",
+        )
+        .replace("evens={{ evens | length }}", "evens={{ evens }}"),
+    )
+    .unwrap();
+    let (state, _) = Runner::new(load(), open()).state("t", None).unwrap();
+    assert_eq!(
+        state["evens"],
+        json!(4),
+        "the last recorded write, as it was"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_keeps_other_drivers_out_until_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let a = SqliteStore::open(&db).unwrap();
+    let b = SqliteStore::open(&db).unwrap();
+    let held = a.claim("t").unwrap();
+    let err = b.claim("t").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "thread `t` is being run by process {}; wait for it to pause or finish, or stop it (Ctrl-C) first",
+            std::process::id()
+        )
+    );
+    // Another thread is free.
+    drop(b.claim("u").unwrap());
+    drop(held);
+    drop(b.claim("t").unwrap());
+}
+
+#[tokio::test]
+async fn a_run_given_up_by_its_caller_lets_go_of_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let r = Runner::new(graph("count"), Arc::new(SqliteStore::open(&db).unwrap()));
+    // The caller stops waiting (a timeout, a dropped request): the future is dropped
+    // mid-run.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        r.start("t", json!({ "goal": 20000 })),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the run should still have been going");
+    let r = Runner::new(graph("count"), Arc::new(SqliteStore::open(&db).unwrap()));
+    let out = r.resume("t", None, false).await.unwrap();
+    assert_eq!(
+        out,
+        finished(
+            "done",
+            "n=20000 total=200010000 checks=20000 evens=10000",
+            50001
+        )
     );
 }

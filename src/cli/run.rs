@@ -156,6 +156,9 @@ struct Session {
     file: PathBuf,
     store: StoreArg,
     json: bool,
+    /// The flags a printed resume command repeats, so the run goes on as it started
+    /// (a replayed run is not resumed against the real endpoint).
+    carried: Vec<String>,
 }
 
 impl Session {
@@ -181,12 +184,29 @@ impl Session {
             tools = tools.with_events(tx);
         }
         let runner = runner.with_tools(Arc::new(tools));
+        let mut carried = Vec::new();
+        if let Some(n) = common.max_steps {
+            carried.push(format!("--max-steps {n}"));
+        }
+        if common.llm.stream {
+            carried.push("--stream".into());
+        }
+        if let Some(f) = &common.llm.replay {
+            carried.push(format!(
+                "--replay {}",
+                shell_quote(&f.display().to_string())
+            ));
+        }
+        if common.json {
+            carried.push("--json".into());
+        }
         Ok(Session {
             runner,
             events,
             file,
             store: common.store.clone(),
             json: common.json,
+            carried,
         })
     }
 
@@ -331,9 +351,17 @@ impl Session {
                 "paused at `{node}`; the memory store ends with this process, so the thread cannot be resumed (use --store sqlite:PATH)"
             );
         } else {
+            // A breakpoint takes no answer; an interrupt does.
+            let breakpoint = self
+                .runner
+                .history(thread)?
+                .pop()
+                .and_then(|r| r.pending)
+                .is_some_and(|p| p.breakpoint.is_some());
+            let payload = (!breakpoint).then_some("<JSON>");
             eprintln!(
                 "paused at `{node}`; resume with:\n  {}",
-                self.resume_command(thread, Some("<JSON>"))
+                self.resume_command(thread, payload)
             );
         }
         Ok(exit::PAUSED)
@@ -351,6 +379,10 @@ impl Session {
         if !matches!(&self.store, StoreArg::Sqlite(p) if *p == default_store_path()) {
             cmd.push(' ');
             cmd.push_str(&self.store.flag());
+        }
+        for flag in &self.carried {
+            cmd.push(' ');
+            cmd.push_str(flag);
         }
         cmd
     }

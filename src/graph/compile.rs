@@ -98,6 +98,11 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         });
     }
 
+    let api_key_env = spec
+        .llm
+        .api_key_env
+        .clone()
+        .unwrap_or_else(|| "OPENAI_API_KEY".into());
     let servers: Vec<Server> = spec
         .servers
         .iter()
@@ -113,6 +118,14 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                     command: command.get_ref().clone(),
                     args: args.clone(),
                     env: env.clone(),
+                    // Third-party servers get the process environment, but not the
+                    // key to the model: a tool that reports its environment would put
+                    // it into state, checkpoints and prompts.
+                    env_remove: [api_key_env.as_str()]
+                        .into_iter()
+                        .filter(|k| !env.iter().any(|(name, _)| name == k))
+                        .map(String::from)
+                        .collect(),
                     cwd: cwd
                         .as_ref()
                         .map_or_else(|| spec.root.clone(), |c| spec.resolve(c.get_ref())),
@@ -245,11 +258,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .base_url_env
             .clone()
             .unwrap_or_else(|| "OPENAI_BASE_URL".into()),
-        api_key_env: spec
-            .llm
-            .api_key_env
-            .clone()
-            .unwrap_or_else(|| "OPENAI_API_KEY".into()),
+        api_key_env,
         temperature: spec.llm.temperature,
         timeout: spec
             .llm

@@ -257,6 +257,9 @@ pub enum ServerTransport {
         command: String,
         args: Vec<String>,
         env: Vec<(String, String)>,
+        /// Variables of Switchyard's own environment the child does not get: the
+        /// LLM key (`[llm] api_key_env`), unless `env` hands it over on purpose.
+        env_remove: Vec<String>,
         cwd: PathBuf,
     },
     Http {

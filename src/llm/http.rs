@@ -24,8 +24,12 @@ pub(crate) struct HttpFailure {
 const BODY_LIMIT: usize = 8 * 1024;
 
 /// A tower service for `async_openai::Client::with_http_service`.
+///
+/// Without a key (`no_key`), no `Authorization` header is sent at all: async-openai
+/// would send `Bearer ` with nothing after it, which some proxies refuse.
 pub(crate) fn service(
     client: reqwest::Client,
+    no_key: bool,
 ) -> impl tower::Service<
     HttpRequestFactory,
     Response = reqwest::Response,
@@ -38,7 +42,10 @@ pub(crate) fn service(
     tower::service_fn(move |factory: HttpRequestFactory| {
         let client = client.clone();
         async move {
-            let request = factory.build().await?;
+            let mut request = factory.build().await?;
+            if no_key {
+                request.headers_mut().remove(reqwest::header::AUTHORIZATION);
+            }
             let mut response = client.execute(request).await?;
             let status = response.status();
             if status.is_success() {

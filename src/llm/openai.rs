@@ -53,8 +53,8 @@ impl OpenAiClient {
             .with_api_key(api_key)
             .with_org_id("")
             .with_project_id("");
-        let client =
-            async_openai::Client::with_config(config).with_http_service(http::service(http));
+        let client = async_openai::Client::with_config(config)
+            .with_http_service(http::service(http, api_key.is_empty()));
         Ok(OpenAiClient {
             client,
             base_url,
@@ -148,9 +148,11 @@ impl OpenAiClient {
         let r = |s: &str| self.redactor.apply(s);
         match e {
             OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
+                // The whole body is redacted before it is cut to an excerpt: a cut
+                // through an echoed key would leave its start unrecognised.
                 Ok(f) => LlmError::Status {
                     status: f.status,
-                    message: r(&failure_message(&f.body)),
+                    message: r(&failure_message(&r(&f.body))),
                     retry_after: f.retry_after,
                 },
                 Err(other) => LlmError::Connection(r(&other.to_string())),
@@ -165,7 +167,7 @@ impl OpenAiClient {
                 retry_after: None,
             },
             OpenAIError::JSONDeserialize(e, content) => {
-                LlmError::Protocol(r(&format!("{e} in `{}`", excerpt(&content))))
+                LlmError::Protocol(r(&format!("{e} in `{}`", excerpt(&r(&content)))))
             }
             OpenAIError::StreamError(e) => LlmError::Connection(r(&e.to_string())),
             OpenAIError::InvalidArgument(s) => LlmError::Request(r(&s)),

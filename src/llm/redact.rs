@@ -21,10 +21,21 @@ impl Redactor {
     }
 
     pub(crate) fn apply(&self, text: &str) -> String {
-        match &self.secret {
-            Some(s) if text.contains(&**s) => text.replace(&**s, REDACTED),
-            _ => text.to_string(),
+        let Some(secret) = &self.secret else {
+            return text.to_string();
+        };
+        let mut out = text.replace(&**secret, REDACTED);
+        // A text cut short (an error body read up to a limit) may end in the start of
+        // the secret: that start goes too.
+        let tail = (6..secret.len())
+            .rev()
+            .filter(|n| secret.is_char_boundary(*n))
+            .find(|n| out.ends_with(&secret[..*n]));
+        if let Some(n) = tail {
+            out.truncate(out.len() - n);
+            out.push_str(REDACTED);
         }
+        out
     }
 }
 
@@ -45,6 +56,14 @@ mod tests {
             r.apply("Bearer sk-123 and sk-123!"),
             "Bearer [redacted] and [redacted]!"
         );
+    }
+
+    #[test]
+    fn a_text_cut_inside_the_secret_loses_its_start_too() {
+        let r = Redactor::new("sk-SECRETKEY1234");
+        assert_eq!(r.apply("Bearer sk-SECRETK"), "Bearer [redacted]");
+        // Short common endings are not mistaken for a key.
+        assert_eq!(r.apply("task sk-"), "task sk-");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(crate) fn expand_server(
             command,
             args,
             env,
+            env_remove,
             cwd,
         } => ServerTransport::Stdio {
             command: expand(command, lookup).map_err(|m| fail("command", m))?,
@@ -31,6 +32,7 @@ pub(crate) fn expand_server(
                 .iter()
                 .map(|(k, v)| Ok((k.clone(), expand(v, lookup).map_err(|m| fail("env", m))?)))
                 .collect::<Result<_, McpError>>()?,
+            env_remove: env_remove.clone(),
             cwd: cwd.clone(),
         },
         ServerTransport::Http { url } => ServerTransport::Http {

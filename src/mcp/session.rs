@@ -69,6 +69,7 @@ impl Session {
         events: &EventSink,
         handshake_timeout: Duration,
     ) -> Result<Session, McpError> {
+        let written = server;
         let server = &super::env_vars::expand_server(server, &|k| std::env::var(k).ok())?;
         let name = server.name.clone();
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -77,6 +78,7 @@ impl Session {
                 command,
                 args,
                 env,
+                env_remove,
                 cwd,
             } => {
                 let program = resolve_command(command, root, env).ok_or_else(|| McpError::Spawn {
@@ -87,6 +89,9 @@ impl Session {
                     ),
                 })?;
                 let mut cmd = tokio::process::Command::new(&program);
+                for name in env_remove {
+                    cmd.env_remove(name);
+                }
                 cmd.args(args)
                     .envs(env.iter().map(|(k, v)| (k, v)))
                     .current_dir(cwd)
@@ -134,13 +139,17 @@ impl Session {
             }
             Ok(Err(e)) => {
                 let message = format!("{e}{}", tail_note(&stderr_tail));
-                return Err(match &server.transport {
-                    ServerTransport::Http { url } => McpError::Connect {
-                        server: name,
-                        url: url.clone(),
-                        message,
-                    },
-                    ServerTransport::Stdio { .. } => McpError::Handshake {
+                return Err(match (&server.transport, &written.transport) {
+                    // The URL as the file writes it: its `${...}` values (a token in the
+                    // query) stay out of errors, events and checkpoints.
+                    (ServerTransport::Http { url }, ServerTransport::Http { url: as_written }) => {
+                        McpError::Connect {
+                            server: name,
+                            url: as_written.clone(),
+                            message: message.replace(url.as_str(), as_written),
+                        }
+                    }
+                    _ => McpError::Handshake {
                         server: name,
                         message,
                     },

@@ -8,7 +8,7 @@ mod runner;
 pub(crate) mod scope;
 pub mod state;
 
-pub use checkpoint::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
+pub use checkpoint::{Checkpoint, Checkpointer, Claim, MemoryStore, SqliteStore, Status};
 pub use event::Event;
 pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
 pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};

@@ -293,12 +293,10 @@ impl Runner {
     /// their reducers (onto the thread's state when it has one), then the entry runs.
     /// When the run ends or pauses, its MCP servers are shut down.
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
-        self.store.claim(thread)?;
+        let claim = self.store.claim(thread)?;
         let outcome = self.start_run(thread, input).await;
         self.tools.shutdown().await;
-        // A claim that could not be removed dies with this process: the next one takes
-        // it over. The run's own outcome matters more.
-        let _ = self.store.release(thread);
+        drop(claim);
         outcome
     }
 
@@ -321,10 +319,15 @@ impl Runner {
             }
             live.run = last.run + 1;
         }
+        // A new run starts afresh: its own limits, no failure being handled, no
+        // breakpoint passed; only the state carries over.
         live.step = 0;
         live.tokens = 0;
         live.elapsed_before = Duration::ZERO;
         live.started = Instant::now();
+        live.limited = false;
+        live.error = Json::Null;
+        live.past_breakpoint = None;
         let mut writes = Vec::new();
         for (name, value) in fields {
             let id = self.graph.field_id(&name).ok_or_else(|| {
@@ -370,12 +373,10 @@ impl Runner {
         payload: Option<Json>,
         force: bool,
     ) -> Result<Outcome, RunError> {
-        self.store.claim(thread)?;
+        let claim = self.store.claim(thread)?;
         let outcome = self.resume_run(thread, payload, force).await;
         self.tools.shutdown().await;
-        // A claim that could not be removed dies with this process: the next one takes
-        // it over. The run's own outcome matters more.
-        let _ = self.store.release(thread);
+        drop(claim);
         outcome
     }
 

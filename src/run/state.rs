@@ -140,6 +140,14 @@ impl State {
                     other => *other = Json::Array(items),
                 });
             }
+            // A recorded write the field's reducer can no longer take (the reducer was
+            // edited since) is replayed as the value it left.
+            Reducer::Add if !checked && !value.is_number() => {
+                self.slot(field, |slot| *slot = Arc::new(value));
+            }
+            Reducer::Merge if !checked && !value.is_object() => {
+                self.slot(field, |slot| *slot = Arc::new(value));
+            }
             Reducer::Add => {
                 let Json::Number(n) = &value else {
                     return Err(fail(format!(

@@ -131,6 +131,12 @@ pub enum StoreError {
         "thread `{thread}` is being run by process {pid}; wait for it to pause or finish, or stop it (Ctrl-C) first"
     )]
     Claimed { thread: String, pid: u32 },
+    #[error("checkpoint store: cannot lock `{path}` to claim a thread")]
+    Lock {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },
 }
@@ -157,17 +163,40 @@ pub trait Checkpointer: Send + Sync {
         let _ = (key, value, expires_ms);
         Ok(())
     }
-    /// Marks `thread` as driven by this process until [`Checkpointer::release`], and
-    /// refuses while another live process drives it, so that a node is never run by two
+    /// Marks `thread` as driven by this caller until the returned [`Claim`] is dropped,
+    /// and refuses while another process drives it, so that a node is never run by two
     /// processes at once (a tool called twice). A store only one process can open needs
     /// no claims.
-    fn claim(&self, thread: &str) -> Result<(), StoreError> {
+    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
         let _ = thread;
-        Ok(())
+        Ok(Claim::none())
     }
-    /// Ends this process's claim on `thread`.
-    fn release(&self, thread: &str) -> Result<(), StoreError> {
-        let _ = thread;
-        Ok(())
+}
+
+/// A thread driven by this caller; dropping it (the run ended, paused, failed or was
+/// cancelled) lets others drive the thread.
+pub struct Claim {
+    _held: Option<Box<dyn Send + Sync>>,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self._held.is_some() {
+            "Claim(held)"
+        } else {
+            "Claim(none)"
+        })
+    }
+}
+
+impl Claim {
+    pub fn none() -> Self {
+        Claim { _held: None }
+    }
+
+    pub(crate) fn holding(what: impl Send + Sync + 'static) -> Self {
+        Claim {
+            _held: Some(Box::new(what)),
+        }
     }
 }

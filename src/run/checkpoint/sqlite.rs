@@ -1,7 +1,9 @@
-use super::{Checkpoint, Checkpointer, Pending, Status, StoreError, Write};
+use super::{Checkpoint, Checkpointer, Claim, Pending, Status, StoreError, Write};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
-use std::path::Path;
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Checkpoints in one SQLite file: WAL journal, `synchronous = NORMAL`. A record is
@@ -9,6 +11,8 @@ use std::sync::{Arc, Mutex};
 /// SIGKILL loses nothing); a power loss may lose the last few records.
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    /// Where the per-thread lock files of claims go: `<file>.locks/`.
+    locks: PathBuf,
 }
 
 /// Layout version, kept in SQLite's `user_version`.
@@ -34,11 +38,6 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     limited     INTEGER NOT NULL,
     error       TEXT,
     PRIMARY KEY (thread, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS claims (
-    thread      TEXT    NOT NULL PRIMARY KEY,
-    pid         INTEGER NOT NULL,
-    at_ms       INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llm_cache (
     key         TEXT    NOT NULL PRIMARY KEY,
@@ -81,8 +80,11 @@ impl SqliteStore {
                 });
             }
         }
+        let mut locks = path.as_os_str().to_owned();
+        locks.push(".locks");
         Ok(SqliteStore {
             conn: Mutex::new(conn),
+            locks: PathBuf::from(locks),
         })
     }
 
@@ -252,49 +254,48 @@ impl Checkpointer for SqliteStore {
         Ok(())
     }
 
-    fn claim(&self, thread: &str) -> Result<(), StoreError> {
-        let me = std::process::id();
-        let mut conn = self.conn();
-        // IMMEDIATE: the check and the claim happen under one write lock.
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let holder: Option<i64> = tx
-            .query_row("SELECT pid FROM claims WHERE thread = ?1", [thread], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if let Some(pid) = holder.and_then(|p| u32::try_from(p).ok())
-            && pid != me
-            && process_alive(pid)
-        {
-            return Err(StoreError::Claimed {
-                thread: thread.to_string(),
-                pid,
-            });
+    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+        // A lock file per thread beside the database, locked with flock: the kernel
+        // releases it when its holder exits, however it exits (SIGKILL, a crash), and
+        // it works across PID namespaces, unlike a recorded process id.
+        let dir = self.locks.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Create {
+            path: dir.clone(),
+            source,
+        })?;
+        let name: String = Sha256::digest(thread.as_bytes())
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.join(format!("{name}.lock"));
+        let lock_error = |source| StoreError::Lock {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(lock_error)?;
+        match file.try_lock() {
+            Ok(()) => {
+                // Who holds it, for the message another process shows.
+                file.set_len(0).map_err(lock_error)?;
+                write!(file, "{}", std::process::id()).map_err(lock_error)?;
+                Ok(Claim::holding(file))
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                Err(StoreError::Claimed {
+                    thread: thread.to_string(),
+                    pid: text.trim().parse().unwrap_or(0),
+                })
+            }
+            Err(std::fs::TryLockError::Error(source)) => Err(lock_error(source)),
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| int(d.as_millis() as u64));
-        tx.execute(
-            "INSERT OR REPLACE INTO claims (thread, pid, at_ms) VALUES (?1, ?2, ?3)",
-            params![thread, i64::from(me), now],
-        )?;
-        tx.commit()?;
-        Ok(())
     }
-
-    fn release(&self, thread: &str) -> Result<(), StoreError> {
-        self.conn().execute(
-            "DELETE FROM claims WHERE thread = ?1 AND pid = ?2",
-            params![thread, i64::from(std::process::id())],
-        )?;
-        Ok(())
-    }
-}
-
-/// Whether a process that claimed a thread still runs. A claim left by a process that
-/// was killed (SIGKILL, power loss) is taken over. Where processes cannot be looked up,
-/// claims are taken over too: the store's constraint on checkpoint numbers still stops
-/// the second of two writers.
-fn process_alive(pid: u32) -> bool {
-    cfg!(target_os = "linux") && std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
