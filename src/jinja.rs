@@ -5,7 +5,7 @@
 //! | filter | does |
 //! |---|---|
 //! | `sha256` | the SHA-256 of a value's text (strings as they are, others as JSON), in hex |
-//! | `fromjson` | parses a JSON string into a value; none when it is not JSON |
+//! | `fromjson` | parses a JSON string into a value; none when it is not JSON; any other value as it is |
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind};
@@ -36,10 +36,13 @@ fn sha256(value: Value) -> Result<String, Error> {
 
 fn fromjson(value: Value) -> Value {
     // A tool's text result or a model's free text may or may not hold JSON; the graph
-    // tests the result for none rather than failing the node.
-    value
-        .as_str()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+    // tests the result for none rather than failing the node. A value that is not a
+    // string was parsed already (an MCP text result that is JSON arrives parsed).
+    let Some(s) = value.as_str() else {
+        return value;
+    };
+    serde_json::from_str::<serde_json::Value>(s)
+        .ok()
         .map_or_else(|| Value::from(()), crate::run::scope::from_json)
 }
 
@@ -58,5 +61,6 @@ mod tests {
         assert_eq!(eval("{'a': 1} | sha256"), eval("'{\"a\":1}' | sha256"));
         assert_eq!(eval("('{\"a\": [1, 2]}' | fromjson).a[1]"), Value::from(2));
         assert!(eval("'not json' | fromjson").is_none());
+        assert_eq!(eval("({'a': 1} | fromjson).a"), Value::from(1));
     }
 }

@@ -396,7 +396,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn mcp_client(root: &std::path::Path) -> McpClient {
     McpClient::new(
         root,
-        BlobStore::new(std::env::temp_dir().join("switchyard-blobs")),
+        BlobStore::new(
+            std::env::temp_dir().join(format!("switchyard-blobs-{}", std::process::id())),
+        ),
     )
 }
 

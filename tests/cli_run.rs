@@ -647,3 +647,21 @@ fn max_steps_must_be_at_least_one() {
     .code(2);
     assert!(out.stderr.contains("0 is not in 1.."), "{}", out.stderr);
 }
+
+#[test]
+fn at_a_terminal_a_refused_answer_is_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let cmd = format!(
+        "{} run tests/fixtures/run/answer.toml --thread tty --store {store}",
+        env!("CARGO_BIN_EXE_switchyard")
+    );
+    // An object for a `string` field: refused, and the question comes again.
+    let out = switchyard_in_pty(&cmd, &["{\"name\": 1}\n", "Al\n"]);
+    assert!(
+        out.contains("error: the answer to `ask` cannot be taken: field `name` is `string`"),
+        "{out}"
+    );
+    assert_eq!(out.matches("ask asks:").count(), 2, "{out}");
+    assert!(out.ends_with("hello Al\r\n"), "{out}");
+}

@@ -777,6 +777,56 @@ async fn a_stream_of_garbage_fails_the_node_cleanly() {
 }
 
 #[tokio::test]
+async fn an_error_in_the_stream_is_reported_with_the_servers_words() {
+    let server = Server::start(vec![Answer::Stream(vec![
+        json!({ "choices": [{ "index": 0, "delta": { "content": "{\"kind\"" } }] }).to_string(),
+        json!({ "error": { "message": "overloaded", "type": "server_error" } }).to_string(),
+    ])])
+    .await;
+    let ran = run(graph("stream"), openai(&server), json!({ "goal": "g" })).await;
+    match ran.outcome {
+        Err(RunError::Node { node, message }) => {
+            assert_eq!(node, "plan");
+            assert_eq!(
+                message,
+                "the server reported an error in the stream: overloaded"
+            );
+        }
+        other => panic!("expected the node to fail, got {other:?}"),
+    }
+    assert_eq!(server.seen().len(), 1, "a reported error is not retried");
+}
+
+#[tokio::test]
+async fn float_token_counts_are_read() {
+    let server = Server::start(vec![Answer::Body {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({
+            "choices": [{ "index": 0, "message": { "role": "assistant", "content": VALID }, "finish_reason": "stop" }],
+            "usage": { "prompt_tokens": 12.0, "completion_tokens": "seven" }
+        })
+        .to_string(),
+    }])
+    .await;
+    let ran = run(graph("plan"), openai(&server), json!({ "goal": "g" })).await;
+    assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
+    let tokens: Vec<(u64, u64)> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LlmInvocation {
+                tokens_in,
+                tokens_out,
+                ..
+            } => Some((*tokens_in, *tokens_out)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens, [(12, 0)]);
+}
+
+#[tokio::test]
 async fn a_recording_replays_without_the_network() {
     let dir = temp_dir("record");
     let file = dir.join("run.jsonl");

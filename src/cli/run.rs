@@ -243,7 +243,9 @@ impl Session {
                     }
                     // A person at the terminal may try again after a refused answer.
                     Err(
-                        e @ (RunError::InvalidPayload { .. } | RunError::WrongReference { .. }),
+                        e @ (RunError::InvalidPayload { .. }
+                        | RunError::WrongReference { .. }
+                        | RunError::AnswerRefused { .. }),
                     ) if lines.is_some() => {
                         eprintln!("error: {e}");
                         let latest = self.runner.history(thread)?;

@@ -40,7 +40,10 @@ impl StoreArg {
             StoreArg::Sqlite(path) => path
                 .parent()
                 .map_or_else(|| PathBuf::from("blobs"), |d| d.join("blobs")),
-            StoreArg::Memory => std::env::temp_dir().join("switchyard-blobs"),
+            // This process's own: nothing of a memory run outlives it anyway.
+            StoreArg::Memory => {
+                std::env::temp_dir().join(format!("switchyard-blobs-{}", std::process::id()))
+            }
         }
     }
 

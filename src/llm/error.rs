@@ -21,6 +21,9 @@ pub enum LlmError {
     /// The server answered 2xx with something that is not a chat completion.
     #[error("the server's answer is not a chat completion: {0}")]
     Protocol(String),
+    /// A streamed answer that the server ended with an error event of its own.
+    #[error("the server reported an error in the stream: {0}")]
+    Stream(String),
     /// The request could not be built (for example a history message of an unknown role).
     #[error("the request cannot be sent: {0}")]
     Request(String),

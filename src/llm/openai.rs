@@ -204,6 +204,9 @@ impl LlmClient for OpenAiClient {
         let mut assembler = Assembler::default();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| self.error(e))?;
+            if let Some(message) = chunk.error_message() {
+                return Err(LlmError::Stream(self.redactor.apply(&message)));
+            }
             if let Some(text) = assembler.push(chunk) {
                 deltas(&text);
             }

@@ -53,8 +53,25 @@ struct Function {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Usage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
+    // Read as any JSON: some servers count in floats (`12.0`), and a count that is
+    // not a number must not cost the reply.
+    prompt_tokens: Option<Json>,
+    completion_tokens: Option<Json>,
+}
+
+/// A token count as the server wrote it: a whole or float number, else 0.
+fn count(v: Option<&Json>) -> u64 {
+    match v {
+        Some(Json::Number(n)) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .unwrap_or(0),
+        _ => 0,
+    }
 }
 
 impl Function {
@@ -103,8 +120,8 @@ impl Completion {
 fn tokens(usage: Option<&Usage>) -> (u64, u64) {
     usage.map_or((0, 0), |u| {
         (
-            u.prompt_tokens.unwrap_or(0),
-            u.completion_tokens.unwrap_or(0),
+            count(u.prompt_tokens.as_ref()),
+            count(u.completion_tokens.as_ref()),
         )
     })
 }
@@ -120,6 +137,19 @@ fn call_id(i: usize) -> String {
 pub(crate) struct Chunk {
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<Usage>,
+    /// A server that fails mid-stream sends `{ "error": { "message" } }` as an event.
+    error: Option<Json>,
+}
+
+impl Chunk {
+    /// The server's message when this event reports an error instead of a delta.
+    pub(crate) fn error_message(&self) -> Option<String> {
+        let e = self.error.as_ref().filter(|e| !e.is_null())?;
+        Some(match e.get("message").and_then(Json::as_str) {
+            Some(m) => m.to_string(),
+            None => e.to_string(),
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

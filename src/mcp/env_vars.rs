@@ -76,6 +76,13 @@ pub(crate) fn expand(
             Some((n, d)) => (n, Some(d)),
             None => (&inner[..end], None),
         };
+        // `${A:-${B}}` would end at the first `}` and leave `}` behind: say so rather
+        // than start the server with half-expanded text.
+        if default.is_some_and(|d| d.contains("${")) {
+            return Err(format!(
+                "the default in `{text}` holds a `${{`: defaults are plain text, not nested variables"
+            ));
+        }
         if !is_name(name) {
             return Err(format!(
                 "`${{{}}}` in `{text}` does not name an environment variable",
@@ -152,6 +159,10 @@ mod tests {
         assert_eq!(
             expand("${1X}", &env).unwrap_err(),
             "`${1X}` in `${1X}` does not name an environment variable"
+        );
+        assert_eq!(
+            expand("${X:-${WORKSPACE}}", &env).unwrap_err(),
+            "the default in `${X:-${WORKSPACE}}` holds a `${`: defaults are plain text, not nested variables"
         );
     }
 }

@@ -109,7 +109,11 @@ pub fn payload(
             let yes = match line.to_ascii_lowercase().as_str() {
                 "y" | "yes" | "true" => true,
                 "n" | "no" | "false" => false,
-                _ => return Err(format!("`{line}` is not yes or no")),
+                // Other JSON is taken as written; the resume schema judges it.
+                _ => {
+                    return serde_json::from_str(line)
+                        .map_err(|_| format!("`{line}` is not yes or no"));
+                }
             };
             let mut obj = Map::new();
             obj.insert(property.clone(), Json::Bool(yes));

@@ -94,6 +94,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                         | LlmError::Timeout(_)
                         | LlmError::Connection(_)
                         | LlmError::Protocol(_)
+                        | LlmError::Stream(_)
                 );
                 if model_failure && body.fallback.is_some() {
                     last_error = message;
