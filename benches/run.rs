@@ -1,7 +1,9 @@
 //! Interpreter throughput: time per step of `tests/fixtures/run/count.toml` (three
 //! `set` nodes per count, a checkpoint after each), in memory and in SQLite, for short
 //! and long runs. Checkpoints store each step's writes, not the state, so the time per
-//! step should not grow with the length of the run (`cargo bench --bench run`).
+//! step should not grow with the length of the run. Then `page.toml`, which rewrites
+//! a 64 KiB field on every step, in memory: the cost of a big `replace` write
+//! (`cargo bench --bench run`).
 
 use serde_json::json;
 use std::sync::Arc;
@@ -42,4 +44,23 @@ fn main() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+
+    let page = Arc::new(
+        switchyard::load_graph(&root.join("tests/fixtures/run/page.toml")).expect("page.toml"),
+    );
+    let runner = Runner::new(page, Arc::new(MemoryStore::new()));
+    let text = "x".repeat(64 * 1024);
+    let start = Instant::now();
+    let out = rt
+        .block_on(runner.start("bench", json!({ "goal": 2_000, "page": text })))
+        .expect("run");
+    let elapsed = start.elapsed();
+    let Outcome::Finished { steps, .. } = out else {
+        panic!("{out:?}")
+    };
+    println!(
+        "rewrite a 64 KiB field ({steps} steps), memory: {:>8.1} ms, {:>6.2} us per step",
+        elapsed.as_secs_f64() * 1000.0,
+        elapsed.as_secs_f64() * 1e6 / steps as f64
+    );
 }

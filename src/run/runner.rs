@@ -101,8 +101,9 @@ impl StopHandle {
 /// Runs one graph against one checkpoint store.
 pub struct Runner {
     graph: Arc<Graph>,
-    /// The graph file, as checkpoints record it.
+    /// The graph file and its hash, as every checkpoint records them.
     graph_path: Arc<str>,
+    graph_hash: Arc<str>,
     store: Arc<dyn Checkpointer>,
     llm: Arc<dyn LlmClient>,
     tools: Arc<dyn ToolClient>,
@@ -134,8 +135,12 @@ impl NodeCx<'_> {
         })
     }
 
+    /// Evaluates a condition (`only_if`, a policy rule's `when`) as minijinja sees it,
+    /// without copying what it reads into JSON.
     pub(crate) fn eval(&self, id: ExprId) -> Result<Value, String> {
-        self.eval_with(id, None).map(from_json)
+        self.graph
+            .eval(id, self.scope(None))
+            .map_err(|e| jinja_error(&e))
     }
 
     /// Evaluates to JSON, with `result` bound.
@@ -227,9 +232,11 @@ impl Runner {
                 .to_string_lossy()
                 .as_ref(),
         );
+        let graph_hash = Arc::from(graph.hash.as_str());
         Runner {
             graph,
             graph_path,
+            graph_hash,
             store,
             llm: Arc::new(NoLlm),
             tools: Arc::new(NoTools),
@@ -337,12 +344,13 @@ impl Runner {
                         .unwrap_or_default();
                 RunError::Input(format!("`{name}` is not a state field{hint}"))
             })?;
+            let value = Arc::new(value);
             live.state
                 .write(&self.graph, id, value.clone())
                 .map_err(|e| RunError::Input(e.to_string()))?;
             writes.push(Write {
                 field: self.graph.field(id).name.clone(),
-                value: Arc::new(value),
+                value,
             });
         }
         let entry = Target::Node(self.graph.entry);
@@ -460,12 +468,10 @@ impl Runner {
             });
         }
         let new: Arc<str> = Arc::from(new_thread);
+        // A fork of a mid-run checkpoint (`running`) resumes from its `next` node, as a
+        // thread whose process died there would.
         for mut r in records.into_iter().filter(|r| r.seq <= seq) {
             r.thread = new.clone();
-            // A fork of a mid-run checkpoint goes on from where that one stood.
-            if r.seq == seq && r.status == Status::Finished && r.next.is_some() {
-                r.status = Status::Stopped;
-            }
             self.store.append(r)?;
         }
         Ok(())
@@ -487,10 +493,15 @@ impl Runner {
             records.retain(|r| r.seq <= seq);
         }
         let (live, last) = self.replay(thread, &records)?;
-        Ok((
-            live.state.to_json(&self.graph),
-            last.expect("non-empty").clone(),
-        ))
+        let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+        Ok((live.state.to_json(&self.graph), last.clone()))
+    }
+
+    /// The latest checkpoint of a thread: where it stands, its pending interrupt.
+    pub fn latest(&self, thread: &str) -> Result<Checkpoint, RunError> {
+        self.store
+            .latest(thread)?
+            .ok_or_else(|| RunError::UnknownThread(thread.into()))
     }
 
     /// Every checkpoint of a thread.
@@ -517,7 +528,7 @@ impl Runner {
                 // edited since is reported by `check_types` where it matters.
                 if let Some(id) = self.graph.field_id(&w.field) {
                     state
-                        .replay(&self.graph, id, (*w.value).clone())
+                        .replay(&self.graph, id, w.value.clone())
                         .map_err(|e| StoreError::Corrupt {
                             thread: thread.into(),
                             message: format!("replaying checkpoint {}: {e}", r.seq),
@@ -656,7 +667,7 @@ impl Runner {
             pending,
             outcome,
             graph: self.graph_path.clone(),
-            graph_hash: Arc::from(self.graph.hash.as_str()),
+            graph_hash: self.graph_hash.clone(),
             limited: live.limited,
             error: (!live.error.is_null()).then(|| live.error.clone()),
             tokens: live.tokens,
@@ -776,10 +787,7 @@ impl Runner {
         };
         let pending = Pending {
             node: node.name.clone(),
-            reference: payload.get("reference").map(|r| match r {
-                Json::String(s) => s.clone(),
-                other => other.to_string(),
-            }),
+            reference: payload.get("reference").map(reference_text),
             payload: payload.clone(),
             deadline_ms,
             fingerprint: node.fingerprint.clone(),
@@ -873,10 +881,7 @@ impl Runner {
             }
         })?;
         if let (Some(expected), Some(got)) = (&pending.reference, payload.get("reference")) {
-            let got = match got {
-                Json::String(s) => s.clone(),
-                other => other.to_string(),
-            };
+            let got = reference_text(got);
             if &got != expected {
                 return Err(RunError::WrongReference {
                     expected: expected.clone(),
@@ -888,30 +893,27 @@ impl Runner {
             .output
             .map(|f| vec![(f, payload.clone())])
             .unwrap_or_default();
-        // Try the answer on a copy first: an answer the output field, `set` or the route
-        // cannot take is refused like one that does not fit the schema, and the thread
-        // stays paused for another answer instead of failing.
-        let tried = {
-            let mut trial = live.clone();
-            self.apply(&mut trial, node, payload.clone(), writes.clone())
-                .and_then(|_| self.route(&trial, node).map(|_| ()))
-            // The copy goes here: held longer, it would make the run's next writes to
-            // the fields it shares copy them.
-        };
-        if let Err(message) = tried {
-            return Err(RunError::AnswerRefused {
-                node: node.name.to_string(),
-                message,
-            });
-        }
+        // The answer is applied to a copy: an answer the output field, `set` or the
+        // route cannot take is refused like one that does not fit the schema, and the
+        // thread stays paused, as it was, for another answer instead of failing. A
+        // taken answer's copy becomes the run (the original goes, so the two share no
+        // field that a later write would then have to copy).
+        let start = Instant::now();
+        let mut trial = live.clone();
+        let taken = self
+            .apply(&mut trial, node, payload, writes)
+            .and_then(|applied| Ok((applied, self.route(&trial, node)?)));
+        let (applied, next) = taken.map_err(|message| RunError::AnswerRefused {
+            node: node.name.to_string(),
+            message,
+        })?;
+        live = trial;
         started(&live);
         self.emit(|| Event::Resumed {
             node: node.name.clone(),
             timed_out: false,
         });
-        let step = Step::done(payload, writes);
-        let start = Instant::now();
-        match self.complete(&mut live, id, step, start).await? {
+        match self.commit(&mut live, node, applied, next, None, start, false)? {
             Flow::Next(t) => self.drive(live, t).await,
             Flow::Return(o) => Ok(o),
         }
@@ -945,12 +947,8 @@ impl Runner {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let step = Step::Fail {
-                        message: format!("only_if: {e}"),
-                        tokens: 0,
-                    };
                     drop(cx);
-                    return self.complete(live, id, step, start).await;
+                    return self.fail(live, node, format!("only_if: {e}"));
                 }
             }
         }
@@ -963,11 +961,11 @@ impl Runner {
             Body::Mcp(m) => kinds::mcp::run(&cx, m).await,
         };
         drop(cx);
-        self.complete(live, id, step, start).await
+        self.complete(live, id, step, start)
     }
 
     /// Applies a node's step: writes, `set`, routing, the checkpoint, events.
-    async fn complete(
+    fn complete(
         &self,
         live: &mut Live,
         id: NodeId,
@@ -983,17 +981,21 @@ impl Runner {
                 None,
                 Target::Node(id),
             )?)),
-            Step::Fail { message, tokens } => {
+            Step::Fail {
+                message,
+                tokens,
+                writes,
+            } => {
                 live.tokens = live.tokens.saturating_add(tokens);
-                self.fail(live, node, message)
-            }
-            Step::FailWithWrites { message, writes } => {
+                // What the node wrote before it failed (audit records) stands, as far
+                // as the fields take it.
                 let mut applied = Vec::with_capacity(writes.len());
                 for (field, value) in writes {
+                    let value = Arc::new(value);
                     if live.state.write(&self.graph, field, value.clone()).is_ok() {
                         applied.push(Write {
                             field: self.graph.field(field).name.clone(),
-                            value: Arc::new(value),
+                            value,
                         });
                     }
                 }
@@ -1095,12 +1097,13 @@ impl Runner {
     ) -> Result<Vec<Write>, String> {
         let mut applied = Vec::with_capacity(writes.len() + node.set.len());
         for (field, value) in writes {
+            let value = Arc::new(value);
             live.state
                 .write(&self.graph, field, value.clone())
                 .map_err(|e| e.to_string())?;
             applied.push(Write {
                 field: self.graph.field(field).name.clone(),
-                value: Arc::new(value),
+                value,
             });
         }
         if node.set.is_empty() {
@@ -1122,14 +1125,14 @@ impl Runner {
                     jinja_error(&e)
                 )
             })?;
-            let value = to_json(&v)?;
+            let value = Arc::new(to_json(&v)?);
             drop(v);
             live.state
                 .write(&self.graph, *field, value.clone())
                 .map_err(|e| e.to_string())?;
             applied.push(Write {
                 field: self.graph.field(*field).name.clone(),
-                value: Arc::new(value),
+                value,
             });
         }
         Ok(applied)
@@ -1138,11 +1141,14 @@ impl Runner {
     /// Picks the next node from the node's edges, on the current state, with the name
     /// of the case that chose it. None for a finalize node.
     fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
+        // `run` is built once for all the route's expressions, and only for a route
+        // that has any.
+        let run = std::cell::OnceCell::new();
         let scope = || {
             Value::from_object(Scope {
                 graph: self.graph.clone(),
                 values: live.state.values.clone(),
-                run: self.run_value(live),
+                run: run.get_or_init(|| self.run_value(live)).clone(),
                 result: None,
             })
         };
@@ -1198,16 +1204,13 @@ impl Runner {
         start: Instant,
         skipped: bool,
     ) -> Result<Flow, RunError> {
-        if self.events.is_some() {
-            let names: Vec<Arc<str>> = writes.iter().map(|w| w.field.clone()).collect();
-            self.emit(|| Event::NodeFinished {
-                node: node.name.clone(),
-                step: live.step,
-                duration_us: start.elapsed().as_micros() as u64,
-                writes: names,
-                skipped,
-            });
-        }
+        self.emit(|| Event::NodeFinished {
+            node: node.name.clone(),
+            step: live.step,
+            duration_us: start.elapsed().as_micros() as u64,
+            writes: writes.iter().map(|w| w.field.clone()).collect(),
+            skipped,
+        });
         live.error = Json::Null;
         if let Some((outcome, response)) = finish {
             return self
@@ -1215,24 +1218,6 @@ impl Runner {
                 .map(Flow::Return);
         }
         let (next, case) = next.unwrap_or((Target::End, None));
-        if node.breakpoint == Some(Breakpoint::After) {
-            self.record(
-                live,
-                Some(node),
-                Some(next),
-                writes,
-                Status::Running,
-                None,
-                None,
-            )?;
-            return Ok(Flow::Return(self.pause(
-                live,
-                node,
-                json!({ "breakpoint": "after", "node": &*node.name }),
-                Some("after"),
-                next,
-            )?));
-        }
         self.record(
             live,
             Some(node),
@@ -1242,13 +1227,20 @@ impl Runner {
             None,
             None,
         )?;
-        if self.events.is_some() {
-            self.emit(|| Event::RouteTaken {
-                from: node.name.clone(),
-                to: Arc::from(self.graph.target_name(next)),
-                case,
-            });
+        if node.breakpoint == Some(Breakpoint::After) {
+            return Ok(Flow::Return(self.pause(
+                live,
+                node,
+                json!({ "breakpoint": "after", "node": &*node.name }),
+                Some("after"),
+                next,
+            )?));
         }
+        self.emit(|| Event::RouteTaken {
+            from: node.name.clone(),
+            to: Arc::from(self.graph.target_name(next)),
+            case,
+        });
         Ok(Flow::Next(next))
     }
 
@@ -1304,6 +1296,15 @@ type Routed = (Target, Option<String>);
 enum Flow {
     Next(Target),
     Return(Outcome),
+}
+
+/// A `reference` as pending interrupts keep it: a string as it is, anything else as
+/// JSON text.
+fn reference_text(r: &Json) -> String {
+    match r {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The case name a switch value selects: strings as they are, others as JSON.

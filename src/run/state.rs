@@ -62,7 +62,14 @@ impl State {
     }
 
     /// Writes `value` to `field` through the field's reducer, after checking its type.
-    pub fn write(&mut self, graph: &Graph, field: FieldId, value: Json) -> Result<(), WriteError> {
+    /// A replacing write keeps the value as it is, shared with the caller (the
+    /// checkpoint record holds the same one), rather than copying it.
+    pub fn write(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Arc<Json>,
+    ) -> Result<(), WriteError> {
         self.reduce(graph, field, value, true)
     }
 
@@ -73,12 +80,69 @@ impl State {
         &mut self,
         graph: &Graph,
         field: FieldId,
-        value: Json,
+        value: Arc<Json>,
     ) -> Result<(), WriteError> {
         self.reduce(graph, field, value, false)
     }
 
     fn reduce(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Arc<Json>,
+        checked: bool,
+    ) -> Result<(), WriteError> {
+        let f = graph.field(field);
+        match f.reducer {
+            Reducer::Replace => self.replace(graph, field, value, checked),
+            // A recorded write the field's edited reducer can no longer take is replayed
+            // as the value it left.
+            Reducer::Add if !checked && !value.is_number() => {
+                self.replace(graph, field, value, checked)
+            }
+            Reducer::Merge if !checked && !value.is_object() => {
+                self.replace(graph, field, value, checked)
+            }
+            // The other reducers take the value apart: one the caller still shares is
+            // copied here.
+            _ => self.combine(graph, field, Arc::unwrap_or_clone(value), checked),
+        }
+    }
+
+    /// The `replace` reducer: the field holds `value` itself.
+    fn replace(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Arc<Json>,
+        checked: bool,
+    ) -> Result<(), WriteError> {
+        let f = graph.field(field);
+        let fail = |problem: String| WriteError {
+            field: f.name.to_string(),
+            problem,
+        };
+        if checked && !f.ty.accepts(&value) {
+            return Err(fail(format!(
+                "is `{}`, and the value written is {}",
+                f.ty,
+                describe(&value)
+            )));
+        }
+        // The schema describes a value; none clears an optional field.
+        if checked
+            && let Some(schema) = &f.schema
+            && !(value.is_null() && f.ty.is_optional())
+            && let Err(e) = schema.validate(&value)
+        {
+            return Err(fail(format!("does not accept the value written: {e}")));
+        }
+        self.slot(field, |slot| *slot = value);
+        Ok(())
+    }
+
+    /// The reducers that combine a write with the current value.
+    fn combine(
         &mut self,
         graph: &Graph,
         field: FieldId,
@@ -91,24 +155,7 @@ impl State {
             problem,
         };
         match f.reducer {
-            Reducer::Replace => {
-                if checked && !f.ty.accepts(&value) {
-                    return Err(fail(format!(
-                        "is `{}`, and the value written is {}",
-                        f.ty,
-                        describe(&value)
-                    )));
-                }
-                // The schema describes a value; none clears an optional field.
-                if checked
-                    && let Some(schema) = &f.schema
-                    && !(value.is_null() && f.ty.is_optional())
-                    && let Err(e) = schema.validate(&value)
-                {
-                    return Err(fail(format!("does not accept the value written: {e}")));
-                }
-                self.slot(field, |slot| *slot = Arc::new(value));
-            }
+            Reducer::Replace => self.replace(graph, field, Arc::new(value), checked)?,
             Reducer::Append => {
                 let item_ty = match f.ty.base() {
                     FieldType::List(t) => Some((**t).clone()),
@@ -139,14 +186,6 @@ impl State {
                     Json::Array(list) => list.extend(items),
                     other => *other = Json::Array(items),
                 });
-            }
-            // A recorded write the field's reducer can no longer take (the reducer was
-            // edited since) is replayed as the value it left.
-            Reducer::Add if !checked && !value.is_number() => {
-                self.slot(field, |slot| *slot = Arc::new(value));
-            }
-            Reducer::Merge if !checked && !value.is_object() => {
-                self.slot(field, |slot| *slot = Arc::new(value));
             }
             Reducer::Add => {
                 let Json::Number(n) = &value else {

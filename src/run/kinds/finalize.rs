@@ -9,10 +9,7 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {
     let response = match body.response.as_deref().map(|t| cx.render(t)).transpose() {
         Ok(r) => r,
         Err(e) => {
-            return Step::Fail {
-                message: format!("response: {e}"),
-                tokens: 0,
-            };
+            return Step::fail(format!("response: {e}"));
         }
     };
     let writes = match (&body.output, &response) {

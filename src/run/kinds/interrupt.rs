@@ -10,10 +10,7 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &InterruptBody) -> Step {
         Some(tpl) => match cx.value(tpl) {
             Ok(p) => p,
             Err(e) => {
-                return Step::Fail {
-                    message: format!("payload: {e}"),
-                    tokens: 0,
-                };
+                return Step::fail(format!("payload: {e}"));
             }
         },
         None => Json::Object(Default::default()),

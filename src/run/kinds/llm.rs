@@ -49,7 +49,7 @@ fn default_retry() -> Retry {
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
-    let fail = |message: String| Step::Fail { message, tokens: 0 };
+    let fail = Step::fail;
     let (mut request, offer) = match request(cx, body).await {
         Ok(r) => r,
         Err(message) => return fail(message),
@@ -100,7 +100,11 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                     last_error = message;
                     break;
                 }
-                return Step::Fail { message, tokens };
+                return Step::Fail {
+                    message,
+                    tokens,
+                    writes: Vec::new(),
+                };
             }
         };
         tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
@@ -126,6 +130,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                         return Step::Fail {
                             message: format!("cache: {e}"),
                             tokens,
+                            writes: Vec::new(),
                         };
                     }
                 }
@@ -156,11 +161,13 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             Err(e) => Step::Fail {
                 message: format!("fallback: {e}"),
                 tokens,
+                writes: Vec::new(),
             },
         };
     }
     let replies = body.retries.saturating_add(1);
     Step::Fail {
+        writes: Vec::new(),
         message: format!(
             "{last_error} (after {replies} {})",
             if replies == 1 { "reply" } else { "replies" }

@@ -89,7 +89,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             ToolName::Template(t) => match cx.render(t) {
                 Ok(t) => t.trim().to_string(),
                 Err(e) => {
-                    return Step::FailWithWrites {
+                    return Step::Fail {
+                        tokens: 0,
                         message: format!("tool name: {e}"),
                         writes: audits,
                     };
@@ -100,7 +101,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             Some(tpl) => match cx.value(tpl) {
                 Ok(a) => a,
                 Err(e) => {
-                    return Step::FailWithWrites {
+                    return Step::Fail {
+                        tokens: 0,
                         message: format!("arguments of `{tool}`: {e}"),
                         writes: audits,
                     };
@@ -152,7 +154,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         };
         match reply {
             Ok(r) if r.is_error => {
-                return Step::FailWithWrites {
+                return Step::Fail {
+                    tokens: 0,
                     message: format!("`{tool}` reported an error: {}", summary(&r.content)),
                     writes: audits,
                 };
@@ -170,7 +173,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                 } else {
                     format!("`{tool}`: {e}")
                 };
-                return Step::FailWithWrites {
+                return Step::Fail {
+                    tokens: 0,
                     message,
                     writes: audits,
                 };

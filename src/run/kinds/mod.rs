@@ -25,18 +25,26 @@ pub(crate) enum Step {
     },
     /// The node pauses the run for a person.
     Pause { payload: Json },
-    /// The node failed; `on_error` decides what happens.
-    Fail { message: String, tokens: u64 },
-    /// The node failed, but made writes that must stand all the same: the audit
-    /// records of an `mcp_call`'s attempts. They go through the reducers; `set` does not
-    /// run.
-    FailWithWrites {
+    /// The node failed; `on_error` decides what happens. `writes` must stand all the
+    /// same (the audit records of an `mcp_call`'s attempts): they go through the
+    /// reducers, and `set` does not run.
+    Fail {
         message: String,
+        tokens: u64,
         writes: Vec<(FieldId, Json)>,
     },
 }
 
 impl Step {
+    /// A failure that used no tokens and wrote nothing.
+    pub(crate) fn fail(message: String) -> Self {
+        Step::Fail {
+            message,
+            tokens: 0,
+            writes: Vec::new(),
+        }
+    }
+
     pub(crate) fn done(result: Json, writes: Vec<(FieldId, Json)>) -> Self {
         Step::Done {
             result,

@@ -16,10 +16,7 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &PolicyBody) -> Step {
             }
             Ok(_) => {}
             Err(e) => {
-                return Step::Fail {
-                    message: format!("rule `{}`: {e}", cx.graph.expr_source(rule.when)),
-                    tokens: 0,
-                };
+                return Step::fail(format!("rule `{}`: {e}", cx.graph.expr_source(rule.when)));
             }
         }
     }
@@ -30,10 +27,7 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &PolicyBody) -> Step {
     let reason = match reason.map(|t| cx.render(t)).transpose() {
         Ok(r) => r.unwrap_or_default(),
         Err(e) => {
-            return Step::Fail {
-                message: format!("reason: {e}"),
-                tokens: 0,
-            };
+            return Step::fail(format!("reason: {e}"));
         }
     };
     let decision = match decision {
