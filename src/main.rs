@@ -384,14 +384,6 @@ fn render(
     Ok(exit::OK)
 }
 
-/// A runtime for the commands that talk to MCP servers.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
 /// An MCP client for a graph's servers; binary results are not kept.
 fn mcp_client(root: &std::path::Path) -> McpClient {
     McpClient::new(
@@ -409,7 +401,7 @@ fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
     };
     let graph = switchyard::graph::compile(spec, sources)?;
     let client = mcp_client(&graph.root);
-    let found = runtime()?.block_on(async {
+    let found = cli::runtime()?.block_on(async {
         let found = switchyard::mcp::online::check(spec, &graph, &client).await;
         client.shutdown().await;
         found
@@ -420,13 +412,9 @@ fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
 }
 
 fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> anyhow::Result<u8> {
-    let graph = match switchyard::load_graph(path) {
+    let graph = match cli::load_graph(path)? {
         Ok(g) => g,
-        Err(switchyard::LoadError::Invalid { rendered, .. }) => {
-            eprintln!("{rendered}");
-            return Ok(exit::INVALID);
-        }
-        Err(e) => return Err(e.into()),
+        Err(code) => return Ok(code),
     };
     let servers: Vec<_> = graph
         .servers
@@ -443,7 +431,7 @@ fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> an
         anyhow::bail!("`{}` has no server `{name}`{help}", path.display());
     }
     let client = mcp_client(&graph.root);
-    let listed = runtime()?.block_on(async {
+    let listed = cli::runtime()?.block_on(async {
         let mut listed = Vec::new();
         for server in &servers {
             match client.list_tools(server).await {
@@ -506,7 +494,7 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
         transport: ServerTransport::Http { url: url.into() },
     };
     let client = mcp_client(&std::env::current_dir()?);
-    let result = runtime()?.block_on(async {
+    let result = cli::runtime()?.block_on(async {
         let result = async {
             let tools = client.list_tools(&server).await?;
             println!("{} tools", tools.len());

@@ -33,14 +33,7 @@ fn runner(
         Some(f) => f,
         None => recorded_graph(&*store, thread)?,
     };
-    Ok(match switchyard::load_graph(&file) {
-        Ok(g) => Ok(Runner::new(Arc::new(g), store)),
-        Err(switchyard::LoadError::Invalid { rendered, .. }) => {
-            eprint!("{rendered}");
-            Err(exit::INVALID)
-        }
-        Err(e) => return Err(e.into()),
-    })
+    Ok(super::load_graph(&file)?.map(|g| Runner::new(Arc::new(g), store)))
 }
 
 /// `switchyard state`: the thread's state and where it stands, as JSON.

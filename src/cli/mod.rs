@@ -7,6 +7,38 @@ mod store;
 
 pub(crate) use store::{DEFAULT_STORE, StoreArg};
 
+use anyhow::Context;
+use std::path::Path;
+use switchyard::LoadError;
+use switchyard::graph::Graph;
+
+/// Loads, checks and compiles a graph for a command that uses it; an invalid graph
+/// prints its diagnostics, as `validate` does, and gives the exit code instead.
+pub(crate) fn load_graph(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
+    match switchyard::load_graph(file) {
+        Ok(g) => Ok(Ok(g)),
+        Err(LoadError::Invalid {
+            rendered,
+            path,
+            count,
+        }) => {
+            eprintln!("{rendered}");
+            let s = if count == 1 { "" } else { "s" };
+            eprintln!("{path}: {count} error{s}");
+            Ok(Err(exit::INVALID))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The async runtime of a command: one thread is enough for one run.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 /// Exit codes, in one place (documented in docs/cli.md).
 pub(crate) mod exit {
     /// Success: the command did its work; a run reached a finalize node or END.

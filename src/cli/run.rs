@@ -5,9 +5,8 @@ use super::{StoreArg, exit};
 use anyhow::Context;
 use serde_json::Value as Json;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::LoadError;
 use switchyard::graph::{Body, Graph};
 use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::run::{Event, Outcome, RunError, Runner, answer};
@@ -42,7 +41,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
         Some(text) => read_json_arg(text, "--input")?,
         None => Json::Object(Default::default()),
     };
-    let graph = match load(&args.file)? {
+    let graph = match super::load_graph(&args.file)? {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
@@ -62,7 +61,7 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         Some(f) => f,
         None => super::inspect::recorded_graph(&*store, &args.thread)?,
     };
-    let graph = match load(&file)? {
+    let graph = match super::load_graph(&file)? {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
@@ -102,24 +101,6 @@ fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow
         && prefix.iter().zip(&copy).all(|(a, b)| {
             (a.seq, &a.node, &a.next, &a.writes) == (b.seq, &b.node, &b.next, &b.writes)
         }))
-}
-
-/// Loads a graph; an invalid one prints its diagnostics and gives the exit code.
-fn load(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
-    match switchyard::load_graph(file) {
-        Ok(g) => Ok(Ok(g)),
-        Err(LoadError::Invalid {
-            rendered,
-            path,
-            count,
-        }) => {
-            eprint!("{rendered}");
-            let s = if count == 1 { "" } else { "s" };
-            eprintln!("{path}: {count} error{s}; nothing was run");
-            Ok(Err(exit::INVALID))
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// `--input '{"a": 1}'` or `--input @file.json`.
@@ -211,11 +192,7 @@ impl Session {
     }
 
     fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
-        rt.block_on(async move {
+        super::runtime()?.block_on(async move {
             watch_ctrl_c(self.runner.stop_handle());
             let interactive = std::io::stdin().is_terminal() && !self.json;
             let mut lines = interactive.then(stdin_lines);
@@ -248,10 +225,10 @@ impl Session {
                         | RunError::AnswerRefused { .. }),
                     ) if lines.is_some() => {
                         eprintln!("error: {e}");
-                        let latest = self.runner.history(thread)?;
-                        let pending = latest
-                            .last()
-                            .and_then(|r| r.pending.clone())
+                        let pending = self
+                            .runner
+                            .latest(thread)?
+                            .pending
                             .context("the thread is no longer paused")?;
                         outcome = Ok(Outcome::Interrupted {
                             node: pending.node.to_string(),
@@ -290,9 +267,8 @@ impl Session {
         let graph = self.runner.graph();
         let pending = self
             .runner
-            .history(thread)?
-            .pop()
-            .and_then(|r| r.pending)
+            .latest(thread)?
+            .pending
             .context("the thread is not paused")?;
         let schema = graph
             .node_id(node)
@@ -356,9 +332,8 @@ impl Session {
             // A breakpoint takes no answer; an interrupt does.
             let breakpoint = self
                 .runner
-                .history(thread)?
-                .pop()
-                .and_then(|r| r.pending)
+                .latest(thread)?
+                .pending
                 .is_some_and(|p| p.breakpoint.is_some());
             let payload = (!breakpoint).then_some("<JSON>");
             eprintln!(

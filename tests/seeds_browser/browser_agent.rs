@@ -2,7 +2,7 @@
 //! small shop (`tests/fixtures/seeds/browser_agent/shop/`) whose orders and sign-in
 //! live on its server, as a real shop's would.
 
-use super::scenario::{Scenario, assert_trace, trace};
+use super::scenario::{Scenario, assert_blob, assert_trace, trace};
 use super::web::{Request, Response, WebApp};
 use serde_json::{Value as Json, json};
 use std::sync::{Arc, Mutex};
@@ -192,26 +192,9 @@ fn recorded(s: &Scenario, file: &str, n: usize) -> Json {
 /// holds no image bytes.
 #[track_caller]
 fn assert_screenshot_by_reference(s: &Scenario, state: &Json) {
-    let shot = &state["last_screenshot"];
-    let hex = shot["blob"]
-        .as_str()
-        .and_then(|b| b.strip_prefix("sha256:"))
-        .unwrap_or_else(|| panic!("not a blob reference: {shot}"));
-    assert_eq!(shot["mime_type"], json!("image/png"));
-    let bytes = std::fs::read(s.blobs().join(format!("{hex}.png"))).expect("the blob is stored");
-    assert_eq!(shot["bytes"], json!(bytes.len()));
-    assert_eq!(sha256_hex(&bytes), hex);
-    assert_eq!(&bytes[1..4], b"PNG");
+    assert_blob(s, &state["last_screenshot"]);
     // base64 of a PNG starts with iVBORw0KGgo: no image is inline anywhere.
     assert!(!state.to_string().contains("iVBORw0KGgo"));
-}
-
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// One chat session (thread `session-7`): a question answered in the browser, then a

@@ -613,3 +613,25 @@ pub(crate) fn assert_trace(got: &[String], want: &[&str]) {
         );
     }
 }
+
+/// A screenshot reference names a PNG in the blob store with that hash and size.
+#[track_caller]
+pub(crate) fn assert_blob(s: &Scenario, reference: &Json) {
+    let hex = reference["blob"]
+        .as_str()
+        .and_then(|b| b.strip_prefix("sha256:"))
+        .unwrap_or_else(|| panic!("not a blob reference: {reference}"));
+    assert_eq!(reference["mime_type"], json!("image/png"));
+    let bytes = std::fs::read(s.blobs().join(format!("{hex}.png"))).expect("the blob is stored");
+    assert_eq!(reference["bytes"], json!(bytes.len()));
+    assert_eq!(sha256_hex(&bytes), hex);
+    assert_eq!(&bytes[1..4], b"PNG");
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

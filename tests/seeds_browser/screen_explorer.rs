@@ -2,8 +2,7 @@
 //! small multi-page web app (`tests/fixtures/seeds/screen_explorer/notes/`) standing in
 //! for the phone app the seed explores, with a "Sync now" button that crashes it.
 
-use super::browser_agent::sha256_hex;
-use super::scenario::{Ran, Scenario, trace};
+use super::scenario::{Ran, Scenario, assert_blob, sha256_hex, trace};
 use super::web::{Request, Response, WebApp};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeMap;
@@ -46,20 +45,6 @@ const NOTES: &str = r#"/notes.html | Notes – Pocket Notes | link "Groceries"; 
 const GROCERIES: &str = r#"/groceries.html | Groceries – Pocket Notes | link "All notes""#;
 const SETTINGS: &str = r#"/settings.html | Settings – Pocket Notes | checkbox "Dark mode"; button "Sync now"; link "Home""#;
 const CRASHED: &str = "/sync? | Error | ";
-
-/// A screenshot reference names a PNG in the blob store with that hash and size.
-#[track_caller]
-fn assert_blob(s: &Scenario, reference: &Json) {
-    let hex = reference["blob"]
-        .as_str()
-        .and_then(|b| b.strip_prefix("sha256:"))
-        .unwrap_or_else(|| panic!("not a blob reference: {reference}"));
-    assert_eq!(reference["mime_type"], json!("image/png"));
-    let bytes = std::fs::read(s.blobs().join(format!("{hex}.png"))).expect("the blob is stored");
-    assert_eq!(reference["bytes"], json!(bytes.len()));
-    assert_eq!(sha256_hex(&bytes), hex);
-    assert_eq!(&bytes[1..4], b"PNG");
-}
 
 /// No image bytes (base64 PNG starts with iVBORw0KGgo) in the text.
 #[track_caller]
