@@ -23,6 +23,7 @@
 pub mod check;
 pub mod diagnostic;
 pub mod graph;
+pub mod host;
 pub mod jinja;
 mod json_schema;
 pub mod llm;
@@ -30,8 +31,10 @@ pub mod load;
 pub mod mcp;
 pub mod render;
 pub mod run;
+pub mod serve;
 pub mod source;
 pub mod spec;
+pub mod store;
 pub mod suggestion;
 pub mod topology;
 

@@ -115,6 +115,63 @@ enum Command {
         #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
+    /// Serve graphs over HTTP: the LangGraph Agent Server API (docs/server.md), for
+    /// LangGraph's client SDKs and front ends.
+    Serve {
+        /// Graph files, or directories whose `*.toml` files are graphs.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value = "127.0.0.1:2024")]
+        listen: std::net::SocketAddr,
+        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+        /// Require the API key held by this environment variable (`x-api-key` or
+        /// `Authorization: Bearer`).
+        #[arg(long, value_name = "NAME", conflicts_with = "api_key_file")]
+        api_key_env: Option<String>,
+        /// Require the API key held in this file.
+        #[arg(long, value_name = "PATH")]
+        api_key_file: Option<PathBuf>,
+        /// Listen on a non-loopback address without an API key.
+        #[arg(long)]
+        insecure: bool,
+        /// Let a browser page from this origin call the API (`*` for any); repeat for more.
+        #[arg(long, value_name = "ORIGIN")]
+        cors: Vec<String>,
+        /// The largest request body taken: bytes, or with kB / MB.
+        #[arg(long, value_name = "SIZE", default_value = "10MB", value_parser = parse_size)]
+        max_body: usize,
+        /// Runs driven at once; more wait as pending.
+        #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+        max_runs: u64,
+        /// Stop a paused thread's MCP servers after this long unused.
+        #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+        mcp_idle: std::time::Duration,
+        /// Live MCP servers allowed at once; past it, those of the thread unused longest stop.
+        #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+        mcp_max_servers: u64,
+        /// How often to look for edited graph files.
+        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+        watch: std::time::Duration,
+        /// Do not look for edited graph files.
+        #[arg(long)]
+        no_watch: bool,
+        /// How long a finished run's events stay for streams that join late.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+        log_retention: std::time::Duration,
+        /// Send a heartbeat down a stream quiet for this long.
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+        heartbeat: std::time::Duration,
+        /// Answer LLM requests from recordings, with no network; repeat for more.
+        #[arg(long, value_name = "FILE", conflicts_with = "record")]
+        replay: Vec<PathBuf>,
+        /// Append every LLM request and reply to FILE (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Print no access or notice lines.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Copy a thread up to a checkpoint into a new thread, to go on from there.
     Fork {
         #[arg(long)]
@@ -134,6 +191,28 @@ enum Command {
 
 fn cli_default_store() -> &'static str {
     cli::DEFAULT_STORE
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    switchyard::spec::parse_duration(s)
+}
+
+/// `1048576`, `512kB`, `10MB`.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = if let Some(n) = t.strip_suffix("MB") {
+        (n, 1 << 20)
+    } else if let Some(n) = t.strip_suffix("kB").or_else(|| t.strip_suffix("KB")) {
+        (n, 1 << 10)
+    } else {
+        (t.strip_suffix('B').unwrap_or(t), 1)
+    };
+    num.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{s}` is not a size (bytes, or a number with kB or MB)"))
 }
 
 #[derive(Args)]
@@ -248,6 +327,44 @@ fn main() -> ExitCode {
             graph,
             store,
         } => cli::inspect::fork(&store, graph, &thread, at, into),
+        Command::Serve {
+            paths,
+            listen,
+            store,
+            api_key_env,
+            api_key_file,
+            insecure,
+            cors,
+            max_body,
+            max_runs,
+            mcp_idle,
+            mcp_max_servers,
+            watch,
+            no_watch,
+            log_retention,
+            heartbeat,
+            replay,
+            record,
+            quiet,
+        } => cli::serve::serve(cli::serve::ServeArgs {
+            paths,
+            listen,
+            store,
+            api_key_env,
+            api_key_file,
+            insecure,
+            cors,
+            max_body,
+            max_runs: max_runs as usize,
+            mcp_idle,
+            mcp_max_servers: mcp_max_servers as usize,
+            watch: (!no_watch).then_some(watch),
+            log_retention,
+            heartbeat,
+            replay,
+            record,
+            quiet,
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -11,6 +11,7 @@ pub type FileId = usize;
 #[derive(Default)]
 pub struct Sources {
     files: SimpleFiles<String, String>,
+    names: Vec<String>,
 }
 
 impl Sources {
@@ -20,7 +21,15 @@ impl Sources {
 
     /// Adds a file under the name diagnostics will show.
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> FileId {
-        self.files.add(name.into(), text.into())
+        let name = name.into();
+        self.names.push(name.clone());
+        self.files.add(name, text.into())
+    }
+
+    /// The names of every file read, in order (the graph file first): what a graph
+    /// depends on, for a watcher.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     pub fn name(&self, id: FileId) -> &str {

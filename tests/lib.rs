@@ -13,4 +13,5 @@ mod render;
 mod run;
 mod seeds_browser;
 mod seeds_tools;
+mod serve;
 mod util;

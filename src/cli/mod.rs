@@ -1,8 +1,9 @@
-//! The commands that run graphs: `run`, `resume`, `state`, `history`, `fork`.
+//! The commands that run graphs: `run`, `resume`, `state`, `history`, `fork`, `serve`.
 //! Everything here prints; the library underneath never does.
 
 pub(crate) mod inspect;
 pub(crate) mod run;
+pub(crate) mod serve;
 mod store;
 
 pub(crate) use store::{DEFAULT_STORE, StoreArg};

@@ -193,7 +193,7 @@ impl Session {
 
     fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
         super::runtime()?.block_on(async move {
-            watch_ctrl_c(self.runner.stop_handle());
+            let stop_asked = watch_signals(self.runner.stop_handle());
             let interactive = std::io::stdin().is_terminal() && !self.json;
             let mut lines = interactive.then(stdin_lines);
             let mut outcome = match start {
@@ -212,7 +212,11 @@ impl Session {
                         let Some(lines) = lines.as_mut() else {
                             return self.paused(thread, &node, &payload);
                         };
-                        let Some(answer) = self.ask(thread, &node, &payload, lines).await? else {
+                        let answer = tokio::select! {
+                            a = self.ask(thread, &node, &payload, lines) => a?,
+                            () = stop_asked.notified() => None,
+                        };
+                        let Some(answer) = answer else {
                             return self.paused(thread, &node, &payload);
                         };
                         let fut = self.runner.resume(thread, answer, false);
@@ -423,19 +427,41 @@ fn print_event(e: &Event, json: bool) {
     }
 }
 
-/// Ctrl-C asks the run to stop at the next node boundary; a second one quits at once
-/// (the last checkpoint stands).
-fn watch_ctrl_c(stop: switchyard::run::StopHandle) {
+/// Ctrl-C or SIGTERM asks the run to stop at the next node boundary (its MCP servers
+/// are then shut down, their process groups with them); a second one quits at once
+/// (the last checkpoint stands). The returned notice wakes a prompt waiting for an
+/// answer: a paused thread needs no boundary to stop at.
+fn watch_signals(stop: switchyard::run::StopHandle) -> std::sync::Arc<tokio::sync::Notify> {
+    let asked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = asked.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        eprintln!("\nstopping at the next node boundary (Ctrl-C again to quit now)");
+        let Some(code) = signal().await else { return };
+        eprintln!("\nstopping at the next node boundary (again to quit now)");
         stop.stop();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(130);
+        notify.notify_one();
+        if signal().await.is_some() {
+            std::process::exit(code);
         }
     });
+    asked
+}
+
+/// The next Ctrl-C (exit code 130 to quit on) or SIGTERM (143); none when no signal
+/// can be watched.
+async fn signal() -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).ok()?;
+        tokio::select! {
+            c = tokio::signal::ctrl_c() => c.ok().map(|()| 130),
+            t = term.recv() => t.map(|()| 143),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.ok().map(|()| 130)
+    }
 }
 
 /// Lines typed at the terminal, read on their own thread so a prompt can time out.

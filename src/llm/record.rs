@@ -26,6 +26,20 @@ impl RecordingClient {
         })
     }
 
+    /// Appends to the recording at `path`, creating it when missing: a server's runs
+    /// add to one recording.
+    pub fn append_to(path: &Path, inner: Arc<dyn LlmClient>) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(RecordingClient {
+            inner,
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
     fn append(&self, exchange: &Exchange) -> Result<(), LlmError> {
         let mut line = serde_json::to_string(exchange)
             .map_err(|e| LlmError::Record(format!("{}: {e}", self.path.display())))?;

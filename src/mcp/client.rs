@@ -94,6 +94,35 @@ impl McpClient {
         self
     }
 
+    /// Sends server events to `tx` from now on (or nowhere), also from sessions
+    /// already running.
+    pub fn set_events(&self, tx: Option<UnboundedSender<Event>>) {
+        self.events.set(tx);
+    }
+
+    /// How many servers have a live session now.
+    pub async fn live_servers(&self) -> usize {
+        let slots: Vec<Arc<Slot>> = self
+            .slots
+            .lock()
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default();
+        let mut live = 0;
+        for slot in slots {
+            if slot
+                .state
+                .lock()
+                .await
+                .session
+                .as_ref()
+                .is_some_and(|s| s.is_alive())
+            {
+                live += 1;
+            }
+        }
+        live
+    }
+
     pub fn blobs(&self) -> &BlobStore {
         &self.blobs
     }

@@ -5,9 +5,11 @@
 //! flagged.
 
 mod dot;
+mod json;
 mod mermaid;
 
 pub use dot::dot;
+pub use json::json;
 pub use mermaid::mermaid;
 
 use crate::spec::{EdgeKind, GraphSpec, KindSpec, NodeKind, NodeSpec};

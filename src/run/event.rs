@@ -1,6 +1,7 @@
 //! Typed events of a run. The CLI prints them for people or as NDJSON (`--json`); the
 //! library hands them out through an unbounded channel ([`super::Runner::events`]).
 
+use crate::store::Checkpoint;
 use serde::Serialize;
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -99,6 +100,12 @@ pub enum Event {
     Stopped {
         next: Option<Arc<str>>,
         step: u64,
+    },
+    /// A checkpoint was saved: the record, and the whole state after it when asked for
+    /// (only with [`super::Runner::with_saved_events`]; the command line asks for none).
+    Saved {
+        record: Arc<Checkpoint>,
+        values: Option<Arc<Json>>,
     },
     RunFinished {
         status: &'static str,
@@ -220,6 +227,7 @@ impl Event {
                 Some(n) => format!("stopped after step {step}; next is {n}"),
                 None => format!("stopped after step {step}"),
             },
+            Event::Saved { record, .. } => format!("      saved checkpoint {}", record.seq),
             Event::RunFinished {
                 status,
                 outcome,

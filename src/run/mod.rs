@@ -1,14 +1,15 @@
 //! Run: the async interpreter, its state, checkpoints and events.
 
 pub mod answer;
-pub mod checkpoint;
 pub mod event;
 pub mod kinds;
+mod resume;
 mod runner;
 pub(crate) mod scope;
 pub mod state;
+mod thread;
 
-pub use checkpoint::{Checkpoint, Checkpointer, Claim, MemoryStore, SqliteStore, Status};
+pub use crate::store::{Checkpoint, Checkpointer, Claim, MemoryStore, SqliteStore, Status};
 pub use event::Event;
 pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
 pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};

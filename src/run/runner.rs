@@ -6,15 +6,16 @@
 //! record saved; a resume validates the answer, writes it and routes on, so no node
 //! runs twice because of a resume.
 
-use super::checkpoint::{Checkpoint, Checkpointer, Pending, Status, StoreError, Write};
 use super::event::Event;
+use super::kinds::cx::{NodeCx, jinja_error};
 use super::kinds::llm::{LlmClient, NoLlm};
 use super::kinds::mcp::{NoTools, ToolClient};
 use super::kinds::{self, Step};
 use super::scope::{Scope, from_json, to_json};
 use super::state::State;
-use crate::graph::{Body, ExprId, Graph, Next, Node, NodeId, Target, ValueTpl};
+use crate::graph::{Body, ExprId, Graph, Next, Node, NodeId, Target};
 use crate::spec::Breakpoint;
+use crate::store::{Checkpoint, Checkpointer, Pending, Source, Status, StoreError, Write};
 use minijinja::Value;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
@@ -70,6 +71,9 @@ pub enum RunError {
     GraphChanged { thread: String, why: String },
     #[error("the input is not an object of state fields: {0}")]
     Input(String),
+    /// A person's write to the state (`Runner::update`) that the fields refuse.
+    #[error("the update is refused: {0}")]
+    Update(String),
     #[error("node `{node}` failed: {message}")]
     Node { node: String, message: String },
     #[error(
@@ -100,116 +104,42 @@ impl StopHandle {
 
 /// Runs one graph against one checkpoint store.
 pub struct Runner {
-    graph: Arc<Graph>,
+    pub(super) graph: Arc<Graph>,
     /// The graph file and its hash, as every checkpoint records them.
-    graph_path: Arc<str>,
-    graph_hash: Arc<str>,
-    store: Arc<dyn Checkpointer>,
+    pub(super) graph_path: Arc<str>,
+    pub(super) graph_hash: Arc<str>,
+    pub(super) store: Arc<dyn Checkpointer>,
     llm: Arc<dyn LlmClient>,
     tools: Arc<dyn ToolClient>,
     events: Option<UnboundedSender<Event>>,
     stop: StopHandle,
     max_steps: Option<u64>,
-}
-
-/// What a node's work sees: the graph, the state, its node, the clients.
-pub(crate) struct NodeCx<'a> {
-    pub(crate) graph: &'a Arc<Graph>,
-    pub(crate) state: &'a State,
-    pub(crate) node: &'a Node,
-    pub(crate) run: Value,
-    pub(crate) llm: &'a dyn LlmClient,
-    pub(crate) tools: &'a dyn ToolClient,
-    /// The run's store, for an llm node's cache.
-    pub(crate) store: &'a dyn Checkpointer,
-    events: &'a Option<UnboundedSender<Event>>,
-}
-
-impl NodeCx<'_> {
-    fn scope(&self, result: Option<Value>) -> Value {
-        Value::from_object(Scope {
-            graph: self.graph.clone(),
-            values: self.state.values.clone(),
-            run: self.run.clone(),
-            result,
-        })
-    }
-
-    /// Evaluates a condition (`only_if`, a policy rule's `when`) as minijinja sees it,
-    /// without copying what it reads into JSON.
-    pub(crate) fn eval(&self, id: ExprId) -> Result<Value, String> {
-        self.graph
-            .eval(id, self.scope(None))
-            .map_err(|e| jinja_error(&e))
-    }
-
-    /// Evaluates to JSON, with `result` bound.
-    pub(crate) fn eval_with(&self, id: ExprId, result: Option<Value>) -> Result<Json, String> {
-        let v = self
-            .graph
-            .eval(id, self.scope(result))
-            .map_err(|e| jinja_error(&e))?;
-        to_json(&v)
-    }
-
-    pub(crate) fn render(&self, name: &str) -> Result<String, String> {
-        self.graph
-            .render(name, self.scope(None))
-            .map_err(|e| jinja_error(&e))
-    }
-
-    pub(crate) fn value(&self, tpl: &ValueTpl) -> Result<Json, String> {
-        Ok(match tpl {
-            ValueTpl::Expr(e) => self.eval_with(*e, None)?,
-            ValueTpl::Literal(l) => l.clone(),
-            ValueTpl::Array(items) => Json::Array(
-                items
-                    .iter()
-                    .map(|i| self.value(i))
-                    .collect::<Result<_, _>>()?,
-            ),
-            ValueTpl::Object(entries) => Json::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), self.value(v)?)))
-                    .collect::<Result<_, String>>()?,
-            ),
-        })
-    }
-
-    pub(crate) fn emit(&self, make: impl FnOnce() -> Event) {
-        if let Some(tx) = self.events {
-            let _ = tx.send(make());
-        }
-    }
-}
-
-fn jinja_error(e: &minijinja::Error) -> String {
-    match e.detail() {
-        Some(d) => format!("{}: {d}", e.kind()),
-        None => e.kind().to_string(),
-    }
+    /// Whether a run shuts its MCP servers down when it ends or pauses (the command
+    /// line), or leaves them to the caller (a server keeps a paused thread's servers).
+    shutdown_tools: bool,
+    /// Emit [`Event::Saved`] for every checkpoint; `Some(true)` with the whole state.
+    saved: Option<bool>,
 }
 
 /// A thread being driven.
 #[derive(Clone)]
-struct Live {
-    thread: Arc<str>,
-    seq: u64,
-    run: u64,
-    step: u64,
-    state: State,
-    tokens: u64,
+pub(super) struct Live {
+    pub(super) thread: Arc<str>,
+    pub(super) seq: u64,
+    pub(super) run: u64,
+    pub(super) step: u64,
+    pub(super) state: State,
+    pub(super) tokens: u64,
     /// Wall time of this run before the current segment (earlier segments were paused).
-    elapsed_before: Duration,
-    started: Instant,
+    pub(super) elapsed_before: Duration,
+    pub(super) started: Instant,
     /// A limit was reached and the run is on its way to `on_limit`.
-    limited: bool,
+    pub(super) limited: bool,
     /// `run.error` as expressions see it: set when a failure takes `on_error`, seen by
     /// the node the run goes to, cleared when that node completes.
-    error: Json,
+    pub(super) error: Json,
     /// The node whose `before` breakpoint was just answered: it runs without pausing again.
-    past_breakpoint: Option<NodeId>,
+    pub(super) past_breakpoint: Option<NodeId>,
 }
 
 impl Live {
@@ -218,7 +148,7 @@ impl Live {
     }
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -243,6 +173,8 @@ impl Runner {
             events: None,
             stop: StopHandle::default(),
             max_steps: None,
+            shutdown_tools: true,
+            saved: None,
         }
     }
 
@@ -258,10 +190,34 @@ impl Runner {
         self
     }
 
+    /// Leaves the tool client's servers running when a run ends or pauses: the caller
+    /// owns them (a server keeps a paused thread's browser open for its resume).
+    #[must_use]
+    pub fn with_tools_kept(mut self) -> Self {
+        self.shutdown_tools = false;
+        self
+    }
+
     /// Overrides the graph's `max_steps` for runs of this runner.
     #[must_use]
     pub fn with_max_steps(mut self, max_steps: Option<u64>) -> Self {
         self.max_steps = max_steps;
+        self
+    }
+
+    /// Uses `stop` as the runner's stop handle, so a caller can hold it before the
+    /// runner exists.
+    #[must_use]
+    pub fn with_stop(mut self, stop: StopHandle) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Emits an [`Event::Saved`] after every checkpoint the runs write, carrying the
+    /// record and, with `values`, the whole state after it.
+    #[must_use]
+    pub fn with_saved_events(mut self, values: bool) -> Self {
+        self.saved = Some(values);
         self
     }
 
@@ -270,6 +226,13 @@ impl Runner {
         let (tx, rx) = unbounded_channel();
         self.events = Some(tx);
         rx
+    }
+
+    /// Sends the events of every later run to `tx`.
+    #[must_use]
+    pub fn with_events(mut self, tx: UnboundedSender<Event>) -> Self {
+        self.events = Some(tx);
+        self
     }
 
     /// The sender behind [`Runner::events`], for clients that emit events of their own
@@ -286,7 +249,7 @@ impl Runner {
         &self.graph
     }
 
-    fn emit(&self, make: impl FnOnce() -> Event) {
+    pub(super) fn emit(&self, make: impl FnOnce() -> Event) {
         if let Some(tx) = &self.events {
             let _ = tx.send(make());
         }
@@ -298,16 +261,28 @@ impl Runner {
 
     /// Starts a new run of the graph on a thread: the input's fields are written through
     /// their reducers (onto the thread's state when it has one), then the entry runs.
-    /// When the run ends or pauses, its MCP servers are shut down.
+    /// When the run ends or pauses, its MCP servers are shut down (unless kept).
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
         let claim = self.store.claim(thread)?;
-        let outcome = self.start_run(thread, input).await;
-        self.tools.shutdown().await;
+        let outcome = match self.prepare_start(thread, input) {
+            Ok((live, writes)) => self.start_prepared(live, writes).await,
+            Err(e) => Err(e),
+        };
+        if self.shutdown_tools {
+            self.tools.shutdown().await;
+        }
         drop(claim);
         outcome
     }
 
-    async fn start_run(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
+    /// Checks that a run can start on `thread` with `input`, as [`Runner::start`]
+    /// would, without writing anything.
+    pub fn check_start(&self, thread: &str, input: Json) -> Result<(), RunError> {
+        self.prepare_start(thread, input).map(drop)
+    }
+
+    /// The thread as a new run finds it, with the input written.
+    fn prepare_start(&self, thread: &str, input: Json) -> Result<(Live, Vec<Write>), RunError> {
         let Json::Object(fields) = input else {
             return Err(RunError::Input(format!(
                 "expected an object, got {}",
@@ -335,24 +310,44 @@ impl Runner {
         live.limited = false;
         live.error = Json::Null;
         live.past_breakpoint = None;
-        let mut writes = Vec::new();
+        let writes = self
+            .write_fields(&mut live, fields)
+            .map_err(RunError::Input)?;
+        Ok((live, writes))
+    }
+
+    /// Writes each field of an input (or a person's update) through its reducer.
+    pub(super) fn write_fields(
+        &self,
+        live: &mut Live,
+        fields: serde_json::Map<String, Json>,
+    ) -> Result<Vec<Write>, String> {
+        let mut writes = Vec::with_capacity(fields.len());
         for (name, value) in fields {
             let id = self.graph.field_id(&name).ok_or_else(|| {
                 let hint =
                     crate::suggestion::help_for(&name, self.graph.fields.iter().map(|f| &*f.name))
                         .map(|h| format!("; {h}"))
                         .unwrap_or_default();
-                RunError::Input(format!("`{name}` is not a state field{hint}"))
+                format!("`{name}` is not a state field{hint}")
             })?;
             let value = Arc::new(value);
             live.state
                 .write(&self.graph, id, value.clone())
-                .map_err(|e| RunError::Input(e.to_string()))?;
+                .map_err(|e| e.to_string())?;
             writes.push(Write {
                 field: self.graph.field(id).name.clone(),
                 value,
             });
         }
+        Ok(writes)
+    }
+
+    async fn start_prepared(
+        &self,
+        mut live: Live,
+        writes: Vec<Write>,
+    ) -> Result<Outcome, RunError> {
         let entry = Target::Node(self.graph.entry);
         self.record(
             &mut live,
@@ -374,7 +369,7 @@ impl Runner {
 
     /// Resumes a paused thread: an interrupted one with the person's answer, a stopped
     /// (or crashed) one with none. When the run ends or pauses again, its MCP servers
-    /// are shut down.
+    /// are shut down (unless kept).
     pub async fn resume(
         &self,
         thread: &str,
@@ -382,252 +377,15 @@ impl Runner {
         force: bool,
     ) -> Result<Outcome, RunError> {
         let claim = self.store.claim(thread)?;
-        let outcome = self.resume_run(thread, payload, force).await;
-        self.tools.shutdown().await;
+        let outcome = match self.prepare_resume(thread, payload, force) {
+            Ok(r) => self.resume_prepared(r).await,
+            Err(e) => Err(e),
+        };
+        if self.shutdown_tools {
+            self.tools.shutdown().await;
+        }
         drop(claim);
         outcome
-    }
-
-    async fn resume_run(
-        &self,
-        thread: &str,
-        payload: Option<Json>,
-        force: bool,
-    ) -> Result<Outcome, RunError> {
-        let records = self.store.load(thread)?;
-        if records.is_empty() {
-            return Err(RunError::UnknownThread(thread.into()));
-        }
-        let (mut live, last) = self.replay(thread, &records)?;
-        let Some(last) = last else {
-            return Err(RunError::UnknownThread(thread.into()));
-        };
-        live.elapsed_before = Duration::from_millis(last.elapsed_ms);
-        let started = |live: &Live| {
-            self.emit(|| Event::RunStarted {
-                thread: live.thread.clone(),
-                graph: self.graph.name.clone(),
-                run: live.run,
-                resumed: true,
-            })
-        };
-        match last.status {
-            Status::Finished | Status::Failed => Err(RunError::NotPaused {
-                thread: thread.into(),
-                status: last.status.name(),
-            }),
-            Status::Stopped | Status::Running => {
-                if payload.is_some() {
-                    return Err(RunError::UnexpectedPayload {
-                        thread: thread.into(),
-                    });
-                }
-                self.check_graph(thread, last, None, force)?;
-                self.check_types(thread, &live, force)?;
-                let next = self.target_of(thread, last.next.as_deref())?;
-                started(&live);
-                self.drive(live, next).await
-            }
-            Status::Interrupted => {
-                let pending = last.pending.clone().ok_or_else(|| StoreError::Corrupt {
-                    thread: thread.into(),
-                    message: format!(
-                        "checkpoint {} is interrupted and has no pending interrupt",
-                        last.seq
-                    ),
-                })?;
-                self.check_graph(thread, last, Some(&pending), force)?;
-                self.check_types(thread, &live, force)?;
-                let id =
-                    self.graph
-                        .node_id(&pending.node)
-                        .ok_or_else(|| RunError::GraphChanged {
-                            thread: thread.into(),
-                            why: format!("the pending node `{}` is gone", pending.node),
-                        })?;
-                self.resume_interrupt(live, id, pending, payload, last.next.as_deref(), started)
-                    .await
-            }
-        }
-    }
-
-    /// Copies a thread's history up to and including checkpoint `seq` into a new
-    /// thread, which can then be resumed from there.
-    pub fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
-        if self.store.latest(new_thread)?.is_some() {
-            return Err(RunError::ThreadExists(new_thread.into()));
-        }
-        let records = self.store.load(thread)?;
-        if records.is_empty() {
-            return Err(RunError::UnknownThread(thread.into()));
-        }
-        if !records.iter().any(|r| r.seq == seq) {
-            return Err(RunError::NoSuchCheckpoint {
-                thread: thread.into(),
-                seq,
-            });
-        }
-        let new: Arc<str> = Arc::from(new_thread);
-        // A fork of a mid-run checkpoint (`running`) resumes from its `next` node, as a
-        // thread whose process died there would.
-        for mut r in records.into_iter().filter(|r| r.seq <= seq) {
-            r.thread = new.clone();
-            self.store.append(r)?;
-        }
-        Ok(())
-    }
-
-    /// The state of a thread at its latest checkpoint, or at checkpoint `seq`.
-    pub fn state(&self, thread: &str, seq: Option<u64>) -> Result<(Json, Checkpoint), RunError> {
-        let mut records = self.store.load(thread)?;
-        if records.is_empty() {
-            return Err(RunError::UnknownThread(thread.into()));
-        }
-        if let Some(seq) = seq {
-            if !records.iter().any(|r| r.seq == seq) {
-                return Err(RunError::NoSuchCheckpoint {
-                    thread: thread.into(),
-                    seq,
-                });
-            }
-            records.retain(|r| r.seq <= seq);
-        }
-        let (live, last) = self.replay(thread, &records)?;
-        let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
-        Ok((live.state.to_json(&self.graph), last.clone()))
-    }
-
-    /// The latest checkpoint of a thread: where it stands, its pending interrupt.
-    pub fn latest(&self, thread: &str) -> Result<Checkpoint, RunError> {
-        self.store
-            .latest(thread)?
-            .ok_or_else(|| RunError::UnknownThread(thread.into()))
-    }
-
-    /// Every checkpoint of a thread.
-    pub fn history(&self, thread: &str) -> Result<Vec<Checkpoint>, RunError> {
-        let records = self.store.load(thread)?;
-        if records.is_empty() {
-            return Err(RunError::UnknownThread(thread.into()));
-        }
-        Ok(records)
-    }
-
-    /// Rebuilds a thread's state by replaying its records' writes.
-    fn replay<'r>(
-        &self,
-        thread: &str,
-        records: &'r [Checkpoint],
-    ) -> Result<(Live, Option<&'r Checkpoint>), RunError> {
-        let mut state = State::new(&self.graph);
-        for r in records {
-            for w in &r.writes {
-                // A field the graph no longer declares is skipped: its value cannot be
-                // read by anything the graph now says.
-                // The writes were checked when they were made; a field whose type was
-                // edited since is reported by `check_types` where it matters.
-                if let Some(id) = self.graph.field_id(&w.field) {
-                    state
-                        .replay(&self.graph, id, w.value.clone())
-                        .map_err(|e| StoreError::Corrupt {
-                            thread: thread.into(),
-                            message: format!("replaying checkpoint {}: {e}", r.seq),
-                        })?;
-                }
-            }
-        }
-        let last = records.last();
-        Ok((
-            Live {
-                thread: Arc::from(thread),
-                seq: last.map_or(0, |r| r.seq.saturating_add(1)),
-                run: last.map_or(0, |r| r.run),
-                step: last.map_or(0, |r| r.step),
-                state,
-                tokens: last.map_or(0, |r| r.tokens),
-                elapsed_before: Duration::ZERO,
-                started: Instant::now(),
-                limited: last.is_some_and(|r| r.limited),
-                error: last.and_then(|r| r.error.clone()).unwrap_or(Json::Null),
-                past_breakpoint: None,
-            },
-            last,
-        ))
-    }
-
-    fn target_of(&self, thread: &str, name: Option<&str>) -> Result<Target, RunError> {
-        match name {
-            None => Ok(Target::End),
-            Some(n) if n == crate::spec::END => Ok(Target::End),
-            Some(n) => self
-                .graph
-                .node_id(n)
-                .map(Target::Node)
-                .ok_or_else(|| RunError::NodeGone {
-                    thread: thread.into(),
-                    node: n.to_string(),
-                }),
-        }
-    }
-
-    /// Refuses to go on when a field's type was edited so that the value the thread
-    /// holds no longer fits it, unless forced.
-    fn check_types(&self, thread: &str, live: &Live, force: bool) -> Result<(), RunError> {
-        if force {
-            return Ok(());
-        }
-        for (i, f) in self.graph.fields.iter().enumerate() {
-            let value = live.state.get(crate::graph::FieldId(i as u32));
-            if !f.ty.accepts(value) {
-                return Err(RunError::GraphChanged {
-                    thread: thread.into(),
-                    why: format!(
-                        "field `{}` is now `{}`, and the thread holds {}",
-                        f.name,
-                        f.ty,
-                        super::state::describe(value)
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Refuses to go on when the graph changed under a paused thread in a way that
-    /// touches where it stands, unless forced.
-    fn check_graph(
-        &self,
-        thread: &str,
-        last: &Checkpoint,
-        pending: Option<&Pending>,
-        force: bool,
-    ) -> Result<(), RunError> {
-        if force || *last.graph_hash == self.graph.hash {
-            return Ok(());
-        }
-        let why = match pending {
-            Some(p) => match self.graph.node_id(&p.node) {
-                None => Some(format!("the pending node `{}` was removed", p.node)),
-                Some(id) if self.graph.node(id).fingerprint != p.fingerprint => Some(format!(
-                    "the pending node `{}` (its keys, edges, prompt or schema files) was edited",
-                    p.node
-                )),
-                Some(_) => None,
-            },
-            None => match last.next.as_deref() {
-                Some(n) if n != crate::spec::END && self.graph.node_id(n).is_none() => {
-                    Some(format!("the next node `{n}` was removed"))
-                }
-                _ => None,
-            },
-        };
-        match why {
-            Some(why) => Err(RunError::GraphChanged {
-                thread: thread.into(),
-                why,
-            }),
-            None => Ok(()),
-        }
     }
 
     fn run_value(&self, live: &Live) -> Value {
@@ -642,7 +400,7 @@ impl Runner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn record(
+    pub(super) fn record(
         &self,
         live: &mut Live,
         node: Option<&Node>,
@@ -652,6 +410,12 @@ impl Runner {
         pending: Option<Pending>,
         outcome: Option<String>,
     ) -> Result<(), RunError> {
+        // The one record no node wrote that leaves a run going is its input's.
+        let source = if node.is_none() && status == Status::Running {
+            Source::Input
+        } else {
+            Source::Loop
+        };
         let record = Checkpoint {
             thread: live.thread.clone(),
             seq: live.seq,
@@ -673,9 +437,20 @@ impl Runner {
             tokens: live.tokens,
             elapsed_ms: live.elapsed().as_millis() as u64,
             at_ms: now_ms(),
+            source,
+        };
+        let saved = match (self.saved, &self.events) {
+            (Some(values), Some(_)) => Some((
+                Arc::new(record.clone()),
+                values.then(|| Arc::new(live.state.to_json(&self.graph))),
+            )),
+            _ => None,
         };
         self.store.append(record)?;
         live.seq += 1;
+        if let Some((record, values)) = saved {
+            self.emit(|| Event::Saved { record, values });
+        }
         Ok(())
     }
 
@@ -693,7 +468,11 @@ impl Runner {
         }
     }
 
-    async fn drive(&self, mut live: Live, mut next: Target) -> Result<Outcome, RunError> {
+    pub(super) async fn drive(
+        &self,
+        mut live: Live,
+        mut next: Target,
+    ) -> Result<Outcome, RunError> {
         // After a limit sends the run to `on_limit`, it may take as many steps as the
         // graph has nodes to finish; a graph that loops back instead still ends.
         let mut grace = self.graph.nodes.len() as u64;
@@ -792,6 +571,7 @@ impl Runner {
             deadline_ms,
             fingerprint: node.fingerprint.clone(),
             breakpoint: breakpoint.map(String::from),
+            at_seq: Some(live.seq),
         };
         self.record(
             live,
@@ -811,112 +591,6 @@ impl Runner {
             node: node.name.to_string(),
             payload,
         })
-    }
-
-    async fn resume_interrupt(
-        &self,
-        mut live: Live,
-        id: NodeId,
-        pending: Pending,
-        payload: Option<Json>,
-        next: Option<&str>,
-        started: impl Fn(&Live),
-    ) -> Result<Outcome, RunError> {
-        let node = self.graph.node(id);
-        if let Some(bp) = &pending.breakpoint {
-            // A breakpoint pause carries no answer: the person only lets the run go on.
-            if payload.is_some() {
-                return Err(RunError::UnexpectedPayload {
-                    thread: live.thread.to_string(),
-                });
-            }
-            let next = self.target_of(&live.thread, next)?;
-            started(&live);
-            self.emit(|| Event::Resumed {
-                node: node.name.clone(),
-                timed_out: false,
-            });
-            if bp == "before" {
-                live.past_breakpoint = Some(id);
-            }
-            return self.drive(live, next).await;
-        }
-        let Body::Interrupt(body) = &node.body else {
-            return Err(RunError::GraphChanged {
-                thread: live.thread.to_string(),
-                why: format!("`{}` is no longer an interrupt", node.name),
-            });
-        };
-        if pending.deadline_ms.is_some_and(|d| now_ms() > d)
-            && let Some(to) = body.on_timeout
-        {
-            started(&live);
-            self.emit(|| Event::Resumed {
-                node: node.name.clone(),
-                timed_out: true,
-            });
-            self.record(
-                &mut live,
-                Some(node),
-                Some(to),
-                Vec::new(),
-                Status::Running,
-                None,
-                None,
-            )?;
-            self.emit(|| Event::RouteTaken {
-                from: node.name.clone(),
-                to: Arc::from(self.graph.target_name(to)),
-                case: Some("timeout".into()),
-            });
-            return self.drive(live, to).await;
-        }
-        let payload = payload.ok_or_else(|| RunError::MissingPayload {
-            node: node.name.to_string(),
-        })?;
-        kinds::interrupt::check_payload(body, &payload).map_err(|errors| {
-            RunError::InvalidPayload {
-                node: node.name.to_string(),
-                errors,
-            }
-        })?;
-        if let (Some(expected), Some(got)) = (&pending.reference, payload.get("reference")) {
-            let got = reference_text(got);
-            if &got != expected {
-                return Err(RunError::WrongReference {
-                    expected: expected.clone(),
-                    got,
-                });
-            }
-        }
-        let writes: Vec<_> = body
-            .output
-            .map(|f| vec![(f, payload.clone())])
-            .unwrap_or_default();
-        // The answer is applied to a copy: an answer the output field, `set` or the
-        // route cannot take is refused like one that does not fit the schema, and the
-        // thread stays paused, as it was, for another answer instead of failing. A
-        // taken answer's copy becomes the run (the original goes, so the two share no
-        // field that a later write would then have to copy).
-        let start = Instant::now();
-        let mut trial = live.clone();
-        let taken = self
-            .apply(&mut trial, node, payload, writes)
-            .and_then(|applied| Ok((applied, self.route(&trial, node)?)));
-        let (applied, next) = taken.map_err(|message| RunError::AnswerRefused {
-            node: node.name.to_string(),
-            message,
-        })?;
-        live = trial;
-        started(&live);
-        self.emit(|| Event::Resumed {
-            node: node.name.clone(),
-            timed_out: false,
-        });
-        match self.commit(&mut live, node, applied, next, None, start, false)? {
-            Flow::Next(t) => self.drive(live, t).await,
-            Flow::Return(o) => Ok(o),
-        }
     }
 
     async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
@@ -1076,6 +750,8 @@ impl Runner {
                 Ok(Flow::Next(to))
             }
             None => {
+                // The record says why the run failed, for whoever reads it later.
+                live.error = json!({ "node": &*node.name, "message": message });
                 let id = self.graph.node_id(&node.name).map(Target::Node);
                 self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
                 self.emit_finished(live, "failed", None, None);
@@ -1088,7 +764,7 @@ impl Runner {
     }
 
     /// Applies the kind's writes and then `set`, in order, returning the records.
-    fn apply(
+    pub(super) fn apply(
         &self,
         live: &mut Live,
         node: &Node,
@@ -1140,7 +816,7 @@ impl Runner {
 
     /// Picks the next node from the node's edges, on the current state, with the name
     /// of the case that chose it. None for a finalize node.
-    fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
+    pub(super) fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
         // `run` is built once for all the route's expressions, and only for a route
         // that has any.
         let run = std::cell::OnceCell::new();
@@ -1194,7 +870,7 @@ impl Runner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn commit(
+    pub(super) fn commit(
         &self,
         live: &mut Live,
         node: &Node,
@@ -1291,16 +967,16 @@ impl Runner {
 }
 
 /// Where a node's edges lead, and the name of the case that chose it.
-type Routed = (Target, Option<String>);
+pub(super) type Routed = (Target, Option<String>);
 
-enum Flow {
+pub(super) enum Flow {
     Next(Target),
     Return(Outcome),
 }
 
 /// A `reference` as pending interrupts keep it: a string as it is, anything else as
 /// JSON text.
-fn reference_text(r: &Json) -> String {
+pub(super) fn reference_text(r: &Json) -> String {
     match r {
         Json::String(s) => s.clone(),
         other => other.to_string(),

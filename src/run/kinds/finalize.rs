@@ -1,8 +1,8 @@
 //! `finalize`: renders the response and ends the run with its outcome.
 
 use super::Step;
+use super::cx::NodeCx;
 use crate::graph::FinalizeBody;
-use crate::run::runner::NodeCx;
 use serde_json::Value as Json;
 
 pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {

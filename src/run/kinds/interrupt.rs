@@ -1,8 +1,8 @@
 //! `interrupt`: renders a payload and pauses the run; a resume brings the answer.
 
 use super::Step;
+use super::cx::NodeCx;
 use crate::graph::InterruptBody;
-use crate::run::runner::NodeCx;
 use serde_json::Value as Json;
 
 pub(crate) fn run(cx: &NodeCx<'_>, body: &InterruptBody) -> Step {

@@ -20,11 +20,11 @@
 //! OpenAI-compatible client, recordings and replays plug in the same way.
 
 use super::Step;
+use super::cx::NodeCx;
 use crate::graph::{LlmBody, Retry, Target};
 use crate::llm::offer::{Offer, PseudoSpec, Verdict};
 use crate::run::event::Event;
 use crate::run::kinds::mcp::backoff;
-use crate::run::runner::NodeCx;
 use crate::run::scope::from_json;
 use serde_json::{Value as Json, json};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

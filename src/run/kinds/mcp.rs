@@ -3,9 +3,9 @@
 //! scripted doubles and the MCP client plugs in the same way.
 
 use super::Step;
+use super::cx::NodeCx;
 use crate::graph::{McpBody, Server, ToolName};
 use crate::run::event::Event;
-use crate::run::runner::NodeCx;
 use serde_json::{Value as Json, json};
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,7 @@
 //! The built-in node kinds, one file each, behind one trait. The runner dispatches on
 //! the node's body; each kind turns the current state into a [`Step`].
 
+pub(crate) mod cx;
 pub(crate) mod finalize;
 pub(crate) mod interrupt;
 pub mod llm;

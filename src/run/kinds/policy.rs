@@ -1,8 +1,8 @@
 //! `policy`: ordered rules decide allow / confirm / deny, with a reason.
 
 use super::Step;
+use super::cx::NodeCx;
 use crate::graph::PolicyBody;
-use crate::run::runner::NodeCx;
 use crate::spec::Decision;
 use serde_json::json;
 

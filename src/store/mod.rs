@@ -1,12 +1,20 @@
-//! Checkpoints: one record per node execution, keyed by thread id.
+//! Stores: where threads live. One trait, [`Checkpointer`], with a store in memory and
+//! one in a SQLite file, both passing the same test suite (`tests/store.rs`).
 //!
-//! A record holds what changed (the writes of that step), not the whole state, so the
-//! cost of a step does not grow with the length of the history. The state at any record
-//! is the replay of the writes up to it, through the same reducers.
+//! A thread's history is one checkpoint record per node execution. A record holds what
+//! changed (the writes of that step), not the whole state, so the cost of a step does
+//! not grow with the length of the history. The state at any record is the replay of
+//! the writes up to it, through the same reducers.
+//!
+//! Beside the checkpoints a store keeps the LLM cache and, for `switchyard serve`, the
+//! catalog of threads (metadata, creation time) and runs (status, the request that made
+//! them), so a restarted server knows what it was doing.
 
+mod catalog;
 mod memory;
 mod sqlite;
 
+pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 
@@ -69,6 +77,42 @@ pub struct Pending {
     /// Pauses for a breakpoint rather than an interrupt node.
     #[serde(default)]
     pub breakpoint: Option<String>,
+    /// The checkpoint that paused: it names the interrupt however many records (a
+    /// person's updates) come after it before the answer.
+    #[serde(default)]
+    pub at_seq: Option<u64>,
+}
+
+/// What wrote a checkpoint record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The input of a run: its first record.
+    Input,
+    /// A node, or the run's end, stop or pause.
+    #[default]
+    Loop,
+    /// A person's write to the state between runs (`Runner::update`).
+    Update,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Input => "input",
+            Source::Loop => "loop",
+            Source::Update => "update",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "input" => Source::Input,
+            "loop" => Source::Loop,
+            "update" => Source::Update,
+            _ => return None,
+        })
+    }
 }
 
 /// One checkpoint record.
@@ -103,6 +147,8 @@ pub struct Checkpoint {
     pub elapsed_ms: u64,
     /// Unix milliseconds when the record was written.
     pub at_ms: u64,
+    #[serde(default)]
+    pub source: Source,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +185,8 @@ pub enum StoreError {
     },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },
+    #[error("checkpoint store: the catalog entry of {what} is corrupt: {message}")]
+    CorruptCatalog { what: String, message: String },
 }
 
 /// Durable (or not) storage of checkpoint records.
@@ -171,6 +219,27 @@ pub trait Checkpointer: Send + Sync {
         let _ = thread;
         Ok(Claim::none())
     }
+    /// Removes the records of `thread` from `seq` on (a rolled-back run's), keeping
+    /// those before it.
+    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
+    /// Removes everything of a thread: its records, its catalog entry and its runs.
+    fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;
+
+    /// Creates or replaces a thread's catalog entry.
+    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError>;
+    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
+    /// Every thread of the catalog, oldest first.
+    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError>;
+
+    /// Creates or replaces a run.
+    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
+    /// The runs of a thread, oldest first.
+    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;
+    fn delete_run(&self, run: &str) -> Result<(), StoreError>;
+    /// Runs that were pending or running, oldest first: after a restart, the work a
+    /// previous process left unfinished.
+    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError>;
 }
 
 /// A thread driven by this caller; dropping it (the run ended, paused, failed or was

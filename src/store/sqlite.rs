@@ -1,4 +1,7 @@
-use super::{Checkpoint, Checkpointer, Claim, Pending, Status, StoreError, Write};
+use super::{
+    Checkpoint, Checkpointer, Claim, Pending, RunRecord, RunStatus, Source, Status, StoreError,
+    ThreadRecord, Write,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -16,7 +19,7 @@ pub struct SqliteStore {
 }
 
 /// Layout version, kept in SQLite's `user_version`.
-const VERSION: i64 = 2;
+const VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -37,6 +40,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     at_ms       INTEGER NOT NULL,
     limited     INTEGER NOT NULL,
     error       TEXT,
+    source      TEXT    NOT NULL DEFAULT 'loop',
     PRIMARY KEY (thread, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -44,6 +48,39 @@ CREATE TABLE IF NOT EXISTS llm_cache (
     value       TEXT    NOT NULL,
     expires_ms  INTEGER NOT NULL
 ) WITHOUT ROWID;
+";
+
+/// The server's catalog (version 3).
+const CATALOG: &str = "
+CREATE TABLE IF NOT EXISTS threads (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    metadata    TEXT    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    thread      TEXT    NOT NULL,
+    assistant   TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    metadata    TEXT    NOT NULL,
+    kwargs      TEXT    NOT NULL,
+    multitask   TEXT    NOT NULL,
+    error       TEXT,
+    first_seq   INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread, created_ms);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
+";
+
+/// From version 2: checkpoints gain `source` (a run's input record is the first of its
+/// run that no node wrote), and the catalog tables are new.
+const MIGRATE_2_TO_3: &str = "
+ALTER TABLE checkpoints ADD COLUMN source TEXT NOT NULL DEFAULT 'loop';
+UPDATE checkpoints SET source = 'input' WHERE node IS NULL AND status = 'running'
+    AND seq = (SELECT min(c.seq) FROM checkpoints c WHERE c.thread = checkpoints.thread AND c.run = checkpoints.run);
 ";
 
 impl SqliteStore {
@@ -67,10 +104,25 @@ impl SqliteStore {
             |r| r.get(0),
         )?;
         match (version, tables) {
-            (VERSION, _) => conn.execute_batch(SCHEMA)?,
-            (0, 0) => {
+            (VERSION, _) => {
                 conn.execute_batch(SCHEMA)?;
-                conn.pragma_update(None, "user_version", VERSION)?;
+                conn.execute_batch(CATALOG)?;
+            }
+            (0, 0) => {
+                let tx = conn.unchecked_transaction()?;
+                tx.execute_batch(SCHEMA)?;
+                tx.execute_batch(CATALOG)?;
+                tx.pragma_update(None, "user_version", VERSION)?;
+                tx.commit()?;
+            }
+            // An older layout this version knows how to bring forward, in one
+            // transaction: a failure leaves the file as it was.
+            (2, _) => {
+                let tx = conn.unchecked_transaction()?;
+                tx.execute_batch(MIGRATE_2_TO_3)?;
+                tx.execute_batch(CATALOG)?;
+                tx.pragma_update(None, "user_version", VERSION)?;
+                tx.commit()?;
             }
             (found, _) => {
                 return Err(StoreError::Version {
@@ -93,7 +145,7 @@ impl SqliteStore {
     }
 }
 
-const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error";
+const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error, source";
 
 /// Counts are stored as SQLite integers (i64); none comes near the limit.
 fn int(n: u64) -> i64 {
@@ -121,6 +173,7 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Checkpoint, Stor
         .transpose()
         .map_err(|e| corrupt(thread, format!("`pending`: {e}")))?;
     let status: String = row.get(6)?;
+    let source: String = row.get(16)?;
     Ok(Checkpoint {
         thread: thread.clone(),
         seq: count(0, "seq")?,
@@ -140,6 +193,8 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Checkpoint, Stor
         at_ms: count(13, "at_ms")?,
         limited: row.get(14)?,
         error: json(row.get(15)?, "error")?,
+        source: Source::parse(&source)
+            .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
     })
 }
 
@@ -162,8 +217,8 @@ impl Checkpointer for SqliteStore {
         let error = r.error.as_ref().map(Json::to_string);
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         )?;
         let done = stmt.execute(params![
             &*r.thread,
@@ -183,6 +238,7 @@ impl Checkpointer for SqliteStore {
             int(r.at_ms),
             r.limited,
             error,
+            r.source.name(),
         ]);
         match done {
             Ok(_) => Ok(()),
@@ -298,4 +354,162 @@ impl Checkpointer for SqliteStore {
             Err(std::fs::TryLockError::Error(source)) => Err(lock_error(source)),
         }
     }
+
+    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "DELETE FROM checkpoints WHERE thread = ?1 AND seq >= ?2",
+            params![thread, int(seq)],
+        )?;
+        Ok(())
+    }
+
+    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        // All of it or none of it: a half-deleted thread would be unreadable.
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [thread])?;
+        tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
+        tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn put_thread(&self, t: &ThreadRecord) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT OR REPLACE INTO threads (id, created_ms, updated_ms, metadata) VALUES (?1, ?2, ?3, ?4)",
+            params![t.id, int(t.created_ms), int(t.updated_ms), t.metadata.to_string()],
+        )?;
+        Ok(())
+    }
+
+    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, created_ms, updated_ms, metadata FROM threads WHERE id = ?1",
+        )?;
+        stmt.query_row([thread], |row| Ok(decode_thread(row)))
+            .optional()?
+            .transpose()
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, created_ms, updated_ms, metadata FROM threads ORDER BY created_ms, rowid",
+        )?;
+        let rows = stmt.query_map([], |row| Ok(decode_thread(row)))?;
+        rows.map(|r| r?).collect()
+    }
+
+    fn put_run(&self, r: &RunRecord) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT OR REPLACE INTO runs (id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                r.id,
+                r.thread,
+                r.assistant,
+                r.status.name(),
+                int(r.created_ms),
+                int(r.updated_ms),
+                r.metadata.to_string(),
+                r.kwargs.to_string(),
+                r.multitask_strategy,
+                r.error,
+                r.first_seq.map(int),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
+        stmt.query_row([run], |row| Ok(decode_run(row)))
+            .optional()?
+            .transpose()
+    }
+
+    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE thread = ?1 ORDER BY created_ms, rowid"
+        ))?;
+        let rows = stmt.query_map([thread], |row| Ok(decode_run(row)))?;
+        rows.map(|r| r?).collect()
+    }
+
+    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute("DELETE FROM runs WHERE id = ?1", [run])?;
+        Ok(())
+    }
+
+    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('pending', 'running') ORDER BY created_ms, rowid"
+        ))?;
+        let rows = stmt.query_map([], |row| Ok(decode_run(row)))?;
+        rows.map(|r| r?).collect()
+    }
+}
+
+const RUN_COLUMNS: &str = "id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq";
+
+fn catalog_error(what: String, message: impl ToString) -> StoreError {
+    StoreError::CorruptCatalog {
+        what,
+        message: message.to_string(),
+    }
+}
+
+fn decode_thread(row: &rusqlite::Row<'_>) -> Result<ThreadRecord, StoreError> {
+    let id: String = row.get(0)?;
+    let what = || format!("thread `{id}`");
+    let ms = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = row.get(i)?;
+        u64::try_from(n).map_err(|_| catalog_error(what(), format!("a time is {n}")))
+    };
+    let metadata: String = row.get(3)?;
+    Ok(ThreadRecord {
+        created_ms: ms(1)?,
+        updated_ms: ms(2)?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| catalog_error(what(), e))?,
+        id,
+    })
+}
+
+fn decode_run(row: &rusqlite::Row<'_>) -> Result<RunRecord, StoreError> {
+    let id: String = row.get(0)?;
+    let what = || format!("run `{id}`");
+    let count = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = row.get(i)?;
+        u64::try_from(n).map_err(|_| catalog_error(what(), format!("a count is {n}")))
+    };
+    let json = |i: usize| -> Result<Json, StoreError> {
+        let text: String = row.get(i)?;
+        serde_json::from_str(&text).map_err(|e| catalog_error(what(), e))
+    };
+    let status: String = row.get(3)?;
+    let first_seq: Option<i64> = row.get(10)?;
+    Ok(RunRecord {
+        thread: row.get(1)?,
+        assistant: row.get(2)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| catalog_error(what(), format!("unknown status `{status}`")))?,
+        created_ms: count(4)?,
+        updated_ms: count(5)?,
+        metadata: json(6)?,
+        kwargs: json(7)?,
+        multitask_strategy: row.get(8)?,
+        error: row.get(9)?,
+        first_seq: first_seq
+            .map(|n| {
+                u64::try_from(n).map_err(|_| catalog_error(what(), format!("`first_seq` is {n}")))
+            })
+            .transpose()?,
+        id,
+    })
 }

@@ -1,0 +1,220 @@
+//! `switchyard serve`: hosts graphs over HTTP until SIGTERM or Ctrl-C. It prints where
+//! it listens, then one JSON line per request and per thing the host did, on stderr.
+
+use super::StoreArg;
+use super::exit;
+use anyhow::Context;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use switchyard::host::{Graphs, Host, HostOptions, LlmSource};
+use switchyard::serve::{ServeOptions, bind};
+
+pub(crate) struct ServeArgs {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) listen: SocketAddr,
+    pub(crate) store: StoreArg,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) api_key_file: Option<PathBuf>,
+    pub(crate) insecure: bool,
+    pub(crate) cors: Vec<String>,
+    pub(crate) max_body: usize,
+    pub(crate) max_runs: usize,
+    pub(crate) mcp_idle: Duration,
+    pub(crate) mcp_max_servers: usize,
+    pub(crate) watch: Option<Duration>,
+    pub(crate) log_retention: Duration,
+    pub(crate) heartbeat: Duration,
+    pub(crate) replay: Vec<PathBuf>,
+    pub(crate) record: Option<PathBuf>,
+    pub(crate) quiet: bool,
+}
+
+pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let api_key = api_key(&args)?;
+    // Refused before anything is loaded or opened.
+    switchyard::serve::check_exposure(args.listen, api_key.is_some(), args.insecure)?;
+    let store = args.store.open()?;
+    let llm = if args.replay.is_empty() {
+        LlmSource::live(args.record.clone())?
+    } else {
+        LlmSource::replay(&args.replay)?
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let (lines, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+        // One writer for every log line, so lines never interleave; `None` ends it.
+        let quiet = args.quiet;
+        let printer = tokio::spawn(async move {
+            while let Some(Some(line)) = rx.recv().await {
+                if !quiet {
+                    let _ = writeln!(std::io::stderr().lock(), "{line}");
+                }
+            }
+        });
+        let tx = Line(lines);
+        let graphs = {
+            let paths = args.paths.clone();
+            tokio::task::spawn_blocking(move || Graphs::load(paths)).await?
+        };
+        let host = Host::new(
+            graphs,
+            HostOptions {
+                store,
+                blob_dir: args.store.blob_dir(),
+                llm,
+                max_runs: args.max_runs,
+                mcp_idle: args.mcp_idle,
+                max_mcp_servers: args.mcp_max_servers,
+                log_retention: args.log_retention,
+            },
+        );
+        let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();
+        // The graphs were loaded before anyone listened: say what they are now.
+        for served in host.graphs().list() {
+            let line = match (&served.current, &served.problems) {
+                (_, Some(p)) => serde_json::json!({
+                    "notice": "graph_invalid",
+                    "graph": served.id,
+                    "path": served.path.display().to_string(),
+                    "errors": p.errors,
+                    "rendered": p.rendered,
+                    "serving": served.current.as_ref().map(|g| g.hash.clone()),
+                }),
+                (Some(g), None) => serde_json::json!({
+                    "notice": "graph_loaded",
+                    "graph": served.id,
+                    "path": served.path.display().to_string(),
+                    "hash": g.hash,
+                }),
+                (None, None) => continue,
+            };
+            let _ = tx.send(line.to_string());
+        }
+        host.set_notices(notices);
+        let forward = tx.clone();
+        tokio::spawn(async move {
+            while let Some(n) = notice_rx.recv().await {
+                if let Ok(line) = serde_json::to_string(&n) {
+                    let _ = forward.send(line);
+                }
+            }
+        });
+        let (access, mut access_rx) = tokio::sync::mpsc::unbounded_channel();
+        let forward = tx.clone();
+        tokio::spawn(async move {
+            while let Some(a) = access_rx.recv().await {
+                let line = serde_json::json!({ "access": a });
+                let _ = forward.send(line.to_string());
+            }
+        });
+        let recovered = host.recover()?;
+        if recovered > 0 {
+            let _ = tx
+                .send(serde_json::json!({ "notice": "recovering", "runs": recovered }).to_string());
+        }
+        host.spawn_background(args.watch);
+        let bound = bind(
+            host.clone(),
+            ServeOptions {
+                listen: args.listen,
+                api_key,
+                insecure: args.insecure,
+                cors: args.cors.clone(),
+                max_body: args.max_body,
+                heartbeat: args.heartbeat,
+                access_log: Some(access),
+            },
+        )
+        .await?;
+        let addr = bound.local_addr()?;
+        eprintln!("switchyard serve: listening on http://{addr}");
+        let _ = std::io::stderr().flush();
+        let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
+        let stopping = host.clone();
+        let shutdown = async move {
+            signal().await;
+            // Runs stop at their next node boundary and are saved; then the listener
+            // closes and open streams end with their runs.
+            stopping.shutdown().await;
+            let _ = stopped_tx.send(());
+        };
+        let server = bound.run(shutdown);
+        tokio::pin!(server);
+        tokio::select! {
+            done = &mut server => done?,
+            // Connections that outlive the runs (a client that keeps a finished
+            // stream open) get a moment, not forever.
+            _ = async {
+                let _ = stopped_rx.await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            } => {}
+        }
+        let _ = tx.send(serde_json::json!({ "notice": "stopped" }).to_string());
+        let _ = tx.0.send(None);
+        let _ = printer.await;
+        anyhow::Ok(())
+    })?;
+    Ok(exit::OK)
+}
+
+/// Where log lines go.
+#[derive(Clone)]
+struct Line(tokio::sync::mpsc::UnboundedSender<Option<String>>);
+
+impl Line {
+    fn send(&self, line: String) -> Result<(), ()> {
+        self.0.send(Some(line)).map_err(drop)
+    }
+}
+
+/// SIGTERM or Ctrl-C.
+async fn signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn api_key(args: &ServeArgs) -> anyhow::Result<Option<String>> {
+    if let Some(path) = &args.api_key_file {
+        let key = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the API key file `{}`", path.display()))?;
+        let key = key.trim().to_string();
+        anyhow::ensure!(
+            !key.is_empty(),
+            "the API key file `{}` is empty",
+            path.display()
+        );
+        return Ok(Some(key));
+    }
+    if let Some(name) = &args.api_key_env {
+        let key = std::env::var(name)
+            .with_context(|| format!("the API key variable `{name}` is not set"))?;
+        let key = key.trim().to_string();
+        anyhow::ensure!(!key.is_empty(), "the API key variable `{name}` is empty");
+        return Ok(Some(key));
+    }
+    Ok(None)
+}

@@ -1,0 +1,407 @@
+//! [`Graphs`]: the graphs a host serves, by id (`[graph] name`), reloaded when their
+//! files change.
+//!
+//! A reload reads every graph file (and, for a directory, every `*.toml` in it) and the
+//! prompt and schema files each names, and compares their contents with what was read
+//! last; only a graph whose files changed is loaded and checked again. One that
+//! validates becomes the version new threads get; one that does not leaves the
+//! previous version serving, with its diagnostics kept for clients to read. Every
+//! version ever loaded stays loaded, by hash, so a thread that started on one goes on
+//! on it until it ends.
+//!
+//! Polling, rather than file-system notifications: editors save by writing a new file
+//! and renaming it over the old one, which notification watchers lose track of, and
+//! reading a few graphs' files once a second costs next to nothing.
+
+use super::{Notice, lock};
+use crate::graph::Graph;
+use crate::{Diagnostic, Sources};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// What a graph file's last check found wrong.
+#[derive(Clone, Debug)]
+pub struct Problems {
+    /// Every diagnostic as `validate` prints it.
+    pub rendered: String,
+    /// Every diagnostic as `validate --format json` prints it.
+    pub diagnostics: Vec<serde_json::Value>,
+    pub errors: usize,
+    /// Unix milliseconds of the check.
+    pub at_ms: u64,
+}
+
+/// How a version is drawn and described for clients, made when it is loaded.
+pub struct Drawing {
+    /// Nodes and edges as the LangGraph API gives them.
+    pub json: serde_json::Value,
+    pub mermaid: String,
+    pub dot: String,
+    /// JSON Schemas of a run's input and of the state.
+    pub input_schema: serde_json::Value,
+    pub state_schema: serde_json::Value,
+}
+
+/// One served graph.
+#[derive(Clone)]
+pub struct Served {
+    pub id: String,
+    pub path: PathBuf,
+    /// The version new threads get; none when the file never validated.
+    pub current: Option<Arc<Graph>>,
+    /// Set while the file on disk does not validate.
+    pub problems: Option<Problems>,
+    /// The graph's `[graph] description`.
+    pub description: String,
+    /// Unix milliseconds: first loaded, and last loaded.
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// Versions loaded so far (1 for the first).
+    pub version: u64,
+    /// The current version's drawing and schemas.
+    pub drawing: Option<Arc<Drawing>>,
+}
+
+/// The graphs of a host. Cheap to clone; clones share the graphs.
+#[derive(Clone)]
+pub struct Graphs {
+    inner: Arc<Mutex<State>>,
+    notices: Arc<Mutex<Option<UnboundedSender<Notice>>>>,
+}
+
+struct State {
+    /// Files and directories as given on the command line.
+    roots: Vec<PathBuf>,
+    by_id: BTreeMap<String, Served>,
+    /// Every version loaded, by hash.
+    versions: HashMap<String, Arc<Graph>>,
+    /// Per graph file: the digest of its files when last read, the files it read,
+    /// and the id it serves under.
+    files: HashMap<PathBuf, FileState>,
+}
+
+struct FileState {
+    digest: String,
+    deps: Vec<PathBuf>,
+    id: String,
+}
+
+impl Graphs {
+    /// Loads the graphs at `roots` (graph files, or directories whose `*.toml` files are
+    /// graphs). A file that does not validate is kept with its problems; an id served
+    /// by two files is a problem of the second.
+    pub fn load(roots: Vec<PathBuf>) -> Graphs {
+        let graphs = Graphs {
+            inner: Arc::new(Mutex::new(State {
+                roots,
+                by_id: BTreeMap::new(),
+                versions: HashMap::new(),
+                files: HashMap::new(),
+            })),
+            notices: Arc::new(Mutex::new(None)),
+        };
+        graphs.reload();
+        graphs
+    }
+
+    pub(super) fn set_notices(&self, tx: UnboundedSender<Notice>) {
+        *lock(&self.notices) = Some(tx);
+    }
+
+    fn notice(&self, n: Notice) {
+        if let Some(tx) = &*lock(&self.notices) {
+            let _ = tx.send(n);
+        }
+    }
+
+    /// Every served graph, by id.
+    pub fn list(&self) -> Vec<Served> {
+        lock(&self.inner).by_id.values().cloned().collect()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Served> {
+        lock(&self.inner).by_id.get(id).cloned()
+    }
+
+    /// The version with this hash, if it was ever loaded.
+    pub fn version(&self, hash: &str) -> Option<Arc<Graph>> {
+        lock(&self.inner).versions.get(hash).cloned()
+    }
+
+    /// The served graph whose file is `path` (absolute), for a thread whose version
+    /// is no longer loaded.
+    pub fn by_path(&self, path: &str) -> Option<Served> {
+        lock(&self.inner)
+            .by_id
+            .values()
+            .find(|s| std::path::absolute(&s.path).is_ok_and(|p| p.as_os_str() == path))
+            .cloned()
+    }
+
+    /// The id of the graph a version belongs to.
+    pub fn id_of(&self, graph: &Graph) -> String {
+        graph.name.clone()
+    }
+
+    /// Reads the graph files again and loads those whose files changed. Returns how
+    /// many graphs changed (loaded, broken or removed).
+    pub fn reload(&self) -> usize {
+        // Per file: the digest of what it read last, and what it read.
+        type Known = HashMap<PathBuf, (String, Vec<PathBuf>)>;
+        let (roots, known): (Vec<PathBuf>, Known) = {
+            let s = lock(&self.inner);
+            (
+                s.roots.clone(),
+                s.files
+                    .iter()
+                    .map(|(p, f)| (p.clone(), (f.digest.clone(), f.deps.clone())))
+                    .collect(),
+            )
+        };
+        let files = graph_files(&roots);
+        let mut changed = 0;
+        for file in &files {
+            let deps = known
+                .get(file)
+                .map(|(_, d)| d.clone())
+                .unwrap_or_else(|| vec![file.clone()]);
+            let digest = digest(&deps);
+            if known.get(file).is_some_and(|(d, _)| *d == digest) {
+                continue;
+            }
+            changed += 1;
+            self.load_file(file);
+        }
+        // Files that went away: their graphs serve no new threads.
+        let gone: Vec<PathBuf> = known
+            .keys()
+            .filter(|p| !files.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            changed += 1;
+            let mut s = lock(&self.inner);
+            if let Some(f) = s.files.remove(&path) {
+                if s.by_id.get(&f.id).is_some_and(|g| g.path == path) {
+                    s.by_id.remove(&f.id);
+                }
+                drop(s);
+                self.notice(Notice::GraphRemoved {
+                    graph: f.id,
+                    path: path.display().to_string(),
+                });
+            }
+        }
+        changed
+    }
+
+    fn load_file(&self, path: &Path) {
+        let mut sources = Sources::new();
+        let now = super::now_ms();
+        let validation = crate::validate_file(path, &mut sources);
+        // What the file reads, for the next comparison: itself, then its prompts and
+        // schemas, as far as they were read.
+        let mut deps: Vec<PathBuf> = sources.names().iter().map(PathBuf::from).collect();
+        if deps.is_empty() {
+            deps.push(path.to_path_buf());
+        }
+        let digest = digest(&deps);
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (named, outcome) = match validation {
+            Err(e) => (None, Err(problems_of_error(&e.to_string(), now))),
+            Ok(v) => {
+                let name = v
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.graph.name.as_ref().map(|n| n.get_ref().clone()));
+                let description = v
+                    .spec
+                    .as_ref()
+                    .map(|s| s.graph.description.clone())
+                    .unwrap_or_default();
+                match (&v.spec, v.is_valid()) {
+                    (Some(spec), true) => match crate::graph::compile(spec, &sources) {
+                        Ok(g) => {
+                            let (input_schema, state_schema) = super::schemas::schemas(spec);
+                            let drawing = Drawing {
+                                json: crate::render::json(spec),
+                                mermaid: crate::render::mermaid(spec),
+                                dot: crate::render::dot(spec),
+                                input_schema,
+                                state_schema,
+                            };
+                            (name, Ok((Arc::new(g), description, Arc::new(drawing))))
+                        }
+                        Err(e) => (name, Err(problems_of_error(&e.to_string(), now))),
+                    },
+                    _ => (name, Err(problems_of(&v.diagnostics, &sources, now))),
+                }
+            }
+        };
+        let mut s = lock(&self.inner);
+        // The id: the name the file gives, else the one it served under, else its stem.
+        let id = named
+            .or_else(|| s.files.get(path).map(|f| f.id.clone()))
+            .unwrap_or(stem);
+        // A file that now names another graph no longer serves its old id.
+        if let Some(old) = s.files.get(path).map(|f| f.id.clone())
+            && old != id
+            && s.by_id.get(&old).is_some_and(|g| g.path == path)
+        {
+            s.by_id.remove(&old);
+        }
+        s.files.insert(
+            path.to_path_buf(),
+            FileState {
+                digest,
+                deps,
+                id: id.clone(),
+            },
+        );
+        if let Some(other) = s.by_id.get(&id).filter(|g| g.path != path) {
+            let message = format!(
+                "error: graph `{id}` is already served from `{}`; give this graph another `[graph] name`\n",
+                other.path.display()
+            );
+            let problems = problems_of_error(&message, now);
+            drop(s);
+            self.notice(Notice::GraphInvalid {
+                graph: id,
+                path: path.display().to_string(),
+                errors: 1,
+                rendered: problems.rendered,
+                serving: None,
+            });
+            return;
+        }
+        match outcome {
+            Ok((graph, description, drawing)) => {
+                let hash = graph.hash.clone();
+                s.versions.insert(hash.clone(), graph.clone());
+                let entry = s.by_id.entry(id.clone()).or_insert_with(|| Served {
+                    id: id.clone(),
+                    path: path.to_path_buf(),
+                    current: None,
+                    problems: None,
+                    description: String::new(),
+                    created_ms: now,
+                    updated_ms: now,
+                    version: 0,
+                    drawing: None,
+                });
+                entry.current = Some(graph);
+                entry.drawing = Some(drawing);
+                entry.problems = None;
+                entry.description = description;
+                entry.updated_ms = now;
+                entry.version += 1;
+                drop(s);
+                self.notice(Notice::GraphLoaded {
+                    graph: id,
+                    path: path.display().to_string(),
+                    hash,
+                });
+            }
+            Err(problems) => {
+                let entry = s.by_id.entry(id.clone()).or_insert_with(|| Served {
+                    id: id.clone(),
+                    path: path.to_path_buf(),
+                    current: None,
+                    problems: None,
+                    description: String::new(),
+                    created_ms: now,
+                    updated_ms: now,
+                    version: 0,
+                    drawing: None,
+                });
+                entry.problems = Some(problems.clone());
+                entry.updated_ms = now;
+                let serving = entry.current.as_ref().map(|g| g.hash.clone());
+                drop(s);
+                self.notice(Notice::GraphInvalid {
+                    graph: id,
+                    path: path.display().to_string(),
+                    errors: problems.errors,
+                    rendered: problems.rendered,
+                    serving,
+                });
+            }
+        }
+    }
+}
+
+/// The graph files under `roots`, sorted, each once.
+fn graph_files(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in roots {
+        if root.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(root) {
+                let mut found: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+                    .collect();
+                found.sort();
+                out.extend(found);
+            }
+        } else {
+            out.push(root.clone());
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// A digest of the files' contents (a missing file counts as missing).
+fn digest(files: &[PathBuf]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.as_os_str().as_encoded_bytes());
+        match std::fs::read(f) {
+            Ok(bytes) => {
+                h.update(b"\x01");
+                h.update(&bytes);
+            }
+            Err(_) => h.update(b"\x00"),
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
+fn problems_of(diagnostics: &[Diagnostic], sources: &Sources, at_ms: u64) -> Problems {
+    Problems {
+        rendered: diagnostics
+            .iter()
+            .map(|d| d.render(sources))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        diagnostics: diagnostics
+            .iter()
+            .map(|d| serde_json::to_value(d.to_json(sources)).unwrap_or_default())
+            .collect(),
+        errors: diagnostics.iter().filter(|d| d.is_error()).count(),
+        at_ms,
+    }
+}
+
+fn problems_of_error(message: &str, at_ms: u64) -> Problems {
+    let rendered = if message.starts_with("error:") {
+        message.to_string()
+    } else {
+        format!("error: {message}\n")
+    };
+    Problems {
+        diagnostics: vec![
+            serde_json::json!({ "severity": "error", "message": message.trim_start_matches("error: ").trim_end() }),
+        ],
+        rendered,
+        errors: 1,
+        at_ms,
+    }
+}

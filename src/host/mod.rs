@@ -1,0 +1,279 @@
+//! Hosting graphs for many clients at once: the library side of `switchyard serve`.
+//!
+//! A [`Host`] holds the served graphs ([`graphs::Graphs`]: each graph's current
+//! version, every older version a thread still stands on, reloaded when their files
+//! change), one store, and the runs. A run waits for its thread's turn (one run at a
+//! time per thread, in the order they came), then for a free slot (a cap on runs at
+//! once), then drives a [`Runner`]; its events go to a [`RunLog`] that any number of
+//! readers follow from any point. A thread's MCP servers belong to the thread
+//! ([`tools::ToolPool`]): they stay up while it is paused, until an idle timeout or a
+//! cap stops them, so a browser keeps its page across a confirmation.
+//!
+//! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
+//! into responses, the way the command line turns flags into them.
+
+mod error;
+pub mod graphs;
+mod llm;
+mod log;
+mod request;
+mod runs;
+mod schemas;
+mod threads;
+mod tools;
+
+pub use error::HostError;
+pub use graphs::{Drawing, Graphs, Problems, Served};
+pub use llm::LlmSource;
+pub use log::{LogEntry, RunLog};
+pub use request::{CancelAction, Command, Multitask, RunRequest};
+pub use runs::{RunEnd, RunHandle};
+pub(crate) use threads::contains;
+pub use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView};
+
+use crate::run::Runner;
+use crate::store::{Checkpointer, RunRecord};
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// How a host runs its graphs.
+pub struct HostOptions {
+    pub store: Arc<dyn Checkpointer>,
+    /// Where tools' binary results (screenshots) go.
+    pub blob_dir: PathBuf,
+    pub llm: LlmSource,
+    /// Runs driven at once; more wait as `pending`.
+    pub max_runs: usize,
+    /// A paused thread's MCP servers stop after this long unused.
+    pub mcp_idle: Duration,
+    /// Live MCP server sessions allowed at once; past it, the servers of the thread
+    /// unused longest stop (they start again when the thread goes on).
+    pub max_mcp_servers: usize,
+    /// How long a finished run's events stay for readers that join late.
+    pub log_retention: Duration,
+}
+
+/// Something the host did that whoever runs it may want to log.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(tag = "notice", rename_all = "snake_case")]
+pub enum Notice {
+    GraphLoaded {
+        graph: String,
+        path: String,
+        hash: String,
+    },
+    /// A graph file does not validate; `serving` is the hash of the version that
+    /// still serves new threads, if any.
+    GraphInvalid {
+        graph: String,
+        path: String,
+        errors: usize,
+        rendered: String,
+        serving: Option<String>,
+    },
+    GraphRemoved {
+        graph: String,
+        path: String,
+    },
+    RunRecovered {
+        run: String,
+        thread: String,
+        how: &'static str,
+    },
+    RunFinished {
+        run: String,
+        thread: String,
+        status: &'static str,
+        error: Option<String>,
+    },
+}
+
+/// The graphs, store and runs of one server process.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    graphs: Graphs,
+    store: Arc<dyn Checkpointer>,
+    llm: LlmSource,
+    tools: tools::ToolPool,
+    slots: Arc<tokio::sync::Semaphore>,
+    /// Threads with runs in flight: the one running and those waiting, in order.
+    queues: Mutex<HashMap<String, ThreadQueue>>,
+    /// Runs in flight, and finished ones for `log_retention`.
+    runs: Mutex<HashMap<String, Arc<RunHandle>>>,
+    log_retention: Duration,
+    closing: AtomicBool,
+    notices: Mutex<Option<UnboundedSender<Notice>>>,
+}
+
+#[derive(Default)]
+struct ThreadQueue {
+    running: Option<Arc<RunHandle>>,
+    waiting: VecDeque<Arc<RunHandle>>,
+}
+
+impl Host {
+    pub fn new(graphs: Graphs, options: HostOptions) -> Host {
+        let tools =
+            tools::ToolPool::new(options.blob_dir, options.mcp_idle, options.max_mcp_servers);
+        Host {
+            inner: Arc::new(Inner {
+                graphs,
+                store: options.store,
+                llm: options.llm,
+                tools,
+                slots: Arc::new(tokio::sync::Semaphore::new(options.max_runs.max(1))),
+                queues: Mutex::new(HashMap::new()),
+                runs: Mutex::new(HashMap::new()),
+                log_retention: options.log_retention,
+                closing: AtomicBool::new(false),
+                notices: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Sends what the host does (graphs loaded, runs finished) to `tx`.
+    pub fn set_notices(&self, tx: UnboundedSender<Notice>) {
+        self.inner.graphs.set_notices(tx.clone());
+        *lock(&self.inner.notices) = Some(tx);
+    }
+
+    pub fn graphs(&self) -> &Graphs {
+        &self.inner.graphs
+    }
+
+    pub fn store(&self) -> &Arc<dyn Checkpointer> {
+        &self.inner.store
+    }
+
+    /// Starts the background work: the graph watcher (every `watch`, if any) and the
+    /// reaper of idle MCP servers. Call once, inside the runtime.
+    pub fn spawn_background(&self, watch: Option<Duration>) {
+        if let Some(every) = watch {
+            let graphs = self.inner.graphs.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let g = graphs.clone();
+                    // Reading and checking files blocks; keep it off the runtime's threads.
+                    let _ = tokio::task::spawn_blocking(move || g.reload()).await;
+                }
+            });
+        }
+        self.inner.tools.spawn_reaper();
+    }
+
+    /// A runner for `graph` on this host's store, with nothing else attached.
+    fn runner(&self, graph: Arc<crate::graph::Graph>) -> Runner {
+        Runner::new(graph, self.inner.store.clone())
+    }
+
+    fn notice(&self, n: Notice) {
+        if let Some(tx) = &*lock(&self.inner.notices) {
+            let _ = tx.send(n);
+        }
+    }
+
+    /// Refuses new runs, asks every running one to stop at its next node boundary
+    /// (each saves a checkpoint and goes back to `pending`, for the next process to
+    /// resume), waits for them, and stops every MCP server.
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        let running: Vec<Arc<RunHandle>> = lock(&self.inner.queues)
+            .values()
+            .filter_map(|q| q.running.clone())
+            .collect();
+        for run in &running {
+            run.shutdown_stop();
+        }
+        for run in &running {
+            run.finished().await;
+        }
+        self.inner.tools.shutdown_all().await;
+    }
+
+    fn closing(&self) -> Result<(), HostError> {
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(HostError::Unavailable(
+                "the server is shutting down; try again when it is back".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a thread has runs in flight, and their ids (the running one first).
+    pub fn in_flight(&self, thread: &str) -> Vec<String> {
+        lock(&self.inner.queues)
+            .get(thread)
+            .map(|q| {
+                q.running
+                    .iter()
+                    .chain(q.waiting.iter())
+                    .map(|r| r.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Runs that a previous process left in flight: each is queued again. One that had
+    /// started goes on from its thread's last checkpoint; one whose graph is no longer
+    /// served, or whose thread's checkpoint no longer fits the graph, fails with the
+    /// reason.
+    pub fn recover(&self) -> Result<usize, HostError> {
+        let runs = self.inner.store.runs_in_flight()?;
+        let n = runs.len();
+        for record in runs {
+            self.requeue(record)?;
+        }
+        Ok(n)
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock leaves whole values; keep serving them.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A new id for a run or a thread: a UUIDv7, time-ordered.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// A run record as created, before it is saved.
+fn fresh_record(
+    id: String,
+    thread: &str,
+    assistant: &str,
+    request: &RunRequest,
+    metadata: serde_json::Value,
+) -> RunRecord {
+    let now = now_ms();
+    RunRecord {
+        id,
+        thread: thread.to_string(),
+        assistant: assistant.to_string(),
+        status: crate::store::RunStatus::Pending,
+        created_ms: now,
+        updated_ms: now,
+        metadata,
+        kwargs: serde_json::to_value(request).unwrap_or_default(),
+        multitask_strategy: request.multitask_strategy.name().to_string(),
+        error: None,
+        first_seq: None,
+    }
+}

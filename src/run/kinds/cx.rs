@@ -1,0 +1,92 @@
+//! [`NodeCx`]: what a node kind receives to do its work. It lives with the kinds, so
+//! the runner imports the kinds and no kind imports the runner.
+
+use crate::graph::{ExprId, Graph, Node, ValueTpl};
+use crate::run::event::Event;
+use crate::run::scope::{Scope, to_json};
+use crate::run::state::State;
+use crate::run::{LlmClient, ToolClient};
+use crate::store::Checkpointer;
+use minijinja::Value;
+use serde_json::Value as Json;
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// What a node's work sees: the graph, the state, its node, the clients.
+pub(crate) struct NodeCx<'a> {
+    pub(crate) graph: &'a Arc<Graph>,
+    pub(crate) state: &'a State,
+    pub(crate) node: &'a Node,
+    pub(crate) run: Value,
+    pub(crate) llm: &'a dyn LlmClient,
+    pub(crate) tools: &'a dyn ToolClient,
+    /// The run's store, for an llm node's cache.
+    pub(crate) store: &'a dyn Checkpointer,
+    pub(crate) events: &'a Option<UnboundedSender<Event>>,
+}
+
+impl NodeCx<'_> {
+    fn scope(&self, result: Option<Value>) -> Value {
+        Value::from_object(Scope {
+            graph: self.graph.clone(),
+            values: self.state.values.clone(),
+            run: self.run.clone(),
+            result,
+        })
+    }
+
+    /// Evaluates a condition (`only_if`, a policy rule's `when`) as minijinja sees it,
+    /// without copying what it reads into JSON.
+    pub(crate) fn eval(&self, id: ExprId) -> Result<Value, String> {
+        self.graph
+            .eval(id, self.scope(None))
+            .map_err(|e| jinja_error(&e))
+    }
+
+    /// Evaluates to JSON, with `result` bound.
+    pub(crate) fn eval_with(&self, id: ExprId, result: Option<Value>) -> Result<Json, String> {
+        let v = self
+            .graph
+            .eval(id, self.scope(result))
+            .map_err(|e| jinja_error(&e))?;
+        to_json(&v)
+    }
+
+    pub(crate) fn render(&self, name: &str) -> Result<String, String> {
+        self.graph
+            .render(name, self.scope(None))
+            .map_err(|e| jinja_error(&e))
+    }
+
+    pub(crate) fn value(&self, tpl: &ValueTpl) -> Result<Json, String> {
+        Ok(match tpl {
+            ValueTpl::Expr(e) => self.eval_with(*e, None)?,
+            ValueTpl::Literal(l) => l.clone(),
+            ValueTpl::Array(items) => Json::Array(
+                items
+                    .iter()
+                    .map(|i| self.value(i))
+                    .collect::<Result<_, _>>()?,
+            ),
+            ValueTpl::Object(entries) => Json::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), self.value(v)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+        })
+    }
+
+    pub(crate) fn emit(&self, make: impl FnOnce() -> Event) {
+        if let Some(tx) = self.events {
+            let _ = tx.send(make());
+        }
+    }
+}
+
+pub(crate) fn jinja_error(e: &minijinja::Error) -> String {
+    match e.detail() {
+        Some(d) => format!("{}: {d}", e.kind()),
+        None => e.kind().to_string(),
+    }
+}

@@ -1,0 +1,260 @@
+//! Resuming a paused thread, in two halves: [`Runner::prepare_resume`] makes every
+//! check a resume makes and decides what it will do, writing nothing; then the run goes
+//! on from there. A server checks an answer before it accepts the request (an invalid
+//! answer is refused with the thread as it was), and runs it later.
+
+use super::event::Event;
+use super::kinds;
+use super::runner::{Flow, Live, Outcome, Routed, RunError, Runner, now_ms, reference_text};
+use crate::graph::{Body, NodeId, Target};
+use crate::store::{Pending, Status, StoreError, Write};
+use serde_json::Value as Json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a resume will do, decided before anything is written.
+pub(super) enum Resumption {
+    /// Go on from a stop, a crash or a breakpoint; `passed` is the node whose
+    /// breakpoint was let through, and whether it was a `before` one.
+    Continue {
+        live: Live,
+        next: Target,
+        passed: Option<(NodeId, bool)>,
+    },
+    /// The interrupt's time ran out: take its `on_timeout` route.
+    TimedOut {
+        live: Live,
+        node: NodeId,
+        to: Target,
+    },
+    /// The answer was taken, on a copy of the state that now is the run's.
+    Answered {
+        live: Live,
+        node: NodeId,
+        applied: Vec<Write>,
+        next: Option<Routed>,
+        start: Instant,
+    },
+}
+
+impl Runner {
+    /// Checks that `thread` can be resumed with `payload`, as [`Runner::resume`] would,
+    /// without writing anything.
+    pub fn check_resume(
+        &self,
+        thread: &str,
+        payload: Option<Json>,
+        force: bool,
+    ) -> Result<(), RunError> {
+        self.prepare_resume(thread, payload, force).map(drop)
+    }
+
+    pub(super) fn prepare_resume(
+        &self,
+        thread: &str,
+        payload: Option<Json>,
+        force: bool,
+    ) -> Result<Resumption, RunError> {
+        let records = self.store.load(thread)?;
+        let (mut live, last) = self.replay(thread, &records)?;
+        let Some(last) = last else {
+            return Err(RunError::UnknownThread(thread.into()));
+        };
+        live.elapsed_before = Duration::from_millis(last.elapsed_ms);
+        match last.status {
+            Status::Finished | Status::Failed => Err(RunError::NotPaused {
+                thread: thread.into(),
+                status: last.status.name(),
+            }),
+            Status::Stopped | Status::Running => {
+                if payload.is_some() {
+                    return Err(RunError::UnexpectedPayload {
+                        thread: thread.into(),
+                    });
+                }
+                self.check_graph(thread, last, None, force)?;
+                self.check_types(thread, &live, force)?;
+                let next = self.target_of(thread, last.next.as_deref())?;
+                Ok(Resumption::Continue {
+                    live,
+                    next,
+                    passed: None,
+                })
+            }
+            Status::Interrupted => {
+                let pending = last.pending.clone().ok_or_else(|| StoreError::Corrupt {
+                    thread: thread.into(),
+                    message: format!(
+                        "checkpoint {} is interrupted and has no pending interrupt",
+                        last.seq
+                    ),
+                })?;
+                self.check_graph(thread, last, Some(&pending), force)?;
+                self.check_types(thread, &live, force)?;
+                let id =
+                    self.graph
+                        .node_id(&pending.node)
+                        .ok_or_else(|| RunError::GraphChanged {
+                            thread: thread.into(),
+                            why: format!("the pending node `{}` is gone", pending.node),
+                        })?;
+                self.prepare_answer(live, id, pending, payload, last.next.as_deref())
+            }
+        }
+    }
+
+    fn prepare_answer(
+        &self,
+        live: Live,
+        id: NodeId,
+        pending: Pending,
+        payload: Option<Json>,
+        next: Option<&str>,
+    ) -> Result<Resumption, RunError> {
+        let node = self.graph.node(id);
+        if let Some(bp) = &pending.breakpoint {
+            // A breakpoint pause carries no answer: the person only lets the run go on.
+            if payload.is_some() {
+                return Err(RunError::UnexpectedPayload {
+                    thread: live.thread.to_string(),
+                });
+            }
+            let next = self.target_of(&live.thread, next)?;
+            return Ok(Resumption::Continue {
+                live,
+                next,
+                passed: Some((id, bp == "before")),
+            });
+        }
+        let Body::Interrupt(body) = &node.body else {
+            return Err(RunError::GraphChanged {
+                thread: live.thread.to_string(),
+                why: format!("`{}` is no longer an interrupt", node.name),
+            });
+        };
+        if pending.deadline_ms.is_some_and(|d| now_ms() > d)
+            && let Some(to) = body.on_timeout
+        {
+            return Ok(Resumption::TimedOut { live, node: id, to });
+        }
+        let payload = payload.ok_or_else(|| RunError::MissingPayload {
+            node: node.name.to_string(),
+        })?;
+        kinds::interrupt::check_payload(body, &payload).map_err(|errors| {
+            RunError::InvalidPayload {
+                node: node.name.to_string(),
+                errors,
+            }
+        })?;
+        if let (Some(expected), Some(got)) = (&pending.reference, payload.get("reference")) {
+            let got = reference_text(got);
+            if &got != expected {
+                return Err(RunError::WrongReference {
+                    expected: expected.clone(),
+                    got,
+                });
+            }
+        }
+        let writes: Vec<_> = body
+            .output
+            .map(|f| vec![(f, payload.clone())])
+            .unwrap_or_default();
+        // The answer is applied to a copy: an answer the output field, `set` or the
+        // route cannot take is refused like one that does not fit the schema, and the
+        // thread stays paused, as it was, for another answer instead of failing. A
+        // taken answer's copy becomes the run (the original goes, so the two share no
+        // field that a later write would then have to copy).
+        let start = Instant::now();
+        let mut trial = live.clone();
+        drop(live);
+        let taken = self
+            .apply(&mut trial, node, payload, writes)
+            .and_then(|applied| Ok((applied, self.route(&trial, node)?)));
+        let (applied, next) = taken.map_err(|message| RunError::AnswerRefused {
+            node: node.name.to_string(),
+            message,
+        })?;
+        Ok(Resumption::Answered {
+            live: trial,
+            node: id,
+            applied,
+            next,
+            start,
+        })
+    }
+
+    /// Goes on as `resumption` decided.
+    pub(super) async fn resume_prepared(
+        &self,
+        resumption: Resumption,
+    ) -> Result<Outcome, RunError> {
+        let started = |live: &Live| {
+            self.emit(|| Event::RunStarted {
+                thread: live.thread.clone(),
+                graph: self.graph.name.clone(),
+                run: live.run,
+                resumed: true,
+            })
+        };
+        match resumption {
+            Resumption::Continue {
+                mut live,
+                next,
+                passed,
+            } => {
+                started(&live);
+                if let Some((id, before)) = passed {
+                    self.emit(|| Event::Resumed {
+                        node: self.graph.node(id).name.clone(),
+                        timed_out: false,
+                    });
+                    if before {
+                        live.past_breakpoint = Some(id);
+                    }
+                }
+                self.drive(live, next).await
+            }
+            Resumption::TimedOut { mut live, node, to } => {
+                let node = self.graph.node(node);
+                started(&live);
+                self.emit(|| Event::Resumed {
+                    node: node.name.clone(),
+                    timed_out: true,
+                });
+                self.record(
+                    &mut live,
+                    Some(node),
+                    Some(to),
+                    Vec::new(),
+                    Status::Running,
+                    None,
+                    None,
+                )?;
+                self.emit(|| Event::RouteTaken {
+                    from: node.name.clone(),
+                    to: Arc::from(self.graph.target_name(to)),
+                    case: Some("timeout".into()),
+                });
+                self.drive(live, to).await
+            }
+            Resumption::Answered {
+                mut live,
+                node,
+                applied,
+                next,
+                start,
+            } => {
+                let node = self.graph.node(node);
+                started(&live);
+                self.emit(|| Event::Resumed {
+                    node: node.name.clone(),
+                    timed_out: false,
+                });
+                match self.commit(&mut live, node, applied, next, None, start, false)? {
+                    Flow::Next(t) => self.drive(live, t).await,
+                    Flow::Return(o) => Ok(o),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! A thread's history as the runner reads it: its state at any checkpoint, forks, a
+//! person's writes between runs, and the checks that a stored thread still fits the
+//! graph.
+
+use super::runner::{Live, RunError, Runner, now_ms};
+use super::state::{State, describe};
+use crate::graph::Target;
+use crate::store::{Checkpoint, Pending, Source, Status, StoreError};
+use serde_json::Value as Json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Runner {
+    /// Copies a thread's history up to and including checkpoint `seq` into a new
+    /// thread, which can then be resumed from there.
+    pub fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
+        if self.store.latest(new_thread)?.is_some() {
+            return Err(RunError::ThreadExists(new_thread.into()));
+        }
+        let records = self.store.load(thread)?;
+        if records.is_empty() {
+            return Err(RunError::UnknownThread(thread.into()));
+        }
+        if !records.iter().any(|r| r.seq == seq) {
+            return Err(RunError::NoSuchCheckpoint {
+                thread: thread.into(),
+                seq,
+            });
+        }
+        let new: Arc<str> = Arc::from(new_thread);
+        // A fork of a mid-run checkpoint (`running`) resumes from its `next` node, as a
+        // thread whose process died there would.
+        for mut r in records.into_iter().filter(|r| r.seq <= seq) {
+            r.thread = new.clone();
+            self.store.append(r)?;
+        }
+        Ok(())
+    }
+
+    /// The state of a thread at its latest checkpoint, or at checkpoint `seq`.
+    pub fn state(&self, thread: &str, seq: Option<u64>) -> Result<(Json, Checkpoint), RunError> {
+        let mut records = self.store.load(thread)?;
+        if records.is_empty() {
+            return Err(RunError::UnknownThread(thread.into()));
+        }
+        if let Some(seq) = seq {
+            if !records.iter().any(|r| r.seq == seq) {
+                return Err(RunError::NoSuchCheckpoint {
+                    thread: thread.into(),
+                    seq,
+                });
+            }
+            records.retain(|r| r.seq <= seq);
+        }
+        let (live, last) = self.replay(thread, &records)?;
+        let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+        Ok((live.state.to_json(&self.graph), last.clone()))
+    }
+
+    /// The latest checkpoint of a thread: where it stands, its pending interrupt.
+    pub fn latest(&self, thread: &str) -> Result<Checkpoint, RunError> {
+        self.store
+            .latest(thread)?
+            .ok_or_else(|| RunError::UnknownThread(thread.into()))
+    }
+
+    /// Every checkpoint of a thread.
+    pub fn history(&self, thread: &str) -> Result<Vec<Checkpoint>, RunError> {
+        let records = self.store.load(thread)?;
+        if records.is_empty() {
+            return Err(RunError::UnknownThread(thread.into()));
+        }
+        Ok(records)
+    }
+
+    /// Rebuilds a thread's state by replaying its records' writes.
+    pub(super) fn replay<'r>(
+        &self,
+        thread: &str,
+        records: &'r [Checkpoint],
+    ) -> Result<(Live, Option<&'r Checkpoint>), RunError> {
+        let mut state = State::new(&self.graph);
+        for r in records {
+            for w in &r.writes {
+                // A field the graph no longer declares is skipped: its value cannot be
+                // read by anything the graph now says.
+                // The writes were checked when they were made; a field whose type was
+                // edited since is reported by `check_types` where it matters.
+                if let Some(id) = self.graph.field_id(&w.field) {
+                    state
+                        .replay(&self.graph, id, w.value.clone())
+                        .map_err(|e| StoreError::Corrupt {
+                            thread: thread.into(),
+                            message: format!("replaying checkpoint {}: {e}", r.seq),
+                        })?;
+                }
+            }
+        }
+        let last = records.last();
+        Ok((
+            Live {
+                thread: Arc::from(thread),
+                seq: last.map_or(0, |r| r.seq.saturating_add(1)),
+                run: last.map_or(0, |r| r.run),
+                step: last.map_or(0, |r| r.step),
+                state,
+                tokens: last.map_or(0, |r| r.tokens),
+                elapsed_before: Duration::ZERO,
+                started: Instant::now(),
+                limited: last.is_some_and(|r| r.limited),
+                error: last.and_then(|r| r.error.clone()).unwrap_or(Json::Null),
+                past_breakpoint: None,
+            },
+            last,
+        ))
+    }
+
+    pub(super) fn target_of(&self, thread: &str, name: Option<&str>) -> Result<Target, RunError> {
+        match name {
+            None => Ok(Target::End),
+            Some(n) if n == crate::spec::END => Ok(Target::End),
+            Some(n) => self
+                .graph
+                .node_id(n)
+                .map(Target::Node)
+                .ok_or_else(|| RunError::NodeGone {
+                    thread: thread.into(),
+                    node: n.to_string(),
+                }),
+        }
+    }
+
+    /// Refuses to go on when a field's type was edited so that the value the thread
+    /// holds no longer fits it, unless forced.
+    pub(super) fn check_types(
+        &self,
+        thread: &str,
+        live: &Live,
+        force: bool,
+    ) -> Result<(), RunError> {
+        if force {
+            return Ok(());
+        }
+        for (i, f) in self.graph.fields.iter().enumerate() {
+            let value = live.state.get(crate::graph::FieldId(i as u32));
+            if !f.ty.accepts(value) {
+                return Err(RunError::GraphChanged {
+                    thread: thread.into(),
+                    why: format!(
+                        "field `{}` is now `{}`, and the thread holds {}",
+                        f.name,
+                        f.ty,
+                        super::state::describe(value)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses to go on when the graph changed under a paused thread in a way that
+    /// touches where it stands, unless forced.
+    pub(super) fn check_graph(
+        &self,
+        thread: &str,
+        last: &Checkpoint,
+        pending: Option<&Pending>,
+        force: bool,
+    ) -> Result<(), RunError> {
+        if force || *last.graph_hash == self.graph.hash {
+            return Ok(());
+        }
+        let why = match pending {
+            Some(p) => match self.graph.node_id(&p.node) {
+                None => Some(format!("the pending node `{}` was removed", p.node)),
+                Some(id) if self.graph.node(id).fingerprint != p.fingerprint => Some(format!(
+                    "the pending node `{}` (its keys, edges, prompt or schema files) was edited",
+                    p.node
+                )),
+                Some(_) => None,
+            },
+            None => match last.next.as_deref() {
+                Some(n) if n != crate::spec::END && self.graph.node_id(n).is_none() => {
+                    Some(format!("the next node `{n}` was removed"))
+                }
+                _ => None,
+            },
+        };
+        match why {
+            Some(why) => Err(RunError::GraphChanged {
+                thread: thread.into(),
+                why,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The state at each of a thread's checkpoints, newest first: the last `limit`
+    /// of those before checkpoint `before` (of all, without one), each with its record.
+    /// One replay of the history serves them all.
+    pub fn states(
+        &self,
+        thread: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(Json, Checkpoint)>, RunError> {
+        let records = self.store.load(thread)?;
+        if records.is_empty() {
+            return Err(RunError::UnknownThread(thread.into()));
+        }
+        let end = records
+            .iter()
+            .position(|r| before.is_some_and(|b| r.seq >= b))
+            .unwrap_or(records.len());
+        let first = end.saturating_sub(limit);
+        let mut state = State::new(&self.graph);
+        let mut out = Vec::with_capacity(end - first);
+        for (i, r) in records[..end].iter().enumerate() {
+            for w in &r.writes {
+                if let Some(id) = self.graph.field_id(&w.field) {
+                    state
+                        .replay(&self.graph, id, w.value.clone())
+                        .map_err(|e| StoreError::Corrupt {
+                            thread: thread.into(),
+                            message: format!("replaying checkpoint {}: {e}", r.seq),
+                        })?;
+                }
+            }
+            if i >= first {
+                out.push((state.to_json(&self.graph), r.clone()));
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// A person's write to a thread's state between runs (LangGraph's `update_state`):
+    /// each field of `values` goes through its reducer and type checks, and the result
+    /// is a checkpoint of its own (source `update`), so the history shows the change.
+    /// The thread stays where it stood (paused at the same interrupt, finished) unless
+    /// `as_node` names a node: then the write counts as that node's, and the thread
+    /// stands stopped before the node the node's edges pick on the new state, to be
+    /// resumed from there. A refused write changes nothing.
+    pub fn update(
+        &self,
+        thread: &str,
+        values: Json,
+        as_node: Option<&str>,
+    ) -> Result<Checkpoint, RunError> {
+        let _claim = self.store.claim(thread)?;
+        let records = self.store.load(thread)?;
+        let (mut live, last) = self.replay(thread, &records)?;
+        let Json::Object(fields) = values else {
+            return Err(RunError::Update(format!(
+                "expected an object of state fields, got {}",
+                describe(&values)
+            )));
+        };
+        let writes = self
+            .write_fields(&mut live, fields)
+            .map_err(RunError::Update)?;
+        let (node, next, status, pending, outcome): (_, _, _, Option<Pending>, _) = match as_node {
+            Some(name) => {
+                let id = self.graph.node_id(name).ok_or_else(|| {
+                    let hint = crate::suggestion::help_for(
+                        name,
+                        self.graph.nodes.iter().map(|n| &*n.name),
+                    )
+                    .map(|h| format!("; {h}"))
+                    .unwrap_or_default();
+                    RunError::Update(format!("`{name}` is not a node{hint}"))
+                })?;
+                let node = self.graph.node(id);
+                let next = self
+                    .route(&live, node)
+                    .map_err(|m| RunError::Update(format!("as `{name}`: {m}")))?
+                    .map_or(Target::End, |(t, _)| t);
+                (
+                    Some(node.name.clone()),
+                    Some(Arc::from(self.graph.target_name(next))),
+                    Status::Stopped,
+                    None,
+                    None,
+                )
+            }
+            None => match last {
+                Some(l) => (
+                    None,
+                    l.next.clone(),
+                    l.status,
+                    l.pending.clone(),
+                    l.outcome.clone(),
+                ),
+                // A thread that never ran holds only this write: nothing to go on
+                // with, so it stands as finished, and a run starts afresh on it.
+                None => (None, None, Status::Finished, None, None),
+            },
+        };
+        let record = Checkpoint {
+            thread: live.thread.clone(),
+            seq: live.seq,
+            run: live.run,
+            step: live.step,
+            node,
+            next,
+            writes,
+            status,
+            pending,
+            outcome,
+            graph: self.graph_path.clone(),
+            graph_hash: self.graph_hash.clone(),
+            limited: live.limited,
+            error: (!live.error.is_null()).then(|| live.error.clone()),
+            tokens: live.tokens,
+            elapsed_ms: last.map_or(0, |l| l.elapsed_ms),
+            at_ms: now_ms(),
+            source: Source::Update,
+        };
+        self.store.append(record.clone())?;
+        Ok(record)
+    }
+}

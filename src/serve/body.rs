@@ -1,0 +1,54 @@
+//! Request bodies: JSON whatever the `Content-Type` says (the SDKs send none on some
+//! POSTs, and LangGraph's servers do not check it), an empty body taken as `{}`, and
+//! every refusal a `{"detail": ...}` error naming what is wrong.
+
+use super::error::ApiError;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+
+/// A JSON body of type `T`.
+pub(crate) struct Body<T>(pub(crate) T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Default,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| match e.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the request body is larger than this server takes (see `--max-body`)",
+                ),
+                status => ApiError::new(status, format!("cannot read the request body: {e}")),
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Body(T::default()));
+        }
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        match serde_path_to_error::deserialize(&mut de) {
+            Ok(v) => match de.end() {
+                Ok(()) => Ok(Body(v)),
+                Err(e) => Err(ApiError::invalid(format!(
+                    "the request body is not valid JSON: {e}"
+                ))),
+            },
+            Err(e) => {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                Err(ApiError::invalid(if inner.is_data() && path != "." {
+                    format!("the request body does not fit: at `{path}`: {inner}")
+                } else if inner.is_data() {
+                    format!("the request body does not fit: {inner}")
+                } else {
+                    format!("the request body is not valid JSON: {inner}")
+                }))
+            }
+        }
+    }
+}

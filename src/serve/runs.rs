@@ -1,0 +1,624 @@
+//! Runs: created in the background, streamed, waited for; listed, read, cancelled,
+//! joined, deleted; stateful (on a thread) and stateless (on a thread of their own,
+//! deleted after).
+
+use super::AppState;
+use super::body::Body;
+use super::error::{ApiError, ApiResult};
+use super::stream::{self, Modes};
+use super::threads::CheckpointRef;
+use super::wire;
+use crate::host::{CancelAction, Command, Multitask, RunHandle, RunRequest};
+use crate::store::RunStatus;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value as Json, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/threads/{tid}/runs", post(create_on).get(list))
+        .route("/threads/{tid}/runs/stream", post(stream_on))
+        .route("/threads/{tid}/runs/wait", post(wait_on))
+        .route("/threads/{tid}/runs/{rid}", get(get_one).delete(delete))
+        .route("/threads/{tid}/runs/{rid}/cancel", post(cancel))
+        .route("/threads/{tid}/runs/{rid}/join", get(join))
+        .route("/threads/{tid}/runs/{rid}/stream", get(join_stream))
+        .route("/runs", post(create_stateless))
+        .route("/runs/stream", post(stream_stateless))
+        .route("/runs/wait", post(wait_stateless))
+        .route("/runs/{rid}/stream", get(join_stream_stateless))
+        .route("/runs/{rid}/join", get(join_stateless))
+}
+
+/// A run's request body, as the SDKs send it. Fields Switchyard ignores on purpose:
+/// `context`, `feedback_keys`, `durability`, `checkpoint_during`, `langsmith_tracer`,
+/// `stream_subgraphs` (graphs have no subgraphs).
+#[derive(Deserialize, Default)]
+struct RunCreate {
+    #[serde(default)]
+    assistant_id: Option<String>,
+    #[serde(default)]
+    input: Option<Json>,
+    #[serde(default)]
+    command: Option<CommandIn>,
+    #[serde(default)]
+    metadata: Option<Json>,
+    #[serde(default)]
+    config: Option<Json>,
+    #[serde(default)]
+    stream_mode: Option<Json>,
+    #[serde(default)]
+    stream_resumable: Option<bool>,
+    #[serde(default)]
+    multitask_strategy: Option<String>,
+    #[serde(default)]
+    if_not_exists: Option<String>,
+    #[serde(default)]
+    on_disconnect: Option<String>,
+    #[serde(default)]
+    on_completion: Option<String>,
+    #[serde(default)]
+    interrupt_before: Option<Json>,
+    #[serde(default)]
+    interrupt_after: Option<Json>,
+    #[serde(default)]
+    checkpoint_id: Option<String>,
+    #[serde(default)]
+    checkpoint: Option<CheckpointRef>,
+    #[serde(default)]
+    after_seconds: Option<f64>,
+    #[serde(default)]
+    webhook: Option<String>,
+    /// Switchyard's own: node executions allowed in this run (as `recursion_limit`).
+    #[serde(default)]
+    max_steps: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct CommandIn {
+    /// Present, even as null: an answer (null lets a stop or breakpoint go on).
+    #[serde(default, deserialize_with = "present")]
+    resume: Option<Json>,
+    #[serde(default)]
+    update: Option<Json>,
+    #[serde(default)]
+    goto: Option<Json>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+/// What a created run needs besides its handle.
+struct Created {
+    run: Arc<RunHandle>,
+    modes: Modes,
+    cancel_on_disconnect: bool,
+}
+
+fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
+    let assistant = body
+        .assistant_id
+        .clone()
+        .ok_or_else(|| ApiError::invalid("`assistant_id` is required: the graph to run"))?;
+    let names = stream::mode_names(body.stream_mode.as_ref().unwrap_or(&Json::Null))
+        .map_err(ApiError::invalid)?;
+    let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
+    let multitask = match body.multitask_strategy.as_deref() {
+        None => Multitask::Reject,
+        Some(m) => Multitask::parse(m).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "multitask_strategy `{m}` is not one of reject, enqueue, interrupt, rollback"
+            ))
+        })?,
+    };
+    let create_thread = match body.if_not_exists.as_deref() {
+        None | Some("reject") => false,
+        Some("create") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "if_not_exists `{other}` is not `create` or `reject`"
+            )));
+        }
+    };
+    let cancel_on_disconnect = match body.on_disconnect.as_deref() {
+        None | Some("continue") => false,
+        Some("cancel") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "on_disconnect `{other}` is not `cancel` or `continue`"
+            )));
+        }
+    };
+    let keep = match body.on_completion.as_deref() {
+        None | Some("delete") | Some("complete") => false,
+        Some("keep") | Some("continue") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "on_completion `{other}` is not `delete` or `keep`"
+            )));
+        }
+    };
+    for (name, v) in [
+        ("interrupt_before", &body.interrupt_before),
+        ("interrupt_after", &body.interrupt_after),
+    ] {
+        if v.as_ref()
+            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+        {
+            return Err(ApiError::invalid(format!(
+                "{name} is not supported: declare `breakpoint = \"{}\"` on the node in the graph file",
+                if name == "interrupt_before" {
+                    "before"
+                } else {
+                    "after"
+                }
+            )));
+        }
+    }
+    if body.after_seconds.is_some_and(|s| s > 0.0) {
+        return Err(ApiError::invalid(
+            "after_seconds is not supported: runs start when their thread and a slot are free",
+        ));
+    }
+    if body.webhook.as_ref().is_some_and(|w| !w.is_empty()) {
+        return Err(ApiError::invalid(
+            "webhook is not supported: follow the run with /join or its stream",
+        ));
+    }
+    let command = body.command.unwrap_or_default();
+    if command.goto.as_ref().is_some_and(|g| !g.is_null()) {
+        return Err(ApiError::invalid(
+            "command.goto is not supported: a run goes where the graph's edges send it",
+        ));
+    }
+    if thread.is_none() && command.resume.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a resume needs a thread: POST /threads/{thread_id}/runs",
+        ));
+    }
+    let latest = match thread {
+        Some(t) => s.host.thread(t).ok().and_then(|v| v.latest),
+        None => None,
+    };
+    let at = body
+        .checkpoint_id
+        .or(body.checkpoint.and_then(|c| c.checkpoint_id));
+    if let Some(at) = at {
+        let seq = wire::parse_checkpoint_id(&at);
+        if seq.is_none() || seq != latest.as_ref().map(|l| l.seq) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "a run goes on from a thread's latest checkpoint, and `{at}` is not it; copy the thread to go on from an earlier point"
+                ),
+            ));
+        }
+    }
+    let config = body.config.unwrap_or_else(|| json!({}));
+    let max_steps = match (body.max_steps, config.get("recursion_limit")) {
+        (Some(n), _) => Some(n),
+        (None, None | Some(Json::Null)) => None,
+        (None, Some(v)) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "config.recursion_limit is `{v}`, not a positive integer"
+            ))
+        })?),
+    };
+    if max_steps == Some(0) {
+        return Err(ApiError::invalid(
+            "max_steps is 0: a run takes at least one step",
+        ));
+    }
+    // An answer keyed by the interrupt's id, as LangGraph allows, is the answer.
+    let resume = command.resume.map(|r| match (&r, &latest) {
+        (Json::Object(m), Some(l)) if m.len() == 1 => {
+            let id = wire::interrupt(l).and_then(|i| i["id"].as_str().map(str::to_string));
+            id.and_then(|id| m.get(&id).cloned()).unwrap_or(r)
+        }
+        _ => r,
+    });
+    let graph = s.host.graphs().get(&assistant).and_then(|g| g.current);
+    let mut input = body.input;
+    let mut update = command.update.filter(|u| !u.is_null());
+    if let Some(g) = &graph {
+        if let Some(i) = &mut input {
+            wire::input_messages(i, g);
+        }
+        if let Some(u) = &mut update {
+            wire::input_messages(u, g);
+        }
+    }
+    let metadata = match body.metadata {
+        None | Some(Json::Null) => json!({}),
+        Some(m @ Json::Object(_)) => m,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "`metadata` is an object, not `{other}`"
+            )));
+        }
+    };
+    let request = RunRequest {
+        input,
+        command: (resume.is_some() || update.is_some()).then_some(Command { resume, update }),
+        max_steps,
+        multitask_strategy: multitask,
+        config,
+        stream_mode: names,
+        stream_resumable: body.stream_resumable.unwrap_or(false),
+        temporary: false,
+        on_completion_keep: keep,
+        resumed_after_restart: false,
+    };
+    let run = s
+        .host
+        .create_run(&assistant, thread, request, metadata, create_thread)?;
+    Ok(Created {
+        run,
+        modes,
+        cancel_on_disconnect,
+    })
+}
+
+fn location(run: &RunHandle, stateless: bool) -> String {
+    if stateless {
+        format!("/runs/{}", run.id)
+    } else {
+        format!("/threads/{}/runs/{}", run.thread, run.id)
+    }
+}
+
+fn with_locations(mut r: Response, content: &str, location: &str) -> Response {
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(content) {
+        h.insert(header::CONTENT_LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(location) {
+        h.insert(header::LOCATION, v);
+    }
+    r
+}
+
+async fn create(s: AppState, thread: Option<String>, body: RunCreate) -> ApiResult<Response> {
+    let c = created(&s, thread.as_deref(), body)?;
+    let at = location(&c.run, thread.is_none());
+    let r = axum::Json(wire::run(&c.run.record())).into_response();
+    Ok(with_locations(r, &at, &at))
+}
+
+async fn create_on(
+    State(s): State<AppState>,
+    Path(tid): Path<String>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    create(s, Some(tid), b).await
+}
+
+async fn create_stateless(
+    State(s): State<AppState>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    create(s, None, b).await
+}
+
+fn sse(s: &AppState, c: Created, last_event_id: Option<&str>, stateless: bool) -> Response {
+    let at = location(&c.run, stateless);
+    let body = stream::body(
+        &s.host,
+        c.run.clone(),
+        c.modes,
+        last_event_id,
+        c.cancel_on_disconnect,
+        s.heartbeat,
+    );
+    let r = (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        [("x-accel-buffering", "no")],
+        body,
+    )
+        .into_response();
+    with_locations(r, &at, &format!("{at}/stream"))
+}
+
+async fn stream_on(
+    State(s): State<AppState>,
+    Path(tid): Path<String>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let c = created(&s, Some(&tid), b)?;
+    Ok(sse(&s, c, None, false))
+}
+
+async fn stream_stateless(
+    State(s): State<AppState>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let c = created(&s, None, b)?;
+    Ok(sse(&s, c, None, true))
+}
+
+/// A body that sends a newline now and then until the run ends, then its result:
+/// JSON parsers skip the leading whitespace, and proxies keep the connection open.
+fn result_body(s: &AppState, run: Arc<RunHandle>, cancel_on_disconnect: bool) -> axum::body::Body {
+    struct State {
+        host: crate::host::Host,
+        run: Arc<RunHandle>,
+        every: std::time::Duration,
+        done: bool,
+        cancel_on_disconnect: bool,
+    }
+    impl Drop for State {
+        fn drop(&mut self) {
+            if self.cancel_on_disconnect && self.run.end().is_none() {
+                let _ = self
+                    .host
+                    .cancel(&self.run.thread, &self.run.id, CancelAction::Interrupt);
+            }
+        }
+    }
+    let state = State {
+        host: s.host.clone(),
+        run,
+        every: s.heartbeat,
+        done: false,
+        cancel_on_disconnect,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        match tokio::time::timeout(st.every, st.run.finished()).await {
+            Err(_) => Some((
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(b"\n")),
+                st,
+            )),
+            Ok(_) => {
+                st.done = true;
+                st.cancel_on_disconnect = false;
+                let result = stream::result(&st.host, &st.run);
+                Some((
+                    Ok(serde_json::to_vec(&result).unwrap_or_default().into()),
+                    st,
+                ))
+            }
+        }
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+fn wait_response(s: &AppState, c: Created, stateless: bool) -> Response {
+    let at = location(&c.run, stateless);
+    let body = result_body(s, c.run.clone(), c.cancel_on_disconnect);
+    let r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    with_locations(r, &at, &format!("{at}/join"))
+}
+
+async fn wait_on(
+    State(s): State<AppState>,
+    Path(tid): Path<String>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let c = created(&s, Some(&tid), b)?;
+    Ok(wait_response(&s, c, false))
+}
+
+async fn wait_stateless(
+    State(s): State<AppState>,
+    Body(b): Body<RunCreate>,
+) -> ApiResult<Response> {
+    let c = created(&s, None, b)?;
+    Ok(wait_response(&s, c, true))
+}
+
+/// Query strings as the SDKs write them: booleans as `true`/`1`, lists as JSON.
+type Params = Query<HashMap<String, String>>;
+
+fn flag(p: &HashMap<String, String>, name: &str) -> bool {
+    p.get(name)
+        .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+fn number(p: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
+    match p.get(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| ApiError::invalid(format!("`{name}` is `{v}`, not a number"))),
+    }
+}
+
+async fn list(
+    State(s): State<AppState>,
+    Path(tid): Path<String>,
+    Query(p): Params,
+) -> ApiResult<Response> {
+    let limit = number(&p, "limit", 10)?;
+    let offset = number(&p, "offset", 0)?;
+    let status = p
+        .get("status")
+        .map(|v| {
+            RunStatus::parse(v).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "status `{v}` is not one of pending, running, error, success, timeout, interrupted"
+                ))
+            })
+        })
+        .transpose()?;
+    let runs: Vec<Json> = s
+        .host
+        .runs(&tid)?
+        .iter()
+        .filter(|r| status.is_none_or(|st| r.status == st))
+        .skip(offset)
+        .take(limit)
+        .map(wire::run)
+        .collect();
+    Ok(axum::Json(runs).into_response())
+}
+
+async fn get_one(
+    State(s): State<AppState>,
+    Path((tid, rid)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    Ok(axum::Json(wire::run(&s.host.run(Some(&tid), &rid)?)).into_response())
+}
+
+async fn delete(
+    State(s): State<AppState>,
+    Path((tid, rid)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    s.host.delete_run(&tid, &rid)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn cancel(
+    State(s): State<AppState>,
+    Path((tid, rid)): Path<(String, String)>,
+    Query(p): Params,
+) -> ApiResult<StatusCode> {
+    let action = match p.get("action").map(String::as_str) {
+        None | Some("interrupt") => CancelAction::Interrupt,
+        Some("rollback") => CancelAction::Rollback,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "action `{other}` is not `interrupt` or `rollback`"
+            )));
+        }
+    };
+    let run = s.host.cancel(&tid, &rid, action)?;
+    if flag(&p, "wait") {
+        run.finished().await;
+        return Ok(StatusCode::NO_CONTENT);
+    }
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn join(
+    State(s): State<AppState>,
+    Path((tid, rid)): Path<(String, String)>,
+    Query(p): Params,
+) -> ApiResult<Response> {
+    joined_result(&s, Some(&tid), &rid, &p)
+}
+
+async fn join_stateless(
+    State(s): State<AppState>,
+    Path(rid): Path<String>,
+    Query(p): Params,
+) -> ApiResult<Response> {
+    joined_result(&s, None, &rid, &p)
+}
+
+/// Waits for the run and answers with its result (the thread's values, with
+/// `__interrupt__` or `__error__` as LangGraph gives them).
+fn joined_result(
+    s: &AppState,
+    thread: Option<&str>,
+    rid: &str,
+    p: &HashMap<String, String>,
+) -> ApiResult<Response> {
+    let record = s.host.run(thread, rid)?;
+    let tid = record.thread.clone();
+    let at = match thread {
+        Some(_) => format!("/threads/{tid}/runs/{rid}"),
+        None => format!("/runs/{rid}"),
+    };
+    match s.host.handle(rid) {
+        Some(run) => {
+            let body = result_body(s, run, flag(p, "cancel_on_disconnect"));
+            let r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+            Ok(with_locations(r, &at, &format!("{at}/join")))
+        }
+        // Finished long ago: the thread as it stands.
+        None => {
+            let result = if record.status == RunStatus::Error {
+                json!({ "__error__": { "error": "RunError", "message": record.error } })
+            } else {
+                let view = s.host.thread(&tid)?;
+                super::threads::thread_json(&s.host, &view)["values"].clone()
+            };
+            Ok(with_locations(
+                axum::Json(result).into_response(),
+                &at,
+                &format!("{at}/join"),
+            ))
+        }
+    }
+}
+
+fn joined(
+    s: &AppState,
+    thread: Option<&str>,
+    rid: &str,
+    p: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let record = s.host.run(thread, rid)?;
+    let names = match p.get("stream_mode") {
+        Some(v) => stream::mode_names(&Json::String(v.clone())).map_err(ApiError::invalid)?,
+        None => serde_json::from_value::<RunRequest>(record.kwargs.clone())
+            .map(|r| r.stream_mode)
+            .unwrap_or_default(),
+    };
+    let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let Some(run) = s.host.handle(rid) else {
+        // Finished, and its events no longer kept: a stream that says so and ends,
+        // rather than an error a page would retry at every load.
+        let mut text = String::from("event: metadata\ndata: ");
+        text.push_str(
+            &json!({ "run_id": rid, "thread_id": record.thread, "attempt": 1 }).to_string(),
+        );
+        text.push_str("\n\n");
+        if record.status == RunStatus::Error {
+            text.push_str("event: error\ndata: ");
+            text.push_str(&json!({ "error": "RunError", "message": record.error }).to_string());
+            text.push_str("\n\n");
+        }
+        return Ok((
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            text,
+        )
+            .into_response());
+    };
+    let c = Created {
+        run,
+        modes,
+        cancel_on_disconnect: flag(p, "cancel_on_disconnect"),
+    };
+    Ok(sse(s, c, last.as_deref(), thread.is_none()))
+}
+
+async fn join_stream(
+    State(s): State<AppState>,
+    Path((tid, rid)): Path<(String, String)>,
+    Query(p): Params,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    joined(&s, Some(&tid), &rid, &p, &headers)
+}
+
+async fn join_stream_stateless(
+    State(s): State<AppState>,
+    Path(rid): Path<String>,
+    Query(p): Params,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    joined(&s, None, &rid, &p, &headers)
+}

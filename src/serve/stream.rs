@@ -1,0 +1,594 @@
+//! A run's events as server-sent events, in the LangGraph stream modes.
+//!
+//! Every reader walks the run's log from its first event, keeping what the modes need
+//! to know (the node being run, whether it streamed its reply), and writes the parts
+//! of its modes from where it starts: the start, or just after the `Last-Event-ID`
+//! it was given. An event of the log can make several parts (a checkpoint makes
+//! `values`, `updates`, `tasks`...); each part's id is `<event>-<part>`, numbered over
+//! every mode whether asked for or not, so an id names the same part for every reader.
+//!
+//! Frames are `event:`, one `data:` line of compact JSON, `id:`, a blank line. A quiet
+//! stream gets a `: heartbeat` comment line (with no blank line after it: the JS SDK
+//! turns a blank line after an id into an empty event). The stream ends when the run
+//! does, with an `error` event first if it failed.
+
+use super::wire;
+use crate::graph::Graph;
+use crate::host::{Host, LogEntry, RunHandle};
+use crate::run::Event;
+use crate::spec::FieldType;
+use crate::store::{Checkpoint, RunStatus, Status};
+use axum::body::Bytes;
+use serde_json::{Value as Json, json};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The stream modes a reader asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Modes {
+    pub(super) values: bool,
+    pub(super) updates: bool,
+    pub(super) messages: bool,
+    pub(super) custom: bool,
+    pub(super) events: bool,
+    pub(super) debug: bool,
+    pub(super) tasks: bool,
+    pub(super) checkpoints: bool,
+}
+
+impl Modes {
+    /// From the names a client gives; none means `values`.
+    pub(super) fn parse(names: &[String]) -> Result<Modes, String> {
+        let mut m = Modes::default();
+        for name in names {
+            match name.as_str() {
+                "values" => m.values = true,
+                "updates" => m.updates = true,
+                // The legacy `messages` mode gets the tuples too: the one message
+                // stream this server has.
+                "messages-tuple" | "messages" => m.messages = true,
+                "custom" => m.custom = true,
+                "events" => m.events = true,
+                "debug" => m.debug = true,
+                "tasks" => m.tasks = true,
+                "checkpoints" => m.checkpoints = true,
+                other => {
+                    return Err(format!(
+                        "stream mode `{other}` is not one of values, updates, messages-tuple, messages, custom, events, debug, tasks, checkpoints"
+                    ));
+                }
+            }
+        }
+        if m == Modes::default() {
+            m.values = true;
+        }
+        Ok(m)
+    }
+
+    fn wants(&self, mode: Mode) -> bool {
+        match mode {
+            Mode::Values => self.values,
+            Mode::Updates => self.updates,
+            Mode::Messages => self.messages,
+            Mode::Custom => self.custom,
+            Mode::Events => self.events,
+            Mode::Debug => self.debug,
+            Mode::Tasks => self.tasks,
+            Mode::Checkpoints => self.checkpoints,
+        }
+    }
+}
+
+/// Reads a `stream_mode` value as clients send it: a name, a list of names, or (in a
+/// query string) a JSON list.
+pub(super) fn mode_names(v: &Json) -> Result<Vec<String>, String> {
+    match v {
+        Json::Null => Ok(Vec::new()),
+        Json::String(s) if s.trim_start().starts_with('[') => {
+            let parsed: Json =
+                serde_json::from_str(s).map_err(|e| format!("stream_mode `{s}`: {e}"))?;
+            mode_names(&parsed)
+        }
+        Json::String(s) => Ok(vec![s.clone()]),
+        Json::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("stream_mode holds `{i}`, not a name"))
+            })
+            .collect(),
+        other => Err(format!("stream_mode is `{other}`, not a name or a list")),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Values,
+    Updates,
+    Messages,
+    Custom,
+    Events,
+    Debug,
+    Tasks,
+    Checkpoints,
+}
+
+/// The parts one log event makes, for every mode.
+struct Part {
+    mode: Mode,
+    event: &'static str,
+    data: Data,
+}
+
+enum Data {
+    Json(Json),
+    /// The state after a checkpoint: serialized once per run and shared by readers.
+    Values(Arc<LogEntry>),
+}
+
+/// What a reader knows of the run so far.
+struct Translator {
+    run_id: String,
+    thread: String,
+    graph: Option<Arc<Graph>>,
+    /// The step of the node running now, and whether its reply streamed.
+    step: u64,
+    node: Option<Arc<str>>,
+    streamed: bool,
+}
+
+impl Translator {
+    fn message_id(&self) -> String {
+        format!("run-{}-{}", self.run_id, self.step)
+    }
+
+    fn meta(&self) -> Json {
+        json!({
+            "tags": [],
+            "thread_id": self.thread,
+            "run_id": self.run_id,
+            "langgraph_node": self.node.as_deref(),
+            "langgraph_step": self.step,
+            "langgraph_checkpoint_ns": "",
+            "checkpoint_ns": "",
+        })
+    }
+
+    fn parts(&mut self, entry: &Arc<LogEntry>) -> Vec<Part> {
+        let mut out = Vec::new();
+        let part = |mode, event, data| Part {
+            mode,
+            event,
+            data: Data::Json(data),
+        };
+        match &entry.event {
+            Event::Saved { record, .. } => self.saved(entry, record, &mut out),
+            e => {
+                match e {
+                    Event::NodeStarted { node, step } => {
+                        self.step = *step;
+                        self.node = Some(node.clone());
+                        self.streamed = false;
+                        out.push(part(
+                            Mode::Tasks,
+                            "tasks",
+                            json!({ "id": self.task_id(), "name": &**node, "input": null, "triggers": [], "interrupts": [] }),
+                        ));
+                        out.push(part(
+                            Mode::Debug,
+                            "debug",
+                            json!({
+                                "type": "task",
+                                "timestamp": wire::time(entry.at_ms),
+                                "step": step,
+                                "payload": { "id": self.task_id(), "name": &**node, "input": null, "triggers": [] },
+                            }),
+                        ));
+                    }
+                    Event::TextDelta { node, text } => {
+                        self.streamed = true;
+                        out.push(part(
+                            Mode::Messages,
+                            "messages",
+                            json!([
+                                {
+                                    "type": "AIMessageChunk",
+                                    "content": text,
+                                    "id": self.message_id(),
+                                    "name": &**node,
+                                    "tool_call_chunks": [],
+                                    "tool_calls": [],
+                                    "invalid_tool_calls": [],
+                                    "additional_kwargs": {},
+                                    "response_metadata": {},
+                                },
+                                self.meta(),
+                            ]),
+                        ));
+                    }
+                    Event::NodeFailed { node, message, .. } => out.push(part(
+                        Mode::Tasks,
+                        "tasks",
+                        json!({ "id": self.task_id(), "name": &**node, "error": message, "interrupts": [] }),
+                    )),
+                    _ => {}
+                }
+                let data = serde_json::to_value(e).unwrap_or_default();
+                out.push(part(Mode::Custom, "custom", data.clone()));
+                out.push(part(
+                    Mode::Events,
+                    "events",
+                    json!({
+                        "event": langchain_event(e),
+                        "name": data["event"],
+                        "run_id": self.run_id,
+                        "tags": [],
+                        "metadata": self.meta(),
+                        "parent_ids": [],
+                        "data": data,
+                    }),
+                ));
+            }
+        }
+        out
+    }
+
+    fn task_id(&self) -> String {
+        format!("{}:{}", self.run_id, self.step)
+    }
+
+    fn saved(&mut self, entry: &Arc<LogEntry>, record: &Arc<Checkpoint>, out: &mut Vec<Part>) {
+        let part = |mode, event, data| Part {
+            mode,
+            event,
+            data: Data::Json(data),
+        };
+        let interrupt = wire::interrupt(record);
+        let writes: serde_json::Map<String, Json> = record
+            .writes
+            .iter()
+            .map(|w| (w.field.to_string(), (*w.value).clone()))
+            .collect();
+        // Messages a node wrote, each once, unless its reply was streamed as chunks.
+        if let (Some(graph), Some(_)) = (&self.graph, &record.node) {
+            for w in &record.writes {
+                let is_messages = graph
+                    .field_id(&w.field)
+                    .is_some_and(|id| matches!(graph.field(id).ty.base(), FieldType::Messages));
+                if !is_messages {
+                    continue;
+                }
+                let items: Vec<Json> = match &*w.value {
+                    Json::Array(items) => items.clone(),
+                    other => vec![other.clone()],
+                };
+                for (i, mut m) in items.into_iter().enumerate() {
+                    if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
+                        continue;
+                    }
+                    if let Json::Object(o) = &mut m {
+                        o.entry("id").or_insert_with(|| {
+                            json!(format!("{}-{}-{i}", self.message_id(), w.field))
+                        });
+                    }
+                    if let Json::Object(o) = &mut m
+                        && !o.contains_key("type")
+                    {
+                        let t = match o.get("role").and_then(Json::as_str) {
+                            Some("user") => "human",
+                            Some("assistant") | None => "ai",
+                            Some(other) => other,
+                        }
+                        .to_string();
+                        o.insert("type".into(), json!(t));
+                    }
+                    out.push(part(Mode::Messages, "messages", json!([m, self.meta()])));
+                }
+            }
+        }
+        if let Some(i) = &interrupt {
+            out.push(part(
+                Mode::Updates,
+                "updates",
+                json!({ "__interrupt__": [i] }),
+            ));
+        } else if let Some(node) = &record.node
+            && !writes.is_empty()
+        {
+            out.push(part(Mode::Updates, "updates", json!({ &**node: writes })));
+        }
+        out.push(Part {
+            mode: Mode::Values,
+            event: "values",
+            data: Data::Values(entry.clone()),
+        });
+        if let Some(node) = &record.node {
+            let result: Vec<Json> = writes.iter().map(|(k, v)| json!([k, v])).collect();
+            out.push(part(
+                Mode::Tasks,
+                "tasks",
+                json!({
+                    "id": self.task_id(),
+                    "name": &**node,
+                    "error": null,
+                    "result": result,
+                    "interrupts": interrupt.iter().collect::<Vec<_>>(),
+                }),
+            ));
+            out.push(part(
+                Mode::Debug,
+                "debug",
+                json!({
+                    "type": "task_result",
+                    "timestamp": wire::time(entry.at_ms),
+                    "step": record.step,
+                    "payload": { "id": self.task_id(), "name": &**node, "error": null, "result": result, "interrupts": interrupt.iter().collect::<Vec<_>>() },
+                }),
+            ));
+        }
+        let values = self.values_json(entry);
+        let checkpoint = json!({
+            "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
+            "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
+            "values": values,
+            "metadata": wire::metadata(record),
+            "next": wire::next(record),
+            "tasks": wire::tasks(record),
+        });
+        out.push(part(
+            Mode::Debug,
+            "debug",
+            json!({
+                "type": "checkpoint",
+                "timestamp": wire::time(record.at_ms),
+                "step": record.step,
+                "payload": checkpoint,
+            }),
+        ));
+        out.push(part(Mode::Checkpoints, "checkpoints", checkpoint));
+        if record.status != Status::Running {
+            self.node = None;
+        }
+    }
+
+    /// The state after a checkpoint, as clients see it, with the pending interrupt.
+    fn values_json(&self, entry: &LogEntry) -> Json {
+        let Event::Saved { record, values } = &entry.event else {
+            return Json::Null;
+        };
+        let mut v = values
+            .as_ref()
+            .map_or_else(|| json!({}), |v| wire::values(v, self.graph.as_deref()));
+        if let (Some(i), Json::Object(o)) = (wire::interrupt(record), &mut v) {
+            o.insert("__interrupt__".into(), json!([i]));
+        }
+        v
+    }
+
+    fn values_text(&self, entry: &LogEntry) -> Arc<[u8]> {
+        entry
+            .rendered
+            .get_or_init(|| {
+                serde_json::to_vec(&self.values_json(entry))
+                    .unwrap_or_default()
+                    .into()
+            })
+            .clone()
+    }
+}
+
+/// What `/wait` and `/join` answer once a run ended: the state after its last
+/// checkpoint (with `__interrupt__` when it paused at one), or `__error__` when it
+/// failed; a run that wrote nothing answers with its thread's values.
+pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
+    if let Some(end) = run.end()
+        && end.status == RunStatus::Error
+    {
+        return json!({ "__error__": { "error": "RunError", "message": end.error } });
+    }
+    let (entries, _) = run.log.read_from(0);
+    let last = entries
+        .iter()
+        .rev()
+        .find(|e| matches!(e.event, Event::Saved { .. }));
+    let translator = Translator {
+        run_id: run.id.clone(),
+        thread: run.thread.clone(),
+        graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
+        step: 0,
+        node: None,
+        streamed: false,
+    };
+    match last {
+        Some(e) => translator.values_json(e),
+        None => host
+            .thread(&run.thread)
+            .ok()
+            .map(|v| super::threads::thread_json(host, &v)["values"].clone())
+            .filter(|v| !v.is_null())
+            .unwrap_or_else(|| json!({})),
+    }
+}
+
+/// The LangChain `astream_events` name closest to an event.
+fn langchain_event(e: &Event) -> &'static str {
+    match e {
+        Event::NodeStarted { .. } | Event::RunStarted { .. } => "on_chain_start",
+        Event::NodeFinished { .. } | Event::RunFinished { .. } => "on_chain_end",
+        Event::TextDelta { .. } => "on_chat_model_stream",
+        Event::LlmInvocation { .. } => "on_chat_model_end",
+        Event::ToolCall { .. } => "on_tool_end",
+        _ => "on_custom_event",
+    }
+}
+
+/// Where a reader starts: after part `part` of event `event` (none: the beginning).
+pub(super) fn parse_last_event_id(id: Option<&str>) -> Option<(u64, usize)> {
+    let id = id?.trim();
+    let (e, p) = id.split_once('-')?;
+    Some((e.parse().ok()?, p.parse().ok()?))
+}
+
+fn frame(event: &str, data: &[u8], id: Option<&str>) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 48);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(event.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data);
+    if let Some(id) = id {
+        out.extend_from_slice(b"\nid: ");
+        out.extend_from_slice(id.as_bytes());
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// Cancels the run when the reader goes away, if it was asked to.
+struct CancelOnDrop {
+    host: Host,
+    run: Arc<RunHandle>,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed && self.run.end().is_none() {
+            let _ = self.host.cancel(
+                &self.run.thread,
+                &self.run.id,
+                crate::host::CancelAction::Interrupt,
+            );
+        }
+    }
+}
+
+/// One reader of a run's stream.
+struct Follow {
+    run: Arc<RunHandle>,
+    modes: Modes,
+    translator: Translator,
+    /// The next log event to translate, and the parts of the current one to skip.
+    next: u64,
+    resume: Option<(u64, usize)>,
+    queue: VecDeque<Bytes>,
+    started: bool,
+    ended: bool,
+    heartbeat: Duration,
+    guard: CancelOnDrop,
+}
+
+impl Follow {
+    async fn next_bytes(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(b) = self.queue.pop_front() {
+                return Some(b);
+            }
+            if self.ended {
+                return None;
+            }
+            if !self.started {
+                self.started = true;
+                let data =
+                    json!({ "run_id": self.run.id, "thread_id": self.run.thread, "attempt": 1 });
+                return Some(frame(
+                    "metadata",
+                    &serde_json::to_vec(&data).unwrap_or_default(),
+                    None,
+                ));
+            }
+            let (entries, closed) = self.run.log.read_from(self.next);
+            if entries.is_empty() {
+                if closed {
+                    self.ended = true;
+                    self.guard.armed = false;
+                    if let Some(end) = self.run.end()
+                        && end.status == RunStatus::Error
+                    {
+                        let data = json!({
+                            "error": "RunError",
+                            "message": end.error.unwrap_or_default(),
+                        });
+                        return Some(frame(
+                            "error",
+                            &serde_json::to_vec(&data).unwrap_or_default(),
+                            None,
+                        ));
+                    }
+                    continue;
+                }
+                let wait = self.run.log.wait_past(self.next);
+                if tokio::time::timeout(self.heartbeat, wait).await.is_err() {
+                    return Some(Bytes::from_static(b": heartbeat\n"));
+                }
+                continue;
+            }
+            for entry in entries {
+                self.next = entry.index + 1;
+                let parts = self.translator.parts(&entry);
+                for (k, part) in parts.into_iter().enumerate() {
+                    let skip = self
+                        .resume
+                        .is_some_and(|(e, p)| entry.index < e || (entry.index == e && k <= p));
+                    if skip || !self.modes.wants(part.mode) {
+                        continue;
+                    }
+                    let id = format!("{}-{k}", entry.index);
+                    let bytes = match &part.data {
+                        Data::Json(j) => frame(
+                            part.event,
+                            &serde_json::to_vec(j).unwrap_or_default(),
+                            Some(&id),
+                        ),
+                        Data::Values(e) => {
+                            frame(part.event, &self.translator.values_text(e), Some(&id))
+                        }
+                    };
+                    self.queue.push_back(bytes);
+                }
+            }
+        }
+    }
+}
+
+/// The body of an event stream of `run` from just after `last_event_id`.
+pub(super) fn body(
+    host: &Host,
+    run: Arc<RunHandle>,
+    modes: Modes,
+    last_event_id: Option<&str>,
+    cancel_on_disconnect: bool,
+    heartbeat: Duration,
+) -> axum::body::Body {
+    let graph = host.graphs().get(&run.assistant).and_then(|s| s.current);
+    let follow = Follow {
+        translator: Translator {
+            run_id: run.id.clone(),
+            thread: run.thread.clone(),
+            graph,
+            step: 0,
+            node: None,
+            streamed: false,
+        },
+        modes,
+        next: 0,
+        resume: parse_last_event_id(last_event_id),
+        queue: VecDeque::new(),
+        started: false,
+        ended: false,
+        heartbeat,
+        guard: CancelOnDrop {
+            host: host.clone(),
+            run: run.clone(),
+            armed: cancel_on_disconnect,
+        },
+        run,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        f.next_bytes()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), f))
+    });
+    axum::body::Body::from_stream(stream)
+}

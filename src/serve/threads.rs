@@ -1,0 +1,334 @@
+//! Threads: create, read, search, change metadata, delete, copy; their state at any
+//! checkpoint, their history, and a person's writes to their state.
+
+use super::AppState;
+use super::body::Body;
+use super::error::{ApiError, ApiResult};
+use super::wire;
+use crate::host::{Host, StateView, ThreadFilter, ThreadStatus, ThreadView};
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/threads", post(create))
+        .route("/threads/search", post(search))
+        .route("/threads/count", post(count))
+        .route("/threads/{id}", get(get_one).patch(patch).delete(delete))
+        .route("/threads/{id}/copy", post(copy))
+        .route("/threads/{id}/state", get(state).post(update))
+        .route("/threads/{id}/state/checkpoint", post(state_at_body))
+        .route("/threads/{id}/state/{checkpoint_id}", get(state_at))
+        .route("/threads/{id}/history", get(history_get).post(history_post))
+}
+
+/// A thread as JSON, its values shaped by its graph.
+pub(super) fn thread_json(host: &Host, view: &ThreadView) -> Json {
+    let graph = view.latest.as_ref().and_then(|l| host.graph_of(l).ok());
+    wire::thread(view, graph.as_deref())
+}
+
+#[derive(Deserialize, Default)]
+struct Create {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Json>,
+    #[serde(default)]
+    if_exists: Option<String>,
+    #[serde(default)]
+    supersteps: Option<Json>,
+    #[serde(default)]
+    graph_id: Option<String>,
+}
+
+async fn create(State(s): State<AppState>, Body(c): Body<Create>) -> ApiResult<Response> {
+    let do_nothing = match c.if_exists.as_deref() {
+        None | Some("raise") => false,
+        Some("do_nothing") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "if_exists `{other}` is not `raise` or `do_nothing`"
+            )));
+        }
+    };
+    if c.supersteps.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::invalid(
+            "supersteps are not supported: create the thread, then update its state",
+        ));
+    }
+    let mut metadata = object(c.metadata, "metadata")?;
+    if let Some(g) = c.graph_id {
+        metadata["graph_id"] = json!(g);
+    }
+    let view = s.host.create_thread(c.thread_id, metadata, do_nothing)?;
+    Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+fn object(v: Option<Json>, what: &str) -> ApiResult<Json> {
+    match v {
+        None | Some(Json::Null) => Ok(json!({})),
+        Some(o @ Json::Object(_)) => Ok(o),
+        Some(other) => Err(ApiError::invalid(format!(
+            "`{what}` is an object, not `{other}`"
+        ))),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Search {
+    #[serde(default)]
+    metadata: Option<Json>,
+    #[serde(default)]
+    values: Option<Json>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    ids: Option<Vec<String>>,
+    #[serde(default = "ten")]
+    limit: usize,
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    sort_by: Option<String>,
+    #[serde(default)]
+    sort_order: Option<String>,
+}
+
+fn ten() -> usize {
+    10
+}
+
+fn filter(q: &Search) -> ApiResult<ThreadFilter> {
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            ThreadStatus::parse(s).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "status `{s}` is not one of `idle`, `busy`, `interrupted`, `error`"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(ThreadFilter {
+        metadata: q.metadata.clone().filter(|m| !m.is_null()),
+        values: q.values.clone().filter(|v| !v.is_null()),
+        status,
+        ids: q.ids.clone(),
+    })
+}
+
+async fn search(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<Response> {
+    let f = filter(&q)?;
+    let sort = q
+        .sort_by
+        .as_deref()
+        .map(|by| (by, q.sort_order.as_deref().is_some_and(|o| o == "asc")));
+    let views = s.host.search_threads(&f, sort, q.limit, q.offset)?;
+    let body: Vec<Json> = views.iter().map(|v| thread_json(&s.host, v)).collect();
+    Ok(axum::Json(body).into_response())
+}
+
+async fn count(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<Response> {
+    let f = filter(&q)?;
+    let n = s.host.search_threads(&f, None, usize::MAX, 0)?.len();
+    Ok(axum::Json(n).into_response())
+}
+
+async fn get_one(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let view = s.host.thread(&id)?;
+    Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct Patch {
+    #[serde(default)]
+    metadata: Option<Json>,
+}
+
+async fn patch(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Body(p): Body<Patch>,
+) -> ApiResult<Response> {
+    let metadata = object(p.metadata, "metadata")?;
+    let view = s.host.patch_thread(&id, metadata)?;
+    Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    s.host.delete_thread(&id)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn copy(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let view = s.host.copy_thread(&id)?;
+    Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+fn state_json(view: Option<StateView>) -> Json {
+    view.as_ref().map_or_else(wire::empty_state, wire::state)
+}
+
+async fn state(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(axum::Json(state_json(s.host.state(&id, None)?)).into_response())
+}
+
+fn seq_of(id: &str) -> ApiResult<u64> {
+    wire::parse_checkpoint_id(id)
+        .ok_or_else(|| ApiError::not_found(format!("no checkpoint `{id}`")))
+}
+
+async fn state_at(
+    State(s): State<AppState>,
+    Path((id, checkpoint)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let seq = seq_of(&checkpoint)?;
+    Ok(axum::Json(state_json(s.host.state(&id, Some(seq))?)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct CheckpointBody {
+    #[serde(default)]
+    checkpoint: Option<CheckpointRef>,
+}
+
+/// A checkpoint as clients name one; only its id matters here.
+#[derive(Deserialize, Default, Clone)]
+pub(super) struct CheckpointRef {
+    #[serde(default)]
+    pub(super) checkpoint_id: Option<String>,
+}
+
+async fn state_at_body(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<CheckpointBody>,
+) -> ApiResult<Response> {
+    let seq = b
+        .checkpoint
+        .and_then(|c| c.checkpoint_id)
+        .map(|c| seq_of(&c))
+        .transpose()?;
+    Ok(axum::Json(state_json(s.host.state(&id, seq)?)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct Update {
+    #[serde(default)]
+    values: Option<Json>,
+    #[serde(default)]
+    as_node: Option<String>,
+    #[serde(default)]
+    checkpoint_id: Option<String>,
+    #[serde(default)]
+    checkpoint: Option<CheckpointRef>,
+}
+
+/// A person's write to the state, through the fields' reducers, recorded as a
+/// checkpoint of its own. Only at the latest checkpoint: a thread's history is one
+/// line here (copy the thread to branch it).
+async fn update(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Body(u): Body<Update>,
+) -> ApiResult<Response> {
+    let at = u
+        .checkpoint_id
+        .or(u.checkpoint.and_then(|c| c.checkpoint_id));
+    if let Some(at) = at {
+        let seq = seq_of(&at)?;
+        let latest = s.host.thread(&id)?.latest.map(|l| l.seq);
+        if latest != Some(seq) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!(
+                    "checkpoint `{at}` is not the latest of thread `{id}`; a thread's history is one line here: copy the thread (POST /threads/{id}/copy) to go on from an earlier point"
+                ),
+            ));
+        }
+    }
+    let mut values = u.values.unwrap_or_else(|| json!({}));
+    if let Ok(view) = s.host.thread(&id)
+        && let Some(graph) = view.latest.as_ref().and_then(|l| s.host.graph_of(l).ok())
+    {
+        wire::input_messages(&mut values, &graph);
+    }
+    let record = s.host.update_state(&id, values, u.as_node.as_deref())?;
+    let checkpoint = wire::checkpoint_ref(&record.thread, record.seq);
+    Ok(axum::Json(json!({
+        "checkpoint": checkpoint,
+        "configurable": checkpoint,
+        "checkpoint_id": wire::checkpoint_id(record.seq),
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct History {
+    #[serde(default = "ten")]
+    limit: usize,
+    /// A checkpoint id, or a config `{configurable: {checkpoint_id}}` as the JS SDK
+    /// sends it.
+    #[serde(default)]
+    before: Option<Json>,
+}
+
+fn before_seq(before: Option<&Json>) -> ApiResult<Option<u64>> {
+    let id = match before {
+        None | Some(Json::Null) => return Ok(None),
+        Some(Json::String(s)) => s.clone(),
+        Some(v) => v
+            .pointer("/configurable/checkpoint_id")
+            .or_else(|| v.get("checkpoint_id"))
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::invalid(format!("`before` names no checkpoint: `{v}`")))?,
+    };
+    seq_of(&id).map(Some)
+}
+
+async fn history(s: &AppState, id: &str, h: History) -> ApiResult<Response> {
+    let before = before_seq(h.before.as_ref())?;
+    let states = s.host.history(id, before, h.limit)?;
+    let body: Vec<Json> = states.iter().map(wire::state).collect();
+    Ok(axum::Json(body).into_response())
+}
+
+async fn history_post(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Body(h): Body<History>,
+) -> ApiResult<Response> {
+    history(&s, &id, h).await
+}
+
+#[derive(Deserialize)]
+struct HistoryQuery {
+    #[serde(default = "ten")]
+    limit: usize,
+    #[serde(default)]
+    before: Option<String>,
+}
+
+async fn history_get(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HistoryQuery>,
+) -> ApiResult<Response> {
+    history(
+        &s,
+        &id,
+        History {
+            limit: q.limit,
+            before: q.before.map(Json::String),
+        },
+    )
+    .await
+}

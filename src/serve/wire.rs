@@ -1,0 +1,340 @@
+//! The JSON shapes of the LangGraph Agent Server API, made from the host's views:
+//! assistants, threads, thread states, runs, checkpoints, interrupts, times and ids.
+
+use crate::graph::Graph;
+use crate::host::{Served, StateView, ThreadView};
+use crate::spec::{END, FieldType};
+use crate::store::{Checkpoint, RunRecord, Status};
+use serde_json::{Map, Value as Json, json};
+
+/// An ISO 8601 time in UTC, to the millisecond, from Unix milliseconds.
+pub(crate) fn time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// A checkpoint's id: UUID-shaped, so clients that expect one get one, and ordered
+/// by position, as clients sort history by id. `seq` is in its last group.
+pub(crate) fn checkpoint_id(seq: u64) -> String {
+    format!("00000000-0000-7000-8000-{seq:012x}")
+}
+
+/// The position a checkpoint id names: its own form, or a plain number.
+pub(crate) fn parse_checkpoint_id(id: &str) -> Option<u64> {
+    if let Some(hex) = id.strip_prefix("00000000-0000-7000-8000-") {
+        return u64::from_str_radix(hex, 16).ok();
+    }
+    id.parse().ok()
+}
+
+pub(crate) fn checkpoint_ref(thread: &str, seq: u64) -> Json {
+    json!({
+        "thread_id": thread,
+        "checkpoint_ns": "",
+        "checkpoint_id": checkpoint_id(seq),
+        "checkpoint_map": null,
+    })
+}
+
+pub(crate) fn assistant(s: &Served) -> Json {
+    let mut metadata = json!({
+        "created_by": "system",
+        "file": s.path.display().to_string(),
+        "valid": s.problems.is_none(),
+    });
+    if let Some(g) = &s.current {
+        metadata["hash"] = json!(g.hash);
+    }
+    if let Some(p) = &s.problems {
+        metadata["problems"] = json!(p.rendered);
+    }
+    json!({
+        "assistant_id": s.id,
+        "graph_id": s.id,
+        "name": s.id,
+        "description": if s.description.is_empty() { Json::Null } else { json!(s.description) },
+        "config": {},
+        "context": {},
+        "metadata": metadata,
+        "version": s.version.max(1),
+        "created_at": time(s.created_ms),
+        "updated_at": time(s.updated_ms),
+    })
+}
+
+/// An interrupt as clients look for it: its payload and an id to answer it by.
+pub(crate) fn interrupt(record: &Checkpoint) -> Option<Json> {
+    let p = record.pending.as_ref()?;
+    let id = checkpoint_id(p.at_seq.unwrap_or(record.seq));
+    Some(json!({ "value": p.payload, "id": id }))
+}
+
+pub(crate) fn thread(view: &ThreadView, graph: Option<&Graph>) -> Json {
+    let r = &view.record;
+    let mut interrupts = Map::new();
+    if let Some(i) = view.latest.as_ref().and_then(interrupt) {
+        interrupts.insert(i["id"].as_str().unwrap_or_default().to_string(), json!([i]));
+    }
+    let error = view
+        .latest
+        .as_ref()
+        .filter(|l| l.status == Status::Failed)
+        .and_then(|l| l.error.as_ref().and_then(|e| e.get("message")).cloned());
+    let state_updated = view.latest.as_ref().map_or(r.updated_ms, |l| l.at_ms);
+    json!({
+        "thread_id": r.id,
+        "created_at": time(r.created_ms),
+        "updated_at": time(r.updated_ms.max(state_updated)),
+        "state_updated_at": time(state_updated),
+        "metadata": r.metadata,
+        "status": view.status.name(),
+        "config": {},
+        "values": view.values.as_ref().map(|v| values(v, graph)),
+        "interrupts": interrupts,
+        "error": error,
+    })
+}
+
+/// The state values as clients see them: message fields' messages carry LangChain's
+/// `type` beside their `role`, so chat front ends made for LangGraph show them.
+pub(crate) fn values(v: &Json, graph: Option<&Graph>) -> Json {
+    let Some(graph) = graph else {
+        return v.clone();
+    };
+    let mut v = v.clone();
+    if let Json::Object(fields) = &mut v {
+        for f in &graph.fields {
+            if matches!(f.ty.base(), FieldType::Messages)
+                && let Some(Json::Array(messages)) = fields.get_mut(&*f.name)
+            {
+                for m in messages {
+                    add_type(m);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn add_type(m: &mut Json) {
+    if let Json::Object(o) = m
+        && !o.contains_key("type")
+        && let Some(role) = o.get("role").and_then(Json::as_str)
+    {
+        let t = match role {
+            "user" => "human",
+            "assistant" => "ai",
+            other => other,
+        };
+        o.insert("type".into(), json!(t));
+    }
+}
+
+/// Messages written in LangChain's shape (`type: "human"`, no `role`) become the
+/// `role` messages the graph's reducers take.
+pub(crate) fn input_messages(v: &mut Json, graph: &Graph) {
+    let Json::Object(fields) = v else { return };
+    for f in &graph.fields {
+        if !matches!(f.ty.base(), FieldType::Messages) {
+            continue;
+        }
+        match fields.get_mut(&*f.name) {
+            Some(Json::Array(messages)) => messages.iter_mut().for_each(to_role),
+            Some(m @ Json::Object(_)) => to_role(m),
+            _ => {}
+        }
+    }
+}
+
+fn to_role(m: &mut Json) {
+    let Json::Object(o) = m else { return };
+    if o.contains_key("role") {
+        return;
+    }
+    let Some(t) = o.get("type").and_then(Json::as_str) else {
+        return;
+    };
+    let role = match t {
+        "human" | "HumanMessage" | "HumanMessageChunk" => "user",
+        "ai" | "AIMessage" | "AIMessageChunk" => "assistant",
+        "system" | "SystemMessage" => "system",
+        "tool" | "ToolMessage" => "tool",
+        other => other,
+    };
+    o.insert("role".into(), json!(role));
+    o.remove("type");
+}
+
+/// The nodes a thread goes to next: none once it ended.
+pub(crate) fn next(record: &Checkpoint) -> Vec<String> {
+    match record.status {
+        Status::Finished | Status::Failed => Vec::new(),
+        Status::Interrupted => match &record.pending {
+            // An interrupt node waits for its answer; a breakpoint waits before the
+            // node it names (or its successor, after one).
+            Some(p) if p.breakpoint.is_none() => vec![p.node.to_string()],
+            _ => record
+                .next
+                .iter()
+                .filter(|n| &***n != END)
+                .map(|n| n.to_string())
+                .collect(),
+        },
+        Status::Running | Status::Stopped => record
+            .next
+            .iter()
+            .filter(|n| &***n != END)
+            .map(|n| n.to_string())
+            .collect(),
+    }
+}
+
+/// The tasks of a checkpoint: the node that runs next, with its interrupt or error.
+pub(crate) fn tasks(record: &Checkpoint) -> Vec<Json> {
+    let id = checkpoint_id(record.seq);
+    if record.status == Status::Failed {
+        let node = record.node.as_deref().unwrap_or_default();
+        let message = record
+            .error
+            .as_ref()
+            .and_then(|e| e.get("message"))
+            .cloned()
+            .unwrap_or(Json::Null);
+        return vec![task(&id, node, message, Vec::new())];
+    }
+    let interrupts: Vec<Json> = interrupt(record).into_iter().collect();
+    next(record)
+        .iter()
+        .map(|n| task(&id, n, Json::Null, interrupts.clone()))
+        .collect()
+}
+
+fn task(id: &str, name: &str, error: Json, interrupts: Vec<Json>) -> Json {
+    json!({
+        "id": id,
+        "name": name,
+        "path": ["__pregel_pull", name],
+        "error": error,
+        "interrupts": interrupts,
+        "checkpoint": null,
+        "state": null,
+        "result": null,
+    })
+}
+
+/// What a checkpoint's metadata says: LangGraph's `source`, `step`, `writes` and
+/// `parents`, and Switchyard's own record fields.
+pub(crate) fn metadata(record: &Checkpoint) -> Json {
+    let writes: Map<String, Json> = record
+        .writes
+        .iter()
+        .map(|w| (w.field.to_string(), (*w.value).clone()))
+        .collect();
+    let writer = match (&record.node, record.source) {
+        (Some(n), _) => n.to_string(),
+        (None, crate::store::Source::Input) => "__start__".into(),
+        (None, _) => "__update__".into(),
+    };
+    let writes = if writes.is_empty() {
+        Json::Null
+    } else {
+        json!({ writer: writes })
+    };
+    json!({
+        "source": record.source.name(),
+        "step": record.step,
+        "writes": writes,
+        "parents": {},
+        "run": record.run,
+        "status": record.status.name(),
+        "outcome": record.outcome,
+        "graph_hash": *record.graph_hash,
+    })
+}
+
+pub(crate) fn state(view: &StateView) -> Json {
+    let r = &view.record;
+    let parent = r.seq.checked_sub(1).map(|p| checkpoint_ref(&r.thread, p));
+    json!({
+        "values": values(&view.values, Some(&view.graph)),
+        "next": next(r),
+        "tasks": tasks(r),
+        "checkpoint": checkpoint_ref(&r.thread, r.seq),
+        "metadata": metadata(r),
+        "created_at": time(r.at_ms),
+        "parent_checkpoint": parent,
+        "interrupts": interrupt(r).into_iter().collect::<Vec<_>>(),
+        "checkpoint_id": checkpoint_id(r.seq),
+        "parent_checkpoint_id": r.seq.checked_sub(1).map(checkpoint_id),
+    })
+}
+
+/// The state of a thread with no checkpoints.
+pub(crate) fn empty_state() -> Json {
+    json!({
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "checkpoint": null,
+        "metadata": null,
+        "created_at": null,
+        "parent_checkpoint": null,
+        "interrupts": [],
+    })
+}
+
+pub(crate) fn run(r: &RunRecord) -> Json {
+    json!({
+        "run_id": r.id,
+        "thread_id": r.thread,
+        "assistant_id": r.assistant,
+        "created_at": time(r.created_ms),
+        "updated_at": time(r.updated_ms),
+        "status": r.status.name(),
+        "metadata": r.metadata,
+        "kwargs": r.kwargs,
+        "multitask_strategy": r.multitask_strategy,
+        "error": r.error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_iso_8601_in_utc() {
+        assert_eq!(time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(time(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(time(1_795_462_350_999), "2026-11-23T19:32:30.999Z");
+    }
+
+    #[test]
+    fn checkpoint_ids_sort_by_position_and_read_back() {
+        let ids: Vec<String> = [0, 9, 10, 255, 4096].map(checkpoint_id).to_vec();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        assert_eq!(ids[3], "00000000-0000-7000-8000-0000000000ff");
+        assert_eq!(parse_checkpoint_id(&ids[3]), Some(255));
+        assert_eq!(parse_checkpoint_id("12"), Some(12));
+        assert_eq!(parse_checkpoint_id("nope"), None);
+    }
+}

@@ -1,0 +1,144 @@
+use super::{Checkpoint, Checkpointer, RunRecord, StoreError, ThreadRecord};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// Checkpoints in process memory: fast, gone when the process ends.
+#[derive(Default)]
+pub struct MemoryStore {
+    threads: Mutex<HashMap<String, Vec<Checkpoint>>>,
+    /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
+    cache: Mutex<HashMap<String, (Json, u64)>>,
+    catalog: Mutex<Catalog>,
+}
+
+#[derive(Default)]
+struct Catalog {
+    /// In creation order, so listings need no sort.
+    threads: indexmap::IndexMap<String, ThreadRecord>,
+    runs: indexmap::IndexMap<String, RunRecord>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Checkpoint>>> {
+        // A panic while holding the lock leaves whole records; keep serving them.
+        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn catalog(&self) -> MutexGuard<'_, Catalog> {
+        self.catalog.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Checkpointer for MemoryStore {
+    fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
+        let mut threads = self.lock();
+        match threads.get_mut(&*record.thread) {
+            Some(records) => records.push(record),
+            None => {
+                threads.insert(record.thread.to_string(), vec![record]);
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(self.lock().get(thread).cloned().unwrap_or_default())
+    }
+
+    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.lock().get(thread).and_then(|r| r.last().cloned()))
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.get(key) {
+            Some((value, expires)) if *expires > now_ms => Ok(Some(value.clone())),
+            Some(_) => {
+                cache.remove(key);
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), (value.clone(), expires_ms));
+        Ok(())
+    }
+
+    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        let mut threads = self.lock();
+        if let Some(records) = threads.get_mut(thread) {
+            records.retain(|r| r.seq < seq);
+            if records.is_empty() {
+                threads.remove(thread);
+            }
+        }
+        Ok(())
+    }
+
+    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        self.lock().remove(thread);
+        let mut catalog = self.catalog();
+        catalog.threads.shift_remove(thread);
+        catalog.runs.retain(|_, r| r.thread != thread);
+        Ok(())
+    }
+
+    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        self.catalog()
+            .threads
+            .insert(thread.id.clone(), thread.clone());
+        Ok(())
+    }
+
+    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        Ok(self.catalog().threads.get(thread).cloned())
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        Ok(self.catalog().threads.values().cloned().collect())
+    }
+
+    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.catalog().runs.insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
+    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self.catalog().runs.get(run).cloned())
+    }
+
+    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self
+            .catalog()
+            .runs
+            .values()
+            .filter(|r| r.thread == thread)
+            .cloned()
+            .collect())
+    }
+
+    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        self.catalog().runs.shift_remove(run);
+        Ok(())
+    }
+
+    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self
+            .catalog()
+            .runs
+            .values()
+            .filter(|r| r.status.in_flight())
+            .cloned()
+            .collect())
+    }
+}

@@ -1,0 +1,618 @@
+//! The HTTP API, request by request: exact statuses and bodies (snapshots), and the
+//! state of a thread after every refused request, unchanged.
+
+use super::Transcript;
+use super::server::{Serve, serve};
+use crate::llm::server::{Answer, Reply, Server as Llm};
+use serde_json::{Value as Json, json};
+
+/// The chat graph's model: one streamed reply per answer given.
+async fn llm(replies: &[&str]) -> Llm {
+    Llm::start(
+        replies
+            .iter()
+            .map(|t| {
+                Answer::Reply(Reply {
+                    content: Some(json!({ "text": t }).to_string()),
+                    tool_call: None,
+                })
+            })
+            .collect(),
+    )
+    .await
+}
+
+async fn chat_server(llm: &Llm) -> Serve {
+    serve(&["tests/fixtures/serve"])
+        .env("OPENAI_BASE_URL", llm.url())
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn assistants_are_the_served_graphs() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    for (req, r) in [
+        (
+            "POST /assistants/search {}",
+            h.post("/assistants/search", json!({})).await,
+        ),
+        (
+            "POST /assistants/search {limit: 1, offset: 1}",
+            h.post("/assistants/search", json!({ "limit": 1, "offset": 1 }))
+                .await,
+        ),
+        (
+            "POST /assistants/count {graph_id: chat}",
+            h.post("/assistants/count", json!({ "graph_id": "chat" }))
+                .await,
+        ),
+        ("GET /assistants/chat", h.get("/assistants/chat").await),
+        (
+            "GET /assistants/three/graph",
+            h.get("/assistants/three/graph").await,
+        ),
+        (
+            "GET /assistants/three/graph?format=mermaid",
+            h.get("/assistants/three/graph?format=mermaid").await,
+        ),
+        (
+            "GET /assistants/three/graph?format=svg",
+            h.get("/assistants/three/graph?format=svg").await,
+        ),
+        (
+            "GET /assistants/chat/schemas",
+            h.get("/assistants/chat/schemas").await,
+        ),
+        (
+            "GET /assistants/chat/subgraphs",
+            h.get("/assistants/chat/subgraphs").await,
+        ),
+        ("GET /assistants/nope", h.get("/assistants/nope").await),
+        (
+            "POST /assistants {graph_id: chat}",
+            h.post("/assistants", json!({ "graph_id": "chat" })).await,
+        ),
+        ("GET /ok", h.get("/ok").await),
+        ("GET /nowhere", h.get("/nowhere").await),
+    ] {
+        t.note(req, &r);
+    }
+    let r = h.post("/assistants/search", json!({ "limit": 1 })).await;
+    assert_eq!(r.header("x-pagination-next"), Some("1"));
+    assert_eq!(r.header("x-pagination-total"), Some("3"));
+    // The DOT drawing is Graphviz's to check.
+    let dot = h.get("/assistants/chat/graph?format=dot").await;
+    assert_eq!(
+        dot.header("content-type"),
+        Some("text/vnd.graphviz; charset=utf-8")
+    );
+    crate::util::graphviz_svg(&dot.text, "the served chat graph");
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn a_thread_pauses_at_an_interrupt_and_resumes_with_its_answer() {
+    let llm = llm(&["2 + 2 is 4."]).await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    let r = h
+        .post(
+            "/threads",
+            json!({ "thread_id": "chat-1", "metadata": { "user": "ann" } }),
+        )
+        .await;
+    t.note(
+        "POST /threads {thread_id: chat-1, metadata: {user: ann}}",
+        &r,
+    );
+    t.note(
+        "POST /threads {thread_id: chat-1} (again)",
+        &h.post("/threads", json!({ "thread_id": "chat-1" })).await,
+    );
+    t.note(
+        "POST /threads {thread_id: chat-1, if_exists: do_nothing}",
+        &h.post(
+            "/threads",
+            json!({ "thread_id": "chat-1", "if_exists": "do_nothing" }),
+        )
+        .await,
+    );
+    t.note(
+        "PATCH /threads/chat-1 {metadata: {topic: sums}}",
+        &h.patch(
+            "/threads/chat-1",
+            json!({ "metadata": { "topic": "sums" } }),
+        )
+        .await,
+    );
+    t.note(
+        "GET /threads/chat-1/state (no run yet)",
+        &h.get("/threads/chat-1/state").await,
+    );
+    let r = h
+        .post(
+            "/threads/chat-1/runs/wait",
+            json!({ "assistant_id": "chat", "input": { "question": "What is 2 + 2?" } }),
+        )
+        .await;
+    t.note("POST /threads/chat-1/runs/wait {input: {question}}", &r);
+    let paused = h.get("/threads/chat-1/state").await;
+    t.note("GET /threads/chat-1/state", &paused);
+    t.note("GET /threads/chat-1", &h.get("/threads/chat-1").await);
+
+    // A wrong answer is refused with the diagnostic, and changes nothing.
+    let r = h
+        .post(
+            "/threads/chat-1/runs/wait",
+            json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": "yes" } } }),
+        )
+        .await;
+    t.note(
+        "POST /threads/chat-1/runs/wait {command: {resume: {confirmed: \"yes\"}}}",
+        &r,
+    );
+    let r = h
+        .post(
+            "/threads/chat-1/runs/wait",
+            json!({ "assistant_id": "chat", "input": { "question": "again?" } }),
+        )
+        .await;
+    t.note("POST /threads/chat-1/runs/wait {input} (while paused)", &r);
+    assert_eq!(h.get("/threads/chat-1/state").await.text, paused.text);
+    assert_eq!(
+        h.get("/threads/chat-1/runs")
+            .await
+            .json()
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "a refused run is not recorded"
+    );
+
+    // Answered by the interrupt's id, as LangGraph's clients may.
+    let id = paused.json()["tasks"][0]["interrupts"][0]["id"].clone();
+    let r = h
+        .post(
+            "/threads/chat-1/runs/wait",
+            json!({ "assistant_id": "chat", "command": { "resume": { id.as_str().unwrap(): { "confirmed": true } } } }),
+        )
+        .await;
+    t.note(
+        "POST /threads/chat-1/runs/wait {command: {resume: {<interrupt id>: {confirmed: true}}}}",
+        &r,
+    );
+    t.note(
+        "GET /threads/chat-1/state",
+        &h.get("/threads/chat-1/state").await,
+    );
+    t.note(
+        "POST /threads/chat-1/history {limit: 2}",
+        &h.post("/threads/chat-1/history", json!({ "limit": 2 }))
+            .await,
+    );
+    t.note(
+        "GET /threads/chat-1/history?limit=1&before=3",
+        &h.get("/threads/chat-1/history?limit=1&before=3").await,
+    );
+    t.note(
+        "GET /threads/chat-1/state/00000000-0000-7000-8000-000000000001",
+        &h.get("/threads/chat-1/state/00000000-0000-7000-8000-000000000001")
+            .await,
+    );
+    t.note(
+        "GET /threads/chat-1/state/99",
+        &h.get("/threads/chat-1/state/99").await,
+    );
+    t.note(
+        "GET /threads/chat-1/runs",
+        &h.get("/threads/chat-1/runs").await,
+    );
+    insta::assert_snapshot!(t.text());
+    assert_eq!(llm.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_person_updates_the_state_through_the_reducers() {
+    let llm = llm(&["Hello."]).await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    h.post("/threads", json!({ "thread_id": "u" })).await;
+    h.post(
+        "/threads/u/runs/wait",
+        json!({ "assistant_id": "chat", "input": { "question": "Hi?" } }),
+    )
+    .await;
+    let before = h.get("/threads/u/state").await.text;
+    for (req, body) in [
+        (
+            "{values: {question: 7}}",
+            json!({ "values": { "question": 7 } }),
+        ),
+        ("{values: {nope: 1}}", json!({ "values": { "nope": 1 } })),
+        (
+            "{values: {messages: [{content: hi}]}}",
+            json!({ "values": { "messages": [{ "content": "hi" }] } }),
+        ),
+        (
+            "{values: {}, as_node: missing}",
+            json!({ "values": {}, "as_node": "missing" }),
+        ),
+        (
+            "{values: {}, checkpoint_id: <first>}",
+            json!({ "values": {}, "checkpoint_id": "00000000-0000-7000-8000-000000000000" }),
+        ),
+    ] {
+        t.note(
+            &format!("POST /threads/u/state {req}"),
+            &h.post("/threads/u/state", body).await,
+        );
+    }
+    assert_eq!(
+        h.get("/threads/u/state").await.text,
+        before,
+        "refused updates change nothing"
+    );
+    // LangChain's message shape is taken; the messages reducer appends.
+    let r = h
+        .post(
+            "/threads/u/state",
+            json!({ "values": { "messages": [{ "type": "human", "content": "One more thing." }], "question": "edited" } }),
+        )
+        .await;
+    t.note(
+        "POST /threads/u/state {values: {messages: [{type: human, ...}], question: edited}}",
+        &r,
+    );
+    t.note("GET /threads/u/state", &h.get("/threads/u/state").await);
+    // As the confirm node: the thread now stands before the node its route picks.
+    let r = h
+        .post(
+            "/threads/u/state",
+            json!({ "values": { "decision": { "confirmed": false } }, "as_node": "confirm" }),
+        )
+        .await;
+    t.note(
+        "POST /threads/u/state {values: {decision: {confirmed: false}}, as_node: confirm}",
+        &r,
+    );
+    let r = h.get("/threads/u/state").await;
+    t.note("GET /threads/u/state", &r);
+    // Going on from there, with no input: the route's choice runs.
+    let r = h
+        .post("/threads/u/runs/wait", json!({ "assistant_id": "chat" }))
+        .await;
+    t.note("POST /threads/u/runs/wait {assistant_id: chat}", &r);
+    t.note(
+        "POST /threads/u/history {limit: 4}",
+        &h.post("/threads/u/history", json!({ "limit": 4 })).await,
+    );
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn a_run_streams_its_modes_and_a_dropped_stream_picks_up_where_it_was() {
+    let llm = llm(&["Four, as always."]).await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    h.post("/threads", json!({ "thread_id": "s" })).await;
+    let r = h
+        .post(
+            "/threads/s/runs/stream",
+            json!({
+                "assistant_id": "chat",
+                "input": { "question": "2 + 2?" },
+                "stream_mode": ["values", "updates", "messages-tuple", "custom"],
+                "stream_resumable": true,
+            }),
+        )
+        .await;
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    t.note(
+        "POST /threads/s/runs/stream {stream_mode: [values, updates, messages-tuple, custom]}",
+        &r,
+    );
+    let events = r.events();
+    let run = r
+        .header("content-location")
+        .expect("content-location")
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // A page that reloads after the fifth event asks for what came after it.
+    let fifth = events[5].2.clone().expect("an id");
+    let r = h
+        .get_with(
+            &format!("/threads/s/runs/{run}/stream"),
+            &[("last-event-id", &fifth)],
+        )
+        .await;
+    t.note(
+        &format!("GET /threads/s/runs/{run}/stream (Last-Event-ID: {fifth})"),
+        &r,
+    );
+    let rest = r.events();
+    assert_eq!(rest[0].0, "metadata");
+    assert_eq!(
+        rest[1..],
+        events[6..],
+        "the rest of the stream, as the first reader had it"
+    );
+    // From the start, in other modes.
+    let r = h
+        .get_with(
+            &format!("/threads/s/runs/{run}/stream?stream_mode=%5B%22updates%22%5D"),
+            &[("last-event-id", "-1")],
+        )
+        .await;
+    t.note(
+        &format!("GET /threads/s/runs/{run}/stream?stream_mode=[\"updates\"] (Last-Event-ID: -1)"),
+        &r,
+    );
+    // Joined after it ended: its result.
+    t.note(
+        &format!("GET /threads/s/runs/{run}/join"),
+        &h.get(&format!("/threads/s/runs/{run}/join")).await,
+    );
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    h.post("/threads", json!({ "thread_id": "q" })).await;
+    let first = h
+        .post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "first" } }),
+        )
+        .await;
+    t.note(
+        "POST /threads/q/runs {assistant_id: spin, input: {label: first}}",
+        &first,
+    );
+    let first = first.json()["run_id"].as_str().unwrap().to_string();
+    h.until(&format!("/threads/q/runs/{first}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    t.note(
+        "POST /threads/q/runs {input: {label: second}} (reject, the default)",
+        &h.post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "second" } }),
+        )
+        .await,
+    );
+    let second = h
+        .post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "second" }, "multitask_strategy": "enqueue" }),
+        )
+        .await;
+    t.note(
+        "POST /threads/q/runs {input: {label: second}, multitask_strategy: enqueue}",
+        &second,
+    );
+    let second = second.json()["run_id"].as_str().unwrap().to_string();
+    assert_eq!(h.get("/threads/q").await.json()["status"], "busy");
+    t.note(
+        "POST /threads/q/state {values: {label: x}} (busy)",
+        &h.post("/threads/q/state", json!({ "values": { "label": "x" } }))
+            .await,
+    );
+    t.note("DELETE /threads/q (busy)", &h.delete("/threads/q").await);
+    // The stop button: the first run stops at its next node boundary.
+    t.note(
+        "POST /threads/q/runs/<first>/cancel?wait=1",
+        &h.post(
+            &format!("/threads/q/runs/{first}/cancel?wait=1"),
+            Json::Null,
+        )
+        .await,
+    );
+    let stopped = h.get(&format!("/threads/q/runs/{first}")).await.json();
+    assert_eq!(stopped["status"], "interrupted");
+    h.until(&format!("/threads/q/runs/{second}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    // Interrupting it: a third run takes over, the second stops where it is.
+    let third = h
+        .post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "third" }, "multitask_strategy": "interrupt" }),
+        )
+        .await
+        .json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.until(&format!("/threads/q/runs/{second}"), |r| {
+        r["status"] == "interrupted"
+    })
+    .await;
+    h.until(&format!("/threads/q/runs/{third}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    let before_rollback = h.get("/threads/q/history?limit=1000").await.json();
+    // Rolled back: the third run and every checkpoint it wrote are gone.
+    t.note(
+        "POST /threads/q/runs/<third>/cancel?wait=1&action=rollback",
+        &h.post(
+            &format!("/threads/q/runs/{third}/cancel?wait=1&action=rollback"),
+            Json::Null,
+        )
+        .await,
+    );
+    t.note(
+        "GET /threads/q/runs/<third>",
+        &h.get(&format!("/threads/q/runs/{third}")).await,
+    );
+    let after = h.get("/threads/q/history?limit=1000").await.json();
+    let after = after.as_array().unwrap();
+    assert!(
+        after.len() < before_rollback.as_array().unwrap().len(),
+        "the rollback removed records"
+    );
+    assert_eq!(
+        after[0]["values"]["label"], "second",
+        "the state is the second run's"
+    );
+    assert_eq!(after[0]["metadata"]["status"], "stopped");
+    t.note(
+        "POST /threads/q/runs/<first>/cancel (ended)",
+        &h.post(&format!("/threads/q/runs/{first}/cancel"), Json::Null)
+            .await,
+    );
+    let runs = h.get("/threads/q/runs").await.json();
+    let statuses: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["interrupted", "interrupted"], "newest first");
+    t.note(
+        "DELETE /threads/q/runs/<first>",
+        &h.delete(&format!("/threads/q/runs/{first}")).await,
+    );
+    t.note(
+        "GET /threads/q/runs/<first>",
+        &h.get(&format!("/threads/q/runs/{first}")).await,
+    );
+    t.note("DELETE /threads/q", &h.delete("/threads/q").await);
+    t.note("GET /threads/q", &h.get("/threads/q").await);
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn stateless_runs_use_a_thread_of_their_own() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    let r = h
+        .post(
+            "/runs/wait",
+            json!({ "assistant_id": "three", "input": { "input": "x" } }),
+        )
+        .await;
+    t.note(
+        "POST /runs/wait {assistant_id: three, input: {input: x}}",
+        &r,
+    );
+    let thread = r
+        .header("content-location")
+        .expect("content-location")
+        .to_string();
+    assert!(thread.starts_with("/runs/"));
+    let r = h
+        .post(
+            "/runs/stream",
+            json!({ "assistant_id": "three", "input": { "input": "y" }, "stream_mode": "updates", "on_completion": "keep" }),
+        )
+        .await;
+    t.note(
+        "POST /runs/stream {input: {input: y}, stream_mode: updates, on_completion: keep}",
+        &r,
+    );
+    t.note(
+        "POST /threads/search {metadata: {graph_id: three}}",
+        &h.post(
+            "/threads/search",
+            json!({ "metadata": { "graph_id": "three" } }),
+        )
+        .await,
+    );
+    t.note(
+        "POST /runs/wait {command: {resume: 1}}",
+        &h.post(
+            "/runs/wait",
+            json!({ "assistant_id": "three", "command": { "resume": 1 } }),
+        )
+        .await,
+    );
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_clearly_and_change_nothing() {
+    let llm = llm(&["Sure."]).await;
+    let s = serve(&["tests/fixtures/serve"])
+        .env("OPENAI_BASE_URL", llm.url())
+        .env("SERVE_TEST_KEY", "sekrit")
+        .arg("--api-key-env")
+        .arg("SERVE_TEST_KEY")
+        .arg("--max-body")
+        .arg("2kB")
+        .start()
+        .await;
+    let anon = s.http();
+    let h = s.http().with_key("sekrit");
+    let mut t = Transcript::new();
+    t.note("GET /threads/x (no key)", &anon.get("/threads/x").await);
+    t.note(
+        "GET /threads/x (wrong key)",
+        &s.http().with_key("guess").get("/threads/x").await,
+    );
+    let bearer = super::server::client()
+        .get(anon.url("/assistants/chat"))
+        .header("authorization", "Bearer sekrit")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status().as_u16(), 200, "a bearer token is a key too");
+    t.note("GET /ok (no key)", &anon.get("/ok").await);
+    h.post("/threads", json!({ "thread_id": "b" })).await;
+    h.post(
+        "/threads/b/runs/wait",
+        json!({ "assistant_id": "chat", "input": { "question": "Go?" } }),
+    )
+    .await;
+    let state = h.get("/threads/b/state").await.text;
+    let history = h
+        .post("/threads/b/history", json!({ "limit": 100 }))
+        .await
+        .text;
+    let runs = h.get("/threads/b/runs").await.json();
+    for (req, r) in [
+        ("POST /threads/b/runs {assistant_id: nope}", h.post("/threads/b/runs", json!({ "assistant_id": "nope" })).await),
+        ("POST /threads/nope/runs {assistant_id: chat}", h.post("/threads/nope/runs", json!({ "assistant_id": "chat", "input": {} })).await),
+        ("POST /threads/b/runs (no assistant_id)", h.post("/threads/b/runs", json!({ "input": {} })).await),
+        ("POST /threads/b/runs {malformed", h.post_raw("/threads/b/runs", "{\"assistant_id\": \"chat\",").await),
+        ("POST /threads/b/runs {assistant_id: 7}", h.post("/threads/b/runs", json!({ "assistant_id": 7 })).await),
+        ("POST /threads/b/runs {command: {resume: {confirmed: 1}}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": 1 } } })).await),
+        ("POST /threads/b/runs {command: {resume: {confirmed: true, extra: 1}}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true, "extra": 1 } } })).await),
+        ("POST /threads/b/runs {stream_mode: [values, sideways]}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "stream_mode": ["values", "sideways"] })).await),
+        ("POST /threads/b/runs {interrupt_before: [draft]}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "interrupt_before": ["draft"] })).await),
+        ("POST /threads/b/runs {config: {recursion_limit: -1}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "config": { "recursion_limit": -1 } })).await),
+        ("POST /threads/b/runs {multitask_strategy: later}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "multitask_strategy": "later" })).await),
+        ("POST /threads/b/runs {assistant_id: three} (another graph's thread)", h.post("/threads/b/runs", json!({ "assistant_id": "three", "input": {} })).await),
+        ("POST /threads/b/runs (a 3 kB body)", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": { "question": "x".repeat(3000) } })).await),
+        ("POST /threads {thread_id: \"a/b\"}", h.post("/threads", json!({ "thread_id": "a/b" })).await),
+        ("POST /threads/search {status: asleep}", h.post("/threads/search", json!({ "status": "asleep" })).await),
+        ("GET /threads/b/runs?limit=ten", h.get("/threads/b/runs?limit=ten").await),
+        ("GET /threads/b/runs/nope", h.get("/threads/b/runs/nope").await),
+        ("POST /threads/b/runs/nope/cancel", h.post("/threads/b/runs/nope/cancel", Json::Null).await),
+    ] {
+        t.note(req, &r);
+    }
+    assert_eq!(h.get("/threads/b/state").await.text, state);
+    assert_eq!(
+        h.post("/threads/b/history", json!({ "limit": 100 }))
+            .await
+            .text,
+        history
+    );
+    assert_eq!(h.get("/threads/b/runs").await.json(), runs);
+    insta::assert_snapshot!(t.text());
+}

@@ -1,0 +1,501 @@
+//! What a long-lived server does besides answering requests: it keeps a paused thread's
+//! MCP servers, reloads edited graphs, caps and queues runs, stops cleanly on SIGTERM
+//! and resumes what it left after a restart.
+
+use super::server::{Http, serve};
+use crate::util::root;
+use serde_json::{Value as Json, json};
+use std::time::Duration;
+
+/// The custom events of a streamed run (Switchyard's own), by name.
+fn custom(events: &[(String, Json, Option<String>)]) -> Vec<Json> {
+    events
+        .iter()
+        .filter(|(e, _, _)| e == "custom")
+        .map(|(_, d, _)| d.clone())
+        .collect()
+}
+
+fn pids(events: &[Json]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "server_started")
+        .filter_map(|e| e["pid"].as_u64())
+        .collect()
+}
+
+fn alive(pid: u64) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+}
+
+async fn stream(h: &Http, thread: &str, body: Json) -> Vec<(String, Json, Option<String>)> {
+    let r = h
+        .post(&format!("/threads/{thread}/runs/stream"), body)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.events()
+}
+
+#[tokio::test]
+async fn a_paused_thread_keeps_its_mcp_server_until_it_is_idle_too_long() {
+    let s = serve(&["tests/fixtures/serve_tools"])
+        .arg("--mcp-idle")
+        .arg("1500ms")
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "kept" })).await;
+    let first = custom(
+        &stream(
+            &h,
+            "kept",
+            json!({ "assistant_id": "tools", "input": {}, "stream_mode": "custom" }),
+        )
+        .await,
+    );
+    let started = pids(&first);
+    assert_eq!(started.len(), 1, "{first:?}");
+    assert!(
+        alive(started[0]),
+        "the server runs on while the thread is paused"
+    );
+    // Resumed at once: the same server process answers the second call.
+    let second = custom(
+        &stream(&h, "kept", json!({ "assistant_id": "tools", "command": { "resume": true }, "stream_mode": "custom" }))
+            .await,
+    );
+    assert_eq!(
+        pids(&second),
+        Vec::<u64>::new(),
+        "no new server: {second:?}"
+    );
+    assert!(
+        second
+            .iter()
+            .any(|e| e["event"] == "tool_call" && e["tool"] == "echo")
+    );
+    let said = h.get("/threads/kept/state").await.json()["values"]["said"].to_string();
+    assert!(
+        said.contains("Echo: before") && said.contains("Echo: after"),
+        "{said}"
+    );
+    // The thread ended: its server stops with it.
+    for _ in 0..100 {
+        if !alive(started[0]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(started[0]), "a finished thread's server stops");
+
+    // Paused longer than --mcp-idle: the server stops, and a new one answers the resume.
+    h.post("/threads", json!({ "thread_id": "idle" })).await;
+    let first = custom(
+        &stream(
+            &h,
+            "idle",
+            json!({ "assistant_id": "tools", "input": {}, "stream_mode": "custom" }),
+        )
+        .await,
+    );
+    let old = pids(&first)[0];
+    for _ in 0..100 {
+        if !alive(old) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(old), "an idle thread's server stops");
+    let second = custom(
+        &stream(&h, "idle", json!({ "assistant_id": "tools", "command": { "resume": true }, "stream_mode": "custom" }))
+            .await,
+    );
+    let new = pids(&second);
+    assert_eq!(new.len(), 1, "a new server for the resume: {second:?}");
+    assert_ne!(new[0], old);
+    assert_eq!(
+        h.get("/threads/idle/state").await.json()["metadata"]["outcome"],
+        "done"
+    );
+}
+
+const ASK: &str = r#"
+[graph]
+name = "ask"
+entry = "ask"
+
+[state.answer]
+type = "json"
+
+[nodes.ask]
+kind = "interrupt"
+payload = { version = "'VERSION'" }
+output = "answer"
+next = "done"
+
+[nodes.done]
+kind = "finalize"
+outcome = "VERSION"
+"#;
+
+#[tokio::test]
+async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ask.toml");
+    std::fs::write(&file, ASK.replace("VERSION", "one")).unwrap();
+    let s = serve(&[dir.path().to_str().unwrap()])
+        .arg("--watch")
+        .arg("50ms")
+        .start()
+        .await;
+    let h = s.http();
+    let wait = |t: &str| {
+        let t = t.to_string();
+        let h = h.clone();
+        async move {
+            h.post("/threads", json!({ "thread_id": t })).await;
+            h.post(
+                &format!("/threads/{t}/runs/wait"),
+                json!({ "assistant_id": "ask", "input": {} }),
+            )
+            .await
+            .json()
+        }
+    };
+    assert_eq!(
+        wait("old").await["__interrupt__"][0]["value"],
+        json!({ "version": "one" })
+    );
+    let hash = |a: &Json| a["metadata"]["hash"].clone();
+    let v1 = h.get("/assistants/ask").await.json();
+    std::fs::write(&file, ASK.replace("VERSION", "two")).unwrap();
+    let v2 = h.until("/assistants/ask", |a| a["version"] == 2).await;
+    assert_ne!(hash(&v1), hash(&v2));
+    assert_eq!(
+        wait("new").await["__interrupt__"][0]["value"],
+        json!({ "version": "two" })
+    );
+    let resume = |t: &str| {
+        let t = t.to_string();
+        let h = h.clone();
+        async move {
+            h.post(
+                &format!("/threads/{t}/runs/wait"),
+                json!({ "assistant_id": "ask", "command": { "resume": "yes" } }),
+            )
+            .await;
+            h.get(&format!("/threads/{t}/state")).await.json()["metadata"]["outcome"].clone()
+        }
+    };
+    assert_eq!(
+        resume("old").await,
+        "one",
+        "a thread goes on on the version it started on"
+    );
+    assert_eq!(resume("new").await, "two");
+
+    // A broken edit: the previous version serves on, and the assistant says why.
+    std::fs::write(
+        &file,
+        ASK.replace("VERSION", "three")
+            .replace("next = \"done\"", "next = \"gone\""),
+    )
+    .unwrap();
+    let broken = h
+        .until("/assistants/ask", |a| a["metadata"]["valid"] == false)
+        .await;
+    let problems = broken["metadata"]["problems"]
+        .as_str()
+        .unwrap()
+        .replace(&dir.path().display().to_string(), "[dir]");
+    insta::assert_snapshot!(problems, @r#"
+    error: unknown node `gone`
+       --> [dir]/ask.toml:13:8
+       |
+    13 | next = "gone"
+       |        ^^^^^^ no node has this name
+       |
+       = help: did you mean `done`?
+
+    error: node `done` is unreachable
+       --> [dir]/ask.toml:15:8
+       |
+    15 | [nodes.done]
+       |        ^^^^ no path from the entry `ask` leads here
+       |
+       = help: route to it from another node, or remove it
+    "#);
+    assert_eq!(broken["version"], 2);
+    assert_eq!(hash(&broken), hash(&v2), "the last good version serves");
+    assert_eq!(broken["diagnostics"][0]["message"], "unknown node `gone`");
+    assert_eq!(
+        wait("third").await["__interrupt__"][0]["value"],
+        json!({ "version": "two" })
+    );
+    let notices = s.log_json();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n["notice"] == "graph_invalid" && n["errors"] == 2),
+        "the broken edit is logged: {notices:?}"
+    );
+    // Removed: no new threads.
+    std::fs::remove_file(&file).unwrap();
+    for _ in 0..200 {
+        if h.get("/assistants/ask").await.status == 404 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(h.get("/assistants/ask").await.status, 404);
+}
+
+#[tokio::test]
+async fn sigterm_stops_runs_at_a_boundary_and_a_restart_resumes_them() {
+    let start = serve(&["tests/fixtures/serve/spin.toml"]);
+    let store = format!("sqlite:{}", start.dir().join("store.db").display());
+    let s = start.start().await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "long" })).await;
+    let run = h
+        .post(
+            "/threads/long/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "x" } }),
+        )
+        .await
+        .json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.until(&format!("/threads/long/runs/{run}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    let (code, log, dir) = s.terminate().await;
+    assert_eq!(code, 0, "{log:?}");
+    assert!(
+        log.iter().any(|l| l.contains("\"notice\":\"stopped\"")),
+        "{log:?}"
+    );
+
+    // The same store, a new process: the run goes on from its last checkpoint.
+    let s = serve(&["tests/fixtures/serve/spin.toml"])
+        .store(&store)
+        .start()
+        .await;
+    let h = s.http();
+    let stopped_at = h.get("/threads/long/history?limit=1").await.json()[0]["values"]["n"]
+        .as_u64()
+        .unwrap();
+    let resumed = h
+        .until(&format!("/threads/long/runs/{run}"), |r| {
+            r["status"] == "running"
+        })
+        .await;
+    assert_eq!(resumed["kwargs"]["resumed_after_restart"], true);
+    h.until("/threads/long/state", |st| {
+        st["values"]["n"].as_u64().unwrap_or(0) > stopped_at
+    })
+    .await;
+    assert!(
+        s.log_json()
+            .iter()
+            .any(|n| n["notice"] == "run_recovered" && n["how"] == "resumed"),
+        "{:?}",
+        s.log_json()
+    );
+    let (code, _, _dir2) = s.terminate().await;
+    assert_eq!(code, 0);
+
+    // A restart that no longer serves the graph: the run fails, saying why.
+    let s = serve(&["tests/fixtures/serve/three.toml"])
+        .store(&store)
+        .start()
+        .await;
+    let failed = s
+        .http()
+        .get(&format!("/threads/long/runs/{run}"))
+        .await
+        .json();
+    assert_eq!(failed["status"], "error");
+    assert_eq!(
+        failed["error"],
+        "the server restarted and no longer serves graph `spin`"
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn runs_past_the_cap_wait_for_a_slot() {
+    let s = serve(&["tests/fixtures/serve"])
+        .arg("--max-runs")
+        .arg("1")
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "a" })).await;
+    h.post("/threads", json!({ "thread_id": "b" })).await;
+    let a = h
+        .post(
+            "/threads/a/runs",
+            json!({ "assistant_id": "spin", "input": {} }),
+        )
+        .await
+        .json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.until(&format!("/threads/a/runs/{a}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    let b = h
+        .post(
+            "/threads/b/runs",
+            json!({ "assistant_id": "three", "input": { "input": "b" } }),
+        )
+        .await
+        .json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.get(&format!("/threads/b/runs/{b}")).await.json()["status"],
+        "pending",
+        "no slot yet"
+    );
+    h.post(&format!("/threads/a/runs/{a}/cancel"), Json::Null)
+        .await;
+    let done = h
+        .until(&format!("/threads/b/runs/{b}"), |r| {
+            r["status"] == "success"
+        })
+        .await;
+    assert_eq!(done["status"], "success");
+}
+
+#[tokio::test]
+async fn browsers_from_listed_origins_may_call_and_every_request_is_logged() {
+    let s = serve(&["tests/fixtures/serve/three.toml"])
+        .arg("--cors")
+        .arg("http://page.test")
+        .start()
+        .await;
+    let client = super::server::client();
+    let preflight = |origin: &'static str| {
+        client
+            .request(reqwest::Method::OPTIONS, format!("{}/threads", s.url))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type,x-api-key")
+            .send()
+    };
+    let ok = preflight("http://page.test").await.unwrap();
+    assert_eq!(
+        ok.headers().get("access-control-allow-origin").unwrap(),
+        "http://page.test"
+    );
+    let other = preflight("http://elsewhere.test").await.unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    let r = client
+        .post(format!("{}/threads", s.url))
+        .header("origin", "http://page.test")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    let exposed = r
+        .headers()
+        .get("access-control-expose-headers")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(exposed.contains("content-location"), "{exposed}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let access: Vec<Json> = s
+        .log_json()
+        .into_iter()
+        .filter_map(|l| l.get("access").cloned())
+        .filter(|a| a["path"] == "/threads")
+        .collect();
+    assert_eq!(access.len(), 3, "{access:?}");
+    assert_eq!(access[2]["method"], "POST");
+    assert_eq!(access[2]["status"], 200);
+    assert!(access[2]["duration_us"].is_u64());
+}
+
+#[tokio::test]
+async fn without_a_key_the_server_listens_only_on_loopback() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "serve",
+            "tests/fixtures/serve/three.toml",
+            "--listen",
+            "0.0.0.0:0",
+            "--store",
+            "memory",
+        ])
+        .current_dir(root())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: refusing to listen on `0.0.0.0:0` without an API key: set one (--api-key-env or --api-key-file), listen on a loopback address, or pass --insecure\n"
+    );
+}
+
+#[tokio::test]
+async fn switchyard_run_stops_at_a_boundary_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "run",
+            "tests/fixtures/serve/spin.toml",
+            "--thread",
+            "t",
+            "--store",
+            &store,
+        ])
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains("stopping at the next node boundary"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("resume with: switchyard resume tests/fixtures/serve/spin.toml --thread t"),
+        "{stderr}"
+    );
+    let state = crate::util::switchyard(&["state", "--thread", "t", "--store", &store])
+        .run()
+        .code(0);
+    let state: Json = serde_json::from_str(&state.stdout).unwrap();
+    assert_eq!(state["status"], "stopped");
+}

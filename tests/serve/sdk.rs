@@ -1,0 +1,73 @@
+//! LangGraph's official JS client SDK from npm, unmodified, as the server's client:
+//! each script in `serve/sdk/` prints what it saw, one JSON line per step.
+
+use super::server::{Scrub, serve};
+use crate::llm::server::{Answer, Reply, Server as Llm};
+use crate::util::root;
+use serde_json::{Value as Json, json};
+use std::time::Duration;
+
+/// Runs `tests/serve/sdk/<script>` with Node against `url`; its steps, scrubbed.
+async fn node(script: &str, url: &str, key: Option<&str>) -> String {
+    let sdk = root().join("node_modules/@langchain/langgraph-sdk/package.json");
+    assert!(
+        sdk.exists(),
+        "`{}` is missing: run `bash .ci/setup` (npm ci) for the SDK tests",
+        sdk.display()
+    );
+    let mut cmd = tokio::process::Command::new(root().join("node_modules/.bin/node"));
+    cmd.arg(root().join("tests/serve/sdk").join(script))
+        .current_dir(root())
+        .env("API_URL", url)
+        .env_remove("LANGGRAPH_API_KEY")
+        .env_remove("LANGSMITH_API_KEY")
+        .env_remove("LANGCHAIN_API_KEY")
+        .kill_on_drop(true);
+    if let Some(k) = key {
+        cmd.env("API_KEY", k);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the script ends in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut scrub = Scrub::new();
+    stdout
+        .lines()
+        .map(|l| {
+            let v: Json =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a step ({e}): {l}"));
+            format!(
+                "{}: {}",
+                v["step"].as_str().unwrap_or("?"),
+                serde_json::to_string(&scrub.json(&v["value"])).unwrap()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn the_official_js_client_drives_the_server() {
+    let llm = Llm::start(vec![Answer::Reply(Reply {
+        content: Some(json!({ "text": "2 + 2 is 4, as it always was." }).to_string()),
+        tool_call: None,
+    })])
+    .await;
+    let s = serve(&["tests/fixtures/serve"])
+        .env("OPENAI_BASE_URL", llm.url())
+        .env("SERVE_TEST_KEY", "sdk-key")
+        .arg("--api-key-env")
+        .arg("SERVE_TEST_KEY")
+        .start()
+        .await;
+    let steps = node("client.mjs", &s.url, Some("sdk-key")).await;
+    insta::assert_snapshot!(steps);
+    assert_eq!(llm.seen().len(), 1, "one model call, streamed");
+    assert_eq!(llm.seen()[0].body["stream"], json!(true));
+}
