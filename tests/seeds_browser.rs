@@ -46,4 +46,4 @@
 mod browser_agent;
 mod scenario;
 mod screen_explorer;
-mod web;
+pub(crate) mod web;

@@ -7,6 +7,7 @@
 //! (`OPENAI_BASE_URL` of the server process), or from the seeds' recordings (`--replay`).
 
 mod api;
+mod browser;
 mod hosting;
 mod sdk;
 mod seeds;

@@ -135,9 +135,32 @@ fn start(thread: &str, run: u32) -> Vec<String> {
     vec![
         format!("run_started {thread} run {run}"),
         "ingest_user_input".into(),
-        "  -> reopen_page".into(),
-        "reopen_page".into(),
+        "  -> look_before_reopen".into(),
+        "look_before_reopen".into(),
     ]
+}
+
+/// A thread that never showed a page: nothing to look at, nothing to reopen.
+fn nothing_to_reopen() -> Vec<String> {
+    lines(&[
+        "  (skipped)",
+        "  -> reopen_page",
+        "reopen_page",
+        "  (skipped)",
+        "  -> maybe_observe",
+    ])
+}
+
+/// A fresh browser (every process of the command line starts one): it shows no page,
+/// so `to` opens the page again.
+fn fresh_browser(to: &str, url: &str) -> Vec<String> {
+    lines(&[
+        "  server_started browser #0",
+        r#"  browser.browser_tabs {"action":"list"}"#,
+        &format!("  -> {to}"),
+        to,
+        &format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#),
+    ])
 }
 
 fn concat(parts: Vec<Vec<String>>) -> Vec<String> {
@@ -231,7 +254,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
         &first,
         &concat(vec![
             start("session-7", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(2),
             allowed(&format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#)),
@@ -247,7 +270,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 27 steps, 1700 tokens: "The blue mug costs $12.00, and 3 are in stock.""#,
+                r#"run_finished finished "done" after 28 steps, 1700 tokens: "The blue mug costs $12.00, and 3 are in stock.""#,
                 "server_stopped browser",
             ]),
         ]),
@@ -291,11 +314,8 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
         &trace(&out.events()),
         &concat(vec![
             start("session-7", 1),
-            lines(&[
-                "  server_started browser #0",
-                &format!(r#"  browser.browser_navigate {{"url":"{url}mug.html"}}"#),
-                "  -> maybe_observe",
-            ]),
+            fresh_browser("reopen_page", &format!("{url}mug.html")),
+            lines(&["  -> maybe_observe"]),
             observe(false),
             plan(1),
             lines(&[
@@ -305,7 +325,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
                 "  -> confirm_interrupt [confirm]",
                 "confirm_interrupt",
                 &format!("interrupted confirm_interrupt {payload}"),
-                "run_finished interrupted null after 7 steps, 340 tokens: null",
+                "run_finished interrupted null after 8 steps, 340 tokens: null",
                 "server_stopped browser",
             ]),
         ]),
@@ -396,7 +416,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             "resumed confirm_interrupt",
             "  -> finalize_cancelled [false]",
             "finalize_cancelled",
-            r#"run_finished finished "cancelled" after 8 steps, 340 tokens: "Cancelled: you declined to click \"Buy now\" (click on \"Buy now\" may be irreversible: The user wants to buy the blue mug.).""#,
+            r#"run_finished finished "cancelled" after 9 steps, 340 tokens: "Cancelled: you declined to click \"Buy now\" (click on \"Buy now\" may be irreversible: The user wants to buy the blue mug.).""#,
         ],
     );
     assert!(shop.lock().unwrap().orders.is_empty());
@@ -418,10 +438,11 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             lines(&[
                 "run_started session-7 run 1 (resumed)",
                 "resumed confirm_interrupt",
-                "  -> reopen_before_execute [true]",
-                "reopen_before_execute",
-                "  server_started browser #0",
-                &format!(r#"  browser.browser_navigate {{"url":"{url}mug.html"}}"#),
+                "  -> look_before_execute [true]",
+                "look_before_execute",
+            ]),
+            fresh_browser("reopen_before_execute", &format!("{url}mug.html")),
+            lines(&[
                 "  -> execute_action",
                 "execute_action",
                 r#"  browser.browser_click {"element":"Buy now","target":"e7"}"#,
@@ -433,7 +454,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 17 steps, 680 tokens: "Done: you bought the blue mug for $12.00 (order 1).""#,
+                r#"run_finished finished "done" after 19 steps, 680 tokens: "Done: you bought the blue mug for $12.00 (order 1).""#,
                 "server_stopped browser",
             ]),
         ]),
@@ -502,12 +523,19 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
     let history = &last.as_array().unwrap()[1..last.as_array().unwrap().len() - 1];
     assert_eq!(history, &messages.as_array().unwrap()[..11]);
     assert_screenshot_by_reference(&s, state);
+    // The resume's browser was a fresh one: it showed no page, so the mug's was opened.
+    let tabs = state["browser_tabs"].as_str().unwrap();
+    assert!(
+        tabs.contains("(about:blank)") && !tabs.contains("mug.html"),
+        "{tabs}"
+    );
     let mut rest = state.clone();
     for key in [
         "messages",
         "last_screenshot",
         "last_observation",
         "last_result",
+        "browser_tabs",
     ] {
         rest.as_object_mut().unwrap().remove(key);
     }
@@ -578,7 +606,7 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
         &trace(&out.events()),
         &concat(vec![
             start("session-8", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(1),
             allowed(&format!(
@@ -591,7 +619,7 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
                 "  -> manual_interrupt [need_user]",
                 "manual_interrupt",
                 &format!(r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_code}"}}"#),
-                "run_finished interrupted null after 12 steps, 680 tokens: null",
+                "run_finished interrupted null after 13 steps, 680 tokens: null",
                 "server_stopped browser",
             ]),
         ]),
@@ -603,14 +631,15 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
         .code(4);
     let ask_approval = "Please approve this sign-in in the Corner Shop app on your phone, then tell me when you are done.";
     let reopen = |first: &str| {
-        lines(&[
-            first,
-            "resumed manual_interrupt",
-            "  -> reopen_page",
-            "reopen_page",
-            "  server_started browser #0",
-            &format!(r#"  browser.browser_navigate {{"url":"{url}account"}}"#),
-            "  -> maybe_observe",
+        concat(vec![
+            lines(&[
+                first,
+                "resumed manual_interrupt",
+                "  -> look_before_reopen",
+                "look_before_reopen",
+            ]),
+            fresh_browser("reopen_page", &format!("{url}account")),
+            lines(&["  -> maybe_observe"]),
         ])
     };
     assert_lines(
@@ -631,7 +660,7 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
                 &format!(
                     r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_approval}"}}"#
                 ),
-                "run_finished interrupted null after 23 steps, 1360 tokens: null",
+                "run_finished interrupted null after 25 steps, 1360 tokens: null",
                 "server_stopped browser",
             ]),
         ]),
@@ -669,7 +698,7 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 31 steps, 1700 tokens: "You are signed in as Ada Lovelace.""#,
+                r#"run_finished finished "done" after 34 steps, 1700 tokens: "You are signed in as Ada Lovelace.""#,
                 "server_stopped browser",
             ]),
         ]),
@@ -759,7 +788,7 @@ fn three_invalid_actions_end_in_finalize_blocked() {
         &trace(&out.events()),
         &concat(vec![
             start("session-9", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(1),
             allowed(&format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#)),
@@ -774,7 +803,7 @@ fn three_invalid_actions_end_in_finalize_blocked() {
                 "  -> finalize_blocked [blocked]",
                 "finalize_blocked",
                 &format!(
-                    r#"run_finished finished "blocked" after 16 steps, 1360 tokens: "Stopped after 3 invalid actions. The last one: {last}""#
+                    r#"run_finished finished "blocked" after 17 steps, 1360 tokens: "Stopped after 3 invalid actions. The last one: {last}""#
                 ),
                 "server_stopped browser",
             ]),
@@ -845,7 +874,7 @@ fn the_step_limits_end_in_finalize_limit() {
             "--thread",
             "session-10",
             "--max-steps",
-            "14",
+            "15",
             "--input",
             &input(&request),
         ])
@@ -854,7 +883,7 @@ fn the_step_limits_end_in_finalize_limit() {
         &trace(&out.events()),
         &concat(vec![
             start("session-10", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(1),
             allowed(&format!(r#"  browser.browser_navigate {{"url":"{url}"}}"#)),
@@ -864,14 +893,14 @@ fn the_step_limits_end_in_finalize_limit() {
             lines(&[
                 "limit_reached max_steps -> finalize_limit",
                 "finalize_limit",
-                r#"run_finished finished "limit" after 15 steps, 680 tokens: "Stopped at the step limit after 2 browser actions (15 steps). Last step: scroll a3 (down): ok""#,
+                r#"run_finished finished "limit" after 16 steps, 680 tokens: "Stopped at the step limit after 2 browser actions (16 steps). Last step: scroll a3 (down): ok""#,
                 "server_stopped browser",
             ]),
         ]),
     );
     let end = s.state("session-10");
     assert_eq!(end["outcome"], json!("limit"));
-    assert_eq!(end["step"], json!(15));
+    assert_eq!(end["step"], json!(16));
 
     let out = s
         .llm(&[
@@ -887,7 +916,7 @@ fn the_step_limits_end_in_finalize_limit() {
         &trace(&out.events()),
         &concat(vec![
             start("session-11", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(1),
             lines(&[
@@ -902,7 +931,7 @@ fn the_step_limits_end_in_finalize_limit() {
                 "  -> finalize_limit [limit]",
                 "finalize_limit",
                 &format!(
-                    r#"run_finished finished "limit" after 9 steps, 340 tokens: "Stopped at the step limit after 1 browser action (9 steps). Last step: navigate a1 ({url}): ok""#
+                    r#"run_finished finished "limit" after 10 steps, 340 tokens: "Stopped at the step limit after 1 browser action (10 steps). Last step: navigate a1 ({url}): ok""#
                 ),
                 "server_stopped browser",
             ]),
@@ -933,7 +962,7 @@ fn a_navigation_the_policy_denies_ends_in_finalize_denied() {
         &trace(&out.events()),
         &concat(vec![
             start("session-12", 0),
-            lines(&["  (skipped)", "  -> maybe_observe"]),
+            nothing_to_reopen(),
             observe(true),
             plan(1),
             lines(&[
@@ -943,7 +972,7 @@ fn a_navigation_the_policy_denies_ends_in_finalize_denied() {
                 "  -> finalize_denied [deny]",
                 "finalize_denied",
                 &format!(
-                    r#"run_finished finished "denied" after 7 steps, 340 tokens: "{response}""#
+                    r#"run_finished finished "denied" after 8 steps, 340 tokens: "{response}""#
                 ),
                 "server_stopped browser",
             ]),
