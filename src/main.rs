@@ -151,7 +151,7 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
         mcp_max_servers: u64,
         /// How often to look for edited graph files.
-        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
         watch: std::time::Duration,
         /// Do not look for edited graph files.
         #[arg(long)]
@@ -160,7 +160,7 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
         log_retention: std::time::Duration,
         /// Send a heartbeat down a stream quiet for this long.
-        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,
         /// Answer LLM requests from recordings, with no network; repeat for more.
         #[arg(long, value_name = "FILE", conflicts_with = "record")]
@@ -195,6 +195,18 @@ fn cli_default_store() -> &'static str {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     switchyard::spec::parse_duration(s)
+}
+
+fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration(s).and_then(|d| {
+        if d.is_zero() {
+            Err(format!(
+                "`{s}` is no time at all; give a duration above zero"
+            ))
+        } else {
+            Ok(d)
+        }
+    })
 }
 
 /// `1048576`, `512kB`, `10MB`.

@@ -40,7 +40,8 @@ impl Transcript {
                 .iter()
                 .map(|(event, data, id)| {
                     let data = serde_json::to_string(&self.scrub.json(data)).unwrap();
-                    match id {
+                    // An id ends with the server process's mark, which varies.
+                    match id.as_deref().and_then(|i| i.split('.').next()) {
                         Some(id) => format!("  {event} [{id}] {data}"),
                         None => format!("  {event} {data}"),
                     }

@@ -84,9 +84,15 @@ struct State {
 }
 
 struct FileState {
+    /// Ends with whether the file validated: an invalid one is checked at every poll
+    /// (a prompt file it lacks may have appeared), a valid one only when its files
+    /// change.
     digest: String,
     deps: Vec<PathBuf>,
     id: String,
+    /// The problems last logged for the file, so a file that stays broken is logged
+    /// once, not at every poll.
+    logged: Option<String>,
 }
 
 impl Graphs {
@@ -168,7 +174,7 @@ impl Graphs {
                 .get(file)
                 .map(|(_, d)| d.clone())
                 .unwrap_or_else(|| vec![file.clone()]);
-            let digest = digest(&deps);
+            let digest = digest(&deps) + ":valid";
             if known.get(file).is_some_and(|(d, _)| *d == digest) {
                 continue;
             }
@@ -208,7 +214,9 @@ impl Graphs {
         if deps.is_empty() {
             deps.push(path.to_path_buf());
         }
-        let digest = digest(&deps);
+        // The digest of the bytes that were checked, not of a second read: an edit
+        // between the two would otherwise never be loaded.
+        let digest = digest_of(&sources, &deps);
         let stem = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -256,28 +264,45 @@ impl Graphs {
         {
             s.by_id.remove(&old);
         }
+        let taken = s
+            .by_id
+            .get(&id)
+            .filter(|g| g.path != path)
+            .map(|g| g.path.clone());
+        let valid = outcome.is_ok() && taken.is_none();
+        let logged = s.files.get(path).and_then(|f| f.logged.clone());
+        let problems = match (&outcome, &taken) {
+            (_, Some(other)) => Some(problems_of_error(
+                &format!(
+                    "error: graph `{id}` is already served from `{}`; give this graph another `[graph] name`\n",
+                    other.display()
+                ),
+                now,
+            )),
+            (Err(p), None) => Some(p.clone()),
+            (Ok(_), None) => None,
+        };
+        let repeated = problems.as_ref().map(|p| &p.rendered) == logged.as_ref();
         s.files.insert(
             path.to_path_buf(),
             FileState {
-                digest,
+                digest: if valid { digest + ":valid" } else { digest },
                 deps,
                 id: id.clone(),
+                logged: problems.as_ref().map(|p| p.rendered.clone()),
             },
         );
-        if let Some(other) = s.by_id.get(&id).filter(|g| g.path != path) {
-            let message = format!(
-                "error: graph `{id}` is already served from `{}`; give this graph another `[graph] name`\n",
-                other.path.display()
-            );
-            let problems = problems_of_error(&message, now);
+        if taken.is_some() {
             drop(s);
-            self.notice(Notice::GraphInvalid {
-                graph: id,
-                path: path.display().to_string(),
-                errors: 1,
-                rendered: problems.rendered,
-                serving: None,
-            });
+            if let (Some(problems), false) = (problems, repeated) {
+                self.notice(Notice::GraphInvalid {
+                    graph: id,
+                    path: path.display().to_string(),
+                    errors: 1,
+                    rendered: problems.rendered,
+                    serving: None,
+                });
+            }
             return;
         }
         match outcome {
@@ -320,6 +345,10 @@ impl Graphs {
                     version: 0,
                     drawing: None,
                 });
+                if repeated {
+                    // Checked again (it may lack a file that has appeared), as broken.
+                    return;
+                }
                 entry.problems = Some(problems.clone());
                 entry.updated_ms = now;
                 let serving = entry.current.as_ref().map(|g| g.hash.clone());
@@ -356,6 +385,22 @@ fn graph_files(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut seen = std::collections::HashSet::new();
     out.retain(|p| seen.insert(p.clone()));
     out
+}
+
+/// [`digest`] of the files as `sources` holds them (a file it lacks was missing).
+fn digest_of(sources: &Sources, files: &[PathBuf]) -> String {
+    let mut h = Sha256::new();
+    for (i, f) in files.iter().enumerate() {
+        h.update(f.as_os_str().as_encoded_bytes());
+        match sources.names().get(i) {
+            Some(_) => {
+                h.update(b"\x01");
+                h.update(sources.text(i).as_bytes());
+            }
+            None => h.update(b"\x00"),
+        }
+    }
+    format!("{:x}", h.finalize())
 }
 
 /// A digest of the files' contents (a missing file counts as missing).

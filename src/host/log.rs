@@ -14,9 +14,6 @@ pub struct LogEntry {
     pub event: Event,
     /// Unix milliseconds when the host received it.
     pub at_ms: u64,
-    /// What a reader made of the event once, shared by every later reader (a server
-    /// serializes each event once, however many clients follow the run).
-    pub rendered: std::sync::OnceLock<Arc<[u8]>>,
 }
 
 /// The events of one run. Appending never blocks on readers; readers wait for new
@@ -44,7 +41,6 @@ impl RunLog {
             index,
             event,
             at_ms: super::now_ms(),
-            rendered: std::sync::OnceLock::new(),
         }));
         drop(entries);
         self.tick.send_modify(|(n, _)| *n = index + 1);

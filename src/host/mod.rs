@@ -111,12 +111,17 @@ struct Inner {
     log_retention: Duration,
     closing: AtomicBool,
     notices: Mutex<Option<UnboundedSender<Notice>>>,
+    /// Marks what this process hands out that the next one cannot honour (event ids).
+    epoch: String,
 }
 
 #[derive(Default)]
 struct ThreadQueue {
     running: Option<Arc<RunHandle>>,
     waiting: VecDeque<Arc<RunHandle>>,
+    /// A worker task owns this queue: it takes the waiting runs in turn and removes
+    /// the queue when none is left. Exactly one per queue.
+    worker: bool,
 }
 
 impl Host {
@@ -135,6 +140,7 @@ impl Host {
                 log_retention: options.log_retention,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
+                epoch: format!("{:x}", now_ms()),
             }),
         }
     }
@@ -143,6 +149,11 @@ impl Host {
     pub fn set_notices(&self, tx: UnboundedSender<Notice>) {
         self.inner.graphs.set_notices(tx.clone());
         *lock(&self.inner.notices) = Some(tx);
+    }
+
+    /// This process's mark, different from any earlier process's on the same store.
+    pub fn epoch(&self) -> &str {
+        &self.inner.epoch
     }
 
     pub fn graphs(&self) -> &Graphs {

@@ -130,6 +130,7 @@ impl Host {
         let graph = self.current_graph(assistant)?;
         request.temporary = thread.is_none();
         let thread_id = thread.map_or_else(new_id, str::to_string);
+        super::threads::check_id(&thread_id)?;
         let store = &self.inner.store;
         let record = store.get_thread(&thread_id)?;
         let latest = store.latest(&thread_id)?;
@@ -185,6 +186,8 @@ impl Host {
                 }
             }
         }
+        // Read again under the lock: a metadata patch since the first read stands.
+        let record = store.get_thread(&thread_id)?;
         let mut thread_meta = record
             .as_ref()
             .map_or_else(|| json!({}), |t| t.metadata.clone());
@@ -203,12 +206,20 @@ impl Host {
             fresh_record(new_id(), &thread_id, assistant, &request, metadata),
             request,
         );
-        store.put_thread(&thread_record)?;
-        store.put_run(&run.record())?;
+        let saved = store
+            .put_thread(&thread_record)
+            .and_then(|()| store.put_run(&run.record()));
+        if let Err(e) = saved {
+            if !queue.worker && queue.running.is_none() && queue.waiting.is_empty() {
+                queues.remove(&thread_id);
+            }
+            return Err(e.into());
+        }
         queue.waiting.push_back(run.clone());
+        let spawn = !std::mem::replace(&mut queue.worker, true);
         drop(queues);
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
-        if !busy {
+        if spawn {
             self.spawn_worker(thread_id);
         }
         Ok(run)
@@ -324,8 +335,16 @@ impl Host {
             return fail(&mut record, why);
         }
         let mut how = "queued";
+        let latest = self.inner.store.latest(&record.thread)?;
+        // Marked running, and died before its first record: it never began.
+        if record
+            .first_seq
+            .is_some_and(|f| latest.as_ref().is_none_or(|l| l.seq < f))
+        {
+            record.first_seq = None;
+            request.resumed_after_restart = false;
+        }
         if record.first_seq.is_some() {
-            let latest = self.inner.store.latest(&record.thread)?;
             let ended = latest
                 .as_ref()
                 .filter(|l| l.seq >= record.first_seq.unwrap_or(0))
@@ -358,7 +377,7 @@ impl Host {
             let mut queues = lock(&self.inner.queues);
             let q = queues.entry(run.thread.clone()).or_default();
             q.waiting.push_back(run.clone());
-            q.running.is_none() && q.waiting.len() == 1
+            !std::mem::replace(&mut q.worker, true)
         };
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
         self.notice(Notice::RunRecovered {
@@ -428,6 +447,9 @@ impl Host {
         })
     }
 
+    /// The worker of a thread's queue: takes its runs in turn, each in a task of its
+    /// own (a panic in a run fails that run, not the queue), and removes the queue once
+    /// it is empty.
     fn spawn_worker(&self, thread: String) {
         let host = self.clone();
         tokio::spawn(async move {
@@ -448,7 +470,14 @@ impl Host {
                         }
                     }
                 };
-                let end = host.execute(&run).await;
+                let task = {
+                    let (host, run) = (host.clone(), run.clone());
+                    tokio::spawn(async move { host.execute(&run).await })
+                };
+                let end = match task.await {
+                    Ok(end) => end,
+                    Err(e) => host.panicked(&run, &e.to_string()).await,
+                };
                 // The thread is free before anyone hears that the run ended, so a
                 // client that starts the next run on hearing it is not refused.
                 let last = {
@@ -473,10 +502,31 @@ impl Host {
         });
     }
 
+    /// A run whose task panicked: it failed, its MCP servers go (their state is not
+    /// known), and the thread goes on with its next run.
+    async fn panicked(&self, run: &Arc<RunHandle>, why: &str) -> RunEnd {
+        let message = format!("the run stopped unexpectedly ({why}); this is a bug in Switchyard");
+        let r = run.update(|r| {
+            r.status = RunStatus::Error;
+            r.error = Some(message.clone());
+        });
+        let _ = self.inner.store.put_run(&r);
+        self.inner.tools.stop_now(&run.thread).await;
+        RunEnd {
+            status: RunStatus::Error,
+            error: Some(message),
+            deleted: false,
+        }
+    }
+
     /// Ends a run that never started (cancelled while waiting).
     fn end_unstarted(&self, run: &Arc<RunHandle>) -> RunEnd {
         match run.cancel_action() {
             Some(CancelAction::Rollback) => {
+                // A run a previous process had begun rolls back what it wrote then.
+                if let Some(seq) = run.record().first_seq {
+                    let _ = self.inner.store.truncate(&run.thread, seq);
+                }
                 let _ = self.inner.store.delete_run(&run.id);
                 RunEnd {
                     status: RunStatus::Interrupted,
@@ -496,8 +546,17 @@ impl Host {
         }
     }
 
+    /// Tells everyone a run ended: its end first, then its log closes (a reader that
+    /// sees the log closed finds the end set), and a stateless run's thread goes.
     fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
-        run.log.close();
+        let temporary =
+            run.request.temporary && !run.request.on_completion_keep && !end.status.in_flight();
+        if temporary {
+            let _ = self.inner.store.delete_thread(&run.thread);
+            let tools = self.inner.tools.clone();
+            let thread = run.thread.clone();
+            tokio::spawn(async move { tools.stop_thread(&thread).await });
+        }
         self.notice(Notice::RunFinished {
             run: run.id.clone(),
             thread: run.thread.clone(),
@@ -510,6 +569,7 @@ impl Host {
         });
         let deleted = end.deleted;
         run.end.send_replace(Some(end));
+        run.log.close();
         if deleted {
             // Rolled back: the run is gone, for readers too.
             lock(&self.inner.runs).remove(&run.id);
@@ -560,9 +620,6 @@ impl Host {
             }
         };
         drop(permit);
-        if run.request.temporary && !run.request.on_completion_keep && !end.deleted {
-            let _ = self.inner.store.delete_thread(&run.thread);
-        }
         end
     }
 
@@ -576,11 +633,14 @@ impl Host {
         let graph = self
             .graph_for_thread(&run.assistant, &current, &run.thread, latest.as_ref())
             .map_err(|e| e.to_string())?;
-        let first_seq = latest.as_ref().map_or(0, |l| l.seq + 1);
+        // Where the run's records begin: kept from a previous process that began it, so a
+        // rollback removes all of them.
         let record = run.update(|r| {
             r.status = RunStatus::Running;
-            r.first_seq.get_or_insert(first_seq);
+            r.first_seq
+                .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
         });
+        let first_seq = record.first_seq.unwrap_or(0);
         store.put_run(&record).map_err(|e| e.to_string())?;
         let llm = self.inner.llm.client(&graph).map_err(|e| e.to_string())?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
@@ -597,7 +657,10 @@ impl Host {
             .with_events(tx);
         let work = async {
             let runner = &runner;
-            if let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone()) {
+            // A run going on after a restart wrote its update already.
+            if !run.request.resumed_after_restart
+                && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
+            {
                 runner.update(&run.thread, update, None)?;
             }
             let latest = store.latest(&run.thread)?;
@@ -690,6 +753,15 @@ fn decide(
     match &request.input {
         Some(Json::Null) | None => match latest.map(|l| l.status) {
             Some(Status::Stopped | Status::Running) => Ok(Mode::Resume(None)),
+            // A breakpoint takes no answer: a run with no input lets it go on, as in
+            // LangGraph.
+            Some(Status::Interrupted)
+                if latest
+                    .and_then(|l| l.pending.as_ref())
+                    .is_some_and(|p| p.breakpoint.is_some()) =>
+            {
+                Ok(Mode::Resume(None))
+            }
             Some(Status::Interrupted) => Err(HostError::Conflict(format!(
                 "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
                 latest

@@ -238,6 +238,10 @@ impl Host {
         self.thread(id)?;
         self.refuse_busy(id, "deleted")?;
         self.inner.store.delete_thread(id)?;
+        // A paused thread's servers (its browser) go with it.
+        let tools = self.inner.tools.clone();
+        let thread = id.to_string();
+        tokio::spawn(async move { tools.stop_thread(&thread).await });
         Ok(())
     }
 
@@ -384,7 +388,7 @@ impl Host {
 }
 
 /// Thread ids go into URLs and lock-file names: printable, no slashes, not too long.
-fn check_id(id: &str) -> Result<(), HostError> {
+pub(super) fn check_id(id: &str) -> Result<(), HostError> {
     if id.is_empty()
         || id.len() > 200
         || id

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+#[derive(Clone)]
 pub(super) struct ToolPool {
     inner: Arc<PoolInner>,
 }
@@ -132,16 +133,38 @@ impl ToolPool {
             // Every server belongs to a running thread: go over the cap rather than
             // stop a server in the middle of a call.
             let Some(victim) = victim else { return };
-            self.stop_thread(&victim).await;
+            // Taken by a run meanwhile: look again.
+            self.stop_if(&victim, |e| e.busy == 0).await;
         }
     }
 
-    async fn stop_thread(&self, thread: &str) {
-        let client = lock(&self.inner.threads).remove(thread).map(|e| e.client);
-        if let Some(client) = client {
-            client.set_events(None);
-            client.shutdown().await;
-        }
+    /// Stops a thread's servers unless a run uses them (a run's own stop is its end).
+    pub(super) async fn stop_thread(&self, thread: &str) {
+        self.stop_if(thread, |e| e.busy == 0).await;
+    }
+
+    /// Stops a thread's servers whoever uses them: after a run that cannot check them
+    /// in (it panicked).
+    pub(super) async fn stop_now(&self, thread: &str) {
+        self.stop_if(thread, |_| true).await;
+    }
+
+    /// Stops a thread's servers if `when` holds of its entry now, under the lock: an
+    /// entry a run checked out since it was chosen is left alone. Whether it stopped.
+    async fn stop_if(&self, thread: &str, when: impl Fn(&Entry) -> bool) -> bool {
+        let client = {
+            let mut threads = lock(&self.inner.threads);
+            match threads.get(thread) {
+                Some(e) if when(e) => threads.remove(thread).map(|e| e.client),
+                _ => None,
+            }
+        };
+        let Some(client) = client else {
+            return false;
+        };
+        client.set_events(None);
+        client.shutdown().await;
+        true
     }
 
     /// Stops the servers of threads idle longer than the pool's `idle`, now and then,
@@ -158,9 +181,13 @@ impl ToolPool {
                     .filter(|(_, e)| e.busy == 0 && e.last_used.elapsed() >= inner.idle)
                     .map(|(t, _)| t.clone())
                     .collect();
+                let idle_for = inner.idle;
                 let pool = ToolPool { inner };
                 for thread in idle {
-                    pool.stop_thread(&thread).await;
+                    pool.stop_if(&thread, |e| {
+                        e.busy == 0 && e.last_used.elapsed() >= idle_for
+                    })
+                    .await;
                 }
             }
         });

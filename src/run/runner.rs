@@ -117,8 +117,11 @@ pub struct Runner {
     /// Whether a run shuts its MCP servers down when it ends or pauses (the command
     /// line), or leaves them to the caller (a server keeps a paused thread's servers).
     shutdown_tools: bool,
-    /// Emit [`Event::Saved`] for every checkpoint; `Some(true)` with the whole state.
+    /// Emit [`Event::Saved`] for every checkpoint; `Some(true)` with the whole state
+    /// on the first of each start or resume.
     saved: Option<bool>,
+    /// The next `Saved` event is the first of a start or resume.
+    first_saved: AtomicBool,
 }
 
 /// A thread being driven.
@@ -175,6 +178,7 @@ impl Runner {
             max_steps: None,
             shutdown_tools: true,
             saved: None,
+            first_saved: AtomicBool::new(true),
         }
     }
 
@@ -214,7 +218,9 @@ impl Runner {
     }
 
     /// Emits an [`Event::Saved`] after every checkpoint the runs write, carrying the
-    /// record and, with `values`, the whole state after it.
+    /// record and, with `values`, the whole state after the first checkpoint of each
+    /// start or resume: a reader applies the later records' writes to it (keeping every
+    /// state would cost a copy of the state per step).
     #[must_use]
     pub fn with_saved_events(mut self, values: bool) -> Self {
         self.saved = Some(values);
@@ -264,6 +270,7 @@ impl Runner {
     /// When the run ends or pauses, its MCP servers are shut down (unless kept).
     pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
         let claim = self.store.claim(thread)?;
+        self.first_saved.store(true, Ordering::SeqCst);
         let outcome = match self.prepare_start(thread, input) {
             Ok((live, writes)) => self.start_prepared(live, writes).await,
             Err(e) => Err(e),
@@ -377,6 +384,7 @@ impl Runner {
         force: bool,
     ) -> Result<Outcome, RunError> {
         let claim = self.store.claim(thread)?;
+        self.first_saved.store(true, Ordering::SeqCst);
         let outcome = match self.prepare_resume(thread, payload, force) {
             Ok(r) => self.resume_prepared(r).await,
             Err(e) => Err(e),
@@ -442,7 +450,8 @@ impl Runner {
         let saved = match (self.saved, &self.events) {
             (Some(values), Some(_)) => Some((
                 Arc::new(record.clone()),
-                values.then(|| Arc::new(live.state.to_json(&self.graph))),
+                (values && self.first_saved.swap(false, Ordering::SeqCst))
+                    .then(|| Arc::new(live.state.to_json(&self.graph))),
             )),
             _ => None,
         };

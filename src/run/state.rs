@@ -45,6 +45,41 @@ impl State {
         s
     }
 
+    /// The state that `values` (an object of fields, as [`State::to_json`] makes it)
+    /// describes: fields it lacks keep their defaults, and nothing is checked (it
+    /// describes a state that was). For readers that follow a run from a snapshot.
+    pub fn from_values(graph: &Graph, values: &Json) -> Self {
+        let mut s = State::new(graph);
+        if let Json::Object(fields) = values {
+            for (name, v) in fields {
+                if let Some(id) = graph.field_id(name) {
+                    s.slot(id, |slot| *slot = Arc::new(v.clone()));
+                }
+            }
+        }
+        for (i, f) in graph.fields.iter().enumerate() {
+            if f.reducer == Reducer::Messages {
+                s.reindex(FieldId(i as u32));
+            }
+        }
+        s
+    }
+
+    /// Applies a checkpoint record's writes through the reducers, as a replay of the
+    /// thread does.
+    pub fn apply(
+        &mut self,
+        graph: &Graph,
+        record: &crate::store::Checkpoint,
+    ) -> Result<(), WriteError> {
+        for w in &record.writes {
+            if let Some(id) = graph.field_id(&w.field) {
+                self.replay(graph, id, w.value.clone())?;
+            }
+        }
+        Ok(())
+    }
+
     pub fn get(&self, field: FieldId) -> &Json {
         &self.values[field.0 as usize]
     }

@@ -30,7 +30,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/assistants/{id}/versions", post(versions))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Search {
     #[serde(default)]
     graph_id: Option<String>,

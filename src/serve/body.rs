@@ -13,7 +13,7 @@ pub(crate) struct Body<T>(pub(crate) T);
 impl<S, T> FromRequest<S> for Body<T>
 where
     S: Send + Sync,
-    T: DeserializeOwned + Default,
+    T: DeserializeOwned,
 {
     type Rejection = ApiError;
 
@@ -27,10 +27,13 @@ where
                 ),
                 status => ApiError::new(status, format!("cannot read the request body: {e}")),
             })?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Body(T::default()));
-        }
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        // No body is `{}`, with every field's default (what its serde attributes say).
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        let mut de = serde_json::Deserializer::from_slice(bytes);
         match serde_path_to_error::deserialize(&mut de) {
             Ok(v) => match de.end() {
                 Ok(()) => Ok(Body(v)),

@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value as Json, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -421,15 +420,40 @@ async fn wait_stateless(
 }
 
 /// Query strings as the SDKs write them: booleans as `true`/`1`, lists as JSON.
-type Params = Query<HashMap<String, String>>;
+///
+/// Python's client (httpx) writes a list as the key repeated and a missing value as
+/// an empty one; the JS client writes a list as JSON. Both are read.
+type Params = Query<Vec<(String, String)>>;
 
-fn flag(p: &HashMap<String, String>, name: &str) -> bool {
-    p.get(name)
+/// The query parameters, with the empty ones dropped.
+trait Lookup {
+    fn param(&self, name: &str) -> Option<&String>;
+    fn params(&self, name: &str) -> Vec<&String>;
+}
+
+impl Lookup for [(String, String)] {
+    fn param(&self, name: &str) -> Option<&String> {
+        self.iter()
+            .rev()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| v)
+    }
+
+    fn params(&self, name: &str) -> Vec<&String> {
+        self.iter()
+            .filter(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| v)
+            .collect()
+    }
+}
+
+fn flag(p: &[(String, String)], name: &str) -> bool {
+    p.param(name)
         .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
 }
 
-fn number(p: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
-    match p.get(name) {
+fn number(p: &[(String, String)], name: &str, default: usize) -> ApiResult<usize> {
+    match p.param(name) {
         None => Ok(default),
         Some(v) => v
             .parse()
@@ -445,7 +469,7 @@ async fn list(
     let limit = number(&p, "limit", 10)?;
     let offset = number(&p, "offset", 0)?;
     let status = p
-        .get("status")
+        .param("status")
         .map(|v| {
             RunStatus::parse(v).ok_or_else(|| {
                 ApiError::invalid(format!(
@@ -486,7 +510,7 @@ async fn cancel(
     Path((tid, rid)): Path<(String, String)>,
     Query(p): Params,
 ) -> ApiResult<StatusCode> {
-    let action = match p.get("action").map(String::as_str) {
+    let action = match p.param("action").map(String::as_str) {
         None | Some("interrupt") => CancelAction::Interrupt,
         Some("rollback") => CancelAction::Rollback,
         Some(other) => {
@@ -525,7 +549,7 @@ fn joined_result(
     s: &AppState,
     thread: Option<&str>,
     rid: &str,
-    p: &HashMap<String, String>,
+    p: &[(String, String)],
 ) -> ApiResult<Response> {
     let record = s.host.run(thread, rid)?;
     let tid = record.thread.clone();
@@ -539,13 +563,20 @@ fn joined_result(
             let r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
             Ok(with_locations(r, &at, &format!("{at}/join")))
         }
-        // Finished long ago: the thread as it stands.
+        // Finished long ago: the thread as it stands, with its interrupt if it waits at
+        // one, as LangGraph answers.
         None => {
             let result = if record.status == RunStatus::Error {
                 json!({ "__error__": { "error": "RunError", "message": record.error } })
             } else {
                 let view = s.host.thread(&tid)?;
-                super::threads::thread_json(&s.host, &view)["values"].clone()
+                let mut values = super::threads::thread_json(&s.host, &view)["values"].clone();
+                if let (Some(i), Json::Object(o)) =
+                    (view.latest.as_ref().and_then(wire::interrupt), &mut values)
+                {
+                    o.insert("__interrupt__".into(), json!([i]));
+                }
+                values
             };
             Ok(with_locations(
                 axum::Json(result).into_response(),
@@ -560,15 +591,21 @@ fn joined(
     s: &AppState,
     thread: Option<&str>,
     rid: &str,
-    p: &HashMap<String, String>,
+    p: &[(String, String)],
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     let record = s.host.run(thread, rid)?;
-    let names = match p.get("stream_mode") {
-        Some(v) => stream::mode_names(&Json::String(v.clone())).map_err(ApiError::invalid)?,
-        None => serde_json::from_value::<RunRequest>(record.kwargs.clone())
+    let asked: Vec<String> = p.params("stream_mode").into_iter().cloned().collect();
+    let names = if asked.is_empty() {
+        serde_json::from_value::<RunRequest>(record.kwargs.clone())
             .map(|r| r.stream_mode)
-            .unwrap_or_default(),
+            .unwrap_or_default()
+    } else {
+        let mut names = Vec::new();
+        for v in asked {
+            names.extend(stream::mode_names(&Json::String(v)).map_err(ApiError::invalid)?);
+        }
+        names
     };
     let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
     let last = headers

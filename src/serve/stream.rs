@@ -15,7 +15,7 @@
 use super::wire;
 use crate::graph::Graph;
 use crate::host::{Host, LogEntry, RunHandle};
-use crate::run::Event;
+use crate::run::{Event, State};
 use crate::spec::FieldType;
 use crate::store::{Checkpoint, RunStatus, Status};
 use axum::body::Bytes;
@@ -115,24 +115,27 @@ enum Mode {
     Checkpoints,
 }
 
-/// The parts one log event makes, for every mode.
+/// The parts one log event makes, for every mode (the data of a mode the reader did
+/// not ask for may be left out: `Json::Null`).
 struct Part {
     mode: Mode,
     event: &'static str,
-    data: Data,
-}
-
-enum Data {
-    Json(Json),
-    /// The state after a checkpoint: serialized once per run and shared by readers.
-    Values(Arc<LogEntry>),
+    data: Json,
 }
 
 /// What a reader knows of the run so far.
 struct Translator {
     run_id: String,
     thread: String,
+    /// The graph version the run uses (from its first checkpoint), for the fields'
+    /// types and reducers.
+    host: Host,
     graph: Option<Arc<Graph>>,
+    /// The state after the last checkpoint: the run's first checkpoint carries it
+    /// whole, the others their writes, applied here through the reducers.
+    state: Option<State>,
+    /// Whether the reader's modes show the state (values, debug, checkpoints).
+    wants_values: bool,
     /// The step of the node running now, and whether its reply streamed.
     step: u64,
     node: Option<Arc<str>>,
@@ -158,13 +161,11 @@ impl Translator {
 
     fn parts(&mut self, entry: &Arc<LogEntry>) -> Vec<Part> {
         let mut out = Vec::new();
-        let part = |mode, event, data| Part {
-            mode,
-            event,
-            data: Data::Json(data),
-        };
+        let part = |mode, event, data| Part { mode, event, data };
         match &entry.event {
-            Event::Saved { record, .. } => self.saved(entry, record, &mut out),
+            Event::Saved { record, values } => {
+                self.saved(entry, record, values.as_deref(), &mut out)
+            }
             e => {
                 match e {
                     Event::NodeStarted { node, step } => {
@@ -239,12 +240,28 @@ impl Translator {
         format!("{}:{}", self.run_id, self.step)
     }
 
-    fn saved(&mut self, entry: &Arc<LogEntry>, record: &Arc<Checkpoint>, out: &mut Vec<Part>) {
-        let part = |mode, event, data| Part {
-            mode,
-            event,
-            data: Data::Json(data),
-        };
+    fn saved(
+        &mut self,
+        entry: &Arc<LogEntry>,
+        record: &Arc<Checkpoint>,
+        values: Option<&Json>,
+        out: &mut Vec<Part>,
+    ) {
+        let part = |mode, event, data| Part { mode, event, data };
+        if self.state.is_none()
+            && let Some(g) = self.host.graphs().version(&record.graph_hash)
+        {
+            self.graph = Some(g);
+        }
+        if let Some(graph) = &self.graph {
+            match (values, &mut self.state) {
+                (Some(v), _) => self.state = Some(State::from_values(graph, v)),
+                (None, Some(st)) => {
+                    let _ = st.apply(graph, record);
+                }
+                (None, None) => {}
+            }
+        }
         let interrupt = wire::interrupt(record);
         let writes: serde_json::Map<String, Json> = record
             .writes
@@ -299,11 +316,12 @@ impl Translator {
         {
             out.push(part(Mode::Updates, "updates", json!({ &**node: writes })));
         }
-        out.push(Part {
-            mode: Mode::Values,
-            event: "values",
-            data: Data::Values(entry.clone()),
-        });
+        let values = if self.wants_values {
+            self.values_json(record)
+        } else {
+            Json::Null
+        };
+        out.push(part(Mode::Values, "values", values.clone()));
         if let Some(node) = &record.node {
             let result: Vec<Json> = writes.iter().map(|(k, v)| json!([k, v])).collect();
             out.push(part(
@@ -328,7 +346,6 @@ impl Translator {
                 }),
             ));
         }
-        let values = self.values_json(entry);
         let checkpoint = json!({
             "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
             "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
@@ -354,28 +371,29 @@ impl Translator {
     }
 
     /// The state after a checkpoint, as clients see it, with the pending interrupt.
-    fn values_json(&self, entry: &LogEntry) -> Json {
-        let Event::Saved { record, values } = &entry.event else {
-            return Json::Null;
+    fn values_json(&self, record: &Checkpoint) -> Json {
+        let mut v = match (&self.state, &self.graph) {
+            (Some(st), Some(g)) => wire::values(&st.to_json(g), Some(g)),
+            _ => json!({}),
         };
-        let mut v = values
-            .as_ref()
-            .map_or_else(|| json!({}), |v| wire::values(v, self.graph.as_deref()));
         if let (Some(i), Json::Object(o)) = (wire::interrupt(record), &mut v) {
             o.insert("__interrupt__".into(), json!([i]));
         }
         v
     }
 
-    fn values_text(&self, entry: &LogEntry) -> Arc<[u8]> {
-        entry
-            .rendered
-            .get_or_init(|| {
-                serde_json::to_vec(&self.values_json(entry))
-                    .unwrap_or_default()
-                    .into()
-            })
-            .clone()
+    fn new(host: &Host, run: &RunHandle, wants_values: bool) -> Translator {
+        Translator {
+            run_id: run.id.clone(),
+            thread: run.thread.clone(),
+            host: host.clone(),
+            graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
+            state: None,
+            wants_values,
+            step: 0,
+            node: None,
+            streamed: false,
+        }
     }
 }
 
@@ -383,26 +401,28 @@ impl Translator {
 /// checkpoint (with `__interrupt__` when it paused at one), or `__error__` when it
 /// failed; a run that wrote nothing answers with its thread's values.
 pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
-    if let Some(end) = run.end()
-        && end.status == RunStatus::Error
-    {
-        return json!({ "__error__": { "error": "RunError", "message": end.error } });
+    match run.end() {
+        Some(end) if end.status == RunStatus::Error => {
+            return json!({ "__error__": { "error": "RunError", "message": end.error } });
+        }
+        // Stopped by a shutdown: it goes on when the server is back.
+        Some(end) if end.status == RunStatus::Pending => {
+            return json!({ "__error__": { "error": "Unavailable", "message": "the server stopped before the run ended; it goes on when the server is back: join it again then" } });
+        }
+        _ => {}
     }
     let (entries, _) = run.log.read_from(0);
-    let last = entries
-        .iter()
-        .rev()
-        .find(|e| matches!(e.event, Event::Saved { .. }));
-    let translator = Translator {
-        run_id: run.id.clone(),
-        thread: run.thread.clone(),
-        graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
-        step: 0,
-        node: None,
-        streamed: false,
-    };
+    let mut translator = Translator::new(host, run, true);
+    let mut last = None;
+    for entry in &entries {
+        for part in translator.parts(entry) {
+            if part.mode == Mode::Values {
+                last = Some(part.data);
+            }
+        }
+    }
     match last {
-        Some(e) => translator.values_json(e),
+        Some(values) => values,
         None => host
             .thread(&run.thread)
             .ok()
@@ -424,9 +444,13 @@ fn langchain_event(e: &Event) -> &'static str {
     }
 }
 
-/// Where a reader starts: after part `part` of event `event` (none: the beginning).
-pub(super) fn parse_last_event_id(id: Option<&str>) -> Option<(u64, usize)> {
-    let id = id?.trim();
+/// Where a reader starts: after part `part` of event `event` of this process's log
+/// (none: the beginning; `-1`, an id it cannot read, or one another process gave).
+pub(super) fn parse_last_event_id(id: Option<&str>, epoch: &str) -> Option<(u64, usize)> {
+    let (id, from) = id?.trim().split_once('.')?;
+    if from != epoch {
+        return None;
+    }
     let (e, p) = id.split_once('-')?;
     Some((e.parse().ok()?, p.parse().ok()?))
 }
@@ -473,6 +497,9 @@ struct Follow {
     next: u64,
     resume: Option<(u64, usize)>,
     queue: VecDeque<Bytes>,
+    /// This server process's mark in event ids: an id from another process names
+    /// events of a log that is gone.
+    epoch: String,
     started: bool,
     ended: bool,
     heartbeat: Duration,
@@ -534,18 +561,9 @@ impl Follow {
                     if skip || !self.modes.wants(part.mode) {
                         continue;
                     }
-                    let id = format!("{}-{k}", entry.index);
-                    let bytes = match &part.data {
-                        Data::Json(j) => frame(
-                            part.event,
-                            &serde_json::to_vec(j).unwrap_or_default(),
-                            Some(&id),
-                        ),
-                        Data::Values(e) => {
-                            frame(part.event, &self.translator.values_text(e), Some(&id))
-                        }
-                    };
-                    self.queue.push_back(bytes);
+                    let id = format!("{}-{k}.{}", entry.index, self.epoch);
+                    let data = serde_json::to_vec(&part.data).unwrap_or_default();
+                    self.queue.push_back(frame(part.event, &data, Some(&id)));
                 }
             }
         }
@@ -561,19 +579,13 @@ pub(super) fn body(
     cancel_on_disconnect: bool,
     heartbeat: Duration,
 ) -> axum::body::Body {
-    let graph = host.graphs().get(&run.assistant).and_then(|s| s.current);
+    let epoch = host.epoch().to_string();
     let follow = Follow {
-        translator: Translator {
-            run_id: run.id.clone(),
-            thread: run.thread.clone(),
-            graph,
-            step: 0,
-            node: None,
-            streamed: false,
-        },
+        translator: Translator::new(host, &run, modes.values || modes.debug || modes.checkpoints),
         modes,
         next: 0,
-        resume: parse_last_event_id(last_event_id),
+        resume: parse_last_event_id(last_event_id, &epoch),
+        epoch,
         queue: VecDeque::new(),
         started: false,
         ended: false,

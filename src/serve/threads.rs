@@ -80,7 +80,7 @@ fn object(v: Option<Json>, what: &str) -> ApiResult<Json> {
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Search {
     #[serde(default)]
     metadata: Option<Json>,
@@ -270,7 +270,7 @@ async fn update(
     .into_response())
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct History {
     #[serde(default = "ten")]
     limit: usize,

@@ -1,5 +1,7 @@
-//! LangGraph's official JS client SDK from npm, unmodified, as the server's client:
-//! each script in `serve/sdk/` prints what it saw, one JSON line per step.
+//! LangGraph's official client SDKs, unmodified, as the server's clients: the JS one
+//! from npm (`@langchain/langgraph-sdk`) and the Python one from PyPI (`langgraph-sdk`,
+//! in the virtual environment `.ci/setup` makes at `target/py`). Each script in
+//! `serve/sdk/` prints what it saw, one JSON line per step.
 
 use super::server::{Scrub, serve};
 use crate::llm::server::{Answer, Reply, Server as Llm};
@@ -15,7 +17,27 @@ async fn node(script: &str, url: &str, key: Option<&str>) -> String {
         "`{}` is missing: run `bash .ci/setup` (npm ci) for the SDK tests",
         sdk.display()
     );
-    let mut cmd = tokio::process::Command::new(root().join("node_modules/.bin/node"));
+    script_steps(&root().join("node_modules/.bin/node"), script, url, key).await
+}
+
+/// Runs `tests/serve/sdk/<script>` with the Python that has `langgraph-sdk`.
+async fn python(script: &str, url: &str, key: Option<&str>) -> String {
+    let python = root().join("target/py/bin/python");
+    assert!(
+        python.exists(),
+        "`{}` is missing: run `bash .ci/setup` (it installs langgraph-sdk from PyPI there)",
+        python.display()
+    );
+    script_steps(&python, script, url, key).await
+}
+
+async fn script_steps(
+    program: &std::path::Path,
+    script: &str,
+    url: &str,
+    key: Option<&str>,
+) -> String {
+    let mut cmd = tokio::process::Command::new(program);
     cmd.arg(root().join("tests/serve/sdk").join(script))
         .current_dir(root())
         .env("API_URL", url)
@@ -70,4 +92,22 @@ async fn the_official_js_client_drives_the_server() {
     insta::assert_snapshot!(steps);
     assert_eq!(llm.seen().len(), 1, "one model call, streamed");
     assert_eq!(llm.seen()[0].body["stream"], json!(true));
+}
+
+#[tokio::test]
+async fn the_official_python_client_drives_the_server() {
+    let llm = Llm::start(vec![Answer::Reply(Reply {
+        content: Some(json!({ "text": "Four." }).to_string()),
+        tool_call: None,
+    })])
+    .await;
+    let s = serve(&["tests/fixtures/serve"])
+        .env("OPENAI_BASE_URL", llm.url())
+        .env("SERVE_TEST_KEY", "py-key")
+        .arg("--api-key-env")
+        .arg("SERVE_TEST_KEY")
+        .start()
+        .await;
+    let steps = python("client.py", &s.url, Some("py-key")).await;
+    insta::assert_snapshot!(steps);
 }

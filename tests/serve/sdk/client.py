@@ -1,0 +1,72 @@
+# LangGraph's official Python client (langgraph-sdk from PyPI), unmodified, against
+# `switchyard serve` at $API_URL. Prints one JSON line per step; the Rust test
+# compares them.
+import json
+import os
+import time
+
+from langgraph_sdk import get_sync_client
+
+client = get_sync_client(url=os.environ["API_URL"], api_key=os.environ.get("API_KEY"))
+
+
+def out(step, value):
+    print(json.dumps({"step": step, "value": value}), flush=True)
+
+
+def error(fn):
+    try:
+        fn()
+        return "no error"
+    except Exception as e:  # the SDK raises httpx errors with the server's detail
+        return f"{type(e).__name__}: {getattr(e, 'response', None) and e.response.status_code}"
+
+
+thread = client.threads.create(thread_id="py-chat", metadata={"user": "bo"})
+out("threads.create", {"thread_id": thread["thread_id"], "status": thread["status"]})
+
+parts = list(
+    client.runs.stream(
+        thread["thread_id"],
+        "chat",
+        input={"question": "What is 2 + 2?"},
+        stream_mode=["values", "updates", "messages-tuple"],
+    )
+)
+out("runs.stream events", [p.event for p in parts])
+chunks = [p.data[0]["content"] for p in parts if p.event == "messages" and p.data[0]["type"] == "AIMessageChunk"]
+out("messages-tuple text", "".join(chunks))
+last = [p.data for p in parts if p.event == "values"][-1]
+out("interrupt in values", last["__interrupt__"])
+
+state = client.threads.get_state(thread["thread_id"])
+out("threads.get_state", {"next": state["next"], "interrupts": [i for t in state["tasks"] for i in t["interrupts"]]})
+
+out(
+    "resume with a wrong answer",
+    error(lambda: client.runs.wait(thread["thread_id"], "chat", command={"resume": {"confirmed": "yes"}})),
+)
+
+done = client.runs.wait(thread["thread_id"], "chat", command={"resume": {"confirmed": True}})
+out("runs.wait resumed", {"decision": done["decision"], "draft": done["draft"]})
+
+update = client.threads.update_state(thread["thread_id"], {"question": "What is 3 + 3?"})
+out("threads.update_state", update["checkpoint"]["checkpoint_id"])
+history = client.threads.get_history(thread["thread_id"], limit=2)
+out("threads.get_history", [[h["checkpoint"]["checkpoint_id"], h["metadata"]["source"], h["next"]] for h in history])
+
+spin = client.threads.create(thread_id="py-spin")
+run = client.runs.create(spin["thread_id"], "spin", input={"label": "py"})
+while client.runs.get(spin["thread_id"], run["run_id"])["status"] != "running":
+    time.sleep(0.02)
+out(
+    "a concurrent run (reject)",
+    error(lambda: client.runs.create(spin["thread_id"], "spin", input={"label": "x"})),
+)
+client.runs.cancel(spin["thread_id"], run["run_id"], wait=True)
+out("runs.cancel", client.runs.get(spin["thread_id"], run["run_id"])["status"])
+out("runs.list", [r["status"] for r in client.runs.list(spin["thread_id"])])
+joined = [p.event for p in client.runs.join_stream(thread["thread_id"], run_id=[r for r in client.runs.list(thread["thread_id"])][-1]["run_id"], last_event_id="-1")]
+out("runs.join_stream from the start", joined)
+out("threads.search", [t["thread_id"] for t in client.threads.search(metadata={"user": "bo"})])
+out("assistants.search", [a["graph_id"] for a in client.assistants.search()])
