@@ -12,8 +12,9 @@
 //! 4. Memory per idle paused thread: RSS growth of the server over 10,000 threads each
 //!    paused at an interrupt (`benches/graphs/ask.toml`), no MCP servers, with the run
 //!    logs expired.
-//! 5. 1,000 clients following one run's stream at once (a 3,001-event run of
-//!    `tests/fixtures/run/count.toml`): time until every client has every event.
+//! 5. 1,000 clients following one run's stream at once (`values` of a 251-step run of
+//!    `tests/fixtures/run/count.toml`, the whole state in each event): time until every
+//!    client has every event.
 
 use serde_json::{Value as Json, json};
 use std::process::Stdio;
@@ -329,7 +330,7 @@ async fn concurrent_streams() {
     let run = post(
         &c,
         &format!("{}/threads/shared/runs", s.url),
-        &json!({ "assistant_id": "count", "input": { "goal": 1000 }, "stream_mode": ["values"] }),
+        &json!({ "assistant_id": "count", "input": { "goal": 100 }, "stream_mode": ["values"] }),
     )
     .await;
     let stream = format!(
@@ -351,31 +352,36 @@ async fn concurrent_streams() {
                 .await
                 .unwrap();
             let mut events = 0usize;
+            let mut bytes = 0usize;
             let mut tail = String::new();
             while let Some(chunk) = r.chunk().await.unwrap() {
+                bytes += chunk.len();
                 tail.push_str(&String::from_utf8_lossy(&chunk));
                 // Count whole lines only; an unfinished one waits for the next chunk.
                 let cut = tail.rfind('\n').map_or(0, |i| i + 1);
                 events += tail[..cut].matches("event: values").count();
                 tail.drain(..cut);
             }
-            (events, t.elapsed())
+            (events, bytes, t.elapsed())
         }));
     }
     let mut done = Vec::new();
     let mut counts = Vec::new();
+    let mut total_bytes = 0;
     for t in tasks {
-        let (events, took) = t.await.unwrap();
+        let (events, bytes, took) = t.await.unwrap();
         counts.push(events);
+        total_bytes += bytes;
         done.push(took);
     }
     let all = start.elapsed();
     done.sort();
     counts.sort();
     println!(
-        "1,000 clients on one run's stream: every client got {}..{} values events; all done in {:.2} s (per client p50 {:.2} s, p99 {:.2} s); server RSS {} -> {} KB",
+        "1,000 clients on one run's stream: every client got {}..{} values events ({:.1} MB in all); all done in {:.2} s (per client p50 {:.2} s, p99 {:.2} s); server RSS {} -> {} KB",
         counts[0],
         counts[counts.len() - 1],
+        total_bytes as f64 / 1e6,
         all.as_secs_f64(),
         percentile(&done, 0.5).as_secs_f64(),
         percentile(&done, 0.99).as_secs_f64(),

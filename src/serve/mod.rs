@@ -99,8 +99,14 @@ impl Bound {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        use axum::serve::ListenerExt;
+        // Small responses go out at once: with Nagle's algorithm the end of a streamed
+        // response waits for the client's delayed ACK (about 40 ms).
+        let listener = self.listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(
-            self.listener,
+            listener,
             self.app.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown)

@@ -116,11 +116,28 @@ enum Mode {
 }
 
 /// The parts one log event makes, for every mode (the data of a mode the reader did
-/// not ask for may be left out: `Json::Null`).
+/// not ask for is left out: `Json::Null`).
 struct Part {
     mode: Mode,
     event: &'static str,
     data: Json,
+}
+
+/// Parts being collected for a reader's modes.
+struct Parts {
+    modes: Modes,
+    parts: Vec<Part>,
+}
+
+impl Parts {
+    fn push(&mut self, mode: Mode, event: &'static str, data: impl FnOnce() -> Json) {
+        let data = if self.modes.wants(mode) {
+            data()
+        } else {
+            Json::Null
+        };
+        self.parts.push(Part { mode, event, data });
+    }
 }
 
 /// What a reader knows of the run so far.
@@ -134,8 +151,8 @@ struct Translator {
     /// The state after the last checkpoint: the run's first checkpoint carries it
     /// whole, the others their writes, applied here through the reducers.
     state: Option<State>,
-    /// Whether the reader's modes show the state (values, debug, checkpoints).
-    wants_values: bool,
+    /// The reader's modes: only their parts are built.
+    modes: Modes,
     /// The step of the node running now, and whether its reply streamed.
     step: u64,
     node: Option<Arc<str>>,
@@ -159,9 +176,13 @@ impl Translator {
         })
     }
 
+    /// The parts one log event makes. Every mode's parts are counted (their ids do not
+    /// depend on the reader's modes), and only the reader's are built.
     fn parts(&mut self, entry: &Arc<LogEntry>) -> Vec<Part> {
-        let mut out = Vec::new();
-        let part = |mode, event, data| Part { mode, event, data };
+        let mut out = Parts {
+            modes: self.modes,
+            parts: Vec::new(),
+        };
         match &entry.event {
             Event::Saved { record, values } => {
                 self.saved(entry, record, values.as_deref(), &mut out)
@@ -172,27 +193,22 @@ impl Translator {
                         self.step = *step;
                         self.node = Some(node.clone());
                         self.streamed = false;
-                        out.push(part(
-                            Mode::Tasks,
-                            "tasks",
-                            json!({ "id": self.task_id(), "name": &**node, "input": null, "triggers": [], "interrupts": [] }),
-                        ));
-                        out.push(part(
-                            Mode::Debug,
-                            "debug",
+                        let id = self.task_id();
+                        out.push(Mode::Tasks, "tasks", || {
+                            json!({ "id": id, "name": &**node, "input": null, "triggers": [], "interrupts": [] })
+                        });
+                        out.push(Mode::Debug, "debug", || {
                             json!({
                                 "type": "task",
                                 "timestamp": wire::time(entry.at_ms),
                                 "step": step,
-                                "payload": { "id": self.task_id(), "name": &**node, "input": null, "triggers": [] },
-                            }),
-                        ));
+                                "payload": { "id": id, "name": &**node, "input": null, "triggers": [] },
+                            })
+                        });
                     }
                     Event::TextDelta { node, text } => {
                         self.streamed = true;
-                        out.push(part(
-                            Mode::Messages,
-                            "messages",
+                        out.push(Mode::Messages, "messages", || {
                             json!([
                                 {
                                     "type": "AIMessageChunk",
@@ -206,21 +222,21 @@ impl Translator {
                                     "response_metadata": {},
                                 },
                                 self.meta(),
-                            ]),
-                        ));
+                            ])
+                        });
                     }
-                    Event::NodeFailed { node, message, .. } => out.push(part(
-                        Mode::Tasks,
-                        "tasks",
-                        json!({ "id": self.task_id(), "name": &**node, "error": message, "interrupts": [] }),
-                    )),
+                    Event::NodeFailed { node, message, .. } => {
+                        out.push(Mode::Tasks, "tasks", || {
+                            json!({ "id": self.task_id(), "name": &**node, "error": message, "interrupts": [] })
+                        })
+                    }
                     _ => {}
                 }
-                let data = serde_json::to_value(e).unwrap_or_default();
-                out.push(part(Mode::Custom, "custom", data.clone()));
-                out.push(part(
-                    Mode::Events,
-                    "events",
+                out.push(Mode::Custom, "custom", || {
+                    serde_json::to_value(e).unwrap_or_default()
+                });
+                out.push(Mode::Events, "events", || {
+                    let data = serde_json::to_value(e).unwrap_or_default();
                     json!({
                         "event": langchain_event(e),
                         "name": data["event"],
@@ -229,11 +245,11 @@ impl Translator {
                         "metadata": self.meta(),
                         "parent_ids": [],
                         "data": data,
-                    }),
-                ));
+                    })
+                });
             }
         }
-        out
+        out.parts
     }
 
     fn task_id(&self) -> String {
@@ -245,9 +261,8 @@ impl Translator {
         entry: &Arc<LogEntry>,
         record: &Arc<Checkpoint>,
         values: Option<&Json>,
-        out: &mut Vec<Part>,
+        out: &mut Parts,
     ) {
-        let part = |mode, event, data| Part { mode, event, data };
         if self.state.is_none()
             && let Some(g) = self.host.graphs().version(&record.graph_hash)
         {
@@ -263,11 +278,13 @@ impl Translator {
             }
         }
         let interrupt = wire::interrupt(record);
-        let writes: serde_json::Map<String, Json> = record
-            .writes
-            .iter()
-            .map(|w| (w.field.to_string(), (*w.value).clone()))
-            .collect();
+        let writes = || -> serde_json::Map<String, Json> {
+            record
+                .writes
+                .iter()
+                .map(|w| (w.field.to_string(), (*w.value).clone()))
+                .collect()
+        };
         // Messages a node wrote, each once, unless its reply was streamed as chunks.
         if let (Some(graph), Some(_)) = (&self.graph, &record.node) {
             for w in &record.writes {
@@ -277,94 +294,89 @@ impl Translator {
                 if !is_messages {
                     continue;
                 }
-                let items: Vec<Json> = match &*w.value {
-                    Json::Array(items) => items.clone(),
-                    other => vec![other.clone()],
+                let items: Vec<&Json> = match &*w.value {
+                    Json::Array(items) => items.iter().collect(),
+                    other => vec![other],
                 };
-                for (i, mut m) in items.into_iter().enumerate() {
+                for (i, m) in items.into_iter().enumerate() {
                     if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
                         continue;
                     }
-                    if let Json::Object(o) = &mut m {
-                        o.entry("id").or_insert_with(|| {
-                            json!(format!("{}-{}-{i}", self.message_id(), w.field))
-                        });
-                    }
-                    if let Json::Object(o) = &mut m
-                        && !o.contains_key("type")
-                    {
-                        let t = match o.get("role").and_then(Json::as_str) {
-                            Some("user") => "human",
-                            Some("assistant") | None => "ai",
-                            Some(other) => other,
+                    out.push(Mode::Messages, "messages", || {
+                        let mut m = m.clone();
+                        if let Json::Object(o) = &mut m {
+                            o.entry("id").or_insert_with(|| {
+                                json!(format!("{}-{}-{i}", self.message_id(), w.field))
+                            });
+                            if !o.contains_key("type") {
+                                let t = match o.get("role").and_then(Json::as_str) {
+                                    Some("user") => "human",
+                                    Some("assistant") | None => "ai",
+                                    Some(other) => other,
+                                }
+                                .to_string();
+                                o.insert("type".into(), json!(t));
+                            }
                         }
-                        .to_string();
-                        o.insert("type".into(), json!(t));
-                    }
-                    out.push(part(Mode::Messages, "messages", json!([m, self.meta()])));
+                        json!([m, self.meta()])
+                    });
                 }
             }
         }
         if let Some(i) = &interrupt {
-            out.push(part(
-                Mode::Updates,
-                "updates",
-                json!({ "__interrupt__": [i] }),
-            ));
+            out.push(Mode::Updates, "updates", || json!({ "__interrupt__": [i] }));
         } else if let Some(node) = &record.node
-            && !writes.is_empty()
+            && !record.writes.is_empty()
         {
-            out.push(part(Mode::Updates, "updates", json!({ &**node: writes })));
+            out.push(Mode::Updates, "updates", || json!({ &**node: writes() }));
         }
-        let values = if self.wants_values {
-            self.values_json(record)
-        } else {
-            Json::Null
-        };
-        out.push(part(Mode::Values, "values", values.clone()));
+        // The state, once, for the modes that show it.
+        let values = (self.modes.values || self.modes.debug || self.modes.checkpoints)
+            .then(|| self.values_json(record));
+        out.push(Mode::Values, "values", || {
+            values.clone().unwrap_or_default()
+        });
         if let Some(node) = &record.node {
-            let result: Vec<Json> = writes.iter().map(|(k, v)| json!([k, v])).collect();
-            out.push(part(
-                Mode::Tasks,
-                "tasks",
+            let id = self.task_id();
+            let result =
+                || -> Vec<Json> { writes().into_iter().map(|(k, v)| json!([k, v])).collect() };
+            out.push(Mode::Tasks, "tasks", || {
                 json!({
-                    "id": self.task_id(),
+                    "id": id,
                     "name": &**node,
                     "error": null,
-                    "result": result,
+                    "result": result(),
                     "interrupts": interrupt.iter().collect::<Vec<_>>(),
-                }),
-            ));
-            out.push(part(
-                Mode::Debug,
-                "debug",
+                })
+            });
+            out.push(Mode::Debug, "debug", || {
                 json!({
                     "type": "task_result",
                     "timestamp": wire::time(entry.at_ms),
                     "step": record.step,
-                    "payload": { "id": self.task_id(), "name": &**node, "error": null, "result": result, "interrupts": interrupt.iter().collect::<Vec<_>>() },
-                }),
-            ));
+                    "payload": { "id": id, "name": &**node, "error": null, "result": result(), "interrupts": interrupt.iter().collect::<Vec<_>>() },
+                })
+            });
         }
-        let checkpoint = json!({
-            "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
-            "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
-            "values": values,
-            "metadata": wire::metadata(record),
-            "next": wire::next(record),
-            "tasks": wire::tasks(record),
-        });
-        out.push(part(
-            Mode::Debug,
-            "debug",
+        let checkpoint = || {
+            json!({
+                "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
+                "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
+                "values": values.clone().unwrap_or_default(),
+                "metadata": wire::metadata(record),
+                "next": wire::next(record),
+                "tasks": wire::tasks(record),
+            })
+        };
+        out.push(Mode::Debug, "debug", || {
             json!({
                 "type": "checkpoint",
                 "timestamp": wire::time(record.at_ms),
                 "step": record.step,
-                "payload": checkpoint,
-            }),
-        ));
-        out.push(part(Mode::Checkpoints, "checkpoints", checkpoint));
+                "payload": checkpoint(),
+            })
+        });
+        out.push(Mode::Checkpoints, "checkpoints", checkpoint);
         if record.status != Status::Running {
             self.node = None;
         }
@@ -373,7 +385,7 @@ impl Translator {
     /// The state after a checkpoint, as clients see it, with the pending interrupt.
     fn values_json(&self, record: &Checkpoint) -> Json {
         let mut v = match (&self.state, &self.graph) {
-            (Some(st), Some(g)) => wire::values(&st.to_json(g), Some(g)),
+            (Some(st), Some(g)) => wire::values(st.to_json(g), Some(g)),
             _ => json!({}),
         };
         if let (Some(i), Json::Object(o)) = (wire::interrupt(record), &mut v) {
@@ -382,14 +394,14 @@ impl Translator {
         v
     }
 
-    fn new(host: &Host, run: &RunHandle, wants_values: bool) -> Translator {
+    fn new(host: &Host, run: &RunHandle, modes: Modes) -> Translator {
         Translator {
             run_id: run.id.clone(),
             thread: run.thread.clone(),
             host: host.clone(),
             graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
             state: None,
-            wants_values,
+            modes,
             step: 0,
             node: None,
             streamed: false,
@@ -412,7 +424,11 @@ pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
         _ => {}
     }
     let (entries, _) = run.log.read_from(0);
-    let mut translator = Translator::new(host, run, true);
+    let values_only = Modes {
+        values: true,
+        ..Modes::default()
+    };
+    let mut translator = Translator::new(host, run, values_only);
     let mut last = None;
     for entry in &entries {
         for part in translator.parts(entry) {
@@ -581,7 +597,7 @@ pub(super) fn body(
 ) -> axum::body::Body {
     let epoch = host.epoch().to_string();
     let follow = Follow {
-        translator: Translator::new(host, &run, modes.values || modes.debug || modes.checkpoints),
+        translator: Translator::new(host, &run, modes),
         modes,
         next: 0,
         resume: parse_last_event_id(last_event_id, &epoch),

@@ -106,7 +106,7 @@ pub(crate) fn thread(view: &ThreadView, graph: Option<&Graph>) -> Json {
         "metadata": r.metadata,
         "status": view.status.name(),
         "config": {},
-        "values": view.values.as_ref().map(|v| values(v, graph)),
+        "values": view.values.clone().map(|v| values(v, graph)),
         "interrupts": interrupts,
         "error": error,
     })
@@ -114,11 +114,10 @@ pub(crate) fn thread(view: &ThreadView, graph: Option<&Graph>) -> Json {
 
 /// The state values as clients see them: message fields' messages carry LangChain's
 /// `type` beside their `role`, so chat front ends made for LangGraph show them.
-pub(crate) fn values(v: &Json, graph: Option<&Graph>) -> Json {
+pub(crate) fn values(mut v: Json, graph: Option<&Graph>) -> Json {
     let Some(graph) = graph else {
-        return v.clone();
+        return v;
     };
-    let mut v = v.clone();
     if let Json::Object(fields) = &mut v {
         for f in &graph.fields {
             if matches!(f.ty.base(), FieldType::Messages)
@@ -273,7 +272,7 @@ pub(crate) fn state(view: &StateView) -> Json {
     let r = &view.record;
     let parent = r.seq.checked_sub(1).map(|p| checkpoint_ref(&r.thread, p));
     json!({
-        "values": values(&view.values, Some(&view.graph)),
+        "values": values(view.values.clone(), Some(&view.graph)),
         "next": next(r),
         "tasks": tasks(r),
         "checkpoint": checkpoint_ref(&r.thread, r.seq),
