@@ -82,6 +82,8 @@ fn browser_agent_keeps_every_seed_node() {
             "finalize_done",
             "finalize_limit",
             "ingest_user_input",
+            "look_before_execute",
+            "look_before_reopen",
             "manual_interrupt",
             "maybe_observe",
             "maybe_stop_or_continue",

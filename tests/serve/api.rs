@@ -617,3 +617,87 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
     assert_eq!(h.get("/threads/b/runs").await.json(), runs);
     insta::assert_snapshot!(t.text());
 }
+
+#[tokio::test]
+async fn every_stream_mode_has_its_events() {
+    let s = serve(&["tests/fixtures/serve/three.toml"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    h.post("/threads", json!({ "thread_id": "m" })).await;
+    let r = h
+        .post(
+            "/threads/m/runs/stream",
+            json!({
+                "assistant_id": "three",
+                "input": { "input": "x" },
+                "stream_mode": ["events", "debug", "tasks", "checkpoints"],
+            }),
+        )
+        .await;
+    t.note(
+        "POST /threads/m/runs/stream {stream_mode: [events, debug, tasks, checkpoints]}",
+        &r,
+    );
+    insta::assert_snapshot!(t.text());
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_away_cancels_its_run_when_asked() {
+    let s = serve(&["tests/fixtures/serve/spin.toml"]).start().await;
+    let h = s.http();
+    for (thread, on_disconnect, after) in
+        [("c", "cancel", "interrupted"), ("k", "continue", "running")]
+    {
+        h.post("/threads", json!({ "thread_id": thread })).await;
+        let mut r = super::server::client()
+            .post(h.url(&format!("/threads/{thread}/runs/stream")))
+            .body(
+                json!({ "assistant_id": "spin", "input": {}, "stream_mode": "updates", "on_disconnect": on_disconnect })
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let run = r.headers()["content-location"]
+            .to_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string();
+        // A few events, then the page goes away.
+        for _ in 0..3 {
+            r.chunk().await.unwrap();
+        }
+        drop(r);
+        let run = h
+            .until(&format!("/threads/{thread}/runs/{run}"), |r| {
+                r["status"] != "pending" && (r["status"] != "running" || after == "running")
+            })
+            .await;
+        if after == "running" {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let again = h
+                .get(&format!(
+                    "/threads/{thread}/runs/{}",
+                    run["run_id"].as_str().unwrap()
+                ))
+                .await
+                .json();
+            assert_eq!(
+                again["status"], "running",
+                "on_disconnect continue: the run goes on"
+            );
+            h.post(
+                &format!(
+                    "/threads/{thread}/runs/{}/cancel?wait=1",
+                    run["run_id"].as_str().unwrap()
+                ),
+                Json::Null,
+            )
+            .await;
+        } else {
+            assert_eq!(run["status"], after);
+        }
+    }
+}

@@ -499,3 +499,56 @@ async fn switchyard_run_stops_at_a_boundary_on_sigterm() {
     let state: Json = serde_json::from_str(&state.stdout).unwrap();
     assert_eq!(state["status"], "stopped");
 }
+
+#[tokio::test]
+async fn the_cap_on_mcp_servers_stops_the_idle_threads_and_sigterm_stops_them_all() {
+    let s = serve(&["tests/fixtures/serve_tools"])
+        .arg("--mcp-max-servers")
+        .arg("1")
+        .start()
+        .await;
+    let h = s.http();
+    let mut pid = Vec::new();
+    for thread in ["first", "second"] {
+        h.post("/threads", json!({ "thread_id": thread })).await;
+        let events = custom(
+            &stream(
+                &h,
+                thread,
+                json!({ "assistant_id": "tools", "input": {}, "stream_mode": "custom" }),
+            )
+            .await,
+        );
+        pid.push(pids(&events)[0]);
+    }
+    // The second thread's server took the only place: the first (idle) thread's went.
+    assert!(
+        !alive(pid[0]),
+        "the idle thread's server was stopped for the cap"
+    );
+    assert!(alive(pid[1]));
+    // The first thread goes on with a server of its own, fresh; the second's goes.
+    let events = custom(
+        &stream(&h, "first", json!({ "assistant_id": "tools", "command": { "resume": true }, "stream_mode": "custom" }))
+            .await,
+    );
+    let again = pids(&events)[0];
+    assert_ne!(again, pid[0]);
+    assert!(!alive(pid[1]), "the second thread's idle server made room");
+    h.post("/threads", json!({ "thread_id": "third" })).await;
+    let events = custom(
+        &stream(
+            &h,
+            "third",
+            json!({ "assistant_id": "tools", "input": {}, "stream_mode": "custom" }),
+        )
+        .await,
+    );
+    let third = pids(&events)[0];
+    let (code, log, _dir) = s.terminate().await;
+    assert_eq!(code, 0, "{log:?}");
+    assert!(
+        !alive(third),
+        "SIGTERM stops the paused thread's server too"
+    );
+}
