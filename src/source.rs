@@ -2,7 +2,9 @@
 //! it names. Diagnostics point into any of them by [`FileId`].
 
 use codespan_reporting::files::{Files, SimpleFiles};
+use std::io::Read;
 use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
 
 /// Index of a file in [`Sources`].
 pub type FileId = usize;
@@ -64,4 +66,75 @@ impl Sources {
         let end = span.end.clamp(start, len);
         start..end
     }
+}
+
+/// The largest prompt or schema file read, in bytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Why a file a graph names was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("absolute paths are not taken: a graph's files live under its root")]
+    Absolute,
+    #[error("the path goes above the graph's root through `..`")]
+    Escapes,
+    #[error("the path leads outside the graph's root (to `{0}`) through a symbolic link")]
+    Outside(PathBuf),
+    #[error("it is not a regular file")]
+    NotAFile,
+    #[error("it has {0} bytes; at most {MAX_FILE_BYTES} are read")]
+    TooLarge(u64),
+    #[error("{}", .0.to_string().to_lowercase())]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads a prompt or schema file a graph names (`written`, relative to `root`): a
+/// regular file under the root, of at most [`MAX_FILE_BYTES`]. With `outside`, a path
+/// may lead anywhere (`[graph] allow_outside_root = true`); the file must still be a
+/// regular one of that size, so a device or a pipe never hangs or floods the checker.
+pub fn read_graph_file(
+    root: &Path,
+    written: &str,
+    outside: bool,
+) -> Result<(PathBuf, String), FileProblem> {
+    let full = root.join(written);
+    if !outside {
+        if Path::new(written).is_absolute() {
+            return Err(FileProblem::Absolute);
+        }
+        // Lexically first: `a/../../b` leaves the root whatever exists on disk.
+        let mut depth = 0i64;
+        for c in Path::new(written).components() {
+            match c {
+                Component::ParentDir => depth -= 1,
+                Component::Normal(_) => depth += 1,
+                _ => {}
+            }
+            if depth < 0 {
+                return Err(FileProblem::Escapes);
+            }
+        }
+    }
+    let meta = std::fs::metadata(&full)?;
+    if !outside {
+        let real = std::fs::canonicalize(&full)?;
+        let base = std::fs::canonicalize(root)?;
+        if !real.starts_with(&base) {
+            return Err(FileProblem::Outside(real));
+        }
+    }
+    if !meta.is_file() {
+        return Err(FileProblem::NotAFile);
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(FileProblem::TooLarge(meta.len()));
+    }
+    let mut text = String::new();
+    std::fs::File::open(&full)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(FileProblem::TooLarge(text.len() as u64));
+    }
+    Ok((full, text))
 }

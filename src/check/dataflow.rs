@@ -4,10 +4,11 @@
 
 use super::files::jinja_message;
 use super::schema_path::{At, resolve};
+use super::sources::Source;
 use super::{Cx, DiagExt};
 use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
-use crate::spec::{KindSpec, Sp};
+use crate::spec::Sp;
 use crate::suggestion::help_for;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -46,54 +47,17 @@ pub(super) fn check(cx: &mut Cx<'_>, schemas: &HashMap<String, Value>) {
         schemas,
         env: crate::jinja::environment(),
     };
-    for node in &spec.nodes {
-        for e in node.only_if.iter() {
-            flow.expr(e, Scope::State);
-        }
-        for (_, e) in &node.set {
-            flow.expr(e, Scope::WithResult);
-        }
-        if let Some(route) = &node.route {
-            for e in route.on.iter().chain(route.when.iter().map(|w| &w.cond)) {
-                flow.expr(e, Scope::State);
-            }
-        }
-        match &node.body {
-            KindSpec::Llm(l) => {
-                for e in l.fallback.iter().chain(l.cache.as_ref().map(|c| &c.key)) {
-                    flow.expr(e, Scope::WithResult);
-                }
-            }
-            KindSpec::Mcp(m) => {
-                for call in &m.calls {
-                    flow.template(&call.tool);
-                    for e in call.args.iter().flat_map(|a| a.exprs()) {
-                        flow.expr(e, Scope::State);
-                    }
-                }
-            }
-            KindSpec::Policy(p) => {
-                for rule in &p.rules {
-                    flow.expr(&rule.when, Scope::State);
-                    if let Some(r) = &rule.reason {
-                        flow.template(r);
-                    }
-                }
-                if let Some(r) = &p.default_reason {
-                    flow.template(r);
-                }
-            }
-            KindSpec::Interrupt(i) => {
-                for e in i.payload.iter().flat_map(|p| p.exprs()) {
-                    flow.expr(e, Scope::State);
-                }
-            }
-            KindSpec::Finalize(f) => {
-                if let Some(r) = &f.response {
-                    flow.template(r);
-                }
-            }
-            KindSpec::Set => {}
+    for source in super::sources::sources(spec) {
+        match source {
+            Source::Expr { text, result } => flow.expr(
+                text,
+                if result {
+                    Scope::WithResult
+                } else {
+                    Scope::State
+                },
+            ),
+            Source::Template(t) => flow.template(t),
         }
     }
     for t in &templates {

@@ -3,7 +3,7 @@
 
 use super::{Cx, DiagExt, TemplateFile};
 use crate::diagnostic::Diagnostic;
-use crate::source::Sources;
+use crate::source::{FileProblem, Sources};
 use crate::spec::{KindSpec, Sp};
 
 pub(super) fn check(cx: &mut Cx<'_>, sources: &mut Sources) {
@@ -40,20 +40,41 @@ pub(super) fn check(cx: &mut Cx<'_>, sources: &mut Sources) {
 }
 
 fn read(cx: &mut Cx<'_>, path: &Sp<String>, what: &str) -> Option<(String, String)> {
-    let full = cx.spec.resolve(path.get_ref());
-    match std::fs::read_to_string(&full) {
-        Ok(text) => Some((full.display().to_string(), text)),
-        Err(err) => {
-            let root = cx.spec.root.display().to_string();
+    let spec = cx.spec;
+    match crate::source::read_graph_file(&spec.root, path.get_ref(), spec.graph.allow_outside_root)
+    {
+        Ok((full, text)) => Some((full.display().to_string(), text)),
+        Err(problem) => {
+            let root = spec.root.display().to_string();
+            let full = spec.resolve(path.get_ref());
+            let (code, help) = match problem {
+                FileProblem::Absolute | FileProblem::Escapes | FileProblem::Outside(_) => (
+                    "outside-root",
+                    format!(
+                        "a graph reads only files under its root, `{root}`; to share files from elsewhere, set `allow_outside_root = true` in `[graph]`"
+                    ),
+                ),
+                FileProblem::NotAFile | FileProblem::TooLarge(_) => (
+                    "bad-file",
+                    format!(
+                        "prompts and schemas are regular files of at most {} bytes",
+                        crate::source::MAX_FILE_BYTES
+                    ),
+                ),
+                FileProblem::Io(_) => (
+                    "missing-file",
+                    format!(
+                        "paths resolve against the graph's root, `{root}` (see `root` in `[graph]`)"
+                    ),
+                ),
+            };
             cx.error(
-                "missing-file",
+                code,
                 path.span(),
                 format!("cannot read {what} `{}`", full.display()),
             )
-            .with_label(err.to_string().to_lowercase())
-            .with_help(format!(
-                "paths resolve against the graph's root, `{root}` (see `root` in `[graph]`)"
-            ));
+            .with_label(problem.to_string())
+            .with_help(help);
             None
         }
     }
@@ -124,6 +145,21 @@ fn load_template(cx: &mut Cx<'_>, sources: &mut Sources, path: &Sp<String>) {
         return;
     };
     let file = sources.add(name.clone(), text.clone());
+    // Measured before it is parsed: the parser recurses, and a template deep enough
+    // would overflow its stack.
+    if let Some(why) = crate::jinja::limits::too_complex(&text, true) {
+        cx.diags.push(
+            Diagnostic::error(
+                "too-complex",
+                file,
+                0..text.len().min(1),
+                format!("prompt `{name}` is too complex to check"),
+            )
+            .label(why)
+            .note(format!("named by `{}` in the graph", path.get_ref())),
+        );
+        return;
+    }
     let env = crate::jinja::environment();
     match env.template_from_named_str(&name, &text) {
         Ok(_) => cx.templates.push(TemplateFile { file, text }),

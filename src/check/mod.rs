@@ -9,6 +9,7 @@ mod names;
 mod policy;
 mod routes;
 pub mod schema_path;
+mod sources;
 mod types;
 
 use crate::diagnostic::Diagnostic;
@@ -31,6 +32,11 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
         templates: Vec::new(),
     };
     names::check(&mut cx);
+    // A source too complex to parse stops the check before any pass parses it: the
+    // parser would overflow its stack.
+    if too_complex(&mut cx) {
+        return cx.diags;
+    }
     files::check(&mut cx, sources);
     types::check(&mut cx);
     let field_schemas = types::field_schemas(&cx);
@@ -39,6 +45,30 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
     flow::check(&mut cx, &topo);
     policy::check(&mut cx, &topo);
     cx.diags
+}
+
+/// Refuses every expression and inline template past the parser's limits
+/// ([`crate::jinja::limits`]); whether there was one.
+fn too_complex(cx: &mut Cx<'_>) -> bool {
+    let mut found = false;
+    for source in sources::sources(cx.spec) {
+        let (text, template) = match source {
+            sources::Source::Expr { text, .. } => (text, false),
+            sources::Source::Template(t) => (t, true),
+        };
+        if let Some(why) = crate::jinja::limits::too_complex(text.get_ref(), template) {
+            found = true;
+            let what = if template { "template" } else { "expression" };
+            cx.error(
+                "too-complex",
+                text.span(),
+                format!("this {what} is too complex to check"),
+            )
+            .with_label(why)
+            .with_help("split it into several `set` expressions, or compute the value in a node");
+        }
+    }
+    found
 }
 
 /// What the passes share.

@@ -24,11 +24,10 @@ pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::
 }
 
 fn runner(
-    store: &StoreArg,
+    store: Arc<dyn Checkpointer>,
     graph: Option<PathBuf>,
     thread: &str,
 ) -> anyhow::Result<Result<Runner, u8>> {
-    let store = store.open()?;
     let file = match graph {
         Some(f) => f,
         None => recorded_graph(&*store, thread)?,
@@ -43,7 +42,7 @@ pub(crate) fn state(
     thread: &str,
     at: Option<u64>,
 ) -> anyhow::Result<u8> {
-    let runner = match runner(store, graph, thread)? {
+    let runner = match runner(store.open_to_read()?, graph, thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
@@ -71,7 +70,7 @@ pub(crate) fn state(
 
 /// `switchyard history`: one line per checkpoint, or every record as JSON.
 pub(crate) fn history(store: &StoreArg, thread: &str, json: bool) -> anyhow::Result<u8> {
-    let store = store.open()?;
+    let store = store.open_to_read()?;
     let records = store.load(thread)?;
     if records.is_empty() {
         bail!("thread `{thread}` has no checkpoints in this store");
@@ -129,7 +128,7 @@ pub(crate) fn fork(
     at: u64,
     into: Option<String>,
 ) -> anyhow::Result<u8> {
-    let runner = match runner(store, graph, thread)? {
+    let runner = match runner(store.open()?, graph, thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };

@@ -13,6 +13,21 @@ pub(crate) enum StoreArg {
 /// under the working directory.
 pub(crate) const DEFAULT_STORE: &str = "sqlite:.switchyard/checkpoints.db";
 
+/// An error that says the store cannot be written where it is.
+fn read_only(e: &switchyard::store::StoreError) -> bool {
+    use switchyard::store::StoreError;
+    match e {
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            rusqlite::ErrorCode::ReadOnly
+                | rusqlite::ErrorCode::CannotOpen
+                | rusqlite::ErrorCode::PermissionDenied
+        ),
+        StoreError::Create { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+        _ => false,
+    }
+}
+
 impl std::str::FromStr for StoreArg {
     type Err = String;
 
@@ -31,6 +46,18 @@ impl StoreArg {
             StoreArg::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
             StoreArg::Memory => Arc::new(MemoryStore::new()),
         })
+    }
+
+    /// The store, to read only: a store on a read-only file or mount opens read-only.
+    pub(crate) fn open_to_read(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
+        match self {
+            StoreArg::Sqlite(path) => match SqliteStore::open(path) {
+                Ok(s) => Ok(Arc::new(s)),
+                Err(e) if read_only(&e) => Ok(Arc::new(SqliteStore::open_read_only(path)?)),
+                Err(e) => Err(e.into()),
+            },
+            StoreArg::Memory => self.open(),
+        }
     }
 
     /// Where tools' binary results (screenshots) go, by content hash: `blobs/` beside

@@ -300,10 +300,17 @@ impl Compiler<'_> {
     }
 
     fn read(&mut self, rel: &str) -> Result<String, CompileError> {
-        let path = self.spec.resolve(rel);
-        let text = std::fs::read_to_string(&path).map_err(|source| CompileError::Read {
-            path: path.clone(),
-            source,
+        let (_, text) = crate::source::read_graph_file(
+            &self.spec.root,
+            rel,
+            self.spec.graph.allow_outside_root,
+        )
+        .map_err(|problem| CompileError::Read {
+            path: self.spec.resolve(rel),
+            source: match problem {
+                crate::source::FileProblem::Io(e) => e,
+                other => std::io::Error::other(other.to_string()),
+            },
         })?;
         self.files.push((rel.to_string(), text.clone()));
         Ok(text)

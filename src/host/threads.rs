@@ -251,10 +251,16 @@ impl Host {
         let view = self.thread(id)?;
         let new = new_id();
         let store = &self.inner.store;
-        for mut r in store.load(id)? {
-            r.thread = Arc::from(new.as_str());
-            store.append(r)?;
-        }
+        let thread: Arc<str> = Arc::from(new.as_str());
+        let copy = store
+            .load(id)?
+            .into_iter()
+            .map(|mut r| {
+                r.thread = thread.clone();
+                r
+            })
+            .collect();
+        store.append_all(copy)?;
         let now = now_ms();
         let mut metadata = view.record.metadata;
         if let Json::Object(m) = &mut metadata

@@ -35,6 +35,9 @@ pub enum LlmError {
     Record(String),
     #[error("node `{node}` needs an LLM client, and none is configured")]
     NotConfigured { node: String },
+    /// The run was asked to stop while the node tried (or waited to try again).
+    #[error("stopped before the reply")]
+    Stopped,
 }
 
 impl LlmError {
@@ -68,6 +71,8 @@ pub enum SetupError {
     BadKey { var: String },
     #[error("the endpoint `{url}` in `{var}` is not an http(s) URL")]
     BadUrl { var: String, url: String },
+    #[error("`{var}` is set but empty; set it to the endpoint's URL, or unset it for OpenAI's")]
+    EmptyUrl { var: String },
     #[error("cannot set up the HTTP client: {0}")]
     Http(String),
     #[error("a run can record or replay its LLM calls, not both")]

@@ -30,6 +30,7 @@ const BODY_LIMIT: usize = 8 * 1024;
 pub(crate) fn service(
     client: reqwest::Client,
     no_key: bool,
+    query: Option<String>,
 ) -> impl tower::Service<
     HttpRequestFactory,
     Response = reqwest::Response,
@@ -41,10 +42,19 @@ pub(crate) fn service(
 + 'static {
     tower::service_fn(move |factory: HttpRequestFactory| {
         let client = client.clone();
+        let query = query.clone();
         async move {
             let mut request = factory.build().await?;
             if no_key {
                 request.headers_mut().remove(reqwest::header::AUTHORIZATION);
+            }
+            if let Some(q) = &query {
+                let url = request.url_mut();
+                let merged = match url.query() {
+                    Some(own) if !own.is_empty() => format!("{own}&{q}"),
+                    _ => q.clone(),
+                };
+                url.set_query(Some(&merged));
             }
             let mut response = client.execute(request).await?;
             let status = response.status();

@@ -39,7 +39,24 @@ impl OpenAiClient {
                 var: key_var.into(),
             });
         }
-        let base_url = base_url.trim_end_matches('/').to_string();
+        // A query string (Azure's `api-version`, a proxy's token) belongs after the
+        // path async-openai appends: it is kept apart and put back on every request.
+        let (base, query) = match base_url.split_once('?') {
+            Some((b, q)) => (b, Some(q.to_string())),
+            None => (base_url, None),
+        };
+        let base_url = base.trim_end_matches('/').to_string();
+        let mut redactor = Redactor::new(api_key);
+        if let Some(q) = &query {
+            redactor = redactor.with(q);
+            for pair in q.split('&') {
+                if let Some((_, v)) = pair.split_once('=')
+                    && v.len() >= 4
+                {
+                    redactor = redactor.with(v);
+                }
+            }
+        }
         // The process-wide TLS provider; an error means one is installed already, and
         // that one is used.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -53,27 +70,41 @@ impl OpenAiClient {
             .with_api_key(api_key)
             .with_org_id("")
             .with_project_id("");
-        let client = async_openai::Client::with_config(config)
-            .with_http_service(http::service(http, api_key.is_empty()));
+        let client = async_openai::Client::with_config(config).with_http_service(http::service(
+            http,
+            api_key.is_empty(),
+            query,
+        ));
         Ok(OpenAiClient {
             client,
             base_url,
-            redactor: Redactor::new(api_key),
+            redactor,
         })
     }
 
     /// A client for the endpoint named by the environment variables `base_url_var`
     /// (default endpoint: OpenAI's) and `key_var` (unset: no key).
     pub fn from_env(base_url_var: &str, key_var: &str) -> Result<Self, SetupError> {
-        let base_url = std::env::var(base_url_var)
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+        let base_url = match std::env::var(base_url_var) {
+            // Set but empty is a mistake (a template that left it blank), not a wish
+            // for the public endpoint.
+            Ok(u) if u.trim().is_empty() => {
+                return Err(SetupError::EmptyUrl {
+                    var: base_url_var.into(),
+                });
+            }
+            Ok(u) => u,
+            Err(_) => DEFAULT_BASE_URL.to_string(),
+        };
         let trimmed = base_url.trim();
         if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
             return Err(SetupError::BadUrl {
                 var: base_url_var.into(),
-                url: base_url.clone(),
+                // Its query may hold a token: never shown.
+                url: match trimmed.split_once('?') {
+                    Some((b, _)) => format!("{b}?[redacted]"),
+                    None => trimmed.to_string(),
+                },
             });
         }
         let key = std::env::var(key_var).unwrap_or_default();

@@ -8,23 +8,36 @@ use std::sync::Arc;
 /// text the client turns into an error passes through here.
 #[derive(Clone, Default)]
 pub(crate) struct Redactor {
-    secret: Option<Arc<str>>,
+    secrets: Vec<Arc<str>>,
 }
 
 pub(crate) const REDACTED: &str = "[redacted]";
 
 impl Redactor {
     pub(crate) fn new(secret: &str) -> Self {
-        Redactor {
-            secret: (!secret.is_empty()).then(|| Arc::from(secret)),
+        Redactor::default().with(secret)
+    }
+
+    /// Keeps `secret` out too (a token in the endpoint's query string).
+    pub(crate) fn with(mut self, secret: &str) -> Self {
+        if !secret.is_empty() {
+            self.secrets.push(Arc::from(secret));
+            // The longest first, so one that contains another goes whole.
+            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         }
+        self
     }
 
     pub(crate) fn apply(&self, text: &str) -> String {
-        let Some(secret) = &self.secret else {
-            return text.to_string();
-        };
-        let mut out = text.replace(&**secret, REDACTED);
+        let mut out = text.to_string();
+        for secret in &self.secrets {
+            out = Self::one(&out, secret);
+        }
+        out
+    }
+
+    fn one(text: &str, secret: &str) -> String {
+        let mut out = text.replace(secret, REDACTED);
         // A text cut short (an error body read up to a limit) may end in the start of
         // the secret: that start goes too.
         let tail = (6..secret.len())

@@ -122,6 +122,7 @@ fn read_header(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> GraphHea
         max_tokens: t.uint("max_tokens", 1, diags),
         on_limit: t.str("on_limit", diags),
         require_policy: t.bool("require_policy", diags).unwrap_or(false),
+        allow_outside_root: t.bool("allow_outside_root", diags).unwrap_or(false),
     };
     for (key, present) in [("name", h.name.is_some()), ("entry", h.entry.is_some())] {
         if !present && !t.has(key) {
@@ -147,6 +148,7 @@ fn read_header(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> GraphHea
             "max_tokens",
             "on_limit",
             "require_policy",
+            "allow_outside_root",
         ],
         diags,
     );

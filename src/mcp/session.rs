@@ -81,10 +81,19 @@ impl Session {
                 env_remove,
                 cwd,
             } => {
+                // Messages show the command as the file writes it: a `${...}` it expands
+                // (a token in an argument, a secret path) stays out of errors, events
+                // and checkpoints.
+                let (shown, shown_cwd) = match &written.transport {
+                    ServerTransport::Stdio { command, cwd, .. } => {
+                        (command.clone(), cwd.display().to_string())
+                    }
+                    ServerTransport::Http { .. } => (String::new(), String::new()),
+                };
                 let program = resolve_command(command, root, env).ok_or_else(|| McpError::Spawn {
                     server: name.clone(),
                     message: format!(
-                        "`{command}` is not a program on PATH nor a file relative to the graph root `{}`",
+                        "`{shown}` is not a program on PATH nor a file relative to the graph root `{}`",
                         root.display()
                     ),
                 })?;
@@ -107,7 +116,11 @@ impl Session {
                     .spawn()
                     .map_err(|e| McpError::Spawn {
                         server: name.clone(),
-                        message: format!("`{}` in `{}`: {e}", program.display(), cwd.display()),
+                        message: if shown == *command {
+                            format!("`{}` in `{shown_cwd}`: {e}", program.display())
+                        } else {
+                            format!("`{shown}` in `{shown_cwd}`: {e}")
+                        },
                     })?;
                 let pid = child.id();
                 if let Some(stderr) = stderr {

@@ -88,17 +88,45 @@ pub enum RunError {
     ThreadExists(String),
 }
 
-/// Asks a run to stop at the next node boundary.
+/// Asks a run to stop at the next node boundary. A node waiting to try again (an LLM
+/// or tool call's retry) stops waiting: the run stops before that node, which a resume
+/// runs again.
 #[derive(Clone, Default, Debug)]
-pub struct StopHandle(Arc<AtomicBool>);
+pub struct StopHandle(Arc<StopInner>);
+
+#[derive(Default, Debug)]
+struct StopInner {
+    asked: AtomicBool,
+    wake: tokio::sync::Notify,
+}
 
 impl StopHandle {
     pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.asked.store(true, Ordering::SeqCst);
+        self.0.wake.notify_waiters();
     }
 
-    fn take(&self) -> bool {
-        self.0.swap(false, Ordering::SeqCst)
+    pub(crate) fn take(&self) -> bool {
+        self.0.asked.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether a stop was asked (and not yet honoured).
+    pub fn is_asked(&self) -> bool {
+        self.0.asked.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a stop is asked.
+    pub async fn asked(&self) {
+        loop {
+            let woken = self.0.wake.notified();
+            tokio::pin!(woken);
+            // Registered before looking, so a stop between the two is not missed.
+            woken.as_mut().enable();
+            if self.is_asked() {
+                return;
+            }
+            woken.await;
+        }
     }
 }
 
@@ -610,6 +638,7 @@ impl Runner {
             step: live.step,
         });
         let cx = NodeCx {
+            stop: &self.stop,
             graph: &self.graph,
             state: &live.state,
             node,
@@ -657,6 +686,41 @@ impl Runner {
     ) -> Result<Flow, RunError> {
         let node = self.graph.node(id);
         match step {
+            Step::Abandoned { writes, tokens } => {
+                live.tokens = live.tokens.saturating_add(tokens);
+                // The node did not complete: what it recorded of its attempts stands,
+                // and the run stops before it, to run it again on a resume.
+                let mut applied = Vec::with_capacity(writes.len());
+                for (field, value) in writes {
+                    let value = Arc::new(value);
+                    if live.state.write(&self.graph, field, value.clone()).is_ok() {
+                        applied.push(Write {
+                            field: self.graph.field(field).name.clone(),
+                            value,
+                        });
+                    }
+                }
+                self.stop.take();
+                live.step = live.step.saturating_sub(1);
+                self.record(
+                    live,
+                    None,
+                    Some(Target::Node(id)),
+                    applied,
+                    Status::Stopped,
+                    None,
+                    None,
+                )?;
+                self.emit(|| Event::Stopped {
+                    next: Some(node.name.clone()),
+                    step: live.step,
+                });
+                self.emit_finished(live, "stopped", None, None);
+                Ok(Flow::Return(Outcome::Stopped {
+                    next: Some(node.name.to_string()),
+                    steps: live.step,
+                }))
+            }
             Step::Pause { payload } => Ok(Flow::Return(self.pause(
                 live,
                 node,

@@ -128,6 +128,12 @@ impl State {
         checked: bool,
     ) -> Result<(), WriteError> {
         let f = graph.field(field);
+        if checked && let Err(problem) = within_bounds(&value) {
+            return Err(WriteError {
+                field: f.name.to_string(),
+                problem,
+            });
+        }
         match f.reducer {
             Reducer::Replace => self.replace(graph, field, value, checked),
             // A recorded write the field's edited reducer can no longer take is replayed
@@ -328,6 +334,56 @@ impl State {
         };
         self.msg_index.insert(field, index);
     }
+}
+
+/// How deep a value written to a field may nest (objects and lists).
+pub const MAX_VALUE_DEPTH: usize = 64;
+/// How large a value written to a field may be, in bytes of its JSON text (about).
+pub const MAX_VALUE_BYTES: usize = 16 << 20;
+
+/// Whether a value fits [`MAX_VALUE_DEPTH`] and [`MAX_VALUE_BYTES`]: a deeper one
+/// could not be read back from a checkpoint, a larger one would make every copy of
+/// the state slow. Walks the value once, without recursion, and stops at the first
+/// limit passed.
+pub(crate) fn within_bounds(value: &Json) -> Result<(), String> {
+    let too_deep = || {
+        format!(
+            "takes values nested at most {MAX_VALUE_DEPTH} levels deep, and the value written is nested deeper"
+        )
+    };
+    // Containers with their depth (the outermost is 1).
+    let mut stack: Vec<(&Json, usize)> = vec![(value, 1)];
+    let mut bytes = 0usize;
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            Json::Object(m) => {
+                if depth > MAX_VALUE_DEPTH {
+                    return Err(too_deep());
+                }
+                bytes += 2;
+                for (k, v) in m {
+                    bytes += k.len() + 4;
+                    stack.push((v, depth + 1));
+                }
+            }
+            Json::Array(a) => {
+                if depth > MAX_VALUE_DEPTH {
+                    return Err(too_deep());
+                }
+                bytes += 2 + a.len();
+                stack.extend(a.iter().map(|v| (v, depth + 1)));
+            }
+            Json::String(s) => bytes += s.len() + 2,
+            _ => bytes += 8,
+        }
+        if bytes > MAX_VALUE_BYTES {
+            return Err(format!(
+                "takes values of at most {} MiB, and the value written is larger",
+                MAX_VALUE_BYTES >> 20
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A short description of a value for error messages: its JSON type and a preview.

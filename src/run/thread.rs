@@ -29,11 +29,17 @@ impl Runner {
         }
         let new: Arc<str> = Arc::from(new_thread);
         // A fork of a mid-run checkpoint (`running`) resumes from its `next` node, as a
-        // thread whose process died there would.
-        for mut r in records.into_iter().filter(|r| r.seq <= seq) {
-            r.thread = new.clone();
-            self.store.append(r)?;
-        }
+        // thread whose process died there would. All records or none: a fork killed
+        // part-way must not leave a thread that resumes from the wrong step.
+        let copy: Vec<Checkpoint> = records
+            .into_iter()
+            .filter(|r| r.seq <= seq)
+            .map(|mut r| {
+                r.thread = new.clone();
+                r
+            })
+            .collect();
+        self.store.append_all(copy)?;
         Ok(())
     }
 

@@ -72,6 +72,8 @@ pub struct GraphHeader {
     pub max_tokens: Option<Sp<u64>>,
     pub on_limit: Option<Sp<String>>,
     pub require_policy: bool,
+    /// Prompt and schema paths may lead outside the root (a shared folder).
+    pub allow_outside_root: bool,
 }
 
 #[derive(Debug, Default)]

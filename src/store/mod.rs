@@ -187,13 +187,29 @@ pub enum StoreError {
     Corrupt { thread: String, message: String },
     #[error("checkpoint store: the catalog entry of {what} is corrupt: {message}")]
     CorruptCatalog { what: String, message: String },
+    #[error(
+        "`{path}` is not a Switchyard store{}; it is left as it is: give --store another file",
+        if tables.is_empty() { String::new() } else { format!(" (it holds the tables {})", tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")) }
+    )]
+    Foreign {
+        path: std::path::PathBuf,
+        tables: Vec<String>,
+    },
 }
 
 /// Durable (or not) storage of checkpoint records.
 pub trait Checkpointer: Send + Sync {
     /// Appends a record; `seq` numbers of a thread are consecutive from 0.
     fn append(&self, record: Checkpoint) -> Result<(), StoreError>;
-    /// Every record of a thread, in order; empty when the thread is unknown.
+    /// Appends records together: all of them or none (a fork or a copy of a thread).
+    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        for r in records {
+            self.append(r)?;
+        }
+        Ok(())
+    }
+    /// Every record of a thread, in order; empty when the thread is unknown. A gap in
+    /// the numbering is a corrupt thread.
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError>;
     /// The last record of a thread.
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {

@@ -83,8 +83,39 @@ UPDATE checkpoints SET source = 'input' WHERE node IS NULL AND status = 'running
     AND seq = (SELECT min(c.seq) FROM checkpoints c WHERE c.thread = checkpoints.thread AND c.run = checkpoints.run);
 ";
 
+/// What a file is, as a store: read before anything is written to it.
+enum Layout {
+    /// Nothing in it yet (a new or empty file).
+    Empty,
+    /// A store of this layout.
+    Current,
+    /// A store of layout 2, which this version brings forward.
+    Two,
+    /// Another program's database, or a store of a layout this version does not read.
+    Other { version: i64, tables: Vec<String> },
+}
+
+fn layout(conn: &Connection) -> Result<Layout, rusqlite::Error> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?;
+    let tables: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let ours = tables.iter().any(|t| t == "checkpoints");
+    Ok(match (version, tables.is_empty(), ours) {
+        (0, true, _) => Layout::Empty,
+        (VERSION, _, true) => Layout::Current,
+        (2, _, true) => Layout::Two,
+        _ => Layout::Other { version, tables },
+    })
+}
+
 impl SqliteStore {
-    /// Opens (creating if needed) the store at `path`, and its parent directory.
+    /// Opens (creating if needed) the store at `path`, and its parent directory. A
+    /// file that is not a store of this layout (another program's database, a store of
+    /// another version) is refused unchanged; an empty file becomes a store in one
+    /// transaction, so a process killed meanwhile leaves an empty file, not half a store.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Create {
@@ -93,42 +124,112 @@ impl SqliteStore {
             })?;
         }
         let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let refuse = |layout: Layout| match layout {
+            Layout::Other { version, tables }
+                if version == 0 || !tables.iter().any(|t| t == "checkpoints") =>
+            {
+                StoreError::Foreign {
+                    path: path.to_path_buf(),
+                    tables,
+                }
+            }
+            Layout::Other { version, .. } => StoreError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                expected: VERSION,
+            },
+            _ => unreachable!("only Other is refused"),
+        };
+        match retry_busy(|| layout(&conn))? {
+            Layout::Current => {}
+            l @ Layout::Other { .. } => return Err(refuse(l)),
+            Layout::Empty | Layout::Two => {
+                // Under the write lock, looked at again: a concurrent first open may
+                // have made the store meanwhile.
+                retry_busy(|| {
+                    let tx = rusqlite::Transaction::new_unchecked(
+                        &conn,
+                        rusqlite::TransactionBehavior::Immediate,
+                    )?;
+                    match layout(&tx)? {
+                        Layout::Empty => {
+                            tx.execute_batch(SCHEMA)?;
+                            tx.execute_batch(CATALOG)?;
+                            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+                            tx.pragma_update(None, "user_version", VERSION)?;
+                        }
+                        Layout::Two => {
+                            tx.execute_batch(MIGRATE_2_TO_3)?;
+                            tx.execute_batch(CATALOG)?;
+                            tx.pragma_update(None, "user_version", VERSION)?;
+                        }
+                        _ => {}
+                    }
+                    tx.commit()
+                })?;
+                if let l @ Layout::Other { .. } = retry_busy(|| layout(&conn))? {
+                    return Err(refuse(l));
+                }
+            }
+        }
+        // Only a store of ours is switched to WAL.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // A store written by another layout is refused rather than half-read or altered.
-        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        let tables: i64 = conn.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'",
-            [],
-            |r| r.get(0),
-        )?;
-        match (version, tables) {
-            (VERSION, _) => {
-                conn.execute_batch(SCHEMA)?;
-                conn.execute_batch(CATALOG)?;
-            }
-            (0, 0) => {
-                let tx = conn.unchecked_transaction()?;
-                tx.execute_batch(SCHEMA)?;
-                tx.execute_batch(CATALOG)?;
-                tx.pragma_update(None, "user_version", VERSION)?;
-                tx.commit()?;
-            }
-            // An older layout this version knows how to bring forward, in one
-            // transaction: a failure leaves the file as it was.
-            (2, _) => {
-                let tx = conn.unchecked_transaction()?;
-                tx.execute_batch(MIGRATE_2_TO_3)?;
-                tx.execute_batch(CATALOG)?;
-                tx.pragma_update(None, "user_version", VERSION)?;
-                tx.commit()?;
-            }
-            (found, _) => {
+        let mut locks = path.as_os_str().to_owned();
+        locks.push(".locks");
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            locks: PathBuf::from(locks),
+        })
+    }
+
+    /// Opens an existing store to read it only (a read-only file or mount): `state`
+    /// and `history` work, anything that writes fails.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some(format!("`{}` does not exist", path.display())),
+            )));
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let uri = |extra: &str| format!("file:{}?mode=ro{extra}", path.display());
+        // A WAL store needs its shared-memory file; on a read-only mount that cannot be
+        // made, the file is read as it is (`immutable`).
+        let conn = Connection::open_with_flags(uri(""), flags)
+            .and_then(|c| layout(&c).map(|_| c))
+            .or_else(|_| Connection::open_with_flags(uri("&immutable=1"), flags))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        match layout(&conn)? {
+            Layout::Current => {}
+            Layout::Two => {
                 return Err(StoreError::Version {
                     path: path.to_path_buf(),
-                    found,
+                    found: 2,
                     expected: VERSION,
+                });
+            }
+            Layout::Empty => {
+                return Err(StoreError::Foreign {
+                    path: path.to_path_buf(),
+                    tables: Vec::new(),
+                });
+            }
+            Layout::Other { version, tables } => {
+                return Err(if tables.iter().any(|t| t == "checkpoints") {
+                    StoreError::Version {
+                        path: path.to_path_buf(),
+                        found: version,
+                        expected: VERSION,
+                    }
+                } else {
+                    StoreError::Foreign {
+                        path: path.to_path_buf(),
+                        tables,
+                    }
                 });
             }
         }
@@ -142,6 +243,38 @@ impl SqliteStore {
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How long one statement waits for another process's write lock.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a write keeps trying, with backoff, while other processes hold the store:
+/// contention alone does not fail a step.
+const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+/// Marks a SQLite file as Switchyard's (`PRAGMA application_id`): "SWYD".
+const APPLICATION_ID: i64 = 0x5357_5944;
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs `f` again, with a growing pause, while it fails because another process holds
+/// the store, for up to [`BUSY_PATIENCE`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T, rusqlite::Error>) -> Result<T, rusqlite::Error> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -160,16 +293,16 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Checkpoint, Stor
         u64::try_from(n).map_err(|_| corrupt(thread, format!("`{name}` is {n}")))
     };
     let json = |text: Option<String>, name: &str| -> Result<Option<Json>, StoreError> {
-        text.map(|t| serde_json::from_str(&t))
+        text.map(|t| parse_deep(&t))
             .transpose()
             .map_err(|e| corrupt(thread, format!("`{name}`: {e}")))
     };
     let writes: String = row.get(5)?;
     let writes: Vec<Write> =
-        serde_json::from_str(&writes).map_err(|e| corrupt(thread, format!("`writes`: {e}")))?;
+        parse_deep(&writes).map_err(|e| corrupt(thread, format!("`writes`: {e}")))?;
     let pending: Option<String> = row.get(7)?;
     let pending: Option<Pending> = pending
-        .map(|p| serde_json::from_str(&p))
+        .map(|p| parse_deep(&p))
         .transpose()
         .map_err(|e| corrupt(thread, format!("`pending`: {e}")))?;
     let status: String = row.get(6)?;
@@ -198,6 +331,17 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Checkpoint, Stor
     })
 }
 
+/// Reads a record's JSON however deep it is: values deeper than serde_json's default
+/// limit (128) were accepted before the depth of values was bounded, and their threads
+/// must still read.
+fn parse_deep<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
 fn corrupt(thread: &str, message: impl ToString) -> StoreError {
     StoreError::Corrupt {
         thread: thread.to_string(),
@@ -205,55 +349,91 @@ fn corrupt(thread: &str, message: impl ToString) -> StoreError {
     }
 }
 
+/// Inserts one record; a conflict is another process's record of the same position.
+fn insert(conn: &Connection, r: &Checkpoint) -> Result<(), StoreError> {
+    let writes = serde_json::to_string(&r.writes).map_err(|e| corrupt(&r.thread, e))?;
+    let pending = r
+        .pending
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(&r.thread, e))?;
+    let error = r.error.as_ref().map(Json::to_string);
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )?;
+    let done = stmt.execute(params![
+        &*r.thread,
+        int(r.seq),
+        int(r.run),
+        int(r.step),
+        r.node.as_deref(),
+        r.next.as_deref(),
+        writes,
+        r.status.name(),
+        pending,
+        r.outcome,
+        &*r.graph,
+        &*r.graph_hash,
+        int(r.tokens),
+        int(r.elapsed_ms),
+        int(r.at_ms),
+        r.limited,
+        error,
+        r.source.name(),
+    ]);
+    match done {
+        Ok(_) => Ok(()),
+        // Another process appended this thread's next record first: two runs of
+        // one thread at once. The later one stops rather than interleave.
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            Err(StoreError::Conflict {
+                thread: r.thread.to_string(),
+                seq: r.seq,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`retry_busy`] for store operations.
+fn patiently<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match f() {
+            Err(StoreError::Sqlite(e)) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Checkpointer for SqliteStore {
     fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
-        let writes = serde_json::to_string(&r.writes).map_err(|e| corrupt(&r.thread, e))?;
-        let pending = r
-            .pending
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| corrupt(&r.thread, e))?;
-        let error = r.error.as_ref().map(Json::to_string);
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, graph_hash, tokens, elapsed_ms, at_ms, limited, error, source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-        )?;
-        let done = stmt.execute(params![
-            &*r.thread,
-            int(r.seq),
-            int(r.run),
-            int(r.step),
-            r.node.as_deref(),
-            r.next.as_deref(),
-            writes,
-            r.status.name(),
-            pending,
-            r.outcome,
-            &*r.graph,
-            &*r.graph_hash,
-            int(r.tokens),
-            int(r.elapsed_ms),
-            int(r.at_ms),
-            r.limited,
-            error,
-            r.source.name(),
-        ]);
-        match done {
-            Ok(_) => Ok(()),
-            // Another process appended this thread's next record first: two runs of
-            // one thread at once. The later one stops rather than interleave.
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                Err(StoreError::Conflict {
-                    thread: r.thread.to_string(),
-                    seq: r.seq,
-                })
+        patiently(|| insert(&conn, &r))
+    }
+
+    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        let conn = self.conn();
+        // One transaction: a copy killed part-way leaves nothing, not a partial thread.
+        patiently(|| {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            for r in &records {
+                insert(&tx, r)?;
             }
-            Err(e) => Err(e.into()),
-        }
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
@@ -263,9 +443,23 @@ impl Checkpointer for SqliteStore {
         ))?;
         let thread_arc: Arc<str> = Arc::from(thread);
         let rows = stmt.query_map([thread], |row| Ok(decode(&thread_arc, row)))?;
-        let mut out = Vec::new();
+        let mut out: Vec<Checkpoint> = Vec::new();
         for row in rows {
-            out.push(row??);
+            let r = row??;
+            // Records are numbered from 0 without a gap; a missing one would make the
+            // replay skip its writes and resume from the wrong step.
+            let want = out.len() as u64;
+            if r.seq != want {
+                return Err(corrupt(
+                    thread,
+                    if r.seq > want + 1 {
+                        format!("records {want} to {} are missing", r.seq - 1)
+                    } else {
+                        format!("record {want} is missing")
+                    },
+                ));
+            }
+            out.push(r);
         }
         Ok(out)
     }
@@ -296,18 +490,20 @@ impl Checkpointer for SqliteStore {
 
     fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
         let conn = self.conn();
-        // Expired entries go when new ones come, so the table holds what can still hit.
-        conn.execute(
-            "DELETE FROM llm_cache WHERE expires_ms <= ?1",
-            [std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64)],
-        )?;
-        conn.execute(
-            "INSERT OR REPLACE INTO llm_cache (key, value, expires_ms) VALUES (?1, ?2, ?3)",
-            params![key, value.to_string(), int(expires_ms)],
-        )?;
-        Ok(())
+        patiently(|| {
+            // Expired entries go when new ones come, so the table holds what can still hit.
+            conn.execute(
+                "DELETE FROM llm_cache WHERE expires_ms <= ?1",
+                [std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64)],
+            )?;
+            conn.execute(
+                "INSERT OR REPLACE INTO llm_cache (key, value, expires_ms) VALUES (?1, ?2, ?3)",
+                params![key, value.to_string(), int(expires_ms)],
+            )?;
+            Ok(())
+        })
     }
 
     fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
@@ -344,11 +540,22 @@ impl Checkpointer for SqliteStore {
                 Ok(Claim::holding(file))
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
+                // The owner writes its pid just after it locks: a loser that reads in
+                // between looks again, briefly, so it names the real owner.
+                let mut pid = 0;
+                for _ in 0..50 {
+                    let mut text = String::new();
+                    let _ =
+                        std::fs::File::open(&path).and_then(|mut f| f.read_to_string(&mut text));
+                    if let Ok(p) = text.trim().parse::<u32>() {
+                        pid = p;
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
                 Err(StoreError::Claimed {
                     thread: thread.to_string(),
-                    pid: text.trim().parse().unwrap_or(0),
+                    pid,
                 })
             }
             Err(std::fs::TryLockError::Error(source)) => Err(lock_error(source)),
@@ -356,30 +563,41 @@ impl Checkpointer for SqliteStore {
     }
 
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
-        self.conn().execute(
-            "DELETE FROM checkpoints WHERE thread = ?1 AND seq >= ?2",
-            params![thread, int(seq)],
-        )?;
-        Ok(())
+        let conn = self.conn();
+        patiently(|| {
+            conn.execute(
+                "DELETE FROM checkpoints WHERE thread = ?1 AND seq >= ?2",
+                params![thread, int(seq)],
+            )?;
+            Ok(())
+        })
     }
 
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
-        let mut conn = self.conn();
+        let conn = self.conn();
         // All of it or none of it: a half-deleted thread would be unreadable.
-        let tx = conn.transaction()?;
-        tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [thread])?;
-        tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
-        tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
-        tx.commit()?;
-        Ok(())
+        patiently(|| {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [thread])?;
+            tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
+            tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn put_thread(&self, t: &ThreadRecord) -> Result<(), StoreError> {
-        self.conn().execute(
-            "INSERT OR REPLACE INTO threads (id, created_ms, updated_ms, metadata) VALUES (?1, ?2, ?3, ?4)",
-            params![t.id, int(t.created_ms), int(t.updated_ms), t.metadata.to_string()],
-        )?;
-        Ok(())
+        let conn = self.conn();
+        patiently(|| {
+            conn.execute(
+                "INSERT OR REPLACE INTO threads (id, created_ms, updated_ms, metadata) VALUES (?1, ?2, ?3, ?4)",
+                params![t.id, int(t.created_ms), int(t.updated_ms), t.metadata.to_string()],
+            )?;
+            Ok(())
+        })
     }
 
     fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
@@ -402,7 +620,9 @@ impl Checkpointer for SqliteStore {
     }
 
     fn put_run(&self, r: &RunRecord) -> Result<(), StoreError> {
-        self.conn().execute(
+        let conn = self.conn();
+        patiently(|| {
+            conn.execute(
             "INSERT OR REPLACE INTO runs (id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
@@ -419,7 +639,8 @@ impl Checkpointer for SqliteStore {
                 r.first_seq.map(int),
             ],
         )?;
-        Ok(())
+            Ok(())
+        })
     }
 
     fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
@@ -441,9 +662,11 @@ impl Checkpointer for SqliteStore {
     }
 
     fn delete_run(&self, run: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute("DELETE FROM runs WHERE id = ?1", [run])?;
-        Ok(())
+        let conn = self.conn();
+        patiently(|| {
+            conn.execute("DELETE FROM runs WHERE id = ?1", [run])?;
+            Ok(())
+        })
     }
 
     fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {

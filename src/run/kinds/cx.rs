@@ -14,6 +14,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// What a node's work sees: the graph, the state, its node, the clients.
 pub(crate) struct NodeCx<'a> {
+    /// The run's stop: a node that waits to try again gives up when it is asked.
+    pub(crate) stop: &'a crate::run::StopHandle,
     pub(crate) graph: &'a Arc<Graph>,
     pub(crate) state: &'a State,
     pub(crate) node: &'a Node,
@@ -53,9 +55,18 @@ impl NodeCx<'_> {
     }
 
     pub(crate) fn render(&self, name: &str) -> Result<String, String> {
-        self.graph
+        let text = self
+            .graph
             .render(name, self.scope(None))
-            .map_err(|e| jinja_error(&e))
+            .map_err(|e| jinja_error(&e))?;
+        if text.len() > crate::run::state::MAX_VALUE_BYTES {
+            return Err(format!(
+                "the template `{name}` rendered {} bytes; at most {} MiB are taken",
+                text.len(),
+                crate::run::state::MAX_VALUE_BYTES >> 20
+            ));
+        }
+        Ok(text)
     }
 
     pub(crate) fn value(&self, tpl: &ValueTpl) -> Result<Json, String> {

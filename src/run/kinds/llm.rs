@@ -80,6 +80,12 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         let start = Instant::now();
         let reply = match send(cx, &request).await {
             Ok(r) => r,
+            Err((LlmError::Stopped, _)) => {
+                return Step::Abandoned {
+                    tokens,
+                    writes: Vec::new(),
+                };
+            }
             Err((e, tries)) => {
                 let message = if tries > 1 {
                     format!("{e} (after {tries} attempts)")
@@ -284,9 +290,14 @@ async fn send(cx: &NodeCx<'_>, request: &LlmRequest) -> Result<LlmReply, (LlmErr
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let result = match tokio::time::timeout(timeout, cx.llm.complete(request, &sink)).await {
-            Ok(r) => r,
-            Err(_) => Err(LlmError::Timeout(timeout)),
+        // A request is abandoned when the run is asked to stop: it has no effect
+        // but its cost, and the node runs again on the resume.
+        let result = tokio::select! {
+            r = tokio::time::timeout(timeout, cx.llm.complete(request, &sink)) => match r {
+                Ok(r) => r,
+                Err(_) => Err(LlmError::Timeout(timeout)),
+            },
+            () = cx.stop.asked() => return Err((LlmError::Stopped, attempt)),
         };
         match result {
             Ok(reply) => return Ok(reply),
@@ -295,7 +306,10 @@ async fn send(cx: &NodeCx<'_>, request: &LlmRequest) -> Result<LlmReply, (LlmErr
                 if asked > MAX_RETRY_AFTER {
                     return Err((e, attempt));
                 }
-                tokio::time::sleep(backoff(&policy, attempt).max(asked)).await;
+                tokio::select! {
+                    () = tokio::time::sleep(backoff(&policy, attempt).max(asked)) => {}
+                    () = cx.stop.asked() => return Err((LlmError::Stopped, attempt)),
+                }
             }
             Err(e) => return Err((e, attempt)),
         }

@@ -146,8 +146,20 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             }
             match reply {
                 Err(e) if e.transient && attempt < attempts => {
+                    // The call that ran is done (a tool may have acted); a stop asked
+                    // meanwhile, or during the wait, runs no other try.
                     let r = retry.as_ref().expect("attempts > 1 means a retry policy");
-                    tokio::time::sleep(backoff(r, attempt)).await;
+                    let stopped = cx.stop.is_asked()
+                        || tokio::select! {
+                            () = tokio::time::sleep(backoff(r, attempt)) => false,
+                            () = cx.stop.asked() => true,
+                        };
+                    if stopped {
+                        return Step::Abandoned {
+                            tokens: 0,
+                            writes: audits,
+                        };
+                    }
                 }
                 other => break other,
             }

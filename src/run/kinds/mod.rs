@@ -26,6 +26,13 @@ pub(crate) enum Step {
     },
     /// The node pauses the run for a person.
     Pause { payload: Json },
+    /// A stop was asked while the node waited to try again: it did not complete. The
+    /// run stops before it (a resume runs it again); `writes` (the audit records of
+    /// its attempts) stand.
+    Abandoned {
+        tokens: u64,
+        writes: Vec<(FieldId, Json)>,
+    },
     /// The node failed; `on_error` decides what happens. `writes` must stand all the
     /// same (the audit records of an `mcp_call`'s attempts): they go through the
     /// reducers, and `set` does not run.

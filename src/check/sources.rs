@@ -1,0 +1,63 @@
+//! Every expression and inline template a graph file holds, in the order written, for
+//! the passes that read them all.
+
+use crate::spec::{GraphSpec, KindSpec, Sp};
+
+/// One expression or inline template of a graph file.
+pub(crate) enum Source<'a> {
+    /// An expression; `result` says whether it may read `result` (it runs after the
+    /// node's work: `set`, an llm node's `fallback` and `cache.key`).
+    Expr {
+        text: &'a Sp<String>,
+        result: bool,
+    },
+    Template(&'a Sp<String>),
+}
+
+pub(crate) fn sources(spec: &GraphSpec) -> Vec<Source<'_>> {
+    let mut out = Vec::new();
+    let expr = |text, result| Source::Expr { text, result };
+    for node in &spec.nodes {
+        out.extend(node.only_if.iter().map(|e| expr(e, false)));
+        out.extend(node.set.iter().map(|(_, e)| expr(e, true)));
+        if let Some(route) = &node.route {
+            let conds = route.on.iter().chain(route.when.iter().map(|w| &w.cond));
+            out.extend(conds.map(|e| expr(e, false)));
+        }
+        match &node.body {
+            KindSpec::Llm(l) => {
+                let exprs = l.fallback.iter().chain(l.cache.as_ref().map(|c| &c.key));
+                out.extend(exprs.map(|e| expr(e, true)));
+            }
+            KindSpec::Mcp(m) => {
+                for call in &m.calls {
+                    out.push(Source::Template(&call.tool));
+                    out.extend(
+                        call.args
+                            .iter()
+                            .flat_map(|a| a.exprs())
+                            .map(|e| expr(e, false)),
+                    );
+                }
+            }
+            KindSpec::Policy(p) => {
+                for rule in &p.rules {
+                    out.push(expr(&rule.when, false));
+                    out.extend(rule.reason.iter().map(Source::Template));
+                }
+                out.extend(p.default_reason.iter().map(Source::Template));
+            }
+            KindSpec::Interrupt(i) => {
+                out.extend(
+                    i.payload
+                        .iter()
+                        .flat_map(|p| p.exprs())
+                        .map(|e| expr(e, false)),
+                );
+            }
+            KindSpec::Finalize(f) => out.extend(f.response.iter().map(Source::Template)),
+            KindSpec::Set => {}
+        }
+    }
+    out
+}
