@@ -120,7 +120,12 @@ impl Diagnostic {
         };
         let text = term::emit_into_string(&config, sources.files(), &cs)
             .unwrap_or_else(|_| format!("error: {}\n", self.message));
-        format!("{}\n", text.trim_end())
+        let mut out = String::with_capacity(text.len().min(8 << 10));
+        for line in text.trim_end().lines() {
+            out.push_str(&cut_snippet(line));
+            out.push('\n');
+        }
+        out
     }
 
     /// The machine-readable form used by `validate --format json`.
@@ -159,6 +164,29 @@ pub struct JsonDiagnostic {
     pub help: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// Source lines (and the caret lines under them) longer than this many characters are
+/// cut: a generated one-line template of megabytes would otherwise fill the terminal.
+const MAX_SNIPPET_CHARS: usize = 200;
+
+/// `line` cut to [`MAX_SNIPPET_CHARS`] when it is a snippet line (`12 | ...`, `  | ^^^`).
+fn cut_snippet(line: &str) -> std::borrow::Cow<'_, str> {
+    let gutter = line
+        .trim_start()
+        .trim_start_matches(|c: char| c.is_ascii_digit());
+    let is_snippet = gutter.starts_with(" |") || gutter.starts_with('|');
+    match line.char_indices().nth(MAX_SNIPPET_CHARS) {
+        Some((cut, _)) if is_snippet => {
+            // A caret line keeps its label, after the cut carets.
+            let label = match line.rfind('^') {
+                Some(last) if last >= cut => &line[last + 1..],
+                _ => "",
+            };
+            format!("{} ...{label}", &line[..cut]).into()
+        }
+        _ => line.into(),
+    }
 }
 
 /// Orders diagnostics by file and position so output is stable and reads top to bottom.

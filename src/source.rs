@@ -82,6 +82,8 @@ pub enum FileProblem {
     Outside(PathBuf),
     #[error("it is not a regular file")]
     NotAFile,
+    #[error("it is in `{0}`, the kernel's view of the system, not a file of a graph")]
+    Kernel(&'static str),
     #[error("it has {0} bytes; at most {MAX_FILE_BYTES} are read")]
     TooLarge(u64),
     #[error("{}", .0.to_string().to_lowercase())]
@@ -116,12 +118,20 @@ pub fn read_graph_file(
         }
     }
     let meta = std::fs::metadata(&full)?;
+    let real = std::fs::canonicalize(&full)?;
     if !outside {
-        let real = std::fs::canonicalize(&full)?;
         let base = std::fs::canonicalize(root)?;
         if !real.starts_with(&base) {
             return Err(FileProblem::Outside(real));
         }
+    }
+    // Files there look regular and empty, and hold secrets (`/proc/self/environ`)
+    // that an error would quote: never read, whatever the opt-in.
+    if let Some(kernel) = ["/proc", "/sys", "/dev"]
+        .into_iter()
+        .find(|k| real.starts_with(k))
+    {
+        return Err(FileProblem::Kernel(kernel));
     }
     if !meta.is_file() {
         return Err(FileProblem::NotAFile);

@@ -146,3 +146,174 @@ fn mutated_examples_never_panic() {
         "only {diagnosed} mutations were diagnosed"
     );
 }
+
+/// Chains that nest an expression one level per link: what overflowed the parser's
+/// stack before sources were measured.
+const CHAINS: &[(&str, &str, &str)] = &[
+    ("not ", "", "true"),
+    ("", " + 1", "1"),
+    ("", " ~ 'a'", "'a'"),
+    ("", " | abs", "1"),
+    ("", ".a", "run"),
+    ("1 if true else ", "", "1"),
+    ("(", ")", "1"),
+    ("[", "]", "1"),
+    ("-", "", "1"),
+    ("", " and true", "true"),
+    ("", "[0]", "run"),
+    ("{", ": 1}", "'k'"),
+];
+
+/// Lengths around the limits, and far past them.
+const LENGTHS: &[usize] = &[1, 7, 99, 100, 101, 500, 999, 1_000, 1_001, 4_000, 30_000];
+
+/// Paths a graph might name for a prompt or schema: fine, outside the root, special.
+const PATHS: &[&str] = &[
+    "ok.json",
+    "prompt.j2",
+    "prompt.j2",
+    "../outside.json",
+    "/dev/zero",
+    "/proc/self/environ",
+    "/etc/passwd",
+    "link.json",
+    "fifo.json",
+    "big.json",
+    "missing.json",
+    "sub/../ok.json",
+    "sub/../../outside.json",
+    "",
+    ".",
+];
+
+fn chain(rng: &mut Rng) -> String {
+    let (open, close, atom) = CHAINS[rng.below(CHAINS.len())];
+    let n = LENGTHS[rng.below(LENGTHS.len())];
+    let mut out = String::with_capacity((open.len() + close.len()) * n + atom.len());
+    for _ in 0..n {
+        out.push_str(open);
+    }
+    out.push_str(atom);
+    for _ in 0..n {
+        out.push_str(close);
+    }
+    out
+}
+
+fn template(rng: &mut Rng) -> String {
+    let n = LENGTHS[rng.below(LENGTHS.len())];
+    match rng.below(3) {
+        0 => format!("{{{{ {} }}}}", chain(rng)),
+        1 => format!("{}x{}", "{% if true %}".repeat(n), "{% endif %}".repeat(n)),
+        _ => format!(
+            "{}{{{{ {} }}}}{}",
+            "{% for i in [1] %}".repeat(n.min(200)),
+            chain(rng),
+            "{% endfor %}".repeat(n.min(200))
+        ),
+    }
+}
+
+/// A graph with hostile expressions, templates and paths in random places.
+fn hostile_graph(rng: &mut Rng) -> (String, String, bool) {
+    let expr = chain(rng);
+    let cond = chain(rng);
+    let response = template(rng);
+    let prompt_path = PATHS[rng.below(PATHS.len())];
+    let schema_path = PATHS[rng.below(PATHS.len())];
+    let outside = rng.below(2) == 0;
+    let allow = if outside {
+        "allow_outside_root = true\n"
+    } else {
+        ""
+    };
+    let graph = format!(
+        r#"[graph]
+name = "hostile"
+entry = "a"
+{allow}
+[llm]
+model = "m"
+
+[state.b]
+type = "json?"
+
+[state.c]
+type = "json?"
+schema = {schema_path:?}
+
+[nodes.a]
+kind = "set"
+set = {{ b = {expr:?} }}
+[nodes.a.route]
+when = [{{ case = "x", if = {cond:?}, to = "think" }}]
+default = "done"
+
+[nodes.think]
+kind = "llm_structured"
+prompt = {prompt_path:?}
+schema = "ok.json"
+output = "c"
+next = "done"
+
+[nodes.done]
+kind = "finalize"
+outcome = "done"
+response = {response:?}
+"#
+    );
+    (graph, template(rng), outside)
+}
+
+/// Generated graphs with expressions, templates and paths built to break the loader
+/// and checker go through validate and render on a 2 MiB stack: each ends in
+/// diagnostics, never a crash, a hang or a read outside the graph's directory unless
+/// the graph opts in. The
+/// cases come from a fixed seed and their number is bounded, so CI time is too.
+#[test]
+fn hostile_generated_graphs_end_in_diagnostics() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("graph");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("ok.json"), r#"{ "type": "object" }"#).unwrap();
+    std::fs::write(dir.path().join("outside.json"), "{}").unwrap();
+    std::fs::write(root.join("big.json"), " ".repeat((1 << 20) + 10)).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("link.json")).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(root.join("fifo.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let graph_path = root.join("g.toml");
+    let prompt_path = root.join("prompt.j2");
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let mut rng = Rng(0x0dd_ba11_cafe_f00d);
+            for case in 0..250 {
+                let (graph, prompt, outside) = hostile_graph(&mut rng);
+                std::fs::write(&prompt_path, &prompt).unwrap();
+                let mut sources = Sources::new();
+                let v = validate_str(&graph_path, &graph, &mut sources);
+                let mut shown = String::new();
+                for d in &v.diagnostics {
+                    shown.push_str(&d.render(&sources));
+                    let _ = d.to_json(&sources);
+                }
+                if let Some(spec) = &v.spec {
+                    let _ = render(spec, Format::Dot);
+                    let _ = render(spec, Format::Mermaid);
+                }
+                // Only `allow_outside_root` reads outside, and never the kernel's files.
+                assert!(
+                    (outside || !shown.contains("root:x:0:0")) && !shown.contains("PATH="),
+                    "case {case} quoted a file outside its root:\n{shown}"
+                );
+            }
+        })
+        .unwrap()
+        .join()
+        .expect("the checker does not crash");
+}

@@ -54,7 +54,7 @@ fn read(cx: &mut Cx<'_>, path: &Sp<String>, what: &str) -> Option<(String, Strin
                         "a graph reads only files under its root, `{root}`; to share files from elsewhere, set `allow_outside_root = true` in `[graph]`"
                     ),
                 ),
-                FileProblem::NotAFile | FileProblem::TooLarge(_) => (
+                FileProblem::NotAFile | FileProblem::TooLarge(_) | FileProblem::Kernel(_) => (
                     "bad-file",
                     format!(
                         "prompts and schemas are regular files of at most {} bytes",

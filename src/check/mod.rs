@@ -65,7 +65,11 @@ fn too_complex(cx: &mut Cx<'_>) -> bool {
                 format!("this {what} is too complex to check"),
             )
             .with_label(why)
-            .with_help("split it into several `set` expressions, or compute the value in a node");
+            .with_help(if template {
+                "split it into smaller templates, or compute the value in a node"
+            } else {
+                "split it into several `set` expressions, or compute the value in a node"
+            });
         }
     }
     found

@@ -36,12 +36,34 @@ impl MemoryStore {
 
 impl Checkpointer for MemoryStore {
     fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
+        self.append_all(vec![record])
+    }
+
+    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
         let mut threads = self.lock();
-        match threads.get_mut(&*record.thread) {
-            Some(records) => records.push(record),
-            None => {
-                threads.insert(record.thread.to_string(), vec![record]);
+        // Checked before anything is written: all of the records or none, and a seq
+        // already taken is a conflict, as in SQLite.
+        let mut next: HashMap<&str, u64> = HashMap::new();
+        for r in &records {
+            let taken = next.entry(&r.thread).or_insert_with(|| {
+                threads
+                    .get(&*r.thread)
+                    .and_then(|v| v.last())
+                    .map_or(0, |last| last.seq + 1)
+            });
+            if r.seq < *taken {
+                return Err(StoreError::Conflict {
+                    thread: r.thread.to_string(),
+                    seq: r.seq,
+                });
             }
+            *taken = r.seq + 1;
+        }
+        for record in records {
+            threads
+                .entry(record.thread.to_string())
+                .or_default()
+                .push(record);
         }
         Ok(())
     }

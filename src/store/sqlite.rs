@@ -83,6 +83,9 @@ UPDATE checkpoints SET source = 'input' WHERE node IS NULL AND status = 'running
     AND seq = (SELECT min(c.seq) FROM checkpoints c WHERE c.thread = checkpoints.thread AND c.run = checkpoints.run);
 ";
 
+/// Every table a store has.
+const OUR_TABLES: [&str; 4] = ["checkpoints", "llm_cache", "runs", "threads"];
+
 /// What a file is, as a store: read before anything is written to it.
 enum Layout {
     /// Nothing in it yet (a new or empty file).
@@ -91,6 +94,9 @@ enum Layout {
     Current,
     /// A store of layout 2, which this version brings forward.
     Two,
+    /// Only some of our tables, all empty, and no version: a store whose creation an
+    /// earlier Switchyard did not finish (killed part-way). Made again from scratch.
+    Unfinished,
     /// Another program's database, or a store of a layout this version does not read.
     Other { version: i64, tables: Vec<String> },
 }
@@ -103,6 +109,18 @@ fn layout(conn: &Connection) -> Result<Layout, rusqlite::Error> {
         .query_map([], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
     let ours = tables.iter().any(|t| t == "checkpoints");
+    let only_ours = tables.iter().all(|t| OUR_TABLES.contains(&t.as_str()));
+    if version == 0 && !tables.is_empty() && only_ours {
+        let mut rows = 0i64;
+        for t in &tables {
+            rows += conn.query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+        }
+        if rows == 0 {
+            return Ok(Layout::Unfinished);
+        }
+    }
     Ok(match (version, tables.is_empty(), ours) {
         (0, true, _) => Layout::Empty,
         (VERSION, _, true) => Layout::Current,
@@ -144,7 +162,7 @@ impl SqliteStore {
         match retry_busy(|| layout(&conn))? {
             Layout::Current => {}
             l @ Layout::Other { .. } => return Err(refuse(l)),
-            Layout::Empty | Layout::Two => {
+            Layout::Empty | Layout::Two | Layout::Unfinished => {
                 // Under the write lock, looked at again: a concurrent first open may
                 // have made the store meanwhile.
                 retry_busy(|| {
@@ -153,7 +171,10 @@ impl SqliteStore {
                         rusqlite::TransactionBehavior::Immediate,
                     )?;
                     match layout(&tx)? {
-                        Layout::Empty => {
+                        Layout::Empty | Layout::Unfinished => {
+                            for t in OUR_TABLES {
+                                tx.execute_batch(&format!("DROP TABLE IF EXISTS {t}"))?;
+                            }
                             tx.execute_batch(SCHEMA)?;
                             tx.execute_batch(CATALOG)?;
                             tx.pragma_update(None, "application_id", APPLICATION_ID)?;
@@ -212,7 +233,7 @@ impl SqliteStore {
                     expected: VERSION,
                 });
             }
-            Layout::Empty => {
+            Layout::Empty | Layout::Unfinished => {
                 return Err(StoreError::Foreign {
                     path: path.to_path_buf(),
                     tables: Vec::new(),

@@ -96,6 +96,12 @@ impl NodeCx<'_> {
 }
 
 pub(crate) fn jinja_error(e: &minijinja::Error) -> String {
+    if e.kind() == minijinja::ErrorKind::OutOfFuel {
+        return format!(
+            "it did more work than one evaluation may ({} instructions); a loop this long belongs in a tool",
+            crate::jinja::MAX_FUEL
+        );
+    }
     match e.detail() {
         Some(d) => format!("{}: {d}", e.kind()),
         None => e.kind().to_string(),
