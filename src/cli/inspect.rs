@@ -144,7 +144,8 @@ pub(crate) fn fork(
 
 fn print_json(doc: &Json) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, doc)?;
+    // As an io::Error, so a closed pipe (`| head`) is recognised and not reported.
+    serde_json::to_writer_pretty(&mut out, doc).map_err(std::io::Error::from)?;
     writeln!(out)?;
     out.flush()?;
     Ok(exit::OK)

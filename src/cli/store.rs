@@ -13,21 +13,6 @@ pub(crate) enum StoreArg {
 /// under the working directory.
 pub(crate) const DEFAULT_STORE: &str = "sqlite:.switchyard/checkpoints.db";
 
-/// An error that says the store cannot be written where it is.
-fn read_only(e: &switchyard::store::StoreError) -> bool {
-    use switchyard::store::StoreError;
-    match e {
-        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
-            f.code,
-            rusqlite::ErrorCode::ReadOnly
-                | rusqlite::ErrorCode::CannotOpen
-                | rusqlite::ErrorCode::PermissionDenied
-        ),
-        StoreError::Create { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
-        _ => false,
-    }
-}
-
 impl std::str::FromStr for StoreArg {
     type Err = String;
 
@@ -53,7 +38,9 @@ impl StoreArg {
         match self {
             StoreArg::Sqlite(path) => match SqliteStore::open(path) {
                 Ok(s) => Ok(Arc::new(s)),
-                Err(e) if read_only(&e) => Ok(Arc::new(SqliteStore::open_read_only(path)?)),
+                Err(switchyard::store::StoreError::ReadOnly { .. }) => {
+                    Ok(Arc::new(SqliteStore::open_read_only(path)?))
+                }
                 Err(e) => Err(e.into()),
             },
             StoreArg::Memory => self.open(),

@@ -153,8 +153,14 @@ pub struct Checkpoint {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    // Not `#[from]`: that would make the SQLite error the source too, and the
+    // command would print it twice ("caused by: ...").
     #[error("checkpoint store: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    #[error(
+        "checkpoint store `{path}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it"
+    )]
+    ReadOnly { path: std::path::PathBuf },
     #[error("checkpoint store: cannot create `{path}`")]
     Create {
         path: std::path::PathBuf,
@@ -195,6 +201,31 @@ pub enum StoreError {
         path: std::path::PathBuf,
         tables: Vec<String>,
     },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
+}
+
+impl StoreError {
+    /// The store cannot be written where it is; it may still be read.
+    fn is_read_only(&self) -> bool {
+        match self {
+            StoreError::ReadOnly { .. } => true,
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+                f.code,
+                rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::PermissionDenied
+            ),
+            StoreError::Create { source, .. } => {
+                source.kind() == std::io::ErrorKind::PermissionDenied
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Durable (or not) storage of checkpoint records.

@@ -135,6 +135,15 @@ impl SqliteStore {
     /// another version) is refused unchanged; an empty file becomes a store in one
     /// transaction, so a process killed meanwhile leaves an empty file, not half a store.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        match Self::open_writable(path) {
+            Err(e) if e.is_read_only() => Err(StoreError::ReadOnly {
+                path: path.to_path_buf(),
+            }),
+            other => other,
+        }
+    }
+
+    fn open_writable(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Create {
                 path: dir.to_path_buf(),
