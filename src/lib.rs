@@ -22,6 +22,7 @@
 
 pub mod check;
 pub mod diagnostic;
+mod fxhash;
 pub mod graph;
 pub mod host;
 pub mod jinja;

@@ -52,13 +52,13 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         exprs: Vec::new(),
         files: Vec::new(),
     };
-    let field_ids: HashMap<String, FieldId> = spec
+    let field_ids: crate::fxhash::FxHashMap<String, FieldId> = spec
         .state
         .iter()
         .enumerate()
         .map(|(i, f)| (f.name.get_ref().clone(), FieldId(i as u32)))
         .collect();
-    let node_ids: HashMap<String, NodeId> = spec
+    let node_ids: crate::fxhash::FxHashMap<String, NodeId> = spec
         .nodes
         .iter()
         .enumerate()

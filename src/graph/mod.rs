@@ -11,7 +11,6 @@ pub use exprs::ExprId;
 use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
 use exprs::Exprs;
 use minijinja::Value;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +42,8 @@ pub struct Graph {
     pub llm: LlmDefaults,
     pub(crate) exprs: Exprs,
     pub(crate) expr_sources: Vec<String>,
-    field_ids: HashMap<String, FieldId>,
-    node_ids: HashMap<String, NodeId>,
+    field_ids: crate::fxhash::FxHashMap<String, FieldId>,
+    node_ids: crate::fxhash::FxHashMap<String, NodeId>,
 }
 
 impl Graph {

@@ -155,6 +155,7 @@ impl Runner {
                 });
             }
         }
+        let payload = Arc::new(payload);
         let writes: Vec<_> = body
             .output
             .map(|f| vec![(f, payload.clone())])

@@ -11,7 +11,7 @@ use super::kinds::cx::{NodeCx, jinja_error};
 use super::kinds::llm::{LlmClient, NoLlm};
 use super::kinds::mcp::{NoTools, ToolClient};
 use super::kinds::{self, Step};
-use super::scope::{Scope, from_json, to_json};
+use super::scope::{RunInfo, Scope, to_json, view_of};
 use super::state::State;
 use crate::graph::{Body, ExprId, Graph, Next, Node, NodeId, Target};
 use crate::spec::Breakpoint;
@@ -168,7 +168,7 @@ pub(super) struct Live {
     pub(super) limited: bool,
     /// `run.error` as expressions see it: set when a failure takes `on_error`, seen by
     /// the node the run goes to, cleared when that node completes.
-    pub(super) error: Json,
+    pub(super) error: Arc<Json>,
     /// The node whose `before` breakpoint was just answered: it runs without pausing again.
     pub(super) past_breakpoint: Option<NodeId>,
 }
@@ -343,7 +343,9 @@ impl Runner {
         live.elapsed_before = Duration::ZERO;
         live.started = Instant::now();
         live.limited = false;
-        live.error = Json::Null;
+        if !live.error.is_null() {
+            live.error = Arc::new(Json::Null);
+        }
         live.past_breakpoint = None;
         let writes = self
             .write_fields(&mut live, fields)
@@ -425,14 +427,15 @@ impl Runner {
     }
 
     fn run_value(&self, live: &Live) -> Value {
-        from_json(json!({
-            "thread_id": &*live.thread,
-            "step": live.step,
-            "max_steps": self.max_steps(),
-            "tokens": live.tokens,
-            "elapsed_ms": live.elapsed().as_millis() as u64,
-            "error": live.error,
-        }))
+        Value::from_object(RunInfo {
+            thread: live.thread.clone(),
+            step: live.step,
+            max_steps: self.max_steps(),
+            tokens: live.tokens,
+            elapsed_before: live.elapsed_before,
+            started: live.started,
+            error: live.error.clone(),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -469,7 +472,7 @@ impl Runner {
             graph: self.graph_path.clone(),
             graph_hash: self.graph_hash.clone(),
             limited: live.limited,
-            error: (!live.error.is_null()).then(|| live.error.clone()),
+            error: (!live.error.is_null()).then(|| (*live.error).clone()),
             tokens: live.tokens,
             elapsed_ms: live.elapsed().as_millis() as u64,
             at_ms: now_ms(),
@@ -575,8 +578,15 @@ impl Runner {
             }
             live.step += 1;
             // Lets a Ctrl-C handler or an event printer on the same runtime run between
-            // nodes even when no node awaits anything (a loop of `set` nodes).
-            tokio::task::yield_now().await;
+            // nodes even when no node awaits anything (a loop of `set` nodes). Whoever
+            // follows the events may stop the run at the next node, so then every step
+            // yields; without them tokio's budget yields once every so many steps (a
+            // yield costs about as much as a `set` step).
+            if self.events.is_some() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::task::coop::consume_budget().await;
+            }
             match self.run_node(&mut live, id).await? {
                 Flow::Next(t) => next = t,
                 Flow::Return(outcome) => return Ok(outcome),
@@ -665,7 +675,7 @@ impl Runner {
             }
         }
         let step = match &node.body {
-            Body::Set => Step::done(Json::Null, Vec::new()),
+            Body::Set => Step::done(Arc::new(Json::Null), Vec::new()),
             Body::Policy(p) => kinds::policy::run(&cx, p),
             Body::Finalize(f) => kinds::finalize::run(&cx, f),
             Body::Interrupt(i) => kinds::interrupt::run(&cx, i),
@@ -692,7 +702,6 @@ impl Runner {
                 // and the run stops before it, to run it again on a resume.
                 let mut applied = Vec::with_capacity(writes.len());
                 for (field, value) in writes {
-                    let value = Arc::new(value);
                     if live.state.write(&self.graph, field, value.clone()).is_ok() {
                         applied.push(Write {
                             field: self.graph.field(field).name.clone(),
@@ -738,7 +747,6 @@ impl Runner {
                 // as the fields take it.
                 let mut applied = Vec::with_capacity(writes.len());
                 for (field, value) in writes {
-                    let value = Arc::new(value);
                     if live.state.write(&self.graph, field, value.clone()).is_ok() {
                         applied.push(Write {
                             field: self.graph.field(field).name.clone(),
@@ -805,7 +813,7 @@ impl Runner {
         });
         match node.on_error {
             Some(to) => {
-                live.error = json!({ "node": &*node.name, "message": message });
+                live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 self.record(
                     live,
                     Some(node),
@@ -824,7 +832,7 @@ impl Runner {
             }
             None => {
                 // The record says why the run failed, for whoever reads it later.
-                live.error = json!({ "node": &*node.name, "message": message });
+                live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 let id = self.graph.node_id(&node.name).map(Target::Node);
                 self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
                 self.emit_finished(live, "failed", None, None);
@@ -841,12 +849,11 @@ impl Runner {
         &self,
         live: &mut Live,
         node: &Node,
-        result: Json,
-        writes: Vec<(crate::graph::FieldId, Json)>,
+        result: Arc<Json>,
+        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
     ) -> Result<Vec<Write>, String> {
         let mut applied = Vec::with_capacity(writes.len() + node.set.len());
         for (field, value) in writes {
-            let value = Arc::new(value);
             live.state
                 .write(&self.graph, field, value.clone())
                 .map_err(|e| e.to_string())?;
@@ -858,7 +865,7 @@ impl Runner {
         if node.set.is_empty() {
             return Ok(applied);
         }
-        let result = from_json(result);
+        let result = view_of(result);
         let run = self.run_value(live);
         for (field, expr) in &node.set {
             let scope = Value::from_object(Scope {
@@ -960,7 +967,9 @@ impl Runner {
             writes: writes.iter().map(|w| w.field.clone()).collect(),
             skipped,
         });
-        live.error = Json::Null;
+        if !live.error.is_null() {
+            live.error = Arc::new(Json::Null);
+        }
         if let Some((outcome, response)) = finish {
             return self
                 .finish(live, Some((node, writes)), outcome, response)

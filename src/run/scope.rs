@@ -158,16 +158,136 @@ impl Object for JsonView {
     }
 }
 
+/// `run` as expressions see it: `{ thread_id, step, max_steps, tokens, elapsed_ms,
+/// error }`, read field by field when an expression asks, so a step whose expressions
+/// never read `run` pays one allocation for it and nothing else.
+#[derive(Debug)]
+pub(crate) struct RunInfo {
+    pub(crate) thread: Arc<str>,
+    pub(crate) step: u64,
+    pub(crate) max_steps: Option<u64>,
+    pub(crate) tokens: u64,
+    /// Wall time before this segment of the run, and when the segment started.
+    pub(crate) elapsed_before: std::time::Duration,
+    pub(crate) started: std::time::Instant,
+    pub(crate) error: Arc<Json>,
+}
+
+const RUN_KEYS: [&str; 6] = [
+    "thread_id",
+    "step",
+    "max_steps",
+    "tokens",
+    "elapsed_ms",
+    "error",
+];
+
+impl RunInfo {
+    fn elapsed_ms(&self) -> u64 {
+        (self.elapsed_before + self.started.elapsed()).as_millis() as u64
+    }
+
+    /// The whole object as JSON, as `run` renders and converts.
+    fn to_json(&self) -> Json {
+        let mut m = serde_json::Map::new();
+        m.insert("thread_id".into(), Json::from(&*self.thread));
+        m.insert("step".into(), Json::from(self.step));
+        m.insert(
+            "max_steps".into(),
+            self.max_steps.map_or(Json::Null, Json::from),
+        );
+        m.insert("tokens".into(), Json::from(self.tokens));
+        m.insert("elapsed_ms".into(), Json::from(self.elapsed_ms()));
+        m.insert("error".into(), (*self.error).clone());
+        Json::Object(m)
+    }
+}
+
+impl Object for RunInfo {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        Some(match key.as_str()? {
+            "thread_id" => Value::from(&*self.thread),
+            "step" => Value::from(self.step),
+            "max_steps" => self.max_steps.map_or(Value::from(()), Value::from),
+            "tokens" => Value::from(self.tokens),
+            "elapsed_ms" => Value::from(self.elapsed_ms()),
+            "error" => view(&self.error, Vec::new()),
+            _ => return None,
+        })
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&RUN_KEYS)
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(RUN_KEYS.len())
+    }
+
+    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_json())
+    }
+}
+
 /// Converts an evaluation result to JSON. Views are copied straight from their JSON;
 /// undefined becomes null.
 pub(crate) fn to_json(v: &Value) -> Result<Json, String> {
+    use minijinja::value::ValueKind;
     if let Some(view) = v.downcast_object_ref::<JsonView>() {
         return Ok(view.get().clone());
     }
-    if v.is_undefined() {
-        return Ok(Json::Null);
+    if let Some(run) = v.downcast_object_ref::<RunInfo>() {
+        return Ok(run.to_json());
+    }
+    // The common shapes directly, as minijinja's `Serialize` would give them: serde's
+    // detour through a serializer allocates at every level.
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => return Ok(Json::Null),
+        ValueKind::Bool => return Ok(Json::Bool(v.is_true())),
+        ValueKind::String => {
+            if let Some(s) = v.as_str() {
+                return Ok(Json::from(s));
+            }
+        }
+        ValueKind::Number if v.is_integer() => {
+            if let Some(i) = v.as_i64() {
+                return Ok(Json::from(i));
+            }
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            if let Some(items) = v.as_object().and_then(|o| o.try_iter()) {
+                return items
+                    .map(|item| to_json(&item))
+                    .collect::<Result<_, _>>()
+                    .map(Json::Array);
+            }
+        }
+        ValueKind::Map => {
+            if let Some(pairs) = v.as_object().and_then(|o| o.try_iter_pairs()) {
+                let mut map = serde_json::Map::new();
+                for (k, item) in pairs {
+                    // Keys other than strings take serde's way (it writes numbers as
+                    // strings, refuses others).
+                    let Some(k) = k.as_str() else {
+                        return serde_json::to_value(v).map_err(|e| e.to_string());
+                    };
+                    map.insert(k.to_string(), to_json(&item)?);
+                }
+                return Ok(Json::Object(map));
+            }
+        }
+        _ => {}
     }
     serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+/// Wraps shared JSON (a node's result) for expressions, without copying it.
+pub(crate) fn view_of(v: Arc<Json>) -> Value {
+    view(&v, Vec::new())
 }
 
 /// Wraps owned JSON (a node's result) for expressions.

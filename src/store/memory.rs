@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 /// Checkpoints in process memory: fast, gone when the process ends.
 #[derive(Default)]
 pub struct MemoryStore {
-    threads: Mutex<HashMap<String, Vec<Checkpoint>>>,
+    threads: Mutex<crate::fxhash::FxHashMap<String, Vec<Checkpoint>>>,
     /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
     cache: Mutex<HashMap<String, (Json, u64)>>,
     catalog: Mutex<Catalog>,
@@ -24,7 +24,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Vec<Checkpoint>>> {
+    fn lock(&self) -> MutexGuard<'_, crate::fxhash::FxHashMap<String, Vec<Checkpoint>>> {
         // A panic while holding the lock leaves whole records; keep serving them.
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -36,7 +36,20 @@ impl MemoryStore {
 
 impl Checkpointer for MemoryStore {
     fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
-        self.append_all(vec![record])
+        let mut threads = self.lock();
+        let records = match threads.get_mut(&*record.thread) {
+            Some(records) => records,
+            None => threads.entry(record.thread.to_string()).or_default(),
+        };
+        // A seq already taken is a conflict, as in SQLite.
+        if records.last().is_some_and(|last| record.seq <= last.seq) {
+            return Err(StoreError::Conflict {
+                thread: record.thread.to_string(),
+                seq: record.seq,
+            });
+        }
+        records.push(record);
+        Ok(())
     }
 
     fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {

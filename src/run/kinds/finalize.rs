@@ -12,11 +12,11 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {
             return Step::fail(format!("response: {e}"));
         }
     };
+    let result = std::sync::Arc::new(response.clone().map_or(Json::Null, Json::String));
     let writes = match (&body.output, &response) {
-        (Some(f), Some(r)) => vec![(*f, Json::String(r.clone()))],
+        (Some(f), Some(_)) => vec![(*f, result.clone())],
         _ => Vec::new(),
     };
-    let result = response.clone().map_or(Json::Null, Json::String);
     Step::Done {
         result,
         writes,

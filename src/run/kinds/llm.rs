@@ -27,6 +27,7 @@ use crate::run::event::Event;
 use crate::run::kinds::mcp::backoff;
 use crate::run::scope::from_json;
 use serde_json::{Value as Json, json};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use crate::llm::{
@@ -158,8 +159,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         let result = last_text.map_or(Json::Null, Json::String);
         return match cx.eval_with(fallback, Some(from_json(result))) {
             Ok(v) => Step::Done {
-                result: v.clone(),
-                writes: vec![(body.output, v)],
+                result: Arc::new(v.clone()),
+                writes: vec![(body.output, Arc::new(v))],
                 route: None,
                 finish: None,
                 tokens,
@@ -423,9 +424,10 @@ fn from_cache(
 
 fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {
     let route: Option<Target> = verdict.pseudo.map(|i| body.pseudo_tools[i].to);
+    let output = Arc::new(verdict.output);
     Step::Done {
-        result: verdict.output.clone(),
-        writes: vec![(body.output, verdict.output)],
+        result: output.clone(),
+        writes: vec![(body.output, output)],
         route,
         finish: None,
         tokens,

@@ -7,6 +7,7 @@ use super::cx::NodeCx;
 use crate::graph::{McpBody, Server, ToolName};
 use crate::run::event::Event;
 use serde_json::{Value as Json, json};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One tool call.
@@ -142,7 +143,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                     "duration_ms": duration_ms,
                     "attempt": attempt,
                 });
-                audits.push((audit, record));
+                audits.push((audit, Arc::new(record)));
             }
             match reply {
                 Err(e) if e.transient && attempt < attempts => {
@@ -173,10 +174,11 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                 };
             }
             Ok(r) => {
+                let content = Arc::new(r.content);
                 if let Some(out) = call.output {
-                    writes.push((out, r.content.clone()));
+                    writes.push((out, content.clone()));
                 }
-                results.push(r.content);
+                results.push(content);
             }
             Err(e) => {
                 // The MCP client's messages name the tool already; other clients' may not.
@@ -195,9 +197,11 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
     }
     writes.extend(audits);
     let result = if body.multi {
-        Json::Array(results)
+        Arc::new(Json::Array(
+            results.into_iter().map(Arc::unwrap_or_clone).collect(),
+        ))
     } else {
-        results.pop().unwrap_or(Json::Null)
+        results.pop().unwrap_or_else(|| Arc::new(Json::Null))
     };
     Step::done(result, writes)
 }

@@ -10,14 +10,15 @@ pub(crate) mod policy;
 
 use crate::graph::{FieldId, Target};
 use serde_json::Value as Json;
+use std::sync::Arc;
 
 /// What a node's work produced.
 pub(crate) enum Step {
     /// The node did its work: its result (seen as `result` by `set`) and the writes of
     /// its kind, in order.
     Done {
-        result: Json,
-        writes: Vec<(FieldId, Json)>,
+        result: Arc<Json>,
+        writes: Vec<(FieldId, Arc<Json>)>,
         /// A kind that picks its own successor (a pseudo tool, an interrupt timeout).
         route: Option<Target>,
         /// A finalize node: the outcome and response.
@@ -31,7 +32,7 @@ pub(crate) enum Step {
     /// its attempts) stand.
     Abandoned {
         tokens: u64,
-        writes: Vec<(FieldId, Json)>,
+        writes: Vec<(FieldId, Arc<Json>)>,
     },
     /// The node failed; `on_error` decides what happens. `writes` must stand all the
     /// same (the audit records of an `mcp_call`'s attempts): they go through the
@@ -39,7 +40,7 @@ pub(crate) enum Step {
     Fail {
         message: String,
         tokens: u64,
-        writes: Vec<(FieldId, Json)>,
+        writes: Vec<(FieldId, Arc<Json>)>,
     },
 }
 
@@ -53,7 +54,9 @@ impl Step {
         }
     }
 
-    pub(crate) fn done(result: Json, writes: Vec<(FieldId, Json)>) -> Self {
+    /// The result and the writes share their values: a tool's 2 KB answer that is both
+    /// is held once.
+    pub(crate) fn done(result: Arc<Json>, writes: Vec<(FieldId, Arc<Json>)>) -> Self {
         Step::Done {
             result,
             writes,

@@ -36,5 +36,6 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &PolicyBody) -> Step {
         Decision::Deny => "deny",
     };
     let result = json!({ "decision": decision, "reason": reason, "rule": name });
+    let result = std::sync::Arc::new(result);
     Step::done(result.clone(), vec![(body.output, result)])
 }

@@ -1,0 +1,412 @@
+//! The interpreter's five workloads (issue 11), with in-process doubles for the model
+//! and the tools so they measure the interpreter alone (`cargo bench --bench
+//! interpreter`; one workload: `cargo bench --bench interpreter -- b`):
+//!
+//! - (a) `benches/graphs/chain.toml`: ten `set` nodes, a new thread per run.
+//! - (b) `benches/graphs/agent_loop.toml`: seed 000's loop, 50 loops, 302 steps a run,
+//!   in memory and in SQLite; SQLite bytes per run.
+//! - (c) the same with a confirmation at every loop, answered at once: the pause and
+//!   resume round trip at the first and the tenth interrupt.
+//! - (d) 10,000 threads paused at their first interrupt: memory per thread (RSS), SQLite
+//!   bytes per thread, and resuming one of them to its first node.
+//! - (e) one thread of 1,000 loops: the last 100 loops against the first 100.
+//!
+//! `callgrind <workload> <n>` runs only `n` units of one workload, for
+//! `benches/callgrind.sh`, which counts instructions per step.
+
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use switchyard::graph::{Graph, Server};
+use switchyard::llm::DeltaSink;
+use switchyard::run::kinds::llm::reply_json;
+use switchyard::run::{
+    Checkpointer, LlmClient, LlmError, LlmReply, LlmRequest, MemoryStore, Outcome, Runner,
+    SqliteStore, ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest,
+};
+
+/// The planner's answer: ~100 bytes of JSON.
+fn plan() -> Json {
+    json!({ "id": "e42", "kind": "click", "target": "Opening hours link", "reason": "the page lists them" })
+}
+
+/// A page snapshot: ~2 KB, 16 elements.
+fn observation() -> Json {
+    let elements: Vec<Json> = (0..16)
+        .map(|i| {
+            json!({
+                "ref": format!("e{i}"),
+                "role": if i % 3 == 0 { "link" } else { "button" },
+                "name": format!("Element number {i} of the library page"),
+                "enabled": true,
+            })
+        })
+        .collect();
+    json!({
+        "url": "https://library.example.org/visit",
+        "title": "Visit the City Library",
+        "elements": elements,
+    })
+}
+
+/// Answers every plan with the same action.
+struct Planner;
+
+#[async_trait::async_trait]
+impl LlmClient for Planner {
+    async fn complete(
+        &self,
+        _request: &LlmRequest,
+        _deltas: DeltaSink<'_>,
+    ) -> Result<LlmReply, LlmError> {
+        Ok(reply_json(plan()))
+    }
+}
+
+/// A browser that returns the same snapshot every time and notes when it was asked.
+struct Browser {
+    snapshot: Json,
+    /// When each snapshot was taken, and when each action ran, if kept.
+    snapshots: Mutex<Vec<Instant>>,
+    actions: Mutex<Vec<Instant>>,
+    keep_times: bool,
+}
+
+impl Browser {
+    fn new(keep_times: bool) -> Arc<Self> {
+        Arc::new(Browser {
+            snapshot: observation(),
+            snapshots: Mutex::new(Vec::new()),
+            actions: Mutex::new(Vec::new()),
+            keep_times,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolClient for Browser {
+    async fn list_tools(&self, _server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
+        Ok(Vec::new())
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        let snapshot = request.tool == "browser_snapshot";
+        if self.keep_times {
+            let list = if snapshot {
+                &self.snapshots
+            } else {
+                &self.actions
+            };
+            list.lock().unwrap().push(Instant::now());
+        }
+        Ok(ToolReply {
+            content: if snapshot {
+                self.snapshot.clone()
+            } else {
+                json!({ "ok": true })
+            },
+            is_error: false,
+        })
+    }
+}
+
+fn graph(name: &str) -> Arc<Graph> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("benches/graphs").join(format!("{name}.toml"));
+    Arc::new(switchyard::load_graph(&path).unwrap_or_else(|e| panic!("{name}: {e}")))
+}
+
+fn agent(store: Arc<dyn Checkpointer>, browser: Arc<Browser>) -> Runner {
+    Runner::new(graph("agent_loop"), store)
+        .with_llm(Arc::new(Planner))
+        .with_tools(browser)
+}
+
+/// A fresh SQLite store in `dir`.
+fn sqlite(dir: &Path, name: &str) -> (Arc<dyn Checkpointer>, PathBuf) {
+    let db = dir.join(format!("{name}.db"));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    (Arc::new(SqliteStore::open(&db).expect("sqlite store")), db)
+}
+
+/// The size of a SQLite file with its WAL folded in.
+fn db_bytes(db: &Path) -> u64 {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    let pages: u64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .expect("pages");
+    let size: u64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("page size");
+    pages * size
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+fn steps_of(out: &Outcome) -> u64 {
+    match out {
+        Outcome::Finished { steps, .. } => *steps,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+struct Bench {
+    rt: tokio::runtime::Runtime,
+    dir: PathBuf,
+}
+
+impl Bench {
+    fn block<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+
+    /// (a): µs per step.
+    fn chain(&self, runs: usize) -> f64 {
+        let runner = Runner::new(graph("chain"), Arc::new(MemoryStore::new()));
+        let start = Instant::now();
+        let mut steps = 0;
+        for i in 0..runs {
+            steps += steps_of(
+                &self
+                    .block(runner.start(&format!("c{i}"), json!({})))
+                    .expect("run"),
+            );
+        }
+        us(start.elapsed()) / steps as f64
+    }
+
+    /// (b): µs per step, and for SQLite the bytes a run adds to the file.
+    fn agent_loop(&self, runs: usize, store: &str) -> (f64, Option<u64>) {
+        let (cp, db) = match store {
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            _ => {
+                let (cp, db) = sqlite(&self.dir, "agent_loop");
+                (cp, Some(db))
+            }
+        };
+        let before = db.as_deref().map(db_bytes);
+        let runner = agent(cp, Browser::new(false));
+        let start = Instant::now();
+        let mut steps = 0;
+        for i in 0..runs {
+            steps += steps_of(
+                &self
+                    .block(runner.start(&format!("b{i}"), json!({})))
+                    .expect("run"),
+            );
+        }
+        let per_step = us(start.elapsed()) / steps as f64;
+        drop(runner);
+        let bytes = db
+            .as_deref()
+            .map(|db| (db_bytes(db) - before.unwrap_or(0)) / runs as u64);
+        (per_step, bytes)
+    }
+
+    /// (c): for `threads` threads confirming at every loop, the time of each resume
+    /// call (one loop, then the next pause), by interrupt number.
+    fn round_trips(&self, threads: usize, store: Arc<dyn Checkpointer>) -> Vec<Duration> {
+        let runner = agent(store, Browser::new(false));
+        let mut totals = [Duration::ZERO; 10];
+        for t in 0..threads {
+            let thread = format!("c{t}");
+            let out = self
+                .block(runner.start(&thread, json!({ "confirm_every": 1, "loops": 11 })))
+                .expect("start");
+            assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+            for total in totals.iter_mut() {
+                let start = Instant::now();
+                let out = self
+                    .block(runner.resume(&thread, Some(json!({ "confirmed": true })), false))
+                    .expect("resume");
+                *total += start.elapsed();
+                assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+            }
+        }
+        totals.iter().map(|t| *t / threads as u32).collect()
+    }
+
+    /// (d): starts `threads` threads that pause at their first interrupt (after five
+    /// loops); bytes per thread (RSS for memory, the file for SQLite), then the time to
+    /// resume one to its first node, cold (a new runner) for SQLite.
+    fn paused(&self, threads: usize, store: &str) -> (f64, Duration) {
+        let (cp, db) = match store {
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            _ => {
+                let (cp, db) = sqlite(&self.dir, "paused");
+                (cp, Some(db))
+            }
+        };
+        let runner = agent(cp.clone(), Browser::new(false));
+        let input = json!({ "confirm_every": 5 });
+        // One first, so what every process has anyway (the graph, the runtime) is not
+        // counted per thread.
+        self.block(runner.start("warm", input.clone()))
+            .expect("warm");
+        let rss_before = rss();
+        let bytes_before = db.as_deref().map(db_bytes);
+        for t in 0..threads {
+            let out = self
+                .block(runner.start(&format!("d{t}"), input.clone()))
+                .expect("start");
+            assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+        }
+        let per_thread = match &db {
+            None => (rss() - rss_before) as f64 / threads as f64,
+            Some(db) => (db_bytes(db) - bytes_before.unwrap_or(0)) as f64 / threads as f64,
+        };
+        drop(runner);
+        // Resume a few, each in a runner that has not seen it, to their first node (the
+        // action the confirmation approved).
+        let mut best = Duration::MAX;
+        for t in 0..20 {
+            let browser = Browser::new(true);
+            let runner = agent(cp.clone(), browser.clone());
+            let start = Instant::now();
+            let _ = self.block(runner.resume(
+                &format!("d{t}"),
+                Some(json!({ "confirmed": true })),
+                false,
+            ));
+            let first = browser.actions.lock().unwrap()[0];
+            best = best.min(first - start);
+        }
+        (per_thread, best)
+    }
+
+    /// (e): one thread of `loops` loops; the mean loop time of the first and the last
+    /// 100 loops.
+    fn long_thread(&self, loops: usize, store: &str) -> (Duration, Duration) {
+        let cp = match store {
+            "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>,
+            _ => sqlite(&self.dir, "long").0,
+        };
+        let browser = Browser::new(true);
+        let runner = agent(cp, browser.clone());
+        self.block(runner.start("e", json!({ "loops": loops })))
+            .expect("run");
+        let times = browser.snapshots.lock().unwrap().clone();
+        assert_eq!(times.len(), loops);
+        let mean = |from: usize| (times[from + 100] - times[from]) / 100;
+        (mean(0), mean(loops - 101))
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let bench = Bench {
+        rt: tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime"),
+        dir: std::env::temp_dir().join(format!("switchyard-bench-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&bench.dir).expect("bench dir");
+    if args.first().map(String::as_str) == Some("callgrind") {
+        callgrind(&bench, &args[1..]);
+        let _ = std::fs::remove_dir_all(&bench.dir);
+        return;
+    }
+    let only = args.first().cloned();
+    let run = |w: &str| only.as_deref().is_none_or(|o| o == w);
+
+    if run("a") {
+        bench.chain(1_000);
+        println!(
+            "(a) chain, memory:                 {:>7.2} us per step   (target <= 1)",
+            bench.chain(10_000)
+        );
+    }
+    if run("b") {
+        bench.agent_loop(20, "memory");
+        let (mem, _) = bench.agent_loop(300, "memory");
+        println!("(b) agent loop, memory:            {mem:>7.2} us per step   (target <= 3)");
+        let (sql, bytes) = bench.agent_loop(30, "sqlite");
+        println!("(b) agent loop, SQLite:            {sql:>7.2} us per step   (target <= 25)");
+        println!(
+            "(b) agent loop, SQLite bytes:      {:>7.1} KB per run     (target <= 100)",
+            bytes.unwrap_or(0) as f64 / 1024.0
+        );
+    }
+    if run("c") {
+        // The pause and resume round trip: a resume call runs one loop (the approved
+        // action and the six nodes back to the confirmation) and pauses again; the
+        // same loop without the pause costs 7 steps of (b).
+        let (step, _) = bench.agent_loop(100, "memory");
+        let loop_cost = Duration::from_secs_f64(7.0 * step / 1e6);
+        for store in ["memory", "sqlite"] {
+            let cp: Arc<dyn Checkpointer> = match store {
+                "memory" => Arc::new(MemoryStore::new()),
+                _ => sqlite(&bench.dir, "round_trip").0,
+            };
+            let trips = bench.round_trips(200, cp);
+            println!(
+                "(c) resume call, {store:<6}: {:>7.1} us at the 1st interrupt, {:>7.1} us at the 10th; minus one loop of (b): {:>6.1} / {:>6.1} us   (target <= 20 in memory, same at both)",
+                us(trips[0]),
+                us(trips[9]),
+                us(trips[0].saturating_sub(loop_cost)),
+                us(trips[9].saturating_sub(loop_cost)),
+            );
+        }
+    }
+    if run("d") {
+        for (store, target) in [("memory", 8), ("sqlite", 10)] {
+            let (bytes, resume) = bench.paused(10_000, store);
+            println!(
+                "(d) 10,000 paused threads, {store:<6}: {:>7.1} KB per thread (target <= {target}); resume to the first node {:>7.1} us (target <= 50)",
+                bytes / 1024.0,
+                us(resume)
+            );
+        }
+    }
+    if run("e") {
+        for store in ["memory", "sqlite"] {
+            let (first, last) = bench.long_thread(1_000, store);
+            println!(
+                "(e) 1,000 loops, {store:<6}: first 100 {:>7.1} us per loop, last 100 {:>7.1} us per loop, ratio {:.2}   (target <= 1.1)",
+                us(first),
+                us(last),
+                last.as_secs_f64() / first.as_secs_f64()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&bench.dir);
+}
+
+/// Runs `n` units of one workload and nothing else, for instruction counting.
+fn callgrind(bench: &Bench, args: &[String]) {
+    let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10);
+    match args.first().map(String::as_str) {
+        Some("a") => {
+            bench.chain(n);
+        }
+        Some("b-memory") => {
+            bench.agent_loop(n, "memory");
+        }
+        Some("b-sqlite") => {
+            bench.agent_loop(n, "sqlite");
+        }
+        other => panic!("callgrind takes a, b-memory or b-sqlite, not {other:?}"),
+    }
+}
