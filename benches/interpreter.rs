@@ -391,7 +391,11 @@ fn main() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&bench.dir);
+    if std::env::var_os("SWITCHYARD_BENCH_KEEP").is_some() {
+        eprintln!("stores kept in {}", bench.dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&bench.dir);
+    }
 }
 
 /// Runs `n` units of one workload and nothing else, for instruction counting.

@@ -6,7 +6,7 @@
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
-use switchyard::store::{RunRecord, RunStatus, Source, StoreError, ThreadRecord, Write};
+use switchyard::store::{RunRecord, RunStatus, Snapshot, Source, StoreError, ThreadRecord, Write};
 
 /// A record of `thread` at `seq` writing `value` to `field`.
 pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkpoint {
@@ -37,6 +37,11 @@ pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkp
             Source::Loop
         },
     }
+}
+
+/// A value large enough to be stored once while it stays the same.
+pub(crate) fn big() -> Json {
+    json!({ "text": "x".repeat(2_000), "items": [1, 2, 3] })
 }
 
 /// `[[[...]]]`, `depth` arrays deep.
@@ -135,6 +140,56 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     store.append(deep.clone()).unwrap();
     assert_eq!(open().load("deep").unwrap(), [deep]);
 
+    // Records from a position on.
+    assert_eq!(store.load_from("a", 1).unwrap(), written[1..]);
+    assert_eq!(store.load_from("a", 3).unwrap(), []);
+
+    // A snapshot of the latest state: kept, replaced, gone with the records it is of.
+    assert_eq!(store.snapshot("a").unwrap(), None);
+    let snap = |seq: u64, n: Json| Snapshot {
+        thread: "a".into(),
+        seq,
+        graph: "/g.toml".into(),
+        graph_hash: "h".into(),
+        values: vec![("n".into(), Arc::new(n)), ("big".into(), Arc::new(big()))],
+    };
+    store.put_snapshot(snap(1, json!(1))).unwrap();
+    store.put_snapshot(snap(2, json!(2))).unwrap();
+    assert_eq!(open().snapshot("a").unwrap(), Some(snap(2, json!(2))));
+    store.append(record("a", 3, "n", json!(3))).unwrap();
+    store.truncate("a", 3).unwrap();
+    assert_eq!(store.snapshot("a").unwrap(), Some(snap(2, json!(2))));
+    store.append(record("s", 0, "n", json!(0))).unwrap();
+    store.append(record("s", 1, "n", json!(1))).unwrap();
+    store
+        .put_snapshot(Snapshot {
+            thread: "s".into(),
+            ..snap(1, json!(1))
+        })
+        .unwrap();
+    store.truncate("s", 1).unwrap();
+    assert_eq!(store.snapshot("s").unwrap(), None, "its record is gone");
+    store.delete_thread("s").unwrap();
+
+    // A large value written again unchanged reads back the same, however it is kept.
+    for seq in 0..4 {
+        let value = if seq == 2 { json!("small") } else { big() };
+        store.append(record("l", seq, "big", value)).unwrap();
+    }
+    let values: Vec<Json> = open()
+        .load("l")
+        .unwrap()
+        .iter()
+        .map(|r| (*r.writes[0].value).clone())
+        .collect();
+    assert_eq!(values, [big(), big(), json!("small"), big()]);
+    assert_eq!(
+        open().load_from("l", 3).unwrap()[0].writes[0]
+            .value
+            .as_ref(),
+        &big()
+    );
+
     // The LLM cache: a hit until it expires.
     store.cache_put("k", &json!({ "v": 1 }), 2_000).unwrap();
     assert_eq!(
@@ -199,4 +254,142 @@ fn the_sqlite_store_passes_the_store_suite() {
     let db = dir.path().join("nested/dir/store.db");
     // Each `open` is a new connection: what one wrote, another reads.
     suite(&|| Arc::new(SqliteStore::open(&db).unwrap()));
+}
+
+#[test]
+fn sqlite_keeps_a_large_value_written_again_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let store = SqliteStore::open(&db).unwrap();
+    for seq in 0..3 {
+        store.append(record("t", seq, "big", big())).unwrap();
+    }
+    store
+        .put_snapshot(Snapshot {
+            thread: "t".into(),
+            seq: 2,
+            graph: "/g.toml".into(),
+            graph_hash: "h".into(),
+            values: vec![("big".into(), Arc::new(big()))],
+        })
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: Vec<String> = conn
+        .prepare("SELECT writes FROM checkpoints ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(rows[0].len() > 2_000);
+    assert_eq!(
+        rows[1..],
+        [
+            r#"[{"field":"big","same":0}]"#,
+            r#"[{"field":"big","same":0}]"#
+        ]
+    );
+    let state: String = conn
+        .query_row("SELECT state FROM snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(state, r#"[{"field":"big","same":0}]"#);
+    // One graph row, not a path and a hash per record.
+    let graphs: i64 = conn
+        .query_row("SELECT count(*) FROM graphs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(graphs, 1);
+    // Another process reads the values whole.
+    let other = SqliteStore::open(&db).unwrap();
+    assert!(
+        other
+            .load("t")
+            .unwrap()
+            .iter()
+            .all(|r| *r.writes[0].value == big())
+    );
+    assert_eq!(
+        other.snapshot("t").unwrap().unwrap().values[0].1.as_ref(),
+        &big()
+    );
+}
+
+/// The version 3 layout, as that version made it.
+const V3: &str = "
+CREATE TABLE checkpoints (
+    thread TEXT NOT NULL, seq INTEGER NOT NULL, run INTEGER NOT NULL, step INTEGER NOT NULL,
+    node TEXT, next TEXT, writes TEXT NOT NULL, status TEXT NOT NULL, pending TEXT,
+    outcome TEXT, graph TEXT NOT NULL, graph_hash TEXT NOT NULL, tokens INTEGER NOT NULL,
+    elapsed_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, limited INTEGER NOT NULL,
+    error TEXT, source TEXT NOT NULL DEFAULT 'loop',
+    PRIMARY KEY (thread, seq)
+) WITHOUT ROWID;
+CREATE TABLE llm_cache (key TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE threads (id TEXT NOT NULL PRIMARY KEY, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, metadata TEXT NOT NULL);
+CREATE TABLE runs (id TEXT NOT NULL PRIMARY KEY, thread TEXT NOT NULL, assistant TEXT NOT NULL, status TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, metadata TEXT NOT NULL, kwargs TEXT NOT NULL, multitask TEXT NOT NULL, error TEXT, first_seq INTEGER);
+PRAGMA user_version = 3;
+";
+
+/// Inserts `record` as version 3 (or, without `source`, version 2) kept it.
+fn insert_old(conn: &rusqlite::Connection, r: &Checkpoint, with_source: bool) {
+    let writes = serde_json::to_string(&r.writes).unwrap();
+    let (columns, source) = if with_source {
+        (", source", format!(", '{}'", r.source.name()))
+    } else {
+        ("", String::new())
+    };
+    conn.execute(
+        &format!(
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, graph, graph_hash, tokens, elapsed_ms, at_ms, limited{columns})
+             VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, 'running', ?7, ?8, 0, 0, ?9, 0{source})"
+        ),
+        rusqlite::params![
+            &*r.thread,
+            r.seq as i64,
+            r.step as i64,
+            r.node.as_deref(),
+            r.next.as_deref(),
+            writes,
+            &*r.graph,
+            &*r.graph_hash,
+            r.at_ms as i64
+        ],
+    )
+    .unwrap();
+}
+
+#[test]
+fn stores_of_versions_2_and_3_are_brought_forward_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Checkpoint> = (0..3)
+        .map(|seq| record("t", seq, "n", if seq == 1 { big() } else { json!(seq) }))
+        .collect();
+    for version in [2, 3] {
+        let db = dir.path().join(format!("v{version}.db"));
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        if version == 3 {
+            conn.execute_batch(V3).unwrap();
+        } else {
+            conn.execute_batch(
+                "CREATE TABLE checkpoints (thread TEXT NOT NULL, seq INTEGER NOT NULL, run INTEGER NOT NULL, step INTEGER NOT NULL, node TEXT, next TEXT, writes TEXT NOT NULL, status TEXT NOT NULL, pending TEXT, outcome TEXT, graph TEXT NOT NULL, graph_hash TEXT NOT NULL, tokens INTEGER NOT NULL, elapsed_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, limited INTEGER NOT NULL, error TEXT, PRIMARY KEY (thread, seq)) WITHOUT ROWID;
+                 CREATE TABLE llm_cache (key TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;
+                 PRAGMA user_version = 2;",
+            )
+            .unwrap();
+        }
+        for r in &records {
+            insert_old(&conn, r, version == 3);
+        }
+        drop(conn);
+        let store = SqliteStore::open(&db).unwrap();
+        // Version 2 knew no `source`: a run's first record is its input's.
+        assert_eq!(store.load("t").unwrap(), records, "version {version}");
+        let version_now: i64 = rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version_now, 4);
+        // It goes on like a new one.
+        store.append(record("t", 3, "n", big())).unwrap();
+        assert_eq!(*store.load("t").unwrap()[3].writes[0].value, big());
+    }
 }

@@ -55,9 +55,8 @@ impl Runner {
         payload: Option<Json>,
         force: bool,
     ) -> Result<Resumption, RunError> {
-        let records = self.store.load(thread)?;
-        let (mut live, last) = self.replay(thread, &records)?;
-        let Some(last) = last else {
+        let (mut live, last) = self.load_live(thread)?;
+        let Some(last) = last.as_ref() else {
             return Err(RunError::UnknownThread(thread.into()));
         };
         live.elapsed_before = Duration::from_millis(last.elapsed_ms);

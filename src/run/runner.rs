@@ -130,6 +130,9 @@ impl StopHandle {
     }
 }
 
+/// Records between two snapshots of a thread that is running.
+const SNAPSHOT_EVERY: u64 = 1024;
+
 /// Runs one graph against one checkpoint store.
 pub struct Runner {
     pub(super) graph: Arc<Graph>,
@@ -324,9 +327,8 @@ impl Runner {
                 super::state::describe(&input)
             )));
         };
-        let records = self.store.load(thread)?;
-        let (mut live, _) = self.replay(thread, &records)?;
-        if let Some(last) = records.last() {
+        let (mut live, last) = self.load_live(thread)?;
+        if let Some(last) = &last {
             if last.status == Status::Interrupted {
                 let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
                 return Err(RunError::Paused {
@@ -488,6 +490,12 @@ impl Runner {
         };
         self.store.append(record)?;
         live.seq += 1;
+        // A paused, stopped or ended thread keeps its whole state, so that resuming it
+        // reads no history; a long run keeps one every so often, for a process killed
+        // mid-run.
+        if status != Status::Running || live.seq.is_multiple_of(SNAPSHOT_EVERY) {
+            self.snapshot(live, live.seq - 1)?;
+        }
         if let Some((record, values)) = saved {
             self.emit(|| Event::Saved { record, values });
         }
@@ -784,8 +792,7 @@ impl Runner {
                         // rebuilt from the checkpoints, which only this failure pays
                         // for. (Keeping a copy instead would make every append copy
                         // its list, since the copy would share it.)
-                        let records = self.store.load(&live.thread)?;
-                        live.state = self.replay(&live.thread, &records)?.0.state;
+                        live.state = self.load_live(&live.thread)?.0.state;
                         self.fail(live, node, message)
                     }
                 }

@@ -65,6 +65,23 @@ impl State {
         s
     }
 
+    /// The state a snapshot holds: its values as they are (shared), fields it lacks at
+    /// their defaults.
+    pub(crate) fn from_snapshot(graph: &Graph, values: &[(Arc<str>, Arc<Json>)]) -> Self {
+        let mut s = State::new(graph);
+        for (name, v) in values {
+            if let Some(id) = graph.field_id(name) {
+                s.slot(id, |slot| *slot = v.clone());
+            }
+        }
+        for (i, f) in graph.fields.iter().enumerate() {
+            if f.reducer == Reducer::Messages {
+                s.reindex(FieldId(i as u32));
+            }
+        }
+        s
+    }
+
     /// Applies a checkpoint record's writes through the reducers, as a replay of the
     /// thread does.
     pub fn apply(

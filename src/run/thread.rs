@@ -45,6 +45,11 @@ impl Runner {
 
     /// The state of a thread at its latest checkpoint, or at checkpoint `seq`.
     pub fn state(&self, thread: &str, seq: Option<u64>) -> Result<(Json, Checkpoint), RunError> {
+        if seq.is_none() {
+            let (live, last) = self.load_live(thread)?;
+            let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+            return Ok((live.state.to_json(&self.graph), last));
+        }
         let mut records = self.store.load(thread)?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
@@ -79,6 +84,89 @@ impl Runner {
         Ok(records)
     }
 
+    /// A thread's latest state and record: from its snapshot and the records after it
+    /// when the snapshot was made by this graph, else by replaying every record. The
+    /// cost of resuming a thread does not grow with its history.
+    pub(super) fn load_live(&self, thread: &str) -> Result<(Live, Option<Checkpoint>), RunError> {
+        if let Some(snap) = self.store.snapshot(thread)?
+            && snap.graph_hash == self.graph_hash
+        {
+            let records = self.store.load_from(thread, snap.seq)?;
+            // The snapshot's own record first: a snapshot of a record a rollback removed
+            // since is not used.
+            if records.first().is_some_and(|r| r.seq == snap.seq) {
+                let mut state = State::from_snapshot(&self.graph, &snap.values);
+                for r in &records[1..] {
+                    self.replay_writes(thread, &mut state, r)?;
+                }
+                let last = records.into_iter().next_back();
+                return Ok((self.live_at(thread, state, last.as_ref()), last));
+            }
+        }
+        let records = self.store.load(thread)?;
+        let (live, _) = self.replay(thread, &records)?;
+        Ok((live, records.into_iter().next_back()))
+    }
+
+    /// Keeps the thread's state after its record `seq` as its snapshot.
+    pub(super) fn snapshot(&self, live: &Live, seq: u64) -> Result<(), RunError> {
+        let values = self
+            .graph
+            .fields
+            .iter()
+            .zip(live.state.values.iter())
+            .map(|(f, v)| (f.name.clone(), v.clone()))
+            .collect();
+        self.store.put_snapshot(crate::store::Snapshot {
+            thread: live.thread.clone(),
+            seq,
+            graph: self.graph_path.clone(),
+            graph_hash: self.graph_hash.clone(),
+            values,
+        })?;
+        Ok(())
+    }
+
+    fn replay_writes(
+        &self,
+        thread: &str,
+        state: &mut State,
+        r: &Checkpoint,
+    ) -> Result<(), RunError> {
+        for w in &r.writes {
+            // A field the graph no longer declares is skipped: its value cannot be
+            // read by anything the graph now says.
+            // The writes were checked when they were made; a field whose type was
+            // edited since is reported by `check_types` where it matters.
+            if let Some(id) = self.graph.field_id(&w.field) {
+                state
+                    .replay(&self.graph, id, w.value.clone())
+                    .map_err(|e| StoreError::Corrupt {
+                        thread: thread.into(),
+                        message: format!("replaying checkpoint {}: {e}", r.seq),
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The thread as the runner drives it, standing at `last` with `state`.
+    fn live_at(&self, thread: &str, state: State, last: Option<&Checkpoint>) -> Live {
+        Live {
+            thread: Arc::from(thread),
+            seq: last.map_or(0, |r| r.seq.saturating_add(1)),
+            run: last.map_or(0, |r| r.run),
+            step: last.map_or(0, |r| r.step),
+            state,
+            tokens: last.map_or(0, |r| r.tokens),
+            elapsed_before: Duration::ZERO,
+            started: Instant::now(),
+            limited: last.is_some_and(|r| r.limited),
+            error: Arc::new(last.and_then(|r| r.error.clone()).unwrap_or(Json::Null)),
+            past_breakpoint: None,
+        }
+    }
+
     /// Rebuilds a thread's state by replaying its records' writes.
     pub(super) fn replay<'r>(
         &self,
@@ -87,38 +175,10 @@ impl Runner {
     ) -> Result<(Live, Option<&'r Checkpoint>), RunError> {
         let mut state = State::new(&self.graph);
         for r in records {
-            for w in &r.writes {
-                // A field the graph no longer declares is skipped: its value cannot be
-                // read by anything the graph now says.
-                // The writes were checked when they were made; a field whose type was
-                // edited since is reported by `check_types` where it matters.
-                if let Some(id) = self.graph.field_id(&w.field) {
-                    state
-                        .replay(&self.graph, id, w.value.clone())
-                        .map_err(|e| StoreError::Corrupt {
-                            thread: thread.into(),
-                            message: format!("replaying checkpoint {}: {e}", r.seq),
-                        })?;
-                }
-            }
+            self.replay_writes(thread, &mut state, r)?;
         }
         let last = records.last();
-        Ok((
-            Live {
-                thread: Arc::from(thread),
-                seq: last.map_or(0, |r| r.seq.saturating_add(1)),
-                run: last.map_or(0, |r| r.run),
-                step: last.map_or(0, |r| r.step),
-                state,
-                tokens: last.map_or(0, |r| r.tokens),
-                elapsed_before: Duration::ZERO,
-                started: Instant::now(),
-                limited: last.is_some_and(|r| r.limited),
-                error: Arc::new(last.and_then(|r| r.error.clone()).unwrap_or(Json::Null)),
-                past_breakpoint: None,
-            },
-            last,
-        ))
+        Ok((self.live_at(thread, state, last), last))
     }
 
     pub(super) fn target_of(&self, thread: &str, name: Option<&str>) -> Result<Target, RunError> {
@@ -254,8 +314,8 @@ impl Runner {
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
         let _claim = self.store.claim(thread)?;
-        let records = self.store.load(thread)?;
-        let (mut live, last) = self.replay(thread, &records)?;
+        let (mut live, last) = self.load_live(thread)?;
+        let last = last.as_ref();
         let Json::Object(fields) = values else {
             return Err(RunError::Update(format!(
                 "expected an object of state fields, got {}",
@@ -323,6 +383,8 @@ impl Runner {
             source: Source::Update,
         };
         self.store.append(record.clone())?;
+        live.seq += 1;
+        self.snapshot(&live, record.seq)?;
         Ok(record)
     }
 }

@@ -1,4 +1,4 @@
-use super::{Checkpoint, Checkpointer, RunRecord, StoreError, ThreadRecord};
+use super::{Checkpoint, Checkpointer, RunRecord, Snapshot, StoreError, ThreadRecord};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -6,10 +6,17 @@ use std::sync::{Mutex, MutexGuard};
 /// Checkpoints in process memory: fast, gone when the process ends.
 #[derive(Default)]
 pub struct MemoryStore {
-    threads: Mutex<crate::fxhash::FxHashMap<String, Vec<Checkpoint>>>,
+    threads: Mutex<crate::fxhash::FxHashMap<String, Thread>>,
     /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
     cache: Mutex<HashMap<String, (Json, u64)>>,
     catalog: Mutex<Catalog>,
+}
+
+/// A thread's records and its latest snapshot.
+#[derive(Default)]
+struct Thread {
+    records: Vec<Checkpoint>,
+    snapshot: Option<Snapshot>,
 }
 
 #[derive(Default)]
@@ -24,7 +31,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, crate::fxhash::FxHashMap<String, Vec<Checkpoint>>> {
+    fn lock(&self) -> MutexGuard<'_, crate::fxhash::FxHashMap<String, Thread>> {
         // A panic while holding the lock leaves whole records; keep serving them.
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -37,18 +44,22 @@ impl MemoryStore {
 impl Checkpointer for MemoryStore {
     fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
         let mut threads = self.lock();
-        let records = match threads.get_mut(&*record.thread) {
-            Some(records) => records,
+        let thread = match threads.get_mut(&*record.thread) {
+            Some(t) => t,
             None => threads.entry(record.thread.to_string()).or_default(),
         };
         // A seq already taken is a conflict, as in SQLite.
-        if records.last().is_some_and(|last| record.seq <= last.seq) {
+        if thread
+            .records
+            .last()
+            .is_some_and(|last| record.seq <= last.seq)
+        {
             return Err(StoreError::Conflict {
                 thread: record.thread.to_string(),
                 seq: record.seq,
             });
         }
-        records.push(record);
+        thread.records.push(record);
         Ok(())
     }
 
@@ -61,7 +72,7 @@ impl Checkpointer for MemoryStore {
             let taken = next.entry(&r.thread).or_insert_with(|| {
                 threads
                     .get(&*r.thread)
-                    .and_then(|v| v.last())
+                    .and_then(|t| t.records.last())
                     .map_or(0, |last| last.seq + 1)
             });
             if r.seq < *taken {
@@ -76,17 +87,50 @@ impl Checkpointer for MemoryStore {
             threads
                 .entry(record.thread.to_string())
                 .or_default()
+                .records
                 .push(record);
         }
         Ok(())
     }
 
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        Ok(self.lock().get(thread).cloned().unwrap_or_default())
+        Ok(self
+            .lock()
+            .get(thread)
+            .map(|t| t.records.clone())
+            .unwrap_or_default())
     }
 
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self.lock().get(thread).and_then(|r| r.last().cloned()))
+        Ok(self
+            .lock()
+            .get(thread)
+            .and_then(|t| t.records.last().cloned()))
+    }
+
+    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let threads = self.lock();
+        let Some(t) = threads.get(thread) else {
+            return Ok(Vec::new());
+        };
+        // Records are numbered from 0, so `seq` is a position.
+        let from = usize::try_from(seq)
+            .unwrap_or(usize::MAX)
+            .min(t.records.len());
+        Ok(t.records[from..].to_vec())
+    }
+
+    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        if let Some(t) = self.lock().get_mut(&*snapshot.thread)
+            && t.records.iter().any(|r| r.seq == snapshot.seq)
+        {
+            t.snapshot = Some(snapshot);
+        }
+        Ok(())
+    }
+
+    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        Ok(self.lock().get(thread).and_then(|t| t.snapshot.clone()))
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
@@ -111,9 +155,12 @@ impl Checkpointer for MemoryStore {
 
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let mut threads = self.lock();
-        if let Some(records) = threads.get_mut(thread) {
-            records.retain(|r| r.seq < seq);
-            if records.is_empty() {
+        if let Some(t) = threads.get_mut(thread) {
+            t.records.retain(|r| r.seq < seq);
+            if t.snapshot.as_ref().is_some_and(|s| s.seq >= seq) {
+                t.snapshot = None;
+            }
+            if t.records.is_empty() {
                 threads.remove(thread);
             }
         }

@@ -16,7 +16,7 @@ mod sqlite;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{Durability, SqliteStore};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -151,6 +151,22 @@ pub struct Checkpoint {
     pub source: Source,
 }
 
+/// A thread's whole state after one of its records, so that its latest state is read
+/// from the snapshot and the records after it rather than replayed from its first
+/// record: resuming a thread costs the same however long its history is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    pub thread: Arc<str>,
+    /// The record whose state this is.
+    pub seq: u64,
+    /// The graph that made it (file and hash): a thread read through another graph
+    /// (an edited file) replays its writes instead, through that graph's reducers.
+    pub graph: Arc<str>,
+    pub graph_hash: Arc<str>,
+    /// Every field's value, in declaration order.
+    pub values: Vec<(Arc<str>, Arc<Json>)>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     // Not `#[from]`: that would make the SQLite error the source too, and the
@@ -246,6 +262,23 @@ pub trait Checkpointer: Send + Sync {
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         Ok(self.load(thread)?.pop())
     }
+    /// The records of a thread from `seq` on, in order.
+    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let mut records = self.load(thread)?;
+        records.retain(|r| r.seq >= seq);
+        Ok(records)
+    }
+    /// Keeps `snapshot` as the thread's latest, replacing the one before. A store
+    /// without snapshots keeps none, and threads are replayed from their first record.
+    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        let _ = snapshot;
+        Ok(())
+    }
+    /// The thread's latest snapshot, if it has one whose record still exists.
+    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        let _ = thread;
+        Ok(None)
+    }
     /// The value cached under `key` (an llm node's `cache`), unless it expired before
     /// `now_ms` (Unix milliseconds). The cache lives beside the checkpoints so it lasts
     /// as long as they do; a store without one never hits.
@@ -267,7 +300,7 @@ pub trait Checkpointer: Send + Sync {
         Ok(Claim::none())
     }
     /// Removes the records of `thread` from `seq` on (a rolled-back run's), keeping
-    /// those before it.
+    /// those before it, and a snapshot of a removed record.
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
     /// Removes everything of a thread: its records, its catalog entry and its runs.
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;

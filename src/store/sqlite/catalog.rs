@@ -1,0 +1,205 @@
+//! The LLM cache and the server's catalog (threads and runs) as rows.
+
+use super::records::int;
+use super::{SqliteStore, patiently};
+use crate::store::{RunRecord, RunStatus, StoreError, ThreadRecord};
+use rusqlite::{OptionalExtension, params};
+use serde_json::Value as Json;
+
+pub(super) fn cache_get(
+    store: &SqliteStore,
+    key: &str,
+    now_ms: u64,
+) -> Result<Option<Json>, StoreError> {
+    let value: Option<String> = store
+        .conn()
+        .conn
+        .query_row(
+            "SELECT value FROM llm_cache WHERE key = ?1 AND expires_ms > ?2",
+            params![key, int(now_ms)],
+            |r| r.get(0),
+        )
+        .optional()?;
+    // An entry that does not parse is a miss; the next put replaces it.
+    Ok(value.and_then(|v| serde_json::from_str(&v).ok()))
+}
+
+pub(super) fn cache_put(
+    store: &SqliteStore,
+    key: &str,
+    value: &Json,
+    expires_ms: u64,
+) -> Result<(), StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    patiently(|| {
+        // Expired entries go when new ones come, so the table holds what can still hit.
+        conn.execute(
+            "DELETE FROM llm_cache WHERE expires_ms <= ?1",
+            [std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)],
+        )?;
+        conn.execute(
+            "INSERT OR REPLACE INTO llm_cache (key, value, expires_ms) VALUES (?1, ?2, ?3)",
+            params![key, value.to_string(), int(expires_ms)],
+        )?;
+        Ok(())
+    })
+}
+
+pub(super) fn put_thread(store: &SqliteStore, t: &ThreadRecord) -> Result<(), StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    patiently(|| {
+        conn.execute(
+            "INSERT OR REPLACE INTO threads (id, created_ms, updated_ms, metadata) VALUES (?1, ?2, ?3, ?4)",
+            params![t.id, int(t.created_ms), int(t.updated_ms), t.metadata.to_string()],
+        )?;
+        Ok(())
+    })
+}
+
+pub(super) fn get_thread(
+    store: &SqliteStore,
+    thread: &str,
+) -> Result<Option<ThreadRecord>, StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    let mut stmt = conn
+        .prepare_cached("SELECT id, created_ms, updated_ms, metadata FROM threads WHERE id = ?1")?;
+    stmt.query_row([thread], |row| Ok(decode_thread(row)))
+        .optional()?
+        .transpose()
+}
+
+pub(super) fn threads(store: &SqliteStore) -> Result<Vec<ThreadRecord>, StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, created_ms, updated_ms, metadata FROM threads ORDER BY created_ms, rowid",
+    )?;
+    let rows = stmt.query_map([], |row| Ok(decode_thread(row)))?;
+    rows.map(|r| r?).collect()
+}
+
+pub(super) fn put_run(store: &SqliteStore, r: &RunRecord) -> Result<(), StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    patiently(|| {
+        conn.execute(
+        "INSERT OR REPLACE INTO runs (id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            r.id,
+            r.thread,
+            r.assistant,
+            r.status.name(),
+            int(r.created_ms),
+            int(r.updated_ms),
+            r.metadata.to_string(),
+            r.kwargs.to_string(),
+            r.multitask_strategy,
+            r.error,
+            r.first_seq.map(int),
+        ],
+    )?;
+        Ok(())
+    })
+}
+
+pub(super) fn get_run(store: &SqliteStore, run: &str) -> Result<Option<RunRecord>, StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
+    stmt.query_row([run], |row| Ok(decode_run(row)))
+        .optional()?
+        .transpose()
+}
+
+pub(super) fn runs(store: &SqliteStore, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE thread = ?1 ORDER BY created_ms, rowid"
+    ))?;
+    let rows = stmt.query_map([thread], |row| Ok(decode_run(row)))?;
+    rows.map(|r| r?).collect()
+}
+
+pub(super) fn delete_run(store: &SqliteStore, run: &str) -> Result<(), StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    patiently(|| {
+        conn.execute("DELETE FROM runs WHERE id = ?1", [run])?;
+        Ok(())
+    })
+}
+
+pub(super) fn runs_in_flight(store: &SqliteStore) -> Result<Vec<RunRecord>, StoreError> {
+    let inner = store.conn();
+    let conn = &inner.conn;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('pending', 'running') ORDER BY created_ms, rowid"
+    ))?;
+    let rows = stmt.query_map([], |row| Ok(decode_run(row)))?;
+    rows.map(|r| r?).collect()
+}
+
+const RUN_COLUMNS: &str = "id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq";
+
+fn catalog_error(what: String, message: impl ToString) -> StoreError {
+    StoreError::CorruptCatalog {
+        what,
+        message: message.to_string(),
+    }
+}
+
+fn decode_thread(row: &rusqlite::Row<'_>) -> Result<ThreadRecord, StoreError> {
+    let id: String = row.get(0)?;
+    let what = || format!("thread `{id}`");
+    let ms = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = row.get(i)?;
+        u64::try_from(n).map_err(|_| catalog_error(what(), format!("a time is {n}")))
+    };
+    let metadata: String = row.get(3)?;
+    Ok(ThreadRecord {
+        created_ms: ms(1)?,
+        updated_ms: ms(2)?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| catalog_error(what(), e))?,
+        id,
+    })
+}
+
+fn decode_run(row: &rusqlite::Row<'_>) -> Result<RunRecord, StoreError> {
+    let id: String = row.get(0)?;
+    let what = || format!("run `{id}`");
+    let count = |i: usize| -> Result<u64, StoreError> {
+        let n: i64 = row.get(i)?;
+        u64::try_from(n).map_err(|_| catalog_error(what(), format!("a count is {n}")))
+    };
+    let json = |i: usize| -> Result<Json, StoreError> {
+        let text: String = row.get(i)?;
+        serde_json::from_str(&text).map_err(|e| catalog_error(what(), e))
+    };
+    let status: String = row.get(3)?;
+    let first_seq: Option<i64> = row.get(10)?;
+    Ok(RunRecord {
+        thread: row.get(1)?,
+        assistant: row.get(2)?,
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| catalog_error(what(), format!("unknown status `{status}`")))?,
+        created_ms: count(4)?,
+        updated_ms: count(5)?,
+        metadata: json(6)?,
+        kwargs: json(7)?,
+        multitask_strategy: row.get(8)?,
+        error: row.get(9)?,
+        first_seq: first_seq
+            .map(|n| {
+                u64::try_from(n).map_err(|_| catalog_error(what(), format!("`first_seq` is {n}")))
+            })
+            .transpose()?,
+        id,
+    })
+}

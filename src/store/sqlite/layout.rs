@@ -1,0 +1,208 @@
+//! The tables of a store file, how a file is told apart from other files, and how an
+//! older layout is brought forward.
+
+use rusqlite::Connection;
+
+/// Layout version, kept in SQLite's `user_version`.
+pub(super) const VERSION: i64 = 4;
+/// Marks a SQLite file as Switchyard's (`PRAGMA application_id`): "SWYD".
+pub(super) const APPLICATION_ID: i64 = 0x5357_5944;
+
+/// Version 4. A checkpoint names its graph by an id into `graphs` rather than
+/// repeating the file's path and hash on every row; a large value a step writes again
+/// unchanged is stored as a reference to the record that holds it (see `records.rs`);
+/// `snapshots` keeps each thread's latest whole state. `checkpoints` is a rowid table:
+/// its rows (a record's writes) are too large for `WITHOUT ROWID` to pack well.
+const SCHEMA: &str = "
+CREATE TABLE graphs (
+    id          INTEGER PRIMARY KEY,
+    path        TEXT    NOT NULL,
+    hash        TEXT    NOT NULL,
+    UNIQUE (path, hash)
+);
+CREATE TABLE checkpoints (
+    thread      TEXT    NOT NULL,
+    seq         INTEGER NOT NULL,
+    run         INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    node        TEXT,
+    next        TEXT,
+    writes      TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    pending     TEXT,
+    outcome     TEXT,
+    graph       INTEGER NOT NULL,
+    tokens      INTEGER NOT NULL,
+    elapsed_ms  INTEGER NOT NULL,
+    at_ms       INTEGER NOT NULL,
+    limited     INTEGER NOT NULL,
+    error       TEXT,
+    source      TEXT    NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+CREATE TABLE snapshots (
+    thread      TEXT    NOT NULL PRIMARY KEY,
+    seq         INTEGER NOT NULL,
+    graph       INTEGER NOT NULL,
+    state       TEXT    NOT NULL
+);
+CREATE TABLE llm_cache (
+    key         TEXT    NOT NULL PRIMARY KEY,
+    value       TEXT    NOT NULL,
+    expires_ms  INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The server's catalog (from version 3).
+const CATALOG: &str = "
+CREATE TABLE IF NOT EXISTS threads (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    metadata    TEXT    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    thread      TEXT    NOT NULL,
+    assistant   TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    metadata    TEXT    NOT NULL,
+    kwargs      TEXT    NOT NULL,
+    multitask   TEXT    NOT NULL,
+    error       TEXT,
+    first_seq   INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread, created_ms);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
+";
+
+/// From version 2: checkpoints gain `source` (a run's input record is the first of its
+/// run that no node wrote), and the catalog tables are new.
+const MIGRATE_2_TO_3: &str = "
+ALTER TABLE checkpoints ADD COLUMN source TEXT NOT NULL DEFAULT 'loop';
+UPDATE checkpoints SET source = 'input' WHERE node IS NULL AND status = 'running'
+    AND seq = (SELECT min(c.seq) FROM checkpoints c WHERE c.thread = checkpoints.thread AND c.run = checkpoints.run);
+";
+
+/// From version 3: graphs get ids, checkpoints move to a rowid table that names them
+/// by id, and snapshots are new (threads get theirs at their next pause).
+const MIGRATE_3_TO_4: &str = "
+CREATE TABLE graphs (
+    id          INTEGER PRIMARY KEY,
+    path        TEXT    NOT NULL,
+    hash        TEXT    NOT NULL,
+    UNIQUE (path, hash)
+);
+INSERT INTO graphs (path, hash) SELECT DISTINCT graph, graph_hash FROM checkpoints;
+ALTER TABLE checkpoints RENAME TO checkpoints_v3;
+CREATE TABLE checkpoints (
+    thread      TEXT    NOT NULL,
+    seq         INTEGER NOT NULL,
+    run         INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    node        TEXT,
+    next        TEXT,
+    writes      TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    pending     TEXT,
+    outcome     TEXT,
+    graph       INTEGER NOT NULL,
+    tokens      INTEGER NOT NULL,
+    elapsed_ms  INTEGER NOT NULL,
+    at_ms       INTEGER NOT NULL,
+    limited     INTEGER NOT NULL,
+    error       TEXT,
+    source      TEXT    NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+INSERT INTO checkpoints
+    SELECT c.thread, c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending,
+           c.outcome, g.id, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error, c.source
+    FROM checkpoints_v3 c JOIN graphs g ON g.path = c.graph AND g.hash = c.graph_hash;
+DROP TABLE checkpoints_v3;
+CREATE TABLE snapshots (
+    thread      TEXT    NOT NULL PRIMARY KEY,
+    seq         INTEGER NOT NULL,
+    graph       INTEGER NOT NULL,
+    state       TEXT    NOT NULL
+);
+";
+
+/// Every table a store has.
+pub(super) const OUR_TABLES: [&str; 6] = [
+    "checkpoints",
+    "graphs",
+    "llm_cache",
+    "runs",
+    "snapshots",
+    "threads",
+];
+
+/// What a file is, as a store: read before anything is written to it.
+pub(super) enum Layout {
+    /// Nothing in it yet (a new or empty file).
+    Empty,
+    /// A store of this layout.
+    Current,
+    /// A store of layout 2 or 3, which this version brings forward.
+    Older(i64),
+    /// Only some of our tables, all empty, and no version: a store whose creation an
+    /// earlier Switchyard did not finish (killed part-way). Made again from scratch.
+    Unfinished,
+    /// Another program's database, or a store of a layout this version does not read.
+    Other { version: i64, tables: Vec<String> },
+}
+
+pub(super) fn layout(conn: &Connection) -> Result<Layout, rusqlite::Error> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?;
+    let tables: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let ours = tables.iter().any(|t| t == "checkpoints");
+    let only_ours = tables.iter().all(|t| OUR_TABLES.contains(&t.as_str()));
+    if version == 0 && !tables.is_empty() && only_ours {
+        let mut rows = 0i64;
+        for t in &tables {
+            rows += conn.query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+        }
+        if rows == 0 {
+            return Ok(Layout::Unfinished);
+        }
+    }
+    Ok(match (version, tables.is_empty(), ours) {
+        (0, true, _) => Layout::Empty,
+        (VERSION, _, true) => Layout::Current,
+        (2 | 3, _, true) => Layout::Older(version),
+        _ => Layout::Other { version, tables },
+    })
+}
+
+/// Makes `conn` (in a transaction that holds the write lock) a store of this layout,
+/// from what [`layout`] found; a layout this version neither makes nor reads is left
+/// alone.
+pub(super) fn bring_forward(conn: &Connection, found: &Layout) -> Result<(), rusqlite::Error> {
+    match found {
+        Layout::Empty | Layout::Unfinished => {
+            for t in OUR_TABLES {
+                conn.execute_batch(&format!("DROP TABLE IF EXISTS {t}"))?;
+            }
+            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(CATALOG)?;
+            conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        Layout::Older(2) => {
+            conn.execute_batch(MIGRATE_2_TO_3)?;
+            conn.execute_batch(CATALOG)?;
+            conn.execute_batch(MIGRATE_3_TO_4)?;
+        }
+        Layout::Older(_) => conn.execute_batch(MIGRATE_3_TO_4)?,
+        Layout::Current | Layout::Other { .. } => return Ok(()),
+    }
+    conn.pragma_update(None, "user_version", VERSION)
+}

@@ -1,0 +1,463 @@
+//! Checkpoints in one SQLite file. `layout.rs` has the tables and how older files are
+//! brought forward, `records.rs` checkpoint and snapshot rows, `catalog.rs` the LLM
+//! cache and the server's catalog; this file opens stores, claims threads and waits
+//! out other processes.
+
+mod catalog;
+mod layout;
+mod records;
+
+use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
+use crate::fxhash::FxHashMap;
+use layout::{Layout, VERSION, bring_forward, layout};
+use rusqlite::Connection;
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// How durable a step's record is once it is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives the process being killed at any moment; a power loss or an OS crash
+    /// may lose the last records (SQLite's `synchronous = NORMAL` with WAL).
+    #[default]
+    Normal,
+    /// Survives a power loss too: every record waits for the disk (`synchronous =
+    /// FULL`).
+    Full,
+}
+
+impl Durability {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "normal" => Some(Durability::Normal),
+            "full" => Some(Durability::Full),
+            _ => None,
+        }
+    }
+}
+
+/// Checkpoints in one SQLite file: WAL journal, `synchronous = NORMAL` (or `FULL`, see
+/// [`Durability`]). A record is durable once `append` returns as far as the process is
+/// concerned (a crash or SIGKILL loses nothing).
+pub struct SqliteStore {
+    inner: Mutex<Inner>,
+    /// Where the per-thread lock files of claims go: `<file>.locks/`.
+    locks: PathBuf,
+}
+
+/// A graph file and its hash.
+type GraphKey = (Arc<str>, Arc<str>);
+
+/// The connection and what this process remembers of the file.
+struct Inner {
+    conn: Connection,
+    /// Graph ids, both ways.
+    graph_ids: HashMap<GraphKey, i64>,
+    graphs: HashMap<i64, GraphKey>,
+    /// Per thread and field, the last large value written in full and its record, so
+    /// that the same value written again is stored as a reference (`records.rs`).
+    written: FxHashMap<Arc<str>, records::Remembered>,
+}
+
+impl Inner {
+    fn new(conn: Connection) -> Self {
+        Inner {
+            conn,
+            graph_ids: HashMap::new(),
+            graphs: HashMap::new(),
+            written: FxHashMap::default(),
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, and its parent directory. A
+    /// file that is not a store of this layout (another program's database, a store of
+    /// another version) is refused unchanged; an empty file becomes a store in one
+    /// transaction, so a process killed meanwhile leaves an empty file, not half a store.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::Normal)
+    }
+
+    /// [`SqliteStore::open`] with a durability other than the default.
+    pub fn open_with(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+        match Self::open_writable(path, durability) {
+            Err(e) if e.is_read_only() => Err(StoreError::ReadOnly {
+                path: path.to_path_buf(),
+            }),
+            other => other,
+        }
+    }
+
+    fn open_writable(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        match retry_busy(|| layout(&conn))? {
+            Layout::Current => {}
+            l @ Layout::Other { .. } => return Err(refused(path, l)),
+            Layout::Empty | Layout::Older(_) | Layout::Unfinished => {
+                // Under the write lock, looked at again: a concurrent first open may
+                // have made the store meanwhile. All in one transaction: a process
+                // killed part-way leaves the file as it was.
+                retry_busy(|| {
+                    let tx = rusqlite::Transaction::new_unchecked(
+                        &conn,
+                        rusqlite::TransactionBehavior::Immediate,
+                    )?;
+                    bring_forward(&tx, &layout(&tx)?)?;
+                    tx.commit()
+                })?;
+                if let l @ Layout::Other { .. } = retry_busy(|| layout(&conn))? {
+                    return Err(refused(path, l));
+                }
+            }
+        }
+        // Only a store of ours is switched to WAL.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(
+            None,
+            "synchronous",
+            match durability {
+                Durability::Normal => "NORMAL",
+                Durability::Full => "FULL",
+            },
+        )?;
+        Ok(SqliteStore {
+            inner: Mutex::new(Inner::new(conn)),
+            locks: locks_dir(path),
+        })
+    }
+
+    /// Opens an existing store to read it only (a read-only file or mount): `state`
+    /// and `history` work, anything that writes fails.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some(format!("`{}` does not exist", path.display())),
+            )));
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let uri = |extra: &str| format!("file:{}?mode=ro{extra}", path.display());
+        // A WAL store needs its shared-memory file; on a read-only mount that cannot be
+        // made, the file is read as it is (`immutable`).
+        let conn = Connection::open_with_flags(uri(""), flags)
+            .and_then(|c| layout(&c).map(|_| c))
+            .or_else(|_| Connection::open_with_flags(uri("&immutable=1"), flags))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        match layout(&conn)? {
+            Layout::Current => {}
+            // Bringing it forward would write.
+            Layout::Older(found) => {
+                return Err(StoreError::Version {
+                    path: path.to_path_buf(),
+                    found,
+                    expected: VERSION,
+                });
+            }
+            Layout::Empty | Layout::Unfinished => {
+                return Err(StoreError::Foreign {
+                    path: path.to_path_buf(),
+                    tables: Vec::new(),
+                });
+            }
+            l @ Layout::Other { .. } => return Err(refused(path, l)),
+        }
+        Ok(SqliteStore {
+            inner: Mutex::new(Inner::new(conn)),
+            locks: locks_dir(path),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Why a file is not opened: not ours, or ours of a layout this version does not read.
+fn refused(path: &Path, layout: Layout) -> StoreError {
+    match layout {
+        Layout::Other { version, tables }
+            if version != 0 && tables.iter().any(|t| t == "checkpoints") =>
+        {
+            StoreError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                expected: VERSION,
+            }
+        }
+        Layout::Other { tables, .. } => StoreError::Foreign {
+            path: path.to_path_buf(),
+            tables,
+        },
+        _ => StoreError::Foreign {
+            path: path.to_path_buf(),
+            tables: Vec::new(),
+        },
+    }
+}
+
+fn locks_dir(path: &Path) -> PathBuf {
+    let mut locks = path.as_os_str().to_owned();
+    locks.push(".locks");
+    PathBuf::from(locks)
+}
+
+/// How long one statement waits for another process's write lock.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a write keeps trying, with backoff, while other processes hold the store:
+/// contention alone does not fail a step.
+const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs `f` again, with a growing pause, while it fails because another process holds
+/// the store, for up to [`BUSY_PATIENCE`].
+fn retry_busy<T>(mut f: impl FnMut() -> Result<T, rusqlite::Error>) -> Result<T, rusqlite::Error> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// [`retry_busy`] for store operations.
+fn patiently<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match f() {
+            Err(StoreError::Sqlite(e)) if is_busy(&e) && start.elapsed() < BUSY_PATIENCE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A claim's lock file: removed when the claim ends, while it is still locked, so the
+/// lock directory holds a file per thread being run, not per thread ever run.
+struct LockFile {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `file` is still the file at `path`: a claimer that opened a lock file just
+/// before its holder removed it would otherwise lock a file nobody else sees.
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+impl Checkpointer for SqliteStore {
+    fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
+        let mut inner = self.conn();
+        patiently(|| inner.insert(&r, true))
+    }
+
+    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        let mut inner = self.conn();
+        // One transaction: a copy killed part-way leaves nothing, not a partial thread.
+        // Values are written whole: references would be to records of this copy.
+        patiently(|| {
+            inner.conn.execute_batch("BEGIN IMMEDIATE")?;
+            let done = records.iter().try_for_each(|r| inner.insert(r, false));
+            match done {
+                Ok(()) => inner.conn.execute_batch("COMMIT")?,
+                Err(e) => {
+                    let _ = inner.conn.execute_batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })?;
+        for r in &records {
+            inner.forget(&r.thread);
+        }
+        Ok(())
+    }
+
+    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        self.conn().select(thread, 0, false)
+    }
+
+    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        self.conn().select(thread, seq, false)
+    }
+
+    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.conn().select(thread, 0, true)?.pop())
+    }
+
+    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        let mut inner = self.conn();
+        patiently(|| inner.put_snapshot(&snapshot))
+    }
+
+    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        self.conn().snapshot(thread)
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        catalog::cache_get(self, key, now_ms)
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        catalog::cache_put(self, key, value, expires_ms)
+    }
+
+    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+        // A lock file per thread beside the database, locked with flock: the kernel
+        // releases it when its holder exits, however it exits (SIGKILL, a crash), and
+        // it works across PID namespaces, unlike a recorded process id.
+        let dir = self.locks.clone();
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Create {
+            path: dir.clone(),
+            source,
+        })?;
+        let name: String = Sha256::digest(thread.as_bytes())
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.join(format!("{name}.lock"));
+        let lock_error = |source| StoreError::Lock {
+            path: path.clone(),
+            source,
+        };
+        loop {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(lock_error)?;
+            match file.try_lock() {
+                Ok(()) if !same_file(&file, &path) => {
+                    // Its holder removed it as we opened it: claim the new one.
+                    continue;
+                }
+                Ok(()) => {
+                    // Who holds it, for the message another process shows.
+                    file.set_len(0).map_err(lock_error)?;
+                    write!(file, "{}", std::process::id()).map_err(lock_error)?;
+                    // What this process remembers of the thread may be stale: another
+                    // process may have run it since.
+                    self.conn().forget(thread);
+                    return Ok(Claim::holding(LockFile { path, _file: file }));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    // The owner writes its pid just after it locks: a loser that reads
+                    // in between looks again, briefly, so it names the real owner.
+                    let mut pid = 0;
+                    for _ in 0..50 {
+                        let mut text = String::new();
+                        let _ = std::fs::File::open(&path)
+                            .and_then(|mut f| f.read_to_string(&mut text));
+                        if let Ok(p) = text.trim().parse::<u32>() {
+                            pid = p;
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    return Err(StoreError::Claimed {
+                        thread: thread.to_string(),
+                        pid,
+                    });
+                }
+                Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
+            }
+        }
+    }
+
+    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        let mut inner = self.conn();
+        inner.forget(thread);
+        patiently(|| records::truncate(&inner.conn, thread, seq))
+    }
+
+    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let mut inner = self.conn();
+        inner.forget(thread);
+        // All of it or none of it: a half-deleted thread would be unreadable.
+        patiently(|| {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &inner.conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [thread])?;
+            tx.execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
+            tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
+            tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        catalog::put_thread(self, thread)
+    }
+
+    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        catalog::get_thread(self, thread)
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        catalog::threads(self)
+    }
+
+    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        catalog::put_run(self, run)
+    }
+
+    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        catalog::get_run(self, run)
+    }
+
+    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        catalog::runs(self, thread)
+    }
+
+    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        catalog::delete_run(self, run)
+    }
+
+    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        catalog::runs_in_flight(self)
+    }
+}
