@@ -5,8 +5,8 @@
 //! - (a) `benches/graphs/chain.toml`: ten `set` nodes, a new thread per run.
 //! - (b) `benches/graphs/agent_loop.toml`: seed 000's loop, 50 loops, 302 steps a run,
 //!   in memory and in SQLite; SQLite bytes per run.
-//! - (c) the same with a confirmation at every loop, answered at once: the pause and
-//!   resume round trip at the first and the tenth interrupt.
+//! - (c) the same with a confirmation every 5th loop, answered at once: what a pause
+//!   and its resume add, and the resume calls at the first and the tenth pause.
 //! - (d) 10,000 threads paused at their first interrupt: memory per thread (RSS), SQLite
 //!   bytes per thread, and resuming one of them to its first node.
 //! - (e) one thread of 1,000 loops: the last 100 loops against the first 100.
@@ -221,27 +221,50 @@ impl Bench {
         (per_step, bytes)
     }
 
-    /// (c): for `threads` threads confirming at every loop, the time of each resume
-    /// call (one loop, then the next pause), by interrupt number.
-    fn round_trips(&self, threads: usize, store: Arc<dyn Checkpointer>) -> Vec<Duration> {
-        let runner = agent(store, Browser::new(false));
-        let mut totals = [Duration::ZERO; 10];
-        for t in 0..threads {
-            let thread = format!("c{t}");
-            let out = self
-                .block(runner.start(&thread, json!({ "confirm_every": 1, "loops": 11 })))
-                .expect("start");
-            assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
-            for total in totals.iter_mut() {
-                let start = Instant::now();
-                let out = self
-                    .block(runner.resume(&thread, Some(json!({ "confirmed": true })), false))
-                    .expect("resume");
-                *total += start.elapsed();
-                assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+    /// (c): `runs` runs of 55 loops confirming every 5th action (11 pauses a run),
+    /// each answered at once, against the same runs without confirmations: what a
+    /// pause and its resume add, per pause; and the time of the resume calls (five
+    /// loops each) at the first and at the tenth pause, which should be the same.
+    fn round_trips(&self, runs: usize, store: &str) -> (Duration, Duration, Duration) {
+        let open = |name: &str| -> Arc<dyn Checkpointer> {
+            match store {
+                "memory" => Arc::new(MemoryStore::new()),
+                _ => sqlite(&self.dir, name).0,
             }
+        };
+        let plain = agent(open("plain"), Browser::new(false));
+        let confirming = agent(open("confirming"), Browser::new(false));
+        let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
+        let mut segments = [Duration::ZERO; 11];
+        for i in 0..runs {
+            // Interleaved, so that both see the same machine.
+            let start = Instant::now();
+            self.block(plain.start(&format!("p{i}"), json!({ "loops": 55 })))
+                .expect("plain run");
+            without += start.elapsed();
+            let thread = format!("c{i}");
+            let start = Instant::now();
+            let mut out = self
+                .block(confirming.start(&thread, json!({ "confirm_every": 5, "loops": 55 })))
+                .expect("start");
+            let mut pause = 0;
+            while matches!(out, Outcome::Interrupted { .. }) {
+                let segment = Instant::now();
+                out = self
+                    .block(confirming.resume(&thread, Some(json!({ "confirmed": true })), false))
+                    .expect("resume");
+                segments[pause] += segment.elapsed();
+                pause += 1;
+            }
+            with += start.elapsed();
+            assert_eq!(pause, 11, "{out:?}");
         }
-        totals.iter().map(|t| *t / threads as u32).collect()
+        let per_pause = with.saturating_sub(without) / (11 * runs as u32);
+        (
+            per_pause,
+            segments[0] / runs as u32,
+            segments[9] / runs as u32,
+        )
     }
 
     /// (d): starts `threads` threads that pause at their first interrupt (after five
@@ -350,23 +373,14 @@ fn main() {
         );
     }
     if run("c") {
-        // The pause and resume round trip: a resume call runs one loop (the approved
-        // action and the six nodes back to the confirmation) and pauses again; the
-        // same loop without the pause costs 7 steps of (b).
-        let (step, _) = bench.agent_loop(100, "memory");
-        let loop_cost = Duration::from_secs_f64(7.0 * step / 1e6);
-        for store in ["memory", "sqlite"] {
-            let cp: Arc<dyn Checkpointer> = match store {
-                "memory" => Arc::new(MemoryStore::new()),
-                _ => sqlite(&bench.dir, "round_trip").0,
-            };
-            let trips = bench.round_trips(200, cp);
+        for (store, runs) in [("memory", 300), ("sqlite", 30)] {
+            bench.round_trips(runs / 10, store);
+            let (trip, first, tenth) = bench.round_trips(runs, store);
             println!(
-                "(c) resume call, {store:<6}: {:>7.1} us at the 1st interrupt, {:>7.1} us at the 10th; minus one loop of (b): {:>6.1} / {:>6.1} us   (target <= 20 in memory, same at both)",
-                us(trips[0]),
-                us(trips[9]),
-                us(trips[0].saturating_sub(loop_cost)),
-                us(trips[9].saturating_sub(loop_cost)),
+                "(c) pause + resume, {store:<6}: {:>7.1} us per pause (target <= 20 in memory); resume calls of 5 loops: {:>7.1} us at the 1st pause, {:>7.1} us at the 10th (target: the same)",
+                us(trip),
+                us(first),
+                us(tenth),
             );
         }
     }
@@ -411,6 +425,12 @@ fn callgrind(bench: &Bench, args: &[String]) {
         Some("b-sqlite") => {
             bench.agent_loop(n, "sqlite");
         }
-        other => panic!("callgrind takes a, b-memory or b-sqlite, not {other:?}"),
+        Some("c-memory") => {
+            bench.round_trips(n, "memory");
+        }
+        Some("c-sqlite") => {
+            bench.round_trips(n, "sqlite");
+        }
+        other => panic!("callgrind takes a, b-memory, b-sqlite or c-memory, not {other:?}"),
     }
 }

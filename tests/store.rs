@@ -393,3 +393,54 @@ fn stores_of_versions_2_and_3_are_brought_forward_whole() {
         assert_eq!(*store.load("t").unwrap()[3].writes[0].value, big());
     }
 }
+
+#[test]
+fn paused_threads_kept_as_bytes_read_back_the_same() {
+    // Past 64 paused threads the memory store keeps the older ones as compact bytes:
+    // what they read back must be what was written.
+    let store = MemoryStore::new();
+    let paused = |thread: &str| -> (Vec<Checkpoint>, Snapshot) {
+        let mut records: Vec<Checkpoint> = (0..4)
+            .map(|seq| {
+                record(
+                    thread,
+                    seq,
+                    "big",
+                    if seq == 2 { json!(seq) } else { big() },
+                )
+            })
+            .collect();
+        // One record writes a field twice, a large value and then a small one.
+        records[1].writes.push(Write {
+            field: "big".into(),
+            value: Arc::new(json!("small")),
+        });
+        records[3].status = Status::Interrupted;
+        let snapshot = Snapshot {
+            thread: thread.into(),
+            seq: 3,
+            graph: "/g.toml".into(),
+            graph_hash: "h".into(),
+            values: vec![
+                ("big".into(), Arc::new(big())),
+                ("n".into(), Arc::new(json!(3))),
+            ],
+        };
+        (records, snapshot)
+    };
+    for i in 0..100 {
+        let (records, snapshot) = paused(&format!("p{i}"));
+        store.append_all(records).unwrap();
+        store.put_snapshot(snapshot).unwrap();
+    }
+    for i in [0, 35, 99] {
+        let thread = format!("p{i}");
+        let (records, snapshot) = paused(&thread);
+        assert_eq!(store.latest(&thread).unwrap().as_ref(), records.last());
+        assert_eq!(store.snapshot(&thread).unwrap(), Some(snapshot));
+        assert_eq!(store.load(&thread).unwrap(), records);
+        // Read again, it goes on as any thread.
+        store.append(record(&thread, 4, "n", json!(4))).unwrap();
+        assert_eq!(store.load_from(&thread, 4).unwrap().len(), 1);
+    }
+}

@@ -1,22 +1,117 @@
-use super::{Checkpoint, Checkpointer, RunRecord, Snapshot, StoreError, ThreadRecord};
+use super::frozen::{freeze_records, freeze_snapshot, thaw_records, thaw_snapshot};
+use super::{Checkpoint, Checkpointer, RunRecord, Snapshot, Status, StoreError, ThreadRecord};
+use crate::fxhash::FxHashMap;
 use serde_json::Value as Json;
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Threads paused at an interrupt kept as value trees, the most recently paused; older
+/// ones are kept as compact bytes (see `frozen.rs`).
+const HOT_PAUSED: usize = 64;
 
 /// Checkpoints in process memory: fast, gone when the process ends.
 #[derive(Default)]
 pub struct MemoryStore {
-    threads: Mutex<crate::fxhash::FxHashMap<String, Thread>>,
+    threads: Mutex<Threads>,
     /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
     cache: Mutex<HashMap<String, (Json, u64)>>,
     catalog: Mutex<Catalog>,
 }
 
-/// A thread's records and its latest snapshot.
+#[derive(Default)]
+struct Threads {
+    by_name: FxHashMap<String, Thread>,
+    /// Threads that paused, oldest first, with the record they paused at.
+    paused: VecDeque<(Arc<str>, u64)>,
+}
+
+/// A thread: its older records as bytes (once it has paused a while), the records
+/// after them, its latest snapshot.
 #[derive(Default)]
 struct Thread {
+    frozen: Vec<Chunk>,
     records: Vec<Checkpoint>,
-    snapshot: Option<Snapshot>,
+    /// The last frozen record, for when `records` is empty.
+    last_frozen: Option<Checkpoint>,
+    snapshot: Option<Snap>,
+}
+
+/// Records `first..first + len` as bytes.
+struct Chunk {
+    first: u64,
+    len: u64,
+    bytes: Vec<u8>,
+}
+
+enum Snap {
+    Hot(Snapshot),
+    Cold(Vec<u8>),
+}
+
+impl Thread {
+    fn last(&self) -> Option<&Checkpoint> {
+        self.records.last().or(self.last_frozen.as_ref())
+    }
+
+    /// Every record from `from` on.
+    fn from(&self, thread: &str, from: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let name: Arc<str> = Arc::from(thread);
+        let mut out = Vec::new();
+        for c in self.frozen.iter().filter(|c| c.first + c.len > from) {
+            out.extend(thaw_records(&name, &c.bytes, from)?);
+        }
+        out.extend(self.records.iter().filter(|r| r.seq >= from).cloned());
+        Ok(out)
+    }
+
+    /// All of it as value trees again (before a rollback).
+    fn thaw(&mut self, thread: &str) -> Result<(), StoreError> {
+        if !self.frozen.is_empty() {
+            let all = self.from(thread, 0)?;
+            self.frozen.clear();
+            self.last_frozen = None;
+            self.records = all;
+        }
+        if let Some(Snap::Cold(bytes)) = &self.snapshot {
+            self.snapshot = Some(Snap::Hot(thaw_snapshot(&Arc::from(thread), bytes)?));
+        }
+        Ok(())
+    }
+
+    /// Its records so far, and its snapshot, as bytes.
+    fn freeze(&mut self) {
+        if let Some(last) = self.records.last().cloned() {
+            self.frozen.push(Chunk {
+                first: self.records[0].seq,
+                len: self.records.len() as u64,
+                bytes: freeze_records(&self.records),
+            });
+            self.records = Vec::new();
+            self.last_frozen = Some(last);
+        }
+        if let Some(Snap::Hot(s)) = &self.snapshot {
+            self.snapshot = Some(Snap::Cold(freeze_snapshot(s)));
+        }
+    }
+}
+
+impl Threads {
+    /// Freezes the threads that paused longest ago, past the [`HOT_PAUSED`] latest,
+    /// when they have not moved since.
+    fn cool(&mut self) {
+        while self.paused.len() > HOT_PAUSED {
+            let Some((name, seq)) = self.paused.pop_front() else {
+                break;
+            };
+            if let Some(t) = self.by_name.get_mut(&*name)
+                && t.records
+                    .last()
+                    .is_some_and(|r| r.seq == seq && r.status == Status::Interrupted)
+            {
+                t.freeze();
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -31,7 +126,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, crate::fxhash::FxHashMap<String, Thread>> {
+    fn lock(&self) -> MutexGuard<'_, Threads> {
         // A panic while holding the lock leaves whole records; keep serving them.
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -44,16 +139,15 @@ impl MemoryStore {
 impl Checkpointer for MemoryStore {
     fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
         let mut threads = self.lock();
-        let thread = match threads.get_mut(&*record.thread) {
+        let thread = match threads.by_name.get_mut(&*record.thread) {
             Some(t) => t,
-            None => threads.entry(record.thread.to_string()).or_default(),
+            None => threads
+                .by_name
+                .entry(record.thread.to_string())
+                .or_default(),
         };
         // A seq already taken is a conflict, as in SQLite.
-        if thread
-            .records
-            .last()
-            .is_some_and(|last| record.seq <= last.seq)
-        {
+        if thread.last().is_some_and(|last| record.seq <= last.seq) {
             return Err(StoreError::Conflict {
                 thread: record.thread.to_string(),
                 seq: record.seq,
@@ -69,22 +163,25 @@ impl Checkpointer for MemoryStore {
         // already taken is a conflict, as in SQLite.
         let mut next: HashMap<&str, u64> = HashMap::new();
         for r in &records {
-            let taken = next.entry(&r.thread).or_insert_with(|| {
-                threads
+            let taken = match next.get(&*r.thread) {
+                Some(t) => *t,
+                None => threads
+                    .by_name
                     .get(&*r.thread)
-                    .and_then(|t| t.records.last())
-                    .map_or(0, |last| last.seq + 1)
-            });
-            if r.seq < *taken {
+                    .and_then(Thread::last)
+                    .map_or(0, |last| last.seq + 1),
+            };
+            if r.seq < taken {
                 return Err(StoreError::Conflict {
                     thread: r.thread.to_string(),
                     seq: r.seq,
                 });
             }
-            *taken = r.seq + 1;
+            next.insert(&r.thread, r.seq + 1);
         }
         for record in records {
             threads
+                .by_name
                 .entry(record.thread.to_string())
                 .or_default()
                 .records
@@ -94,43 +191,64 @@ impl Checkpointer for MemoryStore {
     }
 
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        Ok(self
-            .lock()
-            .get(thread)
-            .map(|t| t.records.clone())
-            .unwrap_or_default())
+        match self.lock().by_name.get(thread) {
+            Some(t) => t.from(thread, 0),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         Ok(self
             .lock()
+            .by_name
             .get(thread)
-            .and_then(|t| t.records.last().cloned()))
+            .and_then(Thread::last)
+            .cloned())
     }
 
     fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
-        let threads = self.lock();
-        let Some(t) = threads.get(thread) else {
-            return Ok(Vec::new());
-        };
-        // Records are numbered from 0, so `seq` is a position.
-        let from = usize::try_from(seq)
-            .unwrap_or(usize::MAX)
-            .min(t.records.len());
-        Ok(t.records[from..].to_vec())
+        match self.lock().by_name.get(thread) {
+            Some(t) => t.from(thread, seq),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        if let Some(t) = self.lock().get_mut(&*snapshot.thread)
-            && t.records.iter().any(|r| r.seq == snapshot.seq)
-        {
-            t.snapshot = Some(snapshot);
+        let mut threads = self.lock();
+        let Some(t) = threads.by_name.get_mut(&*snapshot.thread) else {
+            return Ok(());
+        };
+        // Only a snapshot of one of the thread's records.
+        let Some(last) = t.last() else {
+            return Ok(());
+        };
+        if snapshot.seq > last.seq {
+            return Ok(());
+        }
+        // Waiting for a person: it may wait long, and there may be many. (A finished
+        // thread stays as it is: compacting every run would cost each run its time.)
+        let paused = last.seq == snapshot.seq && last.status == Status::Interrupted;
+        let name = snapshot.thread.clone();
+        let seq = snapshot.seq;
+        t.snapshot = Some(Snap::Hot(snapshot));
+        if paused {
+            threads.paused.push_back((name, seq));
+            threads.cool();
         }
         Ok(())
     }
 
     fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        Ok(self.lock().get(thread).and_then(|t| t.snapshot.clone()))
+        let threads = self.lock();
+        match threads
+            .by_name
+            .get(thread)
+            .and_then(|t| t.snapshot.as_ref())
+        {
+            None => Ok(None),
+            Some(Snap::Hot(s)) => Ok(Some(s.clone())),
+            Some(Snap::Cold(bytes)) => thaw_snapshot(&Arc::from(thread), bytes).map(Some),
+        }
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
@@ -155,20 +273,21 @@ impl Checkpointer for MemoryStore {
 
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let mut threads = self.lock();
-        if let Some(t) = threads.get_mut(thread) {
+        if let Some(t) = threads.by_name.get_mut(thread) {
+            t.thaw(thread)?;
             t.records.retain(|r| r.seq < seq);
-            if t.snapshot.as_ref().is_some_and(|s| s.seq >= seq) {
+            if matches!(&t.snapshot, Some(Snap::Hot(s)) if s.seq >= seq) {
                 t.snapshot = None;
             }
             if t.records.is_empty() {
-                threads.remove(thread);
+                threads.by_name.remove(thread);
             }
         }
         Ok(())
     }
 
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
-        self.lock().remove(thread);
+        self.lock().by_name.remove(thread);
         let mut catalog = self.catalog();
         catalog.threads.shift_remove(thread);
         catalog.runs.retain(|_, r| r.thread != thread);

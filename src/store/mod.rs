@@ -11,6 +11,7 @@
 //! them), so a restarted server knows what it was doing.
 
 mod catalog;
+mod frozen;
 mod memory;
 mod sqlite;
 
