@@ -267,6 +267,10 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .map_or(Duration::from_secs(60), |t| *t.get_ref()),
     };
     let expr_sources = c.exprs.clone();
+    let fast = expr_sources
+        .iter()
+        .map(|s| super::fast::compile(s))
+        .collect();
     let exprs = Exprs::build(c.env, c.exprs).map_err(|(i, source)| CompileError::Jinja {
         what: expr_sources[i].clone(),
         source,
@@ -287,6 +291,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         servers,
         llm,
         exprs,
+        fast,
         expr_sources,
         field_ids,
         node_ids,

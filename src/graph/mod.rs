@@ -4,6 +4,7 @@
 
 mod compile;
 mod exprs;
+mod fast;
 
 pub use compile::{CompileError, compile};
 pub use exprs::ExprId;
@@ -41,6 +42,8 @@ pub struct Graph {
     pub servers: Vec<Server>,
     pub llm: LlmDefaults,
     pub(crate) exprs: Exprs,
+    /// The fast form of each expression that has one (see `fast.rs`).
+    fast: Vec<Option<fast::Fast>>,
     pub(crate) expr_sources: Vec<String>,
     field_ids: crate::fxhash::FxHashMap<String, FieldId>,
     node_ids: crate::fxhash::FxHashMap<String, NodeId>,
@@ -70,8 +73,14 @@ impl Graph {
         }
     }
 
-    /// Evaluates a compiled expression in a context.
+    /// Evaluates a compiled expression in a context: by its fast form when it has one
+    /// that can, else by minijinja.
     pub(crate) fn eval(&self, id: ExprId, ctx: Value) -> Result<Value, minijinja::Error> {
+        if let Some(Some(fast)) = self.fast.get(id.0 as usize)
+            && let Some(v) = fast.eval(&ctx)
+        {
+            return Ok(v);
+        }
         self.exprs.eval(id, ctx)
     }
 

@@ -1,0 +1,364 @@
+//! A fast path for the simple expressions most nodes write: `counter + 1`,
+//! `planned_action.kind`, `tool_steps >= loops`, `'I ' ~ action.kind`, a list or a map of
+//! those. minijinja's evaluator sets up a whole machine for each expression, which costs
+//! more than a simple one's work; these are evaluated straight from their syntax tree.
+//!
+//! The fast path either gives exactly what minijinja would (the same operations, on
+//! minijinja's own values, with its own equality, ordering, truthiness and formatting)
+//! or gives up, and minijinja evaluates the expression as always: on anything outside
+//! the plain cases below (floats, big or negative numbers, undefined values, objects
+//! in `~`, long strings, filters, tests, calls), it gives up.
+
+use minijinja::machinery::ast::{BinOpKind, Expr, UnaryOpKind};
+use minijinja::value::{ObjectRepr, Value, ValueKind};
+use std::sync::Arc;
+
+/// Strings longer than this go to minijinja, which charges them to the fuel limit.
+const MAX_FAST_STRING: usize = 64 * 1024;
+
+pub(crate) enum Fast {
+    Var(Arc<str>),
+    Const(Value),
+    Attr(Box<Fast>, Arc<str>),
+    Item(Box<Fast>, Box<Fast>),
+    Not(Box<Fast>),
+    Neg(Box<Fast>),
+    Bin(Op, Box<Fast>, Box<Fast>),
+    And(Box<Fast>, Box<Fast>),
+    Or(Box<Fast>, Box<Fast>),
+    If(Box<Fast>, Box<Fast>, Box<Fast>),
+    List(Vec<Fast>),
+    Map(Vec<(Arc<str>, Fast)>),
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Op {
+    Add,
+    Sub,
+    Rem,
+    Concat,
+    Eq,
+    Ne,
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+    In,
+}
+
+/// The fast form of an expression, if it has one.
+pub(crate) fn compile(source: &str) -> Option<Fast> {
+    let ast = minijinja::machinery::parse_expr(source).ok()?;
+    from_ast(&ast)
+}
+
+fn from_ast(e: &Expr<'_>) -> Option<Fast> {
+    let boxed = |e: &Expr<'_>| from_ast(e).map(Box::new);
+    Some(match e {
+        Expr::Var(v) => Fast::Var(Arc::from(v.id)),
+        Expr::Const(c) => Fast::Const(c.value.clone()),
+        Expr::GetAttr(g) => Fast::Attr(boxed(&g.expr)?, Arc::from(g.name)),
+        Expr::GetItem(g) => Fast::Item(boxed(&g.expr)?, boxed(&g.subscript_expr)?),
+        Expr::UnaryOp(u) => match u.op {
+            UnaryOpKind::Not => Fast::Not(boxed(&u.expr)?),
+            UnaryOpKind::Neg => Fast::Neg(boxed(&u.expr)?),
+        },
+        Expr::BinOp(b) => {
+            let (l, r) = (boxed(&b.left)?, boxed(&b.right)?);
+            let op = match b.op {
+                BinOpKind::ScAnd => return Some(Fast::And(l, r)),
+                BinOpKind::ScOr => return Some(Fast::Or(l, r)),
+                BinOpKind::Add => Op::Add,
+                BinOpKind::Sub => Op::Sub,
+                BinOpKind::Rem => Op::Rem,
+                BinOpKind::Concat => Op::Concat,
+                BinOpKind::Eq => Op::Eq,
+                BinOpKind::Ne => Op::Ne,
+                BinOpKind::Lt => Op::Lt,
+                BinOpKind::Lte => Op::Lte,
+                BinOpKind::Gt => Op::Gt,
+                BinOpKind::Gte => Op::Gte,
+                BinOpKind::In => Op::In,
+                _ => return None,
+            };
+            Fast::Bin(op, l, r)
+        }
+        // Without `else`, minijinja gives a silent undefined: left to it.
+        Expr::IfExpr(i) => Fast::If(
+            boxed(&i.test_expr)?,
+            boxed(&i.true_expr)?,
+            boxed(i.false_expr.as_ref()?)?,
+        ),
+        Expr::List(l) => Fast::List(l.items.iter().map(from_ast).collect::<Option<_>>()?),
+        Expr::Map(m) => Fast::Map(
+            m.keys
+                .iter()
+                .zip(&m.values)
+                .map(|(k, v)| match k {
+                    Expr::Const(c) => Some((Arc::from(c.value.as_str()?), from_ast(v)?)),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?,
+        ),
+        _ => return None,
+    })
+}
+
+/// A value the fast path takes as it is: not undefined.
+fn defined(v: Value) -> Option<Value> {
+    (!v.is_undefined()).then_some(v)
+}
+
+/// A plain `i64` (minijinja computes integers in `i128` and gives back an `i64` when
+/// the result fits; the cases here always fit or give up).
+fn int(v: &Value) -> Option<i64> {
+    if v.kind() == ValueKind::Number && v.is_integer() {
+        v.as_i64()
+    } else {
+        None
+    }
+}
+
+/// A string short enough to handle here.
+fn short_str(v: &Value) -> Option<&str> {
+    v.as_str().filter(|s| s.len() <= MAX_FAST_STRING)
+}
+
+impl Fast {
+    /// The expression's value in `root` (the scope of state fields, `run`, `result`),
+    /// or none when minijinja should evaluate it.
+    pub(crate) fn eval(&self, root: &Value) -> Option<Value> {
+        match self {
+            Fast::Var(name) => defined(root.get_attr(name).ok()?),
+            Fast::Const(v) => Some(v.clone()),
+            Fast::Attr(base, name) => {
+                let base = self::Fast::eval(base, root)?;
+                if base.is_none() {
+                    return None;
+                }
+                defined(base.get_attr(name).ok()?)
+            }
+            Fast::Item(base, key) => {
+                let base = base.eval(root)?;
+                let key = key.eval(root)?;
+                // Only lookups, not slices or negative indexes' edge cases on strings.
+                base.as_object()?;
+                defined(base.get_item(&key).ok()?)
+            }
+            Fast::Not(x) => Some(Value::from(!x.eval(root)?.is_true())),
+            Fast::Neg(x) => int(&x.eval(root)?)?.checked_neg().map(Value::from),
+            Fast::And(l, r) => {
+                let l = l.eval(root)?;
+                if l.is_true() { r.eval(root) } else { Some(l) }
+            }
+            Fast::Or(l, r) => {
+                let l = l.eval(root)?;
+                if l.is_true() { Some(l) } else { r.eval(root) }
+            }
+            Fast::If(test, yes, no) => {
+                if test.eval(root)?.is_true() {
+                    yes.eval(root)
+                } else {
+                    no.eval(root)
+                }
+            }
+            Fast::List(items) => Some(Value::from(
+                items
+                    .iter()
+                    .map(|i| i.eval(root))
+                    .collect::<Option<Vec<_>>>()?,
+            )),
+            Fast::Map(entries) => {
+                let pairs = entries
+                    .iter()
+                    .map(|(k, v)| Some((Value::from(&**k), v.eval(root)?)))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Value::from_pairs(pairs))
+            }
+            Fast::Bin(op, l, r) => binary(*op, l.eval(root)?, r.eval(root)?),
+        }
+    }
+}
+
+fn binary(op: Op, a: Value, b: Value) -> Option<Value> {
+    Some(match op {
+        Op::Add => Value::from(int(&a)?.checked_add(int(&b)?)?),
+        Op::Sub => Value::from(int(&a)?.checked_sub(int(&b)?)?),
+        // minijinja's remainder follows the floor of the division, as Python's does;
+        // for these it is Rust's.
+        Op::Rem => {
+            let (a, b) = (int(&a)?, int(&b)?);
+            if a < 0 || b <= 0 {
+                return None;
+            }
+            Value::from(a % b)
+        }
+        Op::Concat => {
+            // Objects are formatted (and charged for) by minijinja.
+            if a.as_object().is_some() || b.as_object().is_some() {
+                return None;
+            }
+            let text = format!("{a}{b}");
+            if text.len() > MAX_FAST_STRING {
+                return None;
+            }
+            Value::from(text)
+        }
+        Op::Eq => Value::from(a == b),
+        Op::Ne => Value::from(a != b),
+        Op::Lt => Value::from(a < b),
+        Op::Lte => Value::from(a <= b),
+        Op::Gt => Value::from(a > b),
+        Op::Gte => Value::from(a >= b),
+        // `a in b`, as minijinja's containment check.
+        Op::In => {
+            if let Some(hay) = short_str(&b) {
+                let needle = short_str(&a)?;
+                return Some(Value::from(hay.contains(needle)));
+            }
+            let obj = b.as_object()?;
+            match obj.repr() {
+                ObjectRepr::Map => Value::from(obj.get_value(&a).is_some()),
+                ObjectRepr::Seq => {
+                    let items = obj.try_iter()?;
+                    let mut found = false;
+                    for (i, item) in items.enumerate() {
+                        // Long sequences are charged to the fuel limit by minijinja.
+                        if i >= 1024 {
+                            return None;
+                        }
+                        if item == a {
+                            found = true;
+                            break;
+                        }
+                    }
+                    Value::from(found)
+                }
+                _ => return None,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Contexts that hold what states hold: numbers of every kind, strings, none,
+    /// lists and maps, nested.
+    fn contexts() -> Vec<Value> {
+        let json = [
+            r#"{"n": 3, "m": -7, "big": 9223372036854775807, "f": 2.5, "s": "ab", "t": "", "z": null, "b": true,
+                "l": [1, "ab", null, [2]], "o": {"kind": "click", "n": 0, "in": {"x": 1}}, "e": [], "eo": {}}"#,
+            r#"{"n": 0, "m": 4, "big": -9223372036854775808, "f": -0.0, "s": "pay here", "t": "pay", "z": null, "b": false,
+                "l": [], "o": {"kind": "type", "n": 2}, "e": [0], "eo": {"a": null}}"#,
+        ];
+        json.iter()
+            .map(|j| crate::run::scope::from_json(serde_json::from_str(j).unwrap()))
+            .collect()
+    }
+
+    const ATOMS: &[&str] = &[
+        "n",
+        "m",
+        "big",
+        "f",
+        "s",
+        "t",
+        "z",
+        "b",
+        "l",
+        "o",
+        "e",
+        "eo",
+        "o.kind",
+        "o.n",
+        "o.in.x",
+        "o.missing",
+        "l[1]",
+        "l[-1]",
+        "l[9]",
+        "o['kind']",
+        "1",
+        "0",
+        "-1",
+        "2.0",
+        "'ab'",
+        "''",
+        "none",
+        "true",
+        "false",
+        "[1, 'ab']",
+        "{'a': n}",
+        "nope",
+        "z.x",
+    ];
+    const OPS: &[&str] = &[
+        "+", "-", "%", "~", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "and", "or",
+    ];
+
+    /// xorshift: deterministic picks.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    fn expr(rng: &mut Rng, depth: u32) -> String {
+        if depth == 0 {
+            return ATOMS[rng.below(ATOMS.len())].to_string();
+        }
+        let a = expr(rng, depth - 1);
+        let b = expr(rng, depth - 1);
+        match rng.below(6) {
+            0 => format!("not {a}"),
+            1 => format!("({a} if {b} else {})", expr(rng, depth - 1)),
+            2 => format!("[{a}, {b}]"),
+            3 => format!("{{'k': {a}, 'j': {b}}}"),
+            _ => format!("({a} {} {b})", OPS[rng.below(OPS.len())]),
+        }
+    }
+
+    #[test]
+    fn the_fast_path_gives_what_minijinja_gives_or_nothing() {
+        let env = crate::jinja::environment();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut fast_taken = 0;
+        for i in 0..20_000 {
+            let source = expr(&mut rng, 1 + (i % 3));
+            let Some(fast) = compile(&source) else {
+                continue;
+            };
+            let slow = env.compile_expression(&source).unwrap();
+            for ctx in contexts() {
+                let Some(got) = fast.eval(&ctx) else {
+                    continue;
+                };
+                fast_taken += 1;
+                let want = slow
+                    .eval(ctx.clone())
+                    .unwrap_or_else(|e| panic!("`{source}`: fast {got:?}, minijinja failed: {e}"));
+                assert_eq!(
+                    (
+                        got.kind(),
+                        got.to_string(),
+                        serde_json::to_string(&got).ok()
+                    ),
+                    (
+                        want.kind(),
+                        want.to_string(),
+                        serde_json::to_string(&want).ok()
+                    ),
+                    "`{source}` in {ctx}"
+                );
+                assert_eq!(got.is_true(), want.is_true(), "`{source}`");
+            }
+        }
+        // The path is taken often enough for this to test something.
+        assert!(fast_taken > 10_000, "{fast_taken}");
+    }
+}
