@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Instructions per step of an interpreter workload, counted by callgrind: the
 # workload runs N1 and then N2 units in two processes, and the difference divided by
-# the difference in steps leaves out start-up. Usage: benches/callgrind.sh a|b-memory|b-sqlite
+# the difference in steps leaves out start-up. Usage: benches/callgrind.sh a|b-memory|b-none|b-sqlite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-b-memory}
 case $workload in
   a) n1=100; n2=600; per=10 ;;       # runs of 10 steps
   b-*) n1=2; n2=12; per=302 ;;      # runs of 302 steps
-  *) echo "usage: $0 a|b-memory|b-sqlite" >&2; exit 2 ;;
+  *) echo "usage: $0 a|b-memory|b-none|b-sqlite" >&2; exit 2 ;;
 esac
 bin=$(cargo bench --bench interpreter --no-run --message-format=json 2>/dev/null |
   python3 -c 'import sys, json

@@ -22,9 +22,10 @@ use switchyard::graph::{Graph, Server};
 use switchyard::llm::DeltaSink;
 use switchyard::run::kinds::llm::reply_json;
 use switchyard::run::{
-    Checkpointer, LlmClient, LlmError, LlmReply, LlmRequest, MemoryStore, Outcome, Runner,
+    Checkpointer, LlmClient, LlmError, LlmReply, LlmRequest, MemoryStore, NoStore, Outcome, Runner,
     SqliteStore, ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest,
 };
+use switchyard::store::{Durability, SqliteOptions};
 
 /// The planner's answer: ~100 bytes of JSON.
 fn plan() -> Json {
@@ -125,11 +126,18 @@ fn agent(store: Arc<dyn Checkpointer>, browser: Arc<Browser>) -> Runner {
 
 /// A fresh SQLite store in `dir`.
 fn sqlite(dir: &Path, name: &str) -> (Arc<dyn Checkpointer>, PathBuf) {
+    sqlite_with(dir, name, SqliteOptions::default())
+}
+
+fn sqlite_with(dir: &Path, name: &str, options: SqliteOptions) -> (Arc<dyn Checkpointer>, PathBuf) {
     let db = dir.join(format!("{name}.db"));
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
-    (Arc::new(SqliteStore::open(&db).expect("sqlite store")), db)
+    (
+        Arc::new(SqliteStore::open_with(&db, options).expect("sqlite store")),
+        db,
+    )
 }
 
 /// The size of a SQLite file with its WAL folded in.
@@ -171,11 +179,21 @@ fn us(d: Duration) -> f64 {
 struct Bench {
     rt: tokio::runtime::Runtime,
     dir: PathBuf,
+    /// Counting instructions: a runner's store is not freed at the end of a workload,
+    /// which would count its teardown per step (the times never include it).
+    leak: bool,
 }
 
 impl Bench {
     fn block<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         self.rt.block_on(f)
+    }
+
+    /// Drops the runner of a finished workload, or leaks it when counting.
+    fn done(&self, runner: Runner) {
+        if self.leak {
+            std::mem::forget(runner);
+        }
     }
 
     /// (a): µs per step.
@@ -190,15 +208,26 @@ impl Bench {
                     .expect("run"),
             );
         }
-        us(start.elapsed()) / steps as f64
+        let per_step = us(start.elapsed()) / steps as f64;
+        self.done(runner);
+        per_step
     }
 
     /// (b): µs per step, and for SQLite the bytes a run adds to the file.
     fn agent_loop(&self, runs: usize, store: &str) -> (f64, Option<u64>) {
         let (cp, db) = match store {
             "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            "none" => (Arc::new(NoStore) as Arc<dyn Checkpointer>, None),
             _ => {
-                let (cp, db) = sqlite(&self.dir, "agent_loop");
+                let options = SqliteOptions {
+                    durability: if store.contains("full") {
+                        Durability::Full
+                    } else {
+                        Durability::Normal
+                    },
+                    compress: store.contains("lz4"),
+                };
+                let (cp, db) = sqlite_with(&self.dir, "agent_loop", options);
                 (cp, Some(db))
             }
         };
@@ -214,7 +243,7 @@ impl Bench {
             );
         }
         let per_step = us(start.elapsed()) / steps as f64;
-        drop(runner);
+        self.done(runner);
         let bytes = db
             .as_deref()
             .map(|db| (db_bytes(db) - before.unwrap_or(0)) / runs as u64);
@@ -344,8 +373,14 @@ fn main() {
             .build()
             .expect("runtime"),
         dir: std::env::temp_dir().join(format!("switchyard-bench-{}", std::process::id())),
+        leak: args.first().map(String::as_str) == Some("callgrind"),
     };
     std::fs::create_dir_all(&bench.dir).expect("bench dir");
+    if args.first().map(String::as_str) == Some("d-memory-apart") {
+        let (bytes, resume) = bench.paused(10_000, "memory");
+        println!("{bytes} {}", resume.as_nanos());
+        return;
+    }
     if args.first().map(String::as_str) == Some("callgrind") {
         callgrind(&bench, &args[1..]);
         let _ = std::fs::remove_dir_all(&bench.dir);
@@ -371,6 +406,17 @@ fn main() {
             "(b) agent loop, SQLite bytes:      {:>7.1} KB per run     (target <= 100)",
             bytes.unwrap_or(0) as f64 / 1024.0
         );
+        let (none, _) = bench.agent_loop(300, "none");
+        println!("(b) agent loop, --store none:      {none:>7.2} us per step");
+        let (full, _) = bench.agent_loop(10, "sqlite-full");
+        println!(
+            "(b) agent loop, SQLite full:       {full:>7.2} us per step   (durability = full)"
+        );
+        let (lz4, bytes) = bench.agent_loop(30, "sqlite-lz4");
+        println!(
+            "(b) agent loop, SQLite compressed: {lz4:>7.2} us per step, {:>7.1} KB per run",
+            bytes.unwrap_or(0) as f64 / 1024.0
+        );
     }
     if run("c") {
         for (store, runs) in [("memory", 300), ("sqlite", 30)] {
@@ -386,7 +432,11 @@ fn main() {
     }
     if run("d") {
         for (store, target) in [("memory", 8), ("sqlite", 10)] {
-            let (bytes, resume) = bench.paused(10_000, store);
+            let (bytes, resume) = if store == "memory" {
+                paused_in_memory_apart()
+            } else {
+                bench.paused(10_000, store)
+            };
             println!(
                 "(d) 10,000 paused threads, {store:<6}: {:>7.1} KB per thread (target <= {target}); resume to the first node {:>7.1} us (target <= 50)",
                 bytes / 1024.0,
@@ -412,6 +462,20 @@ fn main() {
     }
 }
 
+/// (d) in memory, in a process of its own: memory the workloads before it freed would
+/// be reused by this one, and its RSS would grow by less than it holds.
+fn paused_in_memory_apart() -> (f64, Duration) {
+    let out = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+        .arg("d-memory-apart")
+        .output()
+        .expect("bench child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut parts = text.split_whitespace();
+    let bytes: f64 = parts.next().and_then(|b| b.parse().ok()).expect("bytes");
+    let nanos: u64 = parts.next().and_then(|n| n.parse().ok()).expect("nanos");
+    (bytes, Duration::from_nanos(nanos))
+}
+
 /// Runs `n` units of one workload and nothing else, for instruction counting.
 fn callgrind(bench: &Bench, args: &[String]) {
     let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10);
@@ -425,8 +489,17 @@ fn callgrind(bench: &Bench, args: &[String]) {
         Some("b-sqlite") => {
             bench.agent_loop(n, "sqlite");
         }
+        Some("b-none") => {
+            bench.agent_loop(n, "none");
+        }
         Some("c-memory") => {
             bench.round_trips(n, "memory");
+        }
+        Some("d-memory") => {
+            bench.paused(n, "memory");
+        }
+        Some("d-sqlite") => {
+            bench.paused(n, "sqlite");
         }
         Some("c-sqlite") => {
             bench.round_trips(n, "sqlite");

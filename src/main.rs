@@ -102,7 +102,7 @@ enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
-        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// List a thread's checkpoints.
@@ -112,7 +112,7 @@ enum Command {
         /// Every record as JSON.
         #[arg(long)]
         json: bool,
-        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// Serve graphs over HTTP: the LangGraph Agent Server API (docs/server.md), for
@@ -123,8 +123,16 @@ enum Command {
         paths: Vec<PathBuf>,
         #[arg(long, default_value = "127.0.0.1:2024")]
         listen: std::net::SocketAddr,
-        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
+        /// How durable each SQLite checkpoint is: `normal` survives the process being
+        /// killed, `full` a power loss too, at the cost of waiting for the disk.
+        #[arg(long, value_name = "normal|full", default_value = "normal", env = "SWITCHYARD_DURABILITY", value_parser = parse_durability)]
+        durability: switchyard::store::Durability,
+        /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a
+        /// little more work per step.
+        #[arg(long, env = "SWITCHYARD_COMPRESS")]
+        compress: bool,
         /// Require the API key held by this environment variable (`x-api-key` or
         /// `Authorization: Bearer`).
         #[arg(long, value_name = "NAME", conflicts_with = "api_key_file")]
@@ -184,7 +192,7 @@ enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
-        #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
 }
@@ -195,6 +203,11 @@ fn cli_default_store() -> &'static str {
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     switchyard::spec::parse_duration(s)
+}
+
+fn parse_durability(s: &str) -> Result<switchyard::store::Durability, String> {
+    switchyard::store::Durability::parse(s)
+        .ok_or_else(|| format!("`{s}` is not `normal` or `full`"))
 }
 
 fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -230,8 +243,16 @@ fn parse_size(s: &str) -> Result<usize, String> {
 #[derive(Args)]
 struct CommonArgs {
     /// Where checkpoints go.
-    #[arg(long, value_name = "sqlite:PATH|memory", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
     store: StoreArg,
+    /// How durable each SQLite checkpoint is: `normal` survives the process being
+    /// killed, `full` a power loss too, at the cost of waiting for the disk.
+    #[arg(long, value_name = "normal|full", default_value = "normal", env = "SWITCHYARD_DURABILITY", value_parser = parse_durability)]
+    durability: switchyard::store::Durability,
+    /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a little
+    /// more work per step.
+    #[arg(long, env = "SWITCHYARD_COMPRESS")]
+    compress: bool,
     /// Node executions allowed in this run, instead of the graph's `max_steps`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
@@ -252,7 +273,10 @@ struct CommonArgs {
 impl From<CommonArgs> for cli::run::Common {
     fn from(c: CommonArgs) -> Self {
         cli::run::Common {
-            store: c.store,
+            store: c.store.with_options(switchyard::store::SqliteOptions {
+                durability: c.durability,
+                compress: c.compress,
+            }),
             max_steps: c.max_steps,
             json: c.json,
             llm: switchyard::llm::LlmOptions {
@@ -343,6 +367,8 @@ fn main() -> ExitCode {
             paths,
             listen,
             store,
+            durability,
+            compress,
             api_key_env,
             api_key_file,
             insecure,
@@ -361,7 +387,10 @@ fn main() -> ExitCode {
         } => cli::serve::serve(cli::serve::ServeArgs {
             paths,
             listen,
-            store,
+            store: store.with_options(switchyard::store::SqliteOptions {
+                durability,
+                compress,
+            }),
             api_key_env,
             api_key_file,
             insecure,

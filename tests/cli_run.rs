@@ -656,3 +656,79 @@ fn at_a_terminal_a_refused_answer_is_asked_again() {
     assert_eq!(out.matches("ask asks:").count(), 2, "{out}");
     assert!(out.ends_with("hello Al\r\n"), "{out}");
 }
+
+#[test]
+fn store_none_runs_without_keeping_anything() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 2}"#,
+        "--thread",
+        "r",
+        "--store",
+        "none",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "classify count_down:1 count_down:0\n");
+    // A pause says plainly that nothing can resume it.
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/pauses.toml",
+        "--thread",
+        "p",
+        "--store",
+        "none",
+    ])
+    .run()
+    .code(4);
+    assert_eq!(
+        out.stderr.lines().last().unwrap(),
+        "paused at `prepare`; --store none keeps nothing, so the thread cannot be resumed (use --store sqlite:PATH)"
+    );
+    let out = switchyard(&["state", "--thread", "p", "--store", "none"])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: thread `p` has no checkpoints in this store\n"
+    );
+}
+
+#[test]
+fn durability_is_normal_or_full() {
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 0}"#,
+        "--store",
+        "memory",
+        "--durability",
+        "eventually",
+    ])
+    .run()
+    .code(2);
+    assert!(
+        out.stderr.contains(
+            "invalid value 'eventually' for '--durability <normal|full>': `eventually` is not `normal` or `full`"
+        ),
+        "{}",
+        out.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 0}"#,
+        "--store",
+        &store_flag(dir.path()),
+        "--durability",
+        "full",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(out.stdout, "classify\n");
+}

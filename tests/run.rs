@@ -7,7 +7,8 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard::run::{
-    Checkpointer, Event, MemoryStore, Outcome, RunError, Runner, SqliteStore, Status, ToolReply,
+    Checkpointer, Event, MemoryStore, NoStore, Outcome, RunError, Runner, SqliteStore, Status,
+    ToolReply,
 };
 
 fn graph(name: &str) -> Arc<switchyard::graph::Graph> {
@@ -892,5 +893,92 @@ async fn a_run_given_up_by_its_caller_lets_go_of_its_thread() {
             "n=20000 total=200010000 checks=20000 evens=10000",
             50001
         )
+    );
+}
+
+/// The events of a run as JSON lines, durations zeroed.
+async fn event_lines(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec<String> {
+    let mut lines = Vec::new();
+    while let Some(e) = rx.recv().await {
+        let mut v = serde_json::to_value(&e).unwrap();
+        for k in ["duration_us", "duration_ms"] {
+            if let Some(d) = v.get_mut(k) {
+                *d = json!(0);
+            }
+        }
+        lines.push(v.to_string());
+    }
+    lines
+}
+
+#[tokio::test]
+async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: [(&str, Arc<dyn Checkpointer>); 3] = [
+        ("none", Arc::new(NoStore)),
+        ("memory", Arc::new(MemoryStore::new())),
+        (
+            "sqlite",
+            Arc::new(SqliteStore::open(&dir.path().join("c.db")).unwrap()),
+        ),
+    ];
+    for (name, store) in stores {
+        let r = Runner::new(graph("undo"), store.clone());
+        let out = r.start("t", json!({})).await.unwrap();
+        // Every reducer's write is gone: the replaced message, the appended items,
+        // the sum, the merged keys, the new name.
+        assert_eq!(
+            out,
+            finished("reported", "a x 1 11False hi write", 2),
+            "{name}"
+        );
+        if name != "none" {
+            let (state, _) = r.state("t", None).unwrap();
+            assert_eq!(
+                state,
+                json!({
+                    "name": "a",
+                    "tags": ["x"],
+                    "count": 1,
+                    "meta": { "keep": 1, "change": 1 },
+                    "messages": [{ "id": "m1", "role": "user", "content": "hi" }],
+                    "bad": 0
+                }),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
+    // The same run, event for event, with and without records.
+    let mut lines = Vec::new();
+    for store in [
+        Arc::new(NoStore) as Arc<dyn Checkpointer>,
+        Arc::new(MemoryStore::new()),
+    ] {
+        let mut r = Runner::new(graph("routes"), store);
+        let rx = r.events();
+        r.start("t", json!({ "n": 1 })).await.unwrap();
+        drop(r);
+        lines.push(event_lines(rx).await);
+    }
+    assert_eq!(lines[0], lines[1]);
+    assert_eq!(lines[0].len(), 10);
+
+    // Nothing is kept: the thread has no state, and a pause cannot be resumed.
+    let r = Runner::new(graph("routes"), Arc::new(NoStore));
+    r.start("t", json!({ "n": 1 })).await.unwrap();
+    assert_eq!(
+        r.state("t", None).unwrap_err().to_string(),
+        "thread `t` has no checkpoints"
+    );
+    let r = Runner::new(graph("pauses"), Arc::new(NoStore)).with_tools(Arc::new(failing_fetch()));
+    let out = r.start("p", json!({})).await.unwrap();
+    assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+    assert_eq!(
+        r.resume("p", None, false).await.unwrap_err().to_string(),
+        "thread `p` has no checkpoints"
     );
 }

@@ -6,7 +6,10 @@
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
-use switchyard::store::{RunRecord, RunStatus, Snapshot, Source, StoreError, ThreadRecord, Write};
+use switchyard::store::{
+    Durability, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError, ThreadRecord,
+    Write,
+};
 
 /// A record of `thread` at `seq` writing `value` to `field`.
 pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkpoint {
@@ -439,8 +442,151 @@ fn paused_threads_kept_as_bytes_read_back_the_same() {
         assert_eq!(store.latest(&thread).unwrap().as_ref(), records.last());
         assert_eq!(store.snapshot(&thread).unwrap(), Some(snapshot));
         assert_eq!(store.load(&thread).unwrap(), records);
+        for from in 0..4 {
+            assert_eq!(
+                store.load_from(&thread, from).unwrap(),
+                records[from as usize..]
+            );
+        }
         // Read again, it goes on as any thread.
         store.append(record(&thread, 4, "n", json!(4))).unwrap();
         assert_eq!(store.load_from(&thread, 4).unwrap().len(), 1);
     }
+}
+
+#[test]
+fn sqlite_durability_is_normal_unless_asked_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    assert_eq!(
+        SqliteStore::open(&db).unwrap().durability().unwrap(),
+        Durability::Normal
+    );
+    assert_eq!(
+        SqliteStore::open_with(&db, Durability::Full)
+            .unwrap()
+            .durability()
+            .unwrap(),
+        Durability::Full
+    );
+}
+
+#[test]
+fn a_claims_lock_file_goes_when_the_claim_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let store = SqliteStore::open(&db).unwrap();
+    let locks = dir.path().join("c.db.locks");
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&locks)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let mut claims = Vec::new();
+    for i in 0..100 {
+        claims.push(store.claim(&format!("t{i}")).unwrap());
+    }
+    assert_eq!(files().len(), 100);
+    // Another process (here: connection) is refused while one is held.
+    let other = SqliteStore::open(&db).unwrap();
+    assert!(other.claim("t7").is_err());
+    drop(claims);
+    assert_eq!(files(), Vec::<String>::new());
+    // A thread claimed again after its lock file went is claimed as before.
+    let again = other.claim("t7").unwrap();
+    assert_eq!(files().len(), 1);
+    drop(again);
+    assert_eq!(files(), Vec::<String>::new());
+}
+
+#[test]
+fn the_compressing_sqlite_store_passes_the_store_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("z.db");
+    let compress = SqliteOptions {
+        compress: true,
+        ..SqliteOptions::default()
+    };
+    suite(&|| Arc::new(SqliteStore::open_with(&db, compress).unwrap()));
+}
+
+#[test]
+fn sqlite_compresses_large_values_when_asked_and_reads_either_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("z.db");
+    let compress = SqliteOptions {
+        compress: true,
+        ..SqliteOptions::default()
+    };
+    let zipped = SqliteStore::open_with(&db, compress).unwrap();
+    let page = |n: u64| json!({ "text": format!("page {n} ").repeat(300) });
+    zipped.append(record("t", 0, "page", page(0))).unwrap();
+    zipped.append(record("t", 1, "small", json!("hi"))).unwrap();
+    // A process that does not compress appends to the same thread, and the other
+    // way round.
+    let plain = SqliteStore::open(&db).unwrap();
+    plain.append(record("t", 2, "page", page(2))).unwrap();
+    zipped.append(record("t", 3, "page", page(3))).unwrap();
+    zipped
+        .put_snapshot(Snapshot {
+            thread: "t".into(),
+            seq: 3,
+            graph: "/g.toml".into(),
+            graph_hash: "h".into(),
+            values: vec![
+                ("page".into(), Arc::new(page(3))),
+                ("small".into(), Arc::new(json!("hi"))),
+            ],
+        })
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let kinds: Vec<(String, i64)> = conn
+        .prepare("SELECT typeof(writes), length(writes) FROM checkpoints ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let kinds: Vec<&str> = kinds
+        .iter()
+        .map(|(k, len)| {
+            // 2,700 bytes of text, compressed to a tenth of it or less.
+            assert!(k == "text" || *len < 300, "{k}: {len} bytes");
+            k.as_str()
+        })
+        .collect();
+    assert_eq!(kinds, ["blob", "text", "text", "blob"]);
+    // The snapshot names the record that holds the page: short text.
+    let snapshot: String = conn
+        .query_row("SELECT typeof(state) FROM snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(snapshot, "text");
+    for store in [&plain, &zipped] {
+        let values: Vec<Json> = store
+            .load("t")
+            .unwrap()
+            .iter()
+            .map(|r| (*r.writes[0].value).clone())
+            .collect();
+        assert_eq!(values, [page(0), json!("hi"), page(2), page(3)]);
+        assert_eq!(
+            store.snapshot("t").unwrap().unwrap().values[0].1.as_ref(),
+            &page(3)
+        );
+    }
+    // A compressed value that does not unpack is a corrupt record, named.
+    conn.execute(
+        "UPDATE checkpoints SET writes = x'ffffff7f0011' WHERE seq = 3",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        plain.load("t").unwrap_err().to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: `writes` is not a compressed value"
+    );
 }

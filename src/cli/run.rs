@@ -332,6 +332,10 @@ impl Session {
             eprintln!(
                 "paused at `{node}`; the memory store ends with this process, so the thread cannot be resumed (use --store sqlite:PATH)"
             );
+        } else if matches!(self.store, StoreArg::None) {
+            eprintln!(
+                "paused at `{node}`; --store none keeps nothing, so the thread cannot be resumed (use --store sqlite:PATH)"
+            );
         } else {
             // A breakpoint takes no answer; an interrupt does.
             let breakpoint = self
@@ -357,7 +361,7 @@ impl Session {
         if let Some(p) = payload {
             cmd.push_str(&format!(" --payload '{p}'"));
         }
-        if !matches!(&self.store, StoreArg::Sqlite(p) if *p == default_store_path()) {
+        if !matches!(&self.store, StoreArg::Sqlite(p, _) if *p == default_store_path()) {
             cmd.push(' ');
             cmd.push_str(&self.store.flag());
         }
@@ -371,7 +375,7 @@ impl Session {
 
 fn default_store_path() -> PathBuf {
     match super::store::DEFAULT_STORE.parse() {
-        Ok(StoreArg::Sqlite(p)) => p,
+        Ok(StoreArg::Sqlite(p, _)) => p,
         _ => PathBuf::new(),
     }
 }

@@ -1,12 +1,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::run::{Checkpointer, MemoryStore, SqliteStore};
+use switchyard::run::{Checkpointer, MemoryStore, NoStore, SqliteStore};
+use switchyard::store::SqliteOptions;
 
-/// Where checkpoints go: `sqlite:PATH` or `memory`.
+/// Where checkpoints go: `sqlite:PATH`, `memory`, or `none` (nowhere).
 #[derive(Clone, Debug)]
 pub(crate) enum StoreArg {
-    Sqlite(PathBuf),
+    Sqlite(PathBuf, SqliteOptions),
     Memory,
+    None,
 }
 
 /// The store used when `--store` is not given: `$SWITCHYARD_STORE`, else this file
@@ -19,31 +21,51 @@ impl std::str::FromStr for StoreArg {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
             _ if s == "memory" => Ok(StoreArg::Memory),
-            Some(("sqlite", path)) if !path.is_empty() => Ok(StoreArg::Sqlite(path.into())),
-            _ => Err(format!("`{s}` is not `sqlite:PATH` or `memory`")),
+            _ if s == "none" => Ok(StoreArg::None),
+            Some(("sqlite", path)) if !path.is_empty() => {
+                Ok(StoreArg::Sqlite(path.into(), SqliteOptions::default()))
+            }
+            _ => Err(format!(
+                "`{s}` is not `sqlite:PATH` or `memory` (or `none`, to keep nothing)"
+            )),
         }
     }
 }
 
 impl StoreArg {
+    /// The store with `--durability` and `--compress` applied (they only mean
+    /// something to SQLite).
+    pub(crate) fn with_options(self, options: SqliteOptions) -> Self {
+        match self {
+            StoreArg::Sqlite(path, _) => StoreArg::Sqlite(path, options),
+            other => other,
+        }
+    }
+
     pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
         Ok(match self {
-            StoreArg::Sqlite(path) => Arc::new(SqliteStore::open(path)?),
+            StoreArg::Sqlite(path, options) => Arc::new(SqliteStore::open_with(path, *options)?),
             StoreArg::Memory => Arc::new(MemoryStore::new()),
+            StoreArg::None => Arc::new(NoStore),
         })
     }
 
     /// The store, to read only: a store on a read-only file or mount opens read-only.
     pub(crate) fn open_to_read(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
         match self {
-            StoreArg::Sqlite(path) => match SqliteStore::open(path) {
-                Ok(s) => Ok(Arc::new(s)),
-                Err(switchyard::store::StoreError::ReadOnly { .. }) => {
+            StoreArg::Sqlite(path, _) => match self.open() {
+                Ok(s) => Ok(s),
+                Err(e)
+                    if matches!(
+                        e.downcast_ref(),
+                        Some(switchyard::store::StoreError::ReadOnly { .. })
+                    ) =>
+                {
                     Ok(Arc::new(SqliteStore::open_read_only(path)?))
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => Err(e),
             },
-            StoreArg::Memory => self.open(),
+            StoreArg::Memory | StoreArg::None => self.open(),
         }
     }
 
@@ -51,11 +73,11 @@ impl StoreArg {
     /// the SQLite file, or a temporary directory for a memory store.
     pub(crate) fn blob_dir(&self) -> PathBuf {
         match self {
-            StoreArg::Sqlite(path) => path
+            StoreArg::Sqlite(path, _) => path
                 .parent()
                 .map_or_else(|| PathBuf::from("blobs"), |d| d.join("blobs")),
             // This process's own: nothing of a memory run outlives it anyway.
-            StoreArg::Memory => {
+            StoreArg::Memory | StoreArg::None => {
                 std::env::temp_dir().join(format!("switchyard-blobs-{}", std::process::id()))
             }
         }
@@ -64,11 +86,12 @@ impl StoreArg {
     /// The `--store` flag that names this store, for printed commands.
     pub(crate) fn flag(&self) -> String {
         match self {
-            StoreArg::Sqlite(p) => format!(
+            StoreArg::Sqlite(p, _) => format!(
                 "--store {}",
                 super::run::shell_quote(&format!("sqlite:{}", p.display()))
             ),
             StoreArg::Memory => "--store memory".into(),
+            StoreArg::None => "--store none".into(),
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::request::{CancelAction, Multitask, RunRequest};
 use super::{Host, HostError, Notice, RunLog, fresh_record, lock, new_id, now_ms};
 use crate::graph::Graph;
-use crate::run::{Outcome, RunError, StopHandle};
+use crate::run::{Outcome, RunError, Runner, StopHandle};
 use crate::store::{Checkpoint, RunRecord, RunStatus, Status, ThreadRecord};
 use serde_json::{Value as Json, json};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -646,8 +646,16 @@ impl Host {
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tools.set_events(Some(tx.clone()));
-        let runner = self
-            .runner(graph)
+        // A stateless run's thread goes when the run ends, so its checkpoints would be
+        // written only to be deleted: it runs on a store that keeps none, and its
+        // events carry what streams and `wait` show.
+        let stateless = run.request.temporary && !run.request.on_completion_keep;
+        let runner = if stateless {
+            Runner::new(graph, Arc::new(crate::store::NoStore))
+        } else {
+            self.runner(graph)
+        };
+        let runner = runner
             .with_llm(llm)
             .with_tools(tools.clone())
             .with_tools_kept()
@@ -664,7 +672,8 @@ impl Host {
                 runner.update(&run.thread, update, None)?;
             }
             let latest = store.latest(&run.thread)?;
-            let mode = if run.request.resumed_after_restart {
+            // A stateless run the last process stopped kept nothing: it starts again.
+            let mode = if run.request.resumed_after_restart && !stateless {
                 Mode::Resume(None)
             } else {
                 decide(&run.request, latest.as_ref(), &run.thread)

@@ -5,7 +5,8 @@ use super::{LlmReply, ToolChoice, ToolSpec};
 use crate::json_schema::check;
 use crate::run::ToolInfo;
 use serde_json::{Value as Json, json};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// The shapes a reply may take: JSON text that fits the node's schema, a call of one of
 /// the server's tools (arguments checked against its `inputSchema`), or a call of one
@@ -17,9 +18,32 @@ pub(crate) struct Offer {
 
 struct Offered {
     spec: ToolSpec,
-    validator: Option<jsonschema::Validator>,
+    validator: Option<Arc<jsonschema::Validator>>,
     /// Index of the pseudo tool in the node's `pseudo_tools`; none for a server tool.
     pseudo: Option<usize>,
+}
+
+/// Schemas compiled before, by their JSON text: an llm node offers the same tools at
+/// every step, and compiling their schemas would cost more than the step.
+static COMPILED: std::sync::LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
+    std::sync::LazyLock::new(Default::default);
+/// Past this many schemas, the cache starts again (tool lists that keep changing).
+const COMPILED_MAX: usize = 512;
+
+/// `schema` compiled, or the one compiled before from the same text.
+fn compiled(schema: &Json) -> Result<Arc<jsonschema::Validator>, String> {
+    let key = schema.to_string();
+    let cache = || COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = cache().get(&key) {
+        return Ok(v.clone());
+    }
+    let validator = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string())?);
+    let mut cache = cache();
+    if cache.len() >= COMPILED_MAX {
+        cache.clear();
+    }
+    cache.insert(key, validator.clone());
+    Ok(validator)
 }
 
 /// An accepted reply: the value for the node's `output`, and the pseudo tool chosen.
@@ -47,7 +71,7 @@ impl Offer {
     ) -> Result<Self, String> {
         let mut offered = Vec::with_capacity(tools.len() + pseudo.len());
         for t in tools {
-            let validator = jsonschema::validator_for(&t.input_schema)
+            let validator = compiled(&t.input_schema)
                 .map_err(|e| format!("the input schema of tool `{}` is not valid: {e}", t.name))?;
             offered.push(Offered {
                 spec: ToolSpec {
@@ -60,11 +84,10 @@ impl Offer {
             });
         }
         for (i, p) in pseudo.iter().enumerate() {
-            let validator = p
-                .schema
-                .map(jsonschema::validator_for)
-                .transpose()
-                .map_err(|e| format!("the schema of pseudo tool `{}` is not valid: {e}", p.name))?;
+            let validator =
+                p.schema.map(compiled).transpose().map_err(|e| {
+                    format!("the schema of pseudo tool `{}` is not valid: {e}", p.name)
+                })?;
             offered.push(Offered {
                 spec: ToolSpec {
                     name: p.name.to_string(),

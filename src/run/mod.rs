@@ -9,7 +9,9 @@ pub(crate) mod scope;
 pub mod state;
 mod thread;
 
-pub use crate::store::{Checkpoint, Checkpointer, Claim, MemoryStore, SqliteStore, Status};
+pub use crate::store::{
+    Checkpoint, Checkpointer, Claim, MemoryStore, NoStore, SqliteStore, Status,
+};
 pub use event::Event;
 pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
 pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};

@@ -153,6 +153,8 @@ pub struct Runner {
     saved: Option<bool>,
     /// The next `Saved` event is the first of a start or resume.
     first_saved: AtomicBool,
+    /// The store keeps records: without, they are built only for `Saved` events.
+    keep_records: bool,
 }
 
 /// A thread being driven.
@@ -197,6 +199,7 @@ impl Runner {
                 .as_ref(),
         );
         let graph_hash = Arc::from(graph.hash.as_str());
+        let keep_records = store.keeps_records();
         Runner {
             graph,
             graph_path,
@@ -210,6 +213,7 @@ impl Runner {
             shutdown_tools: true,
             saved: None,
             first_saved: AtomicBool::new(true),
+            keep_records,
         }
     }
 
@@ -451,6 +455,11 @@ impl Runner {
         pending: Option<Pending>,
         outcome: Option<String>,
     ) -> Result<(), RunError> {
+        let saved_events = self.saved.is_some() && self.events.is_some();
+        if !self.keep_records && !saved_events {
+            live.seq += 1;
+            return Ok(());
+        }
         // The one record no node wrote that leaves a run going is its input's.
         let source = if node.is_none() && status == Status::Running {
             Source::Input
@@ -488,12 +497,16 @@ impl Runner {
             )),
             _ => None,
         };
-        self.store.append(record)?;
+        if self.keep_records {
+            self.store.append(record)?;
+        }
         live.seq += 1;
         // A paused, stopped or ended thread keeps its whole state, so that resuming it
         // reads no history; a long run keeps one every so often, for a process killed
         // mid-run.
-        if status != Status::Running || live.seq.is_multiple_of(SNAPSHOT_EVERY) {
+        if self.keep_records
+            && (status != Status::Running || live.seq.is_multiple_of(SNAPSHOT_EVERY))
+        {
             self.snapshot(live, live.seq - 1)?;
         }
         if let Some((record, values)) = saved {
@@ -787,14 +800,8 @@ impl Runner {
                         };
                         self.commit(live, node, applied, next, finish, start, false)
                     }
-                    Err(message) => {
-                        // A refused write leaves the state as it was before the node:
-                        // rebuilt from the checkpoints, which only this failure pays
-                        // for. (Keeping a copy instead would make every append copy
-                        // its list, since the copy would share it.)
-                        live.state = self.load_live(&live.thread)?.0.state;
-                        self.fail(live, node, message)
-                    }
+                    // `apply` left the state as it was before the node.
+                    Err(message) => self.fail(live, node, message),
                 }
             }
         }
@@ -859,10 +866,28 @@ impl Runner {
         result: Arc<Json>,
         writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
     ) -> Result<Vec<Write>, String> {
+        // A refused write leaves the state as it was before the node: the writes
+        // before it are taken back.
+        let mut undo = Vec::new();
+        let applied = self.apply_noting(live, node, result, writes, &mut undo);
+        if applied.is_err() {
+            live.state.undo(&self.graph, undo);
+        }
+        applied
+    }
+
+    fn apply_noting(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        result: Arc<Json>,
+        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
+        undo: &mut Vec<super::state::Undo>,
+    ) -> Result<Vec<Write>, String> {
         let mut applied = Vec::with_capacity(writes.len() + node.set.len());
         for (field, value) in writes {
             live.state
-                .write(&self.graph, field, value.clone())
+                .write_undoable(&self.graph, field, value.clone(), undo)
                 .map_err(|e| e.to_string())?;
             applied.push(Write {
                 field: self.graph.field(field).name.clone(),
@@ -891,7 +916,7 @@ impl Runner {
             let value = Arc::new(to_json(&v)?);
             drop(v);
             live.state
-                .write(&self.graph, *field, value.clone())
+                .write_undoable(&self.graph, *field, value.clone(), undo)
                 .map_err(|e| e.to_string())?;
             applied.push(Write {
                 field: self.graph.field(*field).name.clone(),

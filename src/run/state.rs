@@ -17,6 +17,18 @@ pub struct State {
     msg_index: HashMap<FieldId, HashMap<String, usize>>,
 }
 
+/// How to take back one write (see [`State::write_undoable`]).
+pub(crate) enum Undo {
+    /// The field held this value.
+    Was(FieldId, Arc<Json>),
+    /// The field was a list of `len` items, and these of them were replaced.
+    Grown {
+        field: FieldId,
+        len: usize,
+        replaced: Vec<(usize, Json)>,
+    },
+}
+
 /// Why a write was refused. The state is unchanged.
 #[derive(Debug, thiserror::Error)]
 #[error("field `{field}` {problem}")]
@@ -334,6 +346,83 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// [`State::write`], noting in `undo` how to take the write back (see
+    /// [`State::undo`]). Noting costs no copy: a replaced value is kept as the shared
+    /// value it was, and a list that grows is noted by its length.
+    pub(crate) fn write_undoable(
+        &mut self,
+        graph: &Graph,
+        field: FieldId,
+        value: Arc<Json>,
+        undo: &mut Vec<Undo>,
+    ) -> Result<(), WriteError> {
+        let reducer = graph.field(field).reducer;
+        let note = match (reducer, self.get(field)) {
+            (Reducer::Append | Reducer::Messages, Json::Array(list)) => {
+                // Messages written again by id replace their old selves in place.
+                let mut replaced = Vec::new();
+                if reducer == Reducer::Messages
+                    && let Some(index) = self.msg_index.get(&field)
+                {
+                    let items = match &*value {
+                        Json::Array(items) => items.as_slice(),
+                        one => std::slice::from_ref(one),
+                    };
+                    for m in items {
+                        if let Some(&i) = m
+                            .get("id")
+                            .and_then(Json::as_str)
+                            .and_then(|id| index.get(id))
+                            && i < list.len()
+                        {
+                            replaced.push((i, list[i].clone()));
+                        }
+                    }
+                }
+                Undo::Grown {
+                    field,
+                    len: list.len(),
+                    replaced,
+                }
+            }
+            _ => Undo::Was(field, self.values[field.0 as usize].clone()),
+        };
+        self.write(graph, field, value)?;
+        undo.push(note);
+        Ok(())
+    }
+
+    /// Takes back the writes noted in `undo`, latest first.
+    pub(crate) fn undo(&mut self, graph: &Graph, undo: Vec<Undo>) {
+        for note in undo.into_iter().rev() {
+            match note {
+                Undo::Was(field, value) => {
+                    self.slot(field, |slot| *slot = value);
+                    if graph.field(field).reducer == Reducer::Messages {
+                        self.reindex(field);
+                    }
+                }
+                Undo::Grown {
+                    field,
+                    len,
+                    replaced,
+                } => {
+                    self.slot(field, |slot| {
+                        if let Json::Array(list) = Arc::make_mut(slot) {
+                            list.truncate(len);
+                            for (i, v) in replaced.into_iter().rev() {
+                                list[i] = v;
+                            }
+                        }
+                    });
+                    if graph.field(field).reducer == Reducer::Messages {
+                        self.reindex(field);
+                    }
+                }
+            }
+        }
     }
 
     fn slot(&mut self, field: FieldId, f: impl FnOnce(&mut Arc<Json>)) {

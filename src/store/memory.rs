@@ -58,7 +58,14 @@ impl Thread {
         let name: Arc<str> = Arc::from(thread);
         let mut out = Vec::new();
         for c in self.frozen.iter().filter(|c| c.first + c.len > from) {
-            out.extend(thaw_records(&name, &c.bytes, from)?);
+            // Resuming a paused thread reads from its last record on, which is kept
+            // as it is: nothing to thaw.
+            match &self.last_frozen {
+                Some(last) if last.seq == from && c.first + c.len == from + 1 => {
+                    out.push(last.clone());
+                }
+                _ => out.extend(thaw_records(&name, &c.bytes, from)?),
+            }
         }
         out.extend(self.records.iter().filter(|r| r.seq >= from).cloned());
         Ok(out)

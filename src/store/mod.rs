@@ -13,11 +13,13 @@
 mod catalog;
 mod frozen;
 mod memory;
+mod none;
 mod sqlite;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
-pub use sqlite::{Durability, SqliteStore};
+pub use none::NoStore;
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -247,6 +249,11 @@ impl StoreError {
 
 /// Durable (or not) storage of checkpoint records.
 pub trait Checkpointer: Send + Sync {
+    /// Whether records appended are kept. A store that keeps none ([`NoStore`]) spares
+    /// the runner building them.
+    fn keeps_records(&self) -> bool {
+        true
+    }
     /// Appends a record; `seq` numbers of a thread are consecutive from 0.
     fn append(&self, record: Checkpoint) -> Result<(), StoreError>;
     /// Appends records together: all of them or none (a fork or a copy of a thread).

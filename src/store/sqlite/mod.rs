@@ -40,6 +40,25 @@ impl Durability {
     }
 }
 
+/// How a store file is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SqliteOptions {
+    pub durability: Durability,
+    /// Keeps a record's writes and a snapshot LZ4-compressed when their JSON text is
+    /// 1 KiB or more and compression makes it smaller. A store holds compressed and
+    /// plain rows alike, so this can change from one open to the next.
+    pub compress: bool,
+}
+
+impl From<Durability> for SqliteOptions {
+    fn from(durability: Durability) -> Self {
+        SqliteOptions {
+            durability,
+            compress: false,
+        }
+    }
+}
+
 /// Checkpoints in one SQLite file: WAL journal, `synchronous = NORMAL` (or `FULL`, see
 /// [`Durability`]). A record is durable once `append` returns as far as the process is
 /// concerned (a crash or SIGKILL loses nothing).
@@ -61,6 +80,8 @@ struct Inner {
     /// Per thread and field, the last large value written in full and its record, so
     /// that the same value written again is stored as a reference (`records.rs`).
     written: FxHashMap<Arc<str>, records::Remembered>,
+    /// See [`SqliteOptions::compress`].
+    compress: bool,
 }
 
 impl Inner {
@@ -70,6 +91,7 @@ impl Inner {
             graph_ids: HashMap::new(),
             graphs: HashMap::new(),
             written: FxHashMap::default(),
+            compress: false,
         }
     }
 }
@@ -80,12 +102,12 @@ impl SqliteStore {
     /// another version) is refused unchanged; an empty file becomes a store in one
     /// transaction, so a process killed meanwhile leaves an empty file, not half a store.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with(path, Durability::Normal)
+        Self::open_with(path, SqliteOptions::default())
     }
 
     /// [`SqliteStore::open`] with a durability other than the default.
-    pub fn open_with(path: &Path, durability: Durability) -> Result<Self, StoreError> {
-        match Self::open_writable(path, durability) {
+    pub fn open_with(path: &Path, options: impl Into<SqliteOptions>) -> Result<Self, StoreError> {
+        match Self::open_writable(path, options.into()) {
             Err(e) if e.is_read_only() => Err(StoreError::ReadOnly {
                 path: path.to_path_buf(),
             }),
@@ -93,7 +115,7 @@ impl SqliteStore {
         }
     }
 
-    fn open_writable(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+    fn open_writable(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Create {
                 path: dir.to_path_buf(),
@@ -127,14 +149,30 @@ impl SqliteStore {
         conn.pragma_update(
             None,
             "synchronous",
-            match durability {
+            match options.durability {
                 Durability::Normal => "NORMAL",
                 Durability::Full => "FULL",
             },
         )?;
+        let mut inner = Inner::new(conn);
+        inner.compress = options.compress;
         Ok(SqliteStore {
-            inner: Mutex::new(Inner::new(conn)),
+            inner: Mutex::new(inner),
             locks: locks_dir(path),
+        })
+    }
+
+    /// How durable this connection's writes are, as SQLite reports it.
+    pub fn durability(&self) -> Result<Durability, StoreError> {
+        let level: i64 = self
+            .conn()
+            .conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        // 1 is NORMAL, 2 FULL, 3 EXTRA: anything from FULL on waits for the disk.
+        Ok(if level >= 2 {
+            Durability::Full
+        } else {
+            Durability::Normal
         })
     }
 

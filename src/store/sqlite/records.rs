@@ -10,6 +10,7 @@
 use super::Inner;
 use crate::fxhash::FxHashMap;
 use crate::store::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Write};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -26,6 +27,46 @@ const REMEMBERED_THREADS: usize = 1024;
 pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source";
 
 /// Counts are stored as SQLite integers (i64); none comes near the limit.
+/// Text at least this long is compressed when the store compresses.
+const COMPRESS_BYTES: usize = 1024;
+/// The most a compressed value may unpack to: a corrupt length is an error, not an
+/// allocation of gigabytes.
+const MAX_UNPACKED: usize = 1 << 30;
+
+/// `text` as it is stored: LZ4-compressed (a blob) when asked, long enough, and smaller
+/// for it; as text otherwise.
+fn pack(text: String, compress: bool) -> rusqlite::types::Value {
+    if compress && text.len() >= COMPRESS_BYTES {
+        let packed = lz4_flex::compress_prepend_size(text.as_bytes());
+        if packed.len() < text.len() {
+            return rusqlite::types::Value::Blob(packed);
+        }
+    }
+    rusqlite::types::Value::Text(text)
+}
+
+/// The text of a column [`pack`] wrote.
+fn unpack(thread: &str, value: ValueRef<'_>, what: &str) -> Result<String, StoreError> {
+    let bytes = match value {
+        ValueRef::Text(t) => t.to_vec(),
+        ValueRef::Blob(b) => {
+            let size = b
+                .get(..4)
+                .map(|n| u32::from_le_bytes([n[0], n[1], n[2], n[3]]) as usize);
+            if size.is_none_or(|n| n > MAX_UNPACKED) {
+                return Err(corrupt(
+                    thread,
+                    format!("`{what}` is not a compressed value"),
+                ));
+            }
+            lz4_flex::decompress_size_prepended(b)
+                .map_err(|e| corrupt(thread, format!("`{what}`: {e}")))?
+        }
+        _ => return Err(corrupt(thread, format!("`{what}` is not text"))),
+    };
+    String::from_utf8(bytes).map_err(|_| corrupt(thread, format!("`{what}` is not UTF-8")))
+}
+
 pub(super) fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -224,7 +265,7 @@ impl Inner {
             int(r.step),
             r.node.as_deref(),
             r.next.as_deref(),
-            writes,
+            pack(writes, self.compress),
             r.status.name(),
             pending,
             r.outcome,
@@ -348,12 +389,14 @@ impl Inner {
                 format!("record {seq} holds no value of `{field}`, which a later record refers to"),
             )
         };
-        let text: String = self
+        let text = self
             .conn
             .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
-            .query_row(params![thread, int(seq)], |r| r.get(0))
+            .query_row(params![thread, int(seq)], |r| {
+                Ok(unpack(thread, r.get_ref(0)?, "writes"))
+            })
             .optional()?
-            .ok_or_else(missing)?;
+            .ok_or_else(missing)??;
         // The field's last value written in full in that row (a row may refer to
         // itself when it writes one value twice).
         parse_writes(thread, &text, "writes")?
@@ -378,20 +421,27 @@ impl Inner {
         );
         self.conn.execute(
             "INSERT OR REPLACE INTO snapshots (thread, seq, graph, state) VALUES (?1, ?2, ?3, ?4)",
-            params![&*s.thread, int(s.seq), graph, state],
+            params![&*s.thread, int(s.seq), graph, pack(state, self.compress)],
         )?;
         Ok(())
     }
 
     pub(super) fn snapshot(&mut self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        let row: Option<(i64, i64, String)> = self
+        let row = self
             .conn
             .prepare_cached("SELECT seq, graph, state FROM snapshots WHERE thread = ?1")?
-            .query_row([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([thread], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    unpack(thread, r.get_ref(2)?, "snapshot"),
+                ))
+            })
             .optional()?;
         let Some((seq, graph, state)) = row else {
             return Ok(None);
         };
+        let state = state?;
         let seq =
             u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
         // The records up to it must all be there, numbered from 0: a thread whose
@@ -430,7 +480,7 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Row, StoreError>
         let n: i64 = row.get(i)?;
         u64::try_from(n).map_err(|_| corrupt(thread, format!("`{name}` is {n}")))
     };
-    let writes: String = row.get(5)?;
+    let writes = unpack(thread, row.get_ref(5)?, "writes")?;
     let writes = parse_writes(thread, &writes, "writes")?;
     let pending: Option<String> = row.get(7)?;
     let pending: Option<Pending> = pending
