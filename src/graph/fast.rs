@@ -124,12 +124,24 @@ fn short_str(v: &Value) -> Option<&str> {
     v.as_str().filter(|s| s.len() <= MAX_FAST_STRING)
 }
 
+/// Where an expression's names are looked up: a scope of the runner's, read in place,
+/// or any minijinja value.
+pub(crate) trait Root {
+    fn var(&self, name: &str) -> Option<Value>;
+}
+
+impl Root for Value {
+    fn var(&self, name: &str) -> Option<Value> {
+        self.get_attr(name).ok()
+    }
+}
+
 impl Fast {
     /// The expression's value in `root` (the scope of state fields, `run`, `result`),
     /// or none when minijinja should evaluate it.
-    pub(crate) fn eval(&self, root: &Value) -> Option<Value> {
+    pub(crate) fn eval(&self, root: &dyn Root) -> Option<Value> {
         match self {
-            Fast::Var(name) => defined(root.get_attr(name).ok()?),
+            Fast::Var(name) => defined(root.var(name)?),
             Fast::Const(v) => Some(v.clone()),
             Fast::Attr(base, name) => {
                 let base = self::Fast::eval(base, root)?;

@@ -8,6 +8,7 @@ mod fast;
 
 pub use compile::{CompileError, compile};
 pub use exprs::ExprId;
+pub(crate) use fast::Root;
 
 use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
 use exprs::Exprs;
@@ -75,13 +76,20 @@ impl Graph {
 
     /// Evaluates a compiled expression in a context: by its fast form when it has one
     /// that can, else by minijinja.
-    pub(crate) fn eval(&self, id: ExprId, ctx: Value) -> Result<Value, minijinja::Error> {
+    /// Evaluates expression `id` with its names looked up in `root`; `ctx` makes the
+    /// same root as a minijinja value, only when minijinja has to evaluate it.
+    pub(crate) fn eval_in(
+        &self,
+        id: ExprId,
+        root: &dyn Root,
+        ctx: impl FnOnce() -> Value,
+    ) -> Result<Value, minijinja::Error> {
         if let Some(Some(fast)) = self.fast.get(id.0 as usize)
-            && let Some(v) = fast.eval(&ctx)
+            && let Some(v) = fast.eval(root)
         {
             return Ok(v);
         }
-        self.exprs.eval(id, ctx)
+        self.exprs.eval(id, ctx())
     }
 
     pub fn expr_source(&self, id: ExprId) -> &str {

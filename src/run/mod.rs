@@ -3,10 +3,14 @@
 pub mod answer;
 pub mod event;
 pub mod kinds;
+mod outcome;
+mod record;
 mod resume;
 mod runner;
 pub(crate) mod scope;
 pub mod state;
+mod step;
+mod stop;
 mod thread;
 
 pub use crate::store::{

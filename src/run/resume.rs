@@ -5,7 +5,8 @@
 
 use super::event::Event;
 use super::kinds;
-use super::runner::{Flow, Live, Outcome, Routed, RunError, Runner, now_ms, reference_text};
+use super::record::reference_text;
+use super::runner::{Flow, Live, Outcome, Routed, RunError, Runner, now_ms};
 use crate::graph::{Body, NodeId, Target};
 use crate::store::{Pending, Status, StoreError, Write};
 use serde_json::Value as Json;
@@ -33,7 +34,7 @@ pub(super) enum Resumption {
         node: NodeId,
         applied: Vec<Write>,
         next: Option<Routed>,
-        start: Instant,
+        start: Option<Instant>,
     },
 }
 
@@ -164,7 +165,8 @@ impl Runner {
         // thread stays paused, as it was, for another answer instead of failing. A
         // taken answer's copy becomes the run (the original goes, so the two share no
         // field that a later write would then have to copy).
-        let start = Instant::now();
+        // Only an event reports how long the node took.
+        let start = self.events.is_some().then(Instant::now);
         let mut trial = live.clone();
         drop(live);
         let taken = self

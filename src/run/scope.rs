@@ -8,12 +8,45 @@ use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-/// The root context of an evaluation.
+/// The root context of an evaluation. An expression the fast path evaluates reads it
+/// in place; only minijinja needs it as a value (see [`Scope::eval`]).
+#[derive(Clone)]
 pub(crate) struct Scope {
     pub(crate) graph: Arc<Graph>,
     pub(crate) values: Arc<Vec<Arc<Json>>>,
-    pub(crate) run: Value,
+    /// `run`, made into a value when an expression reads it.
+    pub(crate) run: RunInfo,
     pub(crate) result: Option<Value>,
+}
+
+impl Scope {
+    /// What `name` names at the root: a field, `run` or `result`.
+    fn lookup(&self, key: &str) -> Option<Value> {
+        match key {
+            "run" => Some(Value::from_object(self.run.clone())),
+            "result" => self.result.clone(),
+            _ => {
+                let id = self.graph.field_id(key)?;
+                Some(view(&self.values[id.0 as usize], Vec::new()))
+            }
+        }
+    }
+
+    /// Evaluates expression `id` in this scope.
+    pub(crate) fn eval(self, id: crate::graph::ExprId) -> Result<Value, minijinja::Error> {
+        let graph = self.graph.clone();
+        graph.eval_in(id, &self, || Value::from_object(self.clone()))
+    }
+
+    pub(crate) fn into_value(self) -> Value {
+        Value::from_object(self)
+    }
+}
+
+impl crate::graph::Root for Scope {
+    fn var(&self, name: &str) -> Option<Value> {
+        self.lookup(name)
+    }
 }
 
 impl std::fmt::Debug for Scope {
@@ -26,15 +59,7 @@ impl std::fmt::Debug for Scope {
 
 impl Object for Scope {
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        let key = key.as_str()?;
-        match key {
-            "run" => Some(self.run.clone()),
-            "result" => self.result.clone(),
-            _ => {
-                let id = self.graph.field_id(key)?;
-                Some(view(&self.values[id.0 as usize], Vec::new()))
-            }
-        }
+        self.lookup(key.as_str()?)
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -161,7 +186,7 @@ impl Object for JsonView {
 /// `run` as expressions see it: `{ thread_id, step, max_steps, tokens, elapsed_ms,
 /// error }`, read field by field when an expression asks, so a step whose expressions
 /// never read `run` pays one allocation for it and nothing else.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RunInfo {
     pub(crate) thread: Arc<str>,
     pub(crate) step: u64,

@@ -18,6 +18,7 @@ pub struct State {
 }
 
 /// How to take back one write (see [`State::write_undoable`]).
+#[derive(Clone)]
 pub(crate) enum Undo {
     /// The field held this value.
     Was(FieldId, Arc<Json>),
@@ -395,8 +396,8 @@ impl State {
     }
 
     /// Takes back the writes noted in `undo`, latest first.
-    pub(crate) fn undo(&mut self, graph: &Graph, undo: Vec<Undo>) {
-        for note in undo.into_iter().rev() {
+    pub(crate) fn undo(&mut self, graph: &Graph, undo: &mut Vec<Undo>) {
+        while let Some(note) = undo.pop() {
             match note {
                 Undo::Was(field, value) => {
                     self.slot(field, |slot| *slot = value);

@@ -3,7 +3,7 @@
 
 use crate::graph::{ExprId, Graph, Node, ValueTpl};
 use crate::run::event::Event;
-use crate::run::scope::{Scope, to_json};
+use crate::run::scope::{RunInfo, Scope, to_json};
 use crate::run::state::State;
 use crate::run::{LlmClient, ToolClient};
 use crate::store::Checkpointer;
@@ -19,7 +19,7 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) graph: &'a Arc<Graph>,
     pub(crate) state: &'a State,
     pub(crate) node: &'a Node,
-    pub(crate) run: Value,
+    pub(crate) run: RunInfo,
     pub(crate) llm: &'a dyn LlmClient,
     pub(crate) tools: &'a dyn ToolClient,
     /// The run's store, for an llm node's cache.
@@ -28,36 +28,31 @@ pub(crate) struct NodeCx<'a> {
 }
 
 impl NodeCx<'_> {
-    fn scope(&self, result: Option<Value>) -> Value {
-        Value::from_object(Scope {
+    fn scope(&self, result: Option<Value>) -> Scope {
+        Scope {
             graph: self.graph.clone(),
             values: self.state.values.clone(),
             run: self.run.clone(),
             result,
-        })
+        }
     }
 
     /// Evaluates a condition (`only_if`, a policy rule's `when`) as minijinja sees it,
     /// without copying what it reads into JSON.
     pub(crate) fn eval(&self, id: ExprId) -> Result<Value, String> {
-        self.graph
-            .eval(id, self.scope(None))
-            .map_err(|e| jinja_error(&e))
+        self.scope(None).eval(id).map_err(|e| jinja_error(&e))
     }
 
     /// Evaluates to JSON, with `result` bound.
     pub(crate) fn eval_with(&self, id: ExprId, result: Option<Value>) -> Result<Json, String> {
-        let v = self
-            .graph
-            .eval(id, self.scope(result))
-            .map_err(|e| jinja_error(&e))?;
+        let v = self.scope(result).eval(id).map_err(|e| jinja_error(&e))?;
         to_json(&v)
     }
 
     pub(crate) fn render(&self, name: &str) -> Result<String, String> {
         let text = self
             .graph
-            .render(name, self.scope(None))
+            .render(name, self.scope(None).into_value())
             .map_err(|e| jinja_error(&e))?;
         if text.len() > crate::run::state::MAX_VALUE_BYTES {
             return Err(format!(
