@@ -267,9 +267,10 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .map_or(Duration::from_secs(60), |t| *t.get_ref()),
     };
     let expr_sources = c.exprs.clone();
+    let field = |name: &str| field_ids.get(name).copied();
     let fast = expr_sources
         .iter()
-        .map(|s| super::fast::compile(s))
+        .map(|s| super::fast::compile(s, &field))
         .collect();
     let exprs = Exprs::build(c.env, c.exprs).map_err(|(i, source)| CompileError::Jinja {
         what: expr_sources[i].clone(),

@@ -9,6 +9,7 @@
 //! the plain cases below (floats, big or negative numbers, undefined values, objects
 //! in `~`, long strings, filters, tests, calls), it gives up.
 
+use super::FieldId;
 use minijinja::machinery::ast::{BinOpKind, Expr, UnaryOpKind};
 use minijinja::value::{ObjectRepr, Value, ValueKind};
 use std::sync::Arc;
@@ -18,6 +19,8 @@ const MAX_FAST_STRING: usize = 64 * 1024;
 
 pub(crate) enum Fast {
     Var(Arc<str>),
+    /// A state field, by id (and name, for roots that look names up).
+    Field(FieldId, Arc<str>),
     Const(Value),
     Attr(Box<Fast>, Arc<str>),
     Item(Box<Fast>, Box<Fast>),
@@ -46,16 +49,21 @@ pub(crate) enum Op {
     In,
 }
 
-/// The fast form of an expression, if it has one.
-pub(crate) fn compile(source: &str) -> Option<Fast> {
+/// The fast form of an expression, if it has one. `field` names the state fields, so
+/// that a field is read by its id rather than looked up by name at every step.
+pub(crate) fn compile(source: &str, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
     let ast = minijinja::machinery::parse_expr(source).ok()?;
-    from_ast(&ast)
+    from_ast(&ast, field)
 }
 
-fn from_ast(e: &Expr<'_>) -> Option<Fast> {
-    let boxed = |e: &Expr<'_>| from_ast(e).map(Box::new);
+fn from_ast(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
+    let boxed = |e: &Expr<'_>| from_ast(e, field).map(Box::new);
     Some(match e {
-        Expr::Var(v) => Fast::Var(Arc::from(v.id)),
+        // `run` and `result` are the scope's own, whatever the fields are called.
+        Expr::Var(v) => match field(v.id) {
+            Some(id) if !matches!(v.id, "run" | "result") => Fast::Field(id, Arc::from(v.id)),
+            _ => Fast::Var(Arc::from(v.id)),
+        },
         Expr::Const(c) => Fast::Const(c.value.clone()),
         Expr::GetAttr(g) => Fast::Attr(boxed(&g.expr)?, Arc::from(g.name)),
         Expr::GetItem(g) => Fast::Item(boxed(&g.expr)?, boxed(&g.subscript_expr)?),
@@ -89,13 +97,18 @@ fn from_ast(e: &Expr<'_>) -> Option<Fast> {
             boxed(&i.true_expr)?,
             boxed(i.false_expr.as_ref()?)?,
         ),
-        Expr::List(l) => Fast::List(l.items.iter().map(from_ast).collect::<Option<_>>()?),
+        Expr::List(l) => Fast::List(
+            l.items
+                .iter()
+                .map(|i| from_ast(i, field))
+                .collect::<Option<_>>()?,
+        ),
         Expr::Map(m) => Fast::Map(
             m.keys
                 .iter()
                 .zip(&m.values)
                 .map(|(k, v)| match k {
-                    Expr::Const(c) => Some((Arc::from(c.value.as_str()?), from_ast(v)?)),
+                    Expr::Const(c) => Some((Arc::from(c.value.as_str()?), from_ast(v, field)?)),
                     _ => None,
                 })
                 .collect::<Option<_>>()?,
@@ -128,6 +141,12 @@ fn short_str(v: &Value) -> Option<&str> {
 /// or any minijinja value.
 pub(crate) trait Root {
     fn var(&self, name: &str) -> Option<Value>;
+
+    /// State field `id`, called `name`.
+    fn field(&self, id: FieldId, name: &str) -> Option<Value> {
+        let _ = id;
+        self.var(name)
+    }
 }
 
 impl Root for Value {
@@ -142,6 +161,7 @@ impl Fast {
     pub(crate) fn eval(&self, root: &dyn Root) -> Option<Value> {
         match self {
             Fast::Var(name) => defined(root.var(name)?),
+            Fast::Field(id, name) => defined(root.field(*id, name)?),
             Fast::Const(v) => Some(v.clone()),
             Fast::Attr(base, name) => {
                 let base = self::Fast::eval(base, root)?;
@@ -342,7 +362,9 @@ mod tests {
         let mut fast_taken = 0;
         for i in 0..20_000 {
             let source = expr(&mut rng, 1 + (i % 3));
-            let Some(fast) = compile(&source) else {
+            // One-letter names are taken for fields: a value root reads them by name.
+            let field = |name: &str| (name.len() == 1).then_some(FieldId(0));
+            let Some(fast) = compile(&source, &field) else {
                 continue;
             };
             let slow = env.compile_expression(&source).unwrap();

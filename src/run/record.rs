@@ -38,6 +38,7 @@ impl Runner {
         } else {
             Source::Loop
         };
+        let since = live.started.elapsed();
         let record = Checkpoint {
             thread: live.thread.clone(),
             seq: live.seq,
@@ -57,8 +58,8 @@ impl Runner {
             limited: live.limited,
             error: (!live.error.is_null()).then(|| (*live.error).clone()),
             tokens: live.tokens,
-            elapsed_ms: live.elapsed().as_millis() as u64,
-            at_ms: now_ms(),
+            elapsed_ms: (live.elapsed_before + since).as_millis() as u64,
+            at_ms: live.started_ms.saturating_add(since.as_millis() as u64),
             source,
         };
         let saved = match (self.saved, &self.events) {

@@ -47,6 +47,10 @@ impl crate::graph::Root for Scope {
     fn var(&self, name: &str) -> Option<Value> {
         self.lookup(name)
     }
+
+    fn field(&self, id: crate::graph::FieldId, _name: &str) -> Option<Value> {
+        Some(view(self.values.get(id.0 as usize)?, Vec::new()))
+    }
 }
 
 impl std::fmt::Debug for Scope {

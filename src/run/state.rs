@@ -458,6 +458,17 @@ pub(crate) fn within_bounds(value: &Json) -> Result<(), String> {
             "takes values nested at most {MAX_VALUE_DEPTH} levels deep, and the value written is nested deeper"
         )
     };
+    // A scalar needs no walk (nor the walk's stack).
+    match value {
+        Json::String(s) if s.len() + 2 > MAX_VALUE_BYTES => {
+            return Err(format!(
+                "takes values of at most {} MiB, and the value written is larger",
+                MAX_VALUE_BYTES >> 20
+            ));
+        }
+        Json::Array(_) | Json::Object(_) => {}
+        _ => return Ok(()),
+    }
     // Containers with their depth (the outermost is 1).
     let mut stack: Vec<(&Json, usize)> = vec![(value, 1)];
     let mut bytes = 0usize;

@@ -151,7 +151,11 @@ impl Checkpointer for MemoryStore {
             None => threads
                 .by_name
                 .entry(record.thread.to_string())
-                .or_default(),
+                .or_insert_with(|| Thread {
+                    // Room for a short run's records without growing the list twice.
+                    records: Vec::with_capacity(16),
+                    ..Thread::default()
+                }),
         };
         // A seq already taken is a conflict, as in SQLite.
         if thread.last().is_some_and(|last| record.seq <= last.seq) {
