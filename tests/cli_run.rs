@@ -694,6 +694,14 @@ fn store_none_runs_without_keeping_anything() {
         out.stderr,
         "error: thread `p` has no checkpoints in this store\n"
     );
+    // A server without threads would be no server.
+    let out = switchyard(&["serve", "graphs", "--store", "none"])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: the server keeps threads and runs, and --store none keeps nothing; use --store memory or sqlite:PATH (stateless runs keep no checkpoints anyway)\n"
+    );
 }
 
 #[test]

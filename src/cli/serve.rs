@@ -35,6 +35,11 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let api_key = api_key(&args)?;
     // Refused before anything is loaded or opened.
     switchyard::serve::check_exposure(args.listen, api_key.is_some(), args.insecure)?;
+    if matches!(args.store, super::StoreArg::None) {
+        anyhow::bail!(
+            "the server keeps threads and runs, and --store none keeps nothing; use --store memory or sqlite:PATH (stateless runs keep no checkpoints anyway)"
+        );
+    }
     let store = args.store.open()?;
     let llm = if args.replay.is_empty() {
         LlmSource::live(args.record.clone())?

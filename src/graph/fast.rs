@@ -21,6 +21,9 @@ pub(crate) enum Fast {
     Var(Arc<str>),
     /// A state field, by id (and name, for roots that look names up).
     Field(FieldId, Arc<str>),
+    /// A path into a state field (`planned_action.kind`, `items[0]`): walked once,
+    /// from the field's value, without a value for each step of the way.
+    Path(FieldId, Arc<str>, Vec<PathSeg>),
     Const(Value),
     Attr(Box<Fast>, Arc<str>),
     Item(Box<Fast>, Box<Fast>),
@@ -65,6 +68,7 @@ fn from_ast(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fas
             _ => Fast::Var(Arc::from(v.id)),
         },
         Expr::Const(c) => Fast::Const(c.value.clone()),
+        Expr::GetAttr(_) | Expr::GetItem(_) if path(e, field).is_some() => path(e, field)?,
         Expr::GetAttr(g) => Fast::Attr(boxed(&g.expr)?, Arc::from(g.name)),
         Expr::GetItem(g) => Fast::Item(boxed(&g.expr)?, boxed(&g.subscript_expr)?),
         Expr::UnaryOp(u) => match u.op {
@@ -122,6 +126,37 @@ fn defined(v: Value) -> Option<Value> {
     (!v.is_undefined()).then_some(v)
 }
 
+/// `e` as a path into a state field, when it is one: attributes, and subscripts that
+/// are string or integer literals, on a field's name.
+fn path(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
+    let mut segs = Vec::new();
+    let mut here = e;
+    loop {
+        match here {
+            Expr::GetAttr(g) => {
+                segs.push(PathSeg::Key(Arc::from(g.name)));
+                here = &g.expr;
+            }
+            Expr::GetItem(g) => {
+                let Expr::Const(c) = &g.subscript_expr else {
+                    return None;
+                };
+                segs.push(match c.value.as_str() {
+                    Some(k) => PathSeg::Key(Arc::from(k)),
+                    None if c.value.is_integer() => PathSeg::Index(c.value.as_i64()?),
+                    None => return None,
+                });
+                here = &g.expr;
+            }
+            Expr::Var(v) if !matches!(v.id, "run" | "result") => {
+                segs.reverse();
+                return Some(Fast::Path(field(v.id)?, Arc::from(v.id), segs));
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// A plain `i64` (minijinja computes integers in `i128` and gives back an `i64` when
 /// the result fits; the cases here always fit or give up).
 fn int(v: &Value) -> Option<i64> {
@@ -137,6 +172,14 @@ fn short_str(v: &Value) -> Option<&str> {
     v.as_str().filter(|s| s.len() <= MAX_FAST_STRING)
 }
 
+/// One step of a [`Fast::Path`]: an attribute or string subscript, or an integer
+/// subscript (negative from the end).
+#[derive(Debug, Clone)]
+pub(crate) enum PathSeg {
+    Key(Arc<str>),
+    Index(i64),
+}
+
 /// Where an expression's names are looked up: a scope of the runner's, read in place,
 /// or any minijinja value.
 pub(crate) trait Root {
@@ -146,6 +189,27 @@ pub(crate) trait Root {
     fn field(&self, id: FieldId, name: &str) -> Option<Value> {
         let _ = id;
         self.var(name)
+    }
+
+    /// `path` into state field `id`, as the attribute and item lookups it stands for
+    /// would give it; none where they would give undefined or none on the way.
+    fn path(&self, id: FieldId, name: &str, path: &[PathSeg]) -> Option<Value> {
+        let mut here = self.field(id, name)?;
+        for seg in path {
+            here = match seg {
+                PathSeg::Key(k) => {
+                    if here.is_none() {
+                        return None;
+                    }
+                    defined(here.get_attr(k).ok()?)?
+                }
+                PathSeg::Index(i) => {
+                    here.as_object()?;
+                    defined(here.get_item(&Value::from(*i)).ok()?)?
+                }
+            };
+        }
+        Some(here)
     }
 }
 
@@ -162,6 +226,7 @@ impl Fast {
         match self {
             Fast::Var(name) => defined(root.var(name)?),
             Fast::Field(id, name) => defined(root.field(*id, name)?),
+            Fast::Path(id, name, path) => root.path(*id, name, path),
             Fast::Const(v) => Some(v.clone()),
             Fast::Attr(base, name) => {
                 let base = self::Fast::eval(base, root)?;
@@ -276,17 +341,65 @@ fn binary(op: Op, a: Value, b: Value) -> Option<Value> {
 mod tests {
     use super::*;
 
-    /// Contexts that hold what states hold: numbers of every kind, strings, none,
-    /// lists and maps, nested.
+    /// States as JSON: numbers of every kind, strings, none, lists and maps, nested;
+    /// the same fields in the same order.
+    const STATES: [&str; 2] = [
+        r#"{"n": 3, "m": -7, "big": 9223372036854775807, "f": 2.5, "s": "ab", "t": "", "z": null, "b": true,
+            "l": [1, "ab", null, [2]], "o": {"kind": "click", "n": 0, "in": {"x": 1}, "l": [{"k": 1}]}, "e": [], "eo": {}}"#,
+        r#"{"n": 0, "m": 4, "big": -9223372036854775808, "f": -0.0, "s": "pay here", "t": "pay", "z": null, "b": false,
+            "l": [], "o": {"kind": "type", "n": 2, "l": []}, "e": [0], "eo": {"a": null}}"#,
+    ];
+
+    /// The field names of [`STATES`], in order.
+    fn names() -> Vec<String> {
+        let state: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(STATES[0]).unwrap();
+        state.keys().cloned().collect()
+    }
+
+    /// Each state as a minijinja value, looked up by name.
     fn contexts() -> Vec<Value> {
-        let json = [
-            r#"{"n": 3, "m": -7, "big": 9223372036854775807, "f": 2.5, "s": "ab", "t": "", "z": null, "b": true,
-                "l": [1, "ab", null, [2]], "o": {"kind": "click", "n": 0, "in": {"x": 1}}, "e": [], "eo": {}}"#,
-            r#"{"n": 0, "m": 4, "big": -9223372036854775808, "f": -0.0, "s": "pay here", "t": "pay", "z": null, "b": false,
-                "l": [], "o": {"kind": "type", "n": 2}, "e": [0], "eo": {"a": null}}"#,
-        ];
-        json.iter()
+        STATES
+            .iter()
             .map(|j| crate::run::scope::from_json(serde_json::from_str(j).unwrap()))
+            .collect()
+    }
+
+    /// Each state as the runner's scope holds it: fields by id, paths walked over the
+    /// JSON.
+    struct JsonRoot {
+        names: Vec<String>,
+        values: Vec<Arc<serde_json::Value>>,
+    }
+
+    impl Root for JsonRoot {
+        fn var(&self, name: &str) -> Option<Value> {
+            let i = self.names.iter().position(|n| n == name)?;
+            Some(crate::run::scope::view_of(self.values[i].clone()))
+        }
+
+        fn field(&self, id: FieldId, _name: &str) -> Option<Value> {
+            Some(crate::run::scope::view_of(
+                self.values.get(id.0 as usize)?.clone(),
+            ))
+        }
+
+        fn path(&self, id: FieldId, _name: &str, path: &[PathSeg]) -> Option<Value> {
+            crate::run::scope::json_path(self.values.get(id.0 as usize)?, path)
+        }
+    }
+
+    fn json_roots() -> Vec<JsonRoot> {
+        STATES
+            .iter()
+            .map(|j| {
+                let state: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(j).unwrap();
+                JsonRoot {
+                    names: state.keys().cloned().collect(),
+                    values: state.into_iter().map(|(_, v)| Arc::new(v)).collect(),
+                }
+            })
             .collect()
     }
 
@@ -306,6 +419,12 @@ mod tests {
         "o.kind",
         "o.n",
         "o.in.x",
+        "o.l[0].k",
+        "o['l'][-1]",
+        "o.l[1]",
+        "l[3][0]",
+        "l[1].x",
+        "o.kind.x",
         "o.missing",
         "l[1]",
         "l[-1]",
@@ -362,14 +481,27 @@ mod tests {
         let mut fast_taken = 0;
         for i in 0..20_000 {
             let source = expr(&mut rng, 1 + (i % 3));
-            // One-letter names are taken for fields: a value root reads them by name.
-            let field = |name: &str| (name.len() == 1).then_some(FieldId(0));
+            let names = names();
+            let field = |name: &str| {
+                names
+                    .iter()
+                    .position(|n| n == name)
+                    .map(|i| FieldId(i as u32))
+            };
             let Some(fast) = compile(&source, &field) else {
                 continue;
             };
             let slow = env.compile_expression(&source).unwrap();
-            for ctx in contexts() {
-                let Some(got) = fast.eval(&ctx) else {
+            for (ctx, json) in contexts().into_iter().zip(json_roots()) {
+                // The runner's scope and a plain value give the same, or both nothing.
+                let got = fast.eval(&ctx);
+                let by_json = fast.eval(&json);
+                assert_eq!(
+                    got.as_ref().map(|v| (v.kind(), v.to_string())),
+                    by_json.as_ref().map(|v| (v.kind(), v.to_string())),
+                    "`{source}` in {ctx}"
+                );
+                let Some(got) = got else {
                     continue;
                 };
                 fast_taken += 1;

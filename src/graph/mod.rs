@@ -8,7 +8,7 @@ mod fast;
 
 pub use compile::{CompileError, compile};
 pub use exprs::ExprId;
-pub(crate) use fast::Root;
+pub(crate) use fast::{PathSeg, Root};
 
 use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
 use exprs::Exprs;

@@ -51,6 +51,60 @@ impl crate::graph::Root for Scope {
     fn field(&self, id: crate::graph::FieldId, _name: &str) -> Option<Value> {
         Some(view(self.values.get(id.0 as usize)?, Vec::new()))
     }
+
+    fn path(
+        &self,
+        id: crate::graph::FieldId,
+        _name: &str,
+        path: &[crate::graph::PathSeg],
+    ) -> Option<Value> {
+        json_path(self.values.get(id.0 as usize)?, path)
+    }
+}
+
+/// `path` into `root`, walked over the JSON itself: what the lookups of a
+/// [`JsonView`] would give, with a view made only for the value at its end (and only
+/// when that is a list or an object). None where a lookup would give undefined, or
+/// meet none on the way.
+pub(crate) fn json_path(root: &Arc<Json>, path: &[crate::graph::PathSeg]) -> Option<Value> {
+    use crate::graph::PathSeg;
+    let mut here: &Json = root;
+    for seg in path {
+        here = match (here, seg) {
+            (Json::Object(m), PathSeg::Key(k)) => m.get(&**k)?,
+            (Json::Array(a), PathSeg::Index(i)) => {
+                let i = if *i < 0 { a.len() as i64 + i } else { *i };
+                a.get(usize::try_from(i).ok()?)?
+            }
+            _ => return None,
+        };
+    }
+    Some(match here {
+        Json::Null => Value::from(()),
+        Json::Bool(b) => Value::from(*b),
+        Json::Number(n) => number(n),
+        Json::String(s) => Value::from(s.as_str()),
+        Json::Array(_) | Json::Object(_) => {
+            // The view's own path: the same steps, with indexes made positive.
+            let mut segs = Vec::with_capacity(path.len());
+            let mut at: &Json = root;
+            for seg in path {
+                match (at, seg) {
+                    (Json::Object(m), PathSeg::Key(k)) => {
+                        segs.push(Seg::Key(k.to_string()));
+                        at = &m[&**k];
+                    }
+                    (Json::Array(a), PathSeg::Index(i)) => {
+                        let i = if *i < 0 { a.len() as i64 + i } else { *i } as usize;
+                        segs.push(Seg::Index(i));
+                        at = &a[i];
+                    }
+                    _ => return None,
+                }
+            }
+            view(root, segs)
+        }
+    })
 }
 
 impl std::fmt::Debug for Scope {
