@@ -334,6 +334,24 @@ impl Host {
             });
             return fail(&mut record, why);
         }
+        // A stateless run keeps no checkpoints: one that had begun cannot go on, and
+        // starting it again could repeat what it did (a tool's side effect). It fails,
+        // and its thread goes, as it would have when the run ended.
+        if request.temporary && !request.on_completion_keep && record.first_seq.is_some() {
+            self.notice(Notice::RunRecovered {
+                run: record.id.clone(),
+                thread: record.thread.clone(),
+                how: "failed",
+            });
+            self.notice(Notice::RunFinished {
+                run: record.id.clone(),
+                thread: record.thread.clone(),
+                status: "error",
+                error: Some(STATELESS_STOPPED.to_string()),
+            });
+            self.inner.store.delete_thread(&record.thread)?;
+            return Ok(());
+        }
         let mut how = "queued";
         let latest = self.inner.store.latest(&record.thread)?;
         // Marked running, and died before its first record: it never began.
@@ -672,8 +690,7 @@ impl Host {
                 runner.update(&run.thread, update, None)?;
             }
             let latest = store.latest(&run.thread)?;
-            // A stateless run the last process stopped kept nothing: it starts again.
-            let mode = if run.request.resumed_after_restart && !stateless {
+            let mode = if run.request.resumed_after_restart {
                 Mode::Resume(None)
             } else {
                 decide(&run.request, latest.as_ref(), &run.thread)
@@ -709,6 +726,23 @@ impl Host {
         };
         let finished = matches!(status, RunStatus::Success | RunStatus::Error);
         self.inner.tools.checkin(&run.thread, finished).await;
+        if run.shutting_down.load(Ordering::SeqCst)
+            && matches!(outcome, Ok(Outcome::Stopped { .. }))
+            && stateless
+        {
+            // Nothing to go on from, and starting it again could repeat what it did.
+            let error = STATELESS_STOPPED.to_string();
+            let r = run.update(|r| {
+                r.status = RunStatus::Error;
+                r.error = Some(error.clone());
+            });
+            store.put_run(&r).map_err(|e| e.to_string())?;
+            return Ok(RunEnd {
+                status: RunStatus::Error,
+                error: Some(error),
+                deleted: false,
+            });
+        }
         if run.shutting_down.load(Ordering::SeqCst)
             && matches!(outcome, Ok(Outcome::Stopped { .. }))
         {
@@ -749,6 +783,9 @@ impl Host {
         })
     }
 }
+
+/// Why a stateless run that a server stopped (or lost) before it ended did not go on.
+const STATELESS_STOPPED: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
 
 /// What a request does on a thread that stands at `latest`.
 fn decide(

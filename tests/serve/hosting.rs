@@ -552,3 +552,98 @@ async fn the_cap_on_mcp_servers_stops_the_idle_threads_and_sigterm_stops_them_al
         "SIGTERM stops the paused thread's server too"
     );
 }
+
+/// A stateless run keeps no checkpoints, so a server that stops (or dies) before it
+/// ends cannot go on with it, and starting it again could repeat what it did: it fails,
+/// saying so, and its thread goes.
+#[tokio::test]
+async fn a_stateless_run_the_server_stops_or_loses_fails_rather_than_starting_again() {
+    const WHY: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
+    for how in ["sigterm", "sigkill"] {
+        let start = serve(&["tests/fixtures/serve/spin.toml"]);
+        let store = format!("sqlite:{}", start.dir().join("store.db").display());
+        let s = start.start().await;
+        let h = s.http();
+        let created = h
+            .post(
+                "/runs",
+                json!({ "assistant_id": "spin", "input": { "label": how } }),
+            )
+            .await
+            .json();
+        let (run, thread) = (
+            created["run_id"].as_str().unwrap().to_string(),
+            created["thread_id"].as_str().unwrap().to_string(),
+        );
+        h.until(&format!("/threads/{thread}/runs/{run}"), |r| {
+            r["status"] == "running"
+        })
+        .await;
+        // No checkpoints: the thread has no state to show while it runs.
+        let state = h.get(&format!("/threads/{thread}/state")).await.json();
+        assert_eq!(
+            (&state["values"], &state["checkpoint"]),
+            (&json!({}), &json!(null)),
+            "{how}: {state}"
+        );
+        let dir = if how == "sigterm" {
+            let (code, log, dir) = s.terminate().await;
+            assert_eq!(code, 0, "{how}");
+            // The run ends as it stops, saying why.
+            let finished: Vec<Json> = log
+                .iter()
+                .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+                .filter(|n| n["notice"] == "run_finished")
+                .collect();
+            assert_eq!(finished.len(), 1, "{log:?}");
+            assert_eq!(
+                (
+                    &finished[0]["run"],
+                    &finished[0]["status"],
+                    &finished[0]["error"]
+                ),
+                (&json!(run), &json!("error"), &json!(WHY)),
+            );
+            dir
+        } else {
+            s.kill().await
+        };
+        let s = serve(&["tests/fixtures/serve/spin.toml"])
+            .store(&store)
+            .start()
+            .await;
+        let h = s.http();
+        // Whichever way it stopped, the run is not going on: its thread is gone.
+        for _ in 0..200 {
+            if h.get(&format!("/threads/{thread}")).await.status == 404 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(
+            h.get(&format!("/threads/{thread}")).await.status,
+            404,
+            "{how}"
+        );
+        if how == "sigkill" {
+            // The new process says what became of it.
+            let notices = s.log_json();
+            assert!(
+                notices.iter().any(|n| n["notice"] == "run_recovered"
+                    && n["run"] == json!(run)
+                    && n["how"] == "failed"),
+                "{notices:?}"
+            );
+            assert!(
+                notices.iter().any(|n| n["notice"] == "run_finished"
+                    && n["run"] == json!(run)
+                    && n["status"] == "error"
+                    && n["error"] == WHY),
+                "{notices:?}"
+            );
+        }
+        let (code, _, _) = s.terminate().await;
+        assert_eq!(code, 0);
+        drop(dir);
+    }
+}

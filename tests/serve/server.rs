@@ -151,6 +151,15 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// Sends SIGKILL and waits for the process to go; its directory (its store).
+    pub(crate) async fn kill(mut self) -> tempfile::TempDir {
+        self.child.start_kill().expect("kill");
+        let _ = self.child.wait().await;
+        self.dir
+    }
+}
+
 /// reqwest is built with rustls and no crypto provider (the library picks ring); plain
 /// HTTP needs none, but reqwest wants one installed all the same.
 pub(crate) fn client() -> reqwest::Client {
