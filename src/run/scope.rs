@@ -8,8 +8,8 @@ use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-/// The root context of an evaluation. An expression the fast path evaluates reads it
-/// in place; only minijinja needs it as a value (see [`Scope::eval`]).
+/// The root context of an evaluation as minijinja sees it (see [`ScopeRef`] for the
+/// runner's borrowed one).
 #[derive(Clone)]
 pub(crate) struct Scope {
     pub(crate) graph: Arc<Graph>,
@@ -22,9 +22,38 @@ pub(crate) struct Scope {
 impl Scope {
     /// What `name` names at the root: a field, `run` or `result`.
     fn lookup(&self, key: &str) -> Option<Value> {
+        self.borrowed().lookup(key)
+    }
+
+    fn borrowed(&self) -> ScopeRef<'_> {
+        ScopeRef {
+            graph: &self.graph,
+            values: &self.values,
+            run: &self.run,
+            result: self.result.as_ref(),
+        }
+    }
+
+    pub(crate) fn into_value(self) -> Value {
+        Value::from_object(self)
+    }
+}
+
+/// A scope borrowed from the runner, as expressions are evaluated: the fast path
+/// reads it in place (no reference counts touched); only when minijinja evaluates is
+/// it copied into a [`Scope`].
+pub(crate) struct ScopeRef<'a> {
+    pub(crate) graph: &'a Arc<Graph>,
+    pub(crate) values: &'a Arc<Vec<Arc<Json>>>,
+    pub(crate) run: &'a RunInfo,
+    pub(crate) result: Option<&'a Value>,
+}
+
+impl ScopeRef<'_> {
+    fn lookup(&self, key: &str) -> Option<Value> {
         match key {
             "run" => Some(Value::from_object(self.run.clone())),
-            "result" => self.result.clone(),
+            "result" => self.result.cloned(),
             _ => {
                 let id = self.graph.field_id(key)?;
                 Some(view(&self.values[id.0 as usize], Vec::new()))
@@ -33,17 +62,19 @@ impl Scope {
     }
 
     /// Evaluates expression `id` in this scope.
-    pub(crate) fn eval(self, id: crate::graph::ExprId) -> Result<Value, minijinja::Error> {
-        let graph = self.graph.clone();
-        graph.eval_in(id, &self, || Value::from_object(self.clone()))
-    }
-
-    pub(crate) fn into_value(self) -> Value {
-        Value::from_object(self)
+    pub(crate) fn eval(&self, id: crate::graph::ExprId) -> Result<Value, minijinja::Error> {
+        self.graph.eval_in(id, self, || {
+            Value::from_object(Scope {
+                graph: self.graph.clone(),
+                values: self.values.clone(),
+                run: self.run.clone(),
+                result: self.result.cloned(),
+            })
+        })
     }
 }
 
-impl crate::graph::Root for Scope {
+impl crate::graph::Root for ScopeRef<'_> {
     fn var(&self, name: &str) -> Option<Value> {
         self.lookup(name)
     }

@@ -5,7 +5,7 @@ use super::event::Event;
 use super::kinds::Step;
 use super::kinds::cx::jinja_error;
 use super::runner::{Live, Outcome, RunError, Runner};
-use super::scope::{Scope, to_json, view_of};
+use super::scope::{ScopeRef, to_json, view_of};
 use crate::graph::{ExprId, Next, Node, NodeId, Target};
 use crate::store::{Status, Write};
 use minijinja::Value;
@@ -215,11 +215,11 @@ impl Runner {
         let result = view_of(result);
         let run = self.run_info(live);
         for (field, expr) in &node.set {
-            let scope = Scope {
-                graph: self.graph.clone(),
-                values: live.state.values.clone(),
-                run: run.clone(),
-                result: Some(result.clone()),
+            let scope = ScopeRef {
+                graph: &self.graph,
+                values: &live.state.values,
+                run: &run,
+                result: Some(&result),
             };
             let v = scope.eval(*expr).map_err(|e| {
                 format!(
@@ -244,14 +244,17 @@ impl Runner {
     /// Picks the next node from the node's edges, on the current state, with the name
     /// of the case that chose it. None for a finalize node.
     pub(super) fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
-        let scope = || Scope {
-            graph: self.graph.clone(),
-            values: live.state.values.clone(),
-            run: self.run_info(live),
-            result: None,
-        };
+        // `run` made once for all the route's expressions, and only for a route
+        // that has any.
+        let run = std::cell::OnceCell::new();
         let eval = |id: ExprId| {
-            scope().eval(id).map_err(|e| {
+            let scope = ScopeRef {
+                graph: &self.graph,
+                values: &live.state.values,
+                run: run.get_or_init(|| self.run_info(live)),
+                result: None,
+            };
+            scope.eval(id).map_err(|e| {
                 format!(
                     "route `{}`: {}",
                     self.graph.expr_source(id),

@@ -3,7 +3,7 @@
 
 use crate::graph::{ExprId, Graph, Node, ValueTpl};
 use crate::run::event::Event;
-use crate::run::scope::{RunInfo, Scope, to_json};
+use crate::run::scope::{RunInfo, Scope, ScopeRef, to_json};
 use crate::run::state::State;
 use crate::run::{LlmClient, ToolClient};
 use crate::store::Checkpointer;
@@ -28,11 +28,11 @@ pub(crate) struct NodeCx<'a> {
 }
 
 impl NodeCx<'_> {
-    fn scope(&self, result: Option<Value>) -> Scope {
-        Scope {
-            graph: self.graph.clone(),
-            values: self.state.values.clone(),
-            run: self.run.clone(),
+    fn scope<'s>(&'s self, result: Option<&'s Value>) -> ScopeRef<'s> {
+        ScopeRef {
+            graph: self.graph,
+            values: &self.state.values,
+            run: &self.run,
             result,
         }
     }
@@ -45,14 +45,26 @@ impl NodeCx<'_> {
 
     /// Evaluates to JSON, with `result` bound.
     pub(crate) fn eval_with(&self, id: ExprId, result: Option<Value>) -> Result<Json, String> {
-        let v = self.scope(result).eval(id).map_err(|e| jinja_error(&e))?;
+        let v = self
+            .scope(result.as_ref())
+            .eval(id)
+            .map_err(|e| jinja_error(&e))?;
         to_json(&v)
     }
 
     pub(crate) fn render(&self, name: &str) -> Result<String, String> {
         let text = self
             .graph
-            .render(name, self.scope(None).into_value())
+            .render(
+                name,
+                Scope {
+                    graph: self.graph.clone(),
+                    values: self.state.values.clone(),
+                    run: self.run.clone(),
+                    result: None,
+                }
+                .into_value(),
+            )
             .map_err(|e| jinja_error(&e))?;
         if text.len() > crate::run::state::MAX_VALUE_BYTES {
             return Err(format!(
