@@ -230,7 +230,7 @@ impl Bench {
     fn agent_loop(&self, runs: usize, store: &str) -> (f64, Option<u64>) {
         let (cp, db) = match store {
             "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
-            "none" => (Arc::new(NoStore) as Arc<dyn Checkpointer>, None),
+            "none" => (Arc::new(NoStore::new()) as Arc<dyn Checkpointer>, None),
             _ => {
                 let options = SqliteOptions {
                     durability: if store.contains("full") {

@@ -915,7 +915,7 @@ async fn event_lines(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec
 async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
     let dir = tempfile::tempdir().unwrap();
     let stores: [(&str, Arc<dyn Checkpointer>); 3] = [
-        ("none", Arc::new(NoStore)),
+        ("none", Arc::new(NoStore::new())),
         ("memory", Arc::new(MemoryStore::new())),
         (
             "sqlite",
@@ -955,7 +955,7 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
     // The same run, event for event, with and without records.
     let mut lines = Vec::new();
     for store in [
-        Arc::new(NoStore) as Arc<dyn Checkpointer>,
+        Arc::new(NoStore::new()) as Arc<dyn Checkpointer>,
         Arc::new(MemoryStore::new()),
     ] {
         let mut r = Runner::new(graph("routes"), store);
@@ -968,13 +968,14 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
     assert_eq!(lines[0].len(), 10);
 
     // Nothing is kept: the thread has no state, and a pause cannot be resumed.
-    let r = Runner::new(graph("routes"), Arc::new(NoStore));
+    let r = Runner::new(graph("routes"), Arc::new(NoStore::new()));
     r.start("t", json!({ "n": 1 })).await.unwrap();
     assert_eq!(
         r.state("t", None).unwrap_err().to_string(),
         "thread `t` has no checkpoints"
     );
-    let r = Runner::new(graph("pauses"), Arc::new(NoStore)).with_tools(Arc::new(failing_fetch()));
+    let r = Runner::new(graph("pauses"), Arc::new(NoStore::new()))
+        .with_tools(Arc::new(failing_fetch()));
     let out = r.start("p", json!({})).await.unwrap();
     assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
     assert_eq!(

@@ -5,7 +5,7 @@
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, SqliteStore, Status};
+use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
 use switchyard::store::{
     Durability, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError, ThreadRecord,
     Write,
@@ -589,4 +589,84 @@ fn sqlite_compresses_large_values_when_asked_and_reads_either_kind() {
         plain.load("t").unwrap_err().to_string(),
         "checkpoint store: a record of thread `t` is corrupt: `writes` is not a compressed value"
     );
+}
+
+#[test]
+fn sqlite_refers_a_value_written_again_to_the_record_that_holds_it() {
+    // Row 1 writes `page` twice: a new value, then the one row 0 holds (stored as a
+    // reference to row 0). Row 2 writes row 1's first value again: it must not be
+    // referred to row 1, whose last write of `page` is the other value.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let store = SqliteStore::open(&db).unwrap();
+    let a = json!({ "page": "a".repeat(400) });
+    let b = json!({ "page": "b".repeat(400) });
+    store.append(record("t", 0, "page", b.clone())).unwrap();
+    let mut twice = record("t", 1, "page", a.clone());
+    twice.writes.push(Write {
+        field: "page".into(),
+        value: Arc::new(b.clone()),
+    });
+    store.append(twice).unwrap();
+    store.append(record("t", 2, "page", a.clone())).unwrap();
+    store.append(record("t", 3, "page", b.clone())).unwrap();
+    let want = [
+        vec![b.clone()],
+        vec![a.clone(), b.clone()],
+        vec![a.clone()],
+        vec![b],
+    ];
+    // Read whole, from a record on, and by another connection: the same values.
+    let other = SqliteStore::open(&db).unwrap();
+    for records in [
+        store.load("t").unwrap(),
+        other.load("t").unwrap(),
+        [
+            other.load("t").unwrap()[..2].to_vec(),
+            other.load_from("t", 2).unwrap(),
+        ]
+        .concat(),
+    ] {
+        let got: Vec<Vec<Json>> = records
+            .iter()
+            .map(|r| r.writes.iter().map(|w| (*w.value).clone()).collect())
+            .collect();
+        assert_eq!(got, want);
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: Vec<String> = conn
+        .prepare("SELECT writes FROM checkpoints WHERE seq >= 1 ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    // Row 1's second write refers to row 0; rows 2 and 3 differ from the value before
+    // them and are written in full.
+    assert!(
+        rows[0].ends_with(r#"{"field":"page","same":0}]"#),
+        "{}",
+        rows[0]
+    );
+    assert_eq!(rows[1], format!(r#"[{{"field":"page","value":{a}}}]"#));
+    assert_eq!(
+        rows[2],
+        format!(r#"[{{"field":"page","value":{}}}]"#, want[3][0])
+    );
+}
+
+#[test]
+fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
+    let shared: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let none = NoStore::with_cache_of(shared.clone());
+    none.cache_put("k", &json!("answer"), 2_000).unwrap();
+    assert_eq!(shared.cache_get("k", 1_000).unwrap(), Some(json!("answer")));
+    assert_eq!(none.cache_get("k", 1_000).unwrap(), Some(json!("answer")));
+    // Records go nowhere, and a store of its own keeps no cache either.
+    none.append(record("t", 0, "n", json!(1))).unwrap();
+    assert_eq!(none.load("t").unwrap(), Vec::<Checkpoint>::new());
+    assert_eq!(shared.load("t").unwrap(), Vec::<Checkpoint>::new());
+    let alone = NoStore::new();
+    alone.cache_put("k", &json!("answer"), 2_000).unwrap();
+    assert_eq!(alone.cache_get("k", 1_000).unwrap(), None);
 }

@@ -46,7 +46,7 @@ impl StoreArg {
         Ok(match self {
             StoreArg::Sqlite(path, options) => Arc::new(SqliteStore::open_with(path, *options)?),
             StoreArg::Memory => Arc::new(MemoryStore::new()),
-            StoreArg::None => Arc::new(NoStore),
+            StoreArg::None => Arc::new(NoStore::new()),
         })
     }
 

@@ -40,6 +40,16 @@ pub struct RunRequest {
     pub resumed_after_restart: bool,
 }
 
+impl RunRequest {
+    /// A stateless run whose thread goes when it ends, and that writes no update
+    /// first: it runs without checkpoints (see `Host::drive`).
+    pub(crate) fn keeps_no_checkpoints(&self) -> bool {
+        self.temporary
+            && !self.on_completion_keep
+            && self.command.as_ref().is_none_or(|c| c.update.is_none())
+    }
+}
+
 /// LangGraph's `Command`: an answer to the pending interrupt, and fields to write
 /// before going on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

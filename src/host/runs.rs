@@ -337,7 +337,7 @@ impl Host {
         // A stateless run keeps no checkpoints: one that had begun cannot go on, and
         // starting it again could repeat what it did (a tool's side effect). It fails,
         // and its thread goes, as it would have when the run ended.
-        if request.temporary && !request.on_completion_keep && record.first_seq.is_some() {
+        if request.keeps_no_checkpoints() && record.first_seq.is_some() {
             self.notice(Notice::RunRecovered {
                 run: record.id.clone(),
                 thread: record.thread.clone(),
@@ -665,11 +665,15 @@ impl Host {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tools.set_events(Some(tx.clone()));
         // A stateless run's thread goes when the run ends, so its checkpoints would be
-        // written only to be deleted: it runs on a store that keeps none, and its
-        // events carry what streams and `wait` show.
-        let stateless = run.request.temporary && !run.request.on_completion_keep;
+        // written only to be deleted: it runs on a store that keeps none (but shares
+        // the server's LLM cache), and its events carry what streams and `wait` show.
+        // One that writes an update first keeps its records: the update is one.
+        let stateless = run.request.keeps_no_checkpoints();
         let runner = if stateless {
-            Runner::new(graph, Arc::new(crate::store::NoStore))
+            Runner::new(
+                graph,
+                Arc::new(crate::store::NoStore::with_cache_of(store.clone())),
+            )
         } else {
             self.runner(graph)
         };

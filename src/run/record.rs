@@ -38,7 +38,11 @@ impl Runner {
         } else {
             Source::Loop
         };
-        let since = live.started.elapsed();
+        let now = Instant::now();
+        if live.seq.is_multiple_of(64) {
+            live.wall = (now, now_ms());
+        }
+        let since = now.saturating_duration_since(live.started);
         let record = Checkpoint {
             thread: live.thread.clone(),
             seq: live.seq,
@@ -59,7 +63,8 @@ impl Runner {
             error: (!live.error.is_null()).then(|| (*live.error).clone()),
             tokens: live.tokens,
             elapsed_ms: (live.elapsed_before + since).as_millis() as u64,
-            at_ms: live.started_ms.saturating_add(since.as_millis() as u64),
+            at_ms: (live.wall.1)
+                .saturating_add(now.saturating_duration_since(live.wall.0).as_millis() as u64),
             source,
         };
         let saved = match (self.saved, &self.events) {

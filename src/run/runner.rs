@@ -62,9 +62,10 @@ pub(super) struct Live {
     /// Wall time of this run before the current segment (earlier segments were paused).
     pub(super) elapsed_before: Duration,
     pub(super) started: Instant,
-    /// The wall clock (Unix milliseconds) at `started`: a record's time is read from
-    /// `started`, one clock read per step instead of two.
-    pub(super) started_ms: u64,
+    /// The wall clock (Unix milliseconds) at an instant: a record's time comes from the
+    /// clock read for its elapsed time, one read per step instead of two. Read again
+    /// every 64 records, so a clock step or a suspended machine is caught up soon.
+    pub(super) wall: (Instant, u64),
     /// A limit was reached and the run is on its way to `on_limit`.
     pub(super) limited: bool,
     /// `run.error` as expressions see it: set when a failure takes `on_error`, seen by
@@ -250,7 +251,7 @@ impl Runner {
         live.tokens = 0;
         live.elapsed_before = Duration::ZERO;
         live.started = Instant::now();
-        live.started_ms = now_ms();
+        live.wall = (live.started, now_ms());
         live.limited = false;
         if !live.error.is_null() {
             live.error = Arc::new(Json::Null);

@@ -161,7 +161,7 @@ impl Runner {
             tokens: last.map_or(0, |r| r.tokens),
             elapsed_before: Duration::ZERO,
             started: Instant::now(),
-            started_ms: now_ms(),
+            wall: (Instant::now(), now_ms()),
             limited: last.is_some_and(|r| r.limited),
             error: Arc::new(last.and_then(|r| r.error.clone()).unwrap_or(Json::Null)),
             past_breakpoint: None,

@@ -3,14 +3,45 @@
 //! that pauses cannot be resumed.
 
 use super::{Checkpoint, Checkpointer, RunRecord, StoreError, ThreadRecord};
+use serde_json::Value as Json;
+use std::sync::Arc;
 
-/// A store that keeps nothing: every thread is new, every read finds nothing.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoStore;
+/// A store that keeps nothing: every thread is new, every read finds nothing. Its LLM
+/// cache is another store's when it is given one.
+#[derive(Default, Clone)]
+pub struct NoStore {
+    cache: Option<Arc<dyn Checkpointer>>,
+}
+
+impl NoStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps no records, but an llm node's cache is `store`'s: a server's stateless
+    /// runs share the cache of the server's store.
+    pub fn with_cache_of(store: Arc<dyn Checkpointer>) -> Self {
+        NoStore { cache: Some(store) }
+    }
+}
 
 impl Checkpointer for NoStore {
     fn keeps_records(&self) -> bool {
         false
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        match &self.cache {
+            Some(store) => store.cache_get(key, now_ms),
+            None => Ok(None),
+        }
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        match &self.cache {
+            Some(store) => store.cache_put(key, value, expires_ms),
+            None => Ok(()),
+        }
     }
 
     fn append(&self, _record: Checkpoint) -> Result<(), StoreError> {

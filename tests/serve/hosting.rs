@@ -647,3 +647,34 @@ async fn a_stateless_run_the_server_stops_or_loses_fails_rather_than_starting_ag
         drop(dir);
     }
 }
+
+/// A stateless run writes no checkpoints, unless it writes an update first: then the
+/// update is kept for the run to start from, as on any thread.
+#[tokio::test]
+async fn a_stateless_run_with_an_update_starts_from_it() {
+    let s = serve(&["tests/fixtures/serve/three.toml"]).start().await;
+    let h = s.http();
+    let plain = h
+        .post(
+            "/runs/wait",
+            json!({ "assistant_id": "three", "input": { "input": "x" } }),
+        )
+        .await
+        .json();
+    assert_eq!(plain, json!({ "input": "x", "trail": ["a:x", "b"] }));
+    let updated = h
+        .post(
+            "/runs/wait",
+            json!({
+                "assistant_id": "three",
+                "input": { "input": "x" },
+                "command": { "update": { "trail": ["before"] } }
+            }),
+        )
+        .await
+        .json();
+    assert_eq!(
+        updated,
+        json!({ "input": "x", "trail": ["before", "a:x", "b"] })
+    );
+}

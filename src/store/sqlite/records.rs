@@ -153,6 +153,10 @@ fn encode_writes<'w>(
                 .filter(|(_, t)| *t == text)
             {
                 out.push_str(&format!(",\"same\":{at}}}"));
+                // The field now holds what record `at` holds: a later write of the
+                // same value refers to that record too, never to this row (whose
+                // last write of the field is this reference).
+                fresh.push((Arc::from(field), Some((*at, text))));
                 continue;
             }
             out.push_str(",\"value\":");
