@@ -131,7 +131,7 @@ enum Command {
         durability: switchyard::store::Durability,
         /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a
         /// little more work per step.
-        #[arg(long, env = "SWITCHYARD_COMPRESS")]
+        #[arg(long, env = "SWITCHYARD_COMPRESS", value_parser = clap::builder::BoolishValueParser::new())]
         compress: bool,
         /// Require the API key held by this environment variable (`x-api-key` or
         /// `Authorization: Bearer`).
@@ -251,7 +251,7 @@ struct CommonArgs {
     durability: switchyard::store::Durability,
     /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a little
     /// more work per step.
-    #[arg(long, env = "SWITCHYARD_COMPRESS")]
+    #[arg(long, env = "SWITCHYARD_COMPRESS", value_parser = clap::builder::BoolishValueParser::new())]
     compress: bool,
     /// Node executions allowed in this run, instead of the graph's `max_steps`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]

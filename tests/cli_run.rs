@@ -739,4 +739,20 @@ fn durability_is_normal_or_full() {
     .run()
     .code(0);
     assert_eq!(out.stdout, "classify\n");
+    // The environment says it as people write it.
+    for on in ["1", "yes", "true", "0"] {
+        let out = switchyard(&[
+            "run",
+            "tests/fixtures/run/routes.toml",
+            "--input",
+            r#"{"n": 0}"#,
+            "--store",
+            &store_flag(dir.path()),
+        ])
+        .env("SWITCHYARD_COMPRESS", on)
+        .env("SWITCHYARD_DURABILITY", "full")
+        .run()
+        .code(0);
+        assert_eq!(out.stdout, "classify\n", "{on}");
+    }
 }
