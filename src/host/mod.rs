@@ -12,6 +12,7 @@
 //! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
 //! into responses, the way the command line turns flags into them.
 
+mod drive;
 mod error;
 pub mod graphs;
 mod llm;

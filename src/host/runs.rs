@@ -1,14 +1,13 @@
-//! Runs: created, queued per thread, driven, cancelled, recovered after a restart.
+//! Runs: created, queued per thread, cancelled, recovered after a restart.
 //!
 //! Each thread with runs in flight has a queue and one task (its worker) that takes
 //! the runs in order: at most one run per thread at a time, as a thread's checkpoints
-//! are one line. A run then waits for one of the host's slots (the cap on runs at
-//! once) and drives a [`Runner`] whose events go to the run's [`RunLog`].
+//! are one line. How a worker drives a run is in `drive.rs`.
 
 use super::request::{CancelAction, Multitask, RunRequest};
 use super::{Host, HostError, Notice, RunLog, fresh_record, lock, new_id, now_ms};
 use crate::graph::Graph;
-use crate::run::{Outcome, RunError, Runner, StopHandle};
+use crate::run::StopHandle;
 use crate::store::{Checkpoint, RunRecord, RunStatus, Status, ThreadRecord};
 use serde_json::{Value as Json, json};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,14 +20,14 @@ pub struct RunHandle {
     pub thread: String,
     pub assistant: String,
     pub request: RunRequest,
-    record: Mutex<RunRecord>,
-    stop: StopHandle,
-    cancel: watch::Sender<Option<CancelAction>>,
+    pub(super) record: Mutex<RunRecord>,
+    pub(super) stop: StopHandle,
+    pub(super) cancel: watch::Sender<Option<CancelAction>>,
     /// Stopped because the host shuts down: it goes back to pending for the next
     /// process.
-    shutting_down: AtomicBool,
+    pub(super) shutting_down: AtomicBool,
     pub log: RunLog,
-    end: watch::Sender<Option<RunEnd>>,
+    pub(super) end: watch::Sender<Option<RunEnd>>,
 }
 
 /// How a run ended.
@@ -41,7 +40,7 @@ pub struct RunEnd {
 }
 
 impl RunHandle {
-    fn new(record: RunRecord, request: RunRequest) -> Arc<RunHandle> {
+    pub(super) fn new(record: RunRecord, request: RunRequest) -> Arc<RunHandle> {
         Arc::new(RunHandle {
             id: record.id.clone(),
             thread: record.thread.clone(),
@@ -80,11 +79,11 @@ impl RunHandle {
         }
     }
 
-    fn cancel_action(&self) -> Option<CancelAction> {
+    pub(super) fn cancel_action(&self) -> Option<CancelAction> {
         *self.cancel.borrow()
     }
 
-    fn request_cancel(&self, action: CancelAction) {
+    pub(super) fn request_cancel(&self, action: CancelAction) {
         // A rollback asked after an interrupt still rolls back.
         self.cancel.send_modify(|a| {
             if *a != Some(CancelAction::Rollback) {
@@ -99,7 +98,7 @@ impl RunHandle {
         self.stop.stop();
     }
 
-    fn update(&self, f: impl FnOnce(&mut RunRecord)) -> RunRecord {
+    pub(super) fn update(&self, f: impl FnOnce(&mut RunRecord)) -> RunRecord {
         let mut r = lock(&self.record);
         f(&mut r);
         r.updated_ms = now_ms();
@@ -108,7 +107,7 @@ impl RunHandle {
 }
 
 /// What a run does when it gets its turn.
-enum Mode {
+pub(super) enum Mode {
     Start(Json),
     Resume(Option<Json>),
 }
@@ -347,7 +346,7 @@ impl Host {
                 run: record.id.clone(),
                 thread: record.thread.clone(),
                 status: "error",
-                error: Some(STATELESS_STOPPED.to_string()),
+                error: Some(super::drive::STATELESS_STOPPED.to_string()),
             });
             self.inner.store.delete_thread(&record.thread)?;
             return Ok(());
@@ -438,7 +437,7 @@ impl Host {
 
     /// The version a run of `assistant` uses on a thread: the one the thread stands on
     /// while it has not ended, else `current`. A thread of another graph is refused.
-    fn graph_for_thread(
+    pub(super) fn graph_for_thread(
         &self,
         assistant: &str,
         current: &Arc<Graph>,
@@ -464,335 +463,10 @@ impl Host {
             _ => current.clone(),
         })
     }
-
-    /// The worker of a thread's queue: takes its runs in turn, each in a task of its
-    /// own (a panic in a run fails that run, not the queue), and removes the queue once
-    /// it is empty.
-    fn spawn_worker(&self, thread: String) {
-        let host = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let run = {
-                    let mut queues = lock(&host.inner.queues);
-                    let Some(q) = queues.get_mut(&thread) else {
-                        return;
-                    };
-                    match q.waiting.pop_front() {
-                        Some(r) => {
-                            q.running = Some(r.clone());
-                            r
-                        }
-                        None => {
-                            queues.remove(&thread);
-                            return;
-                        }
-                    }
-                };
-                let task = {
-                    let (host, run) = (host.clone(), run.clone());
-                    tokio::spawn(async move { host.execute(&run).await })
-                };
-                let end = match task.await {
-                    Ok(end) => end,
-                    Err(e) => host.panicked(&run, &e.to_string()).await,
-                };
-                // The thread is free before anyone hears that the run ended, so a
-                // client that starts the next run on hearing it is not refused.
-                let last = {
-                    let mut queues = lock(&host.inner.queues);
-                    match queues.get_mut(&thread) {
-                        Some(q) if q.waiting.is_empty() => {
-                            queues.remove(&thread);
-                            true
-                        }
-                        Some(q) => {
-                            q.running = None;
-                            false
-                        }
-                        None => true,
-                    }
-                };
-                host.close_run(&run, end);
-                if last {
-                    return;
-                }
-            }
-        });
-    }
-
-    /// A run whose task panicked: it failed, its MCP servers go (their state is not
-    /// known), and the thread goes on with its next run.
-    async fn panicked(&self, run: &Arc<RunHandle>, why: &str) -> RunEnd {
-        let message = format!("the run stopped unexpectedly ({why}); this is a bug in Switchyard");
-        let r = run.update(|r| {
-            r.status = RunStatus::Error;
-            r.error = Some(message.clone());
-        });
-        let _ = self.inner.store.put_run(&r);
-        self.inner.tools.stop_now(&run.thread).await;
-        RunEnd {
-            status: RunStatus::Error,
-            error: Some(message),
-            deleted: false,
-        }
-    }
-
-    /// Ends a run that never started (cancelled while waiting).
-    fn end_unstarted(&self, run: &Arc<RunHandle>) -> RunEnd {
-        match run.cancel_action() {
-            Some(CancelAction::Rollback) => {
-                // A run a previous process had begun rolls back what it wrote then.
-                if let Some(seq) = run.record().first_seq {
-                    let _ = self.inner.store.truncate(&run.thread, seq);
-                }
-                let _ = self.inner.store.delete_run(&run.id);
-                RunEnd {
-                    status: RunStatus::Interrupted,
-                    error: None,
-                    deleted: true,
-                }
-            }
-            _ => {
-                let r = run.update(|r| r.status = RunStatus::Interrupted);
-                let _ = self.inner.store.put_run(&r);
-                RunEnd {
-                    status: RunStatus::Interrupted,
-                    error: None,
-                    deleted: false,
-                }
-            }
-        }
-    }
-
-    /// Tells everyone a run ended: its end first, then its log closes (a reader that
-    /// sees the log closed finds the end set), and a stateless run's thread goes.
-    fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
-        let temporary =
-            run.request.temporary && !run.request.on_completion_keep && !end.status.in_flight();
-        if temporary {
-            let _ = self.inner.store.delete_thread(&run.thread);
-            let tools = self.inner.tools.clone();
-            let thread = run.thread.clone();
-            tokio::spawn(async move { tools.stop_thread(&thread).await });
-        }
-        self.notice(Notice::RunFinished {
-            run: run.id.clone(),
-            thread: run.thread.clone(),
-            status: if end.deleted {
-                "rolled_back"
-            } else {
-                end.status.name()
-            },
-            error: end.error.clone(),
-        });
-        let deleted = end.deleted;
-        run.end.send_replace(Some(end));
-        run.log.close();
-        if deleted {
-            // Rolled back: the run is gone, for readers too.
-            lock(&self.inner.runs).remove(&run.id);
-            return;
-        }
-        // The log stays for readers that join late, then goes.
-        let host = self.clone();
-        let id = run.id.clone();
-        let retention = self.inner.log_retention;
-        tokio::spawn(async move {
-            tokio::time::sleep(retention).await;
-            lock(&host.inner.runs).remove(&id);
-        });
-    }
-
-    /// Waits for a slot and drives the run; how it ended.
-    async fn execute(&self, run: &Arc<RunHandle>) -> RunEnd {
-        // A slot, unless the run is cancelled while it waits.
-        let mut cancel = run.cancel.subscribe();
-        let permit = tokio::select! {
-            p = self.inner.slots.clone().acquire_owned() => p.ok(),
-            _ = cancel.wait_for(Option::is_some) => None,
-        };
-        if permit.is_none() || run.cancel_action().is_some() {
-            return self.end_unstarted(run);
-        }
-        if self.inner.closing.load(Ordering::SeqCst) {
-            // Left pending for the next process.
-            return RunEnd {
-                status: RunStatus::Pending,
-                error: None,
-                deleted: false,
-            };
-        }
-        let end = match self.drive(run).await {
-            Ok(end) => end,
-            Err(message) => {
-                let r = run.update(|r| {
-                    r.status = RunStatus::Error;
-                    r.error = Some(message.clone());
-                });
-                let _ = self.inner.store.put_run(&r);
-                RunEnd {
-                    status: RunStatus::Error,
-                    error: Some(message),
-                    deleted: false,
-                }
-            }
-        };
-        drop(permit);
-        end
-    }
-
-    /// Drives the run; an error is a failure before the runner could start.
-    async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, String> {
-        let store = &self.inner.store;
-        let latest = store.latest(&run.thread).map_err(|e| e.to_string())?;
-        let current = self
-            .current_graph(&run.assistant)
-            .map_err(|e| e.to_string())?;
-        let graph = self
-            .graph_for_thread(&run.assistant, &current, &run.thread, latest.as_ref())
-            .map_err(|e| e.to_string())?;
-        // Where the run's records begin: kept from a previous process that began it, so a
-        // rollback removes all of them.
-        let record = run.update(|r| {
-            r.status = RunStatus::Running;
-            r.first_seq
-                .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
-        });
-        let first_seq = record.first_seq.unwrap_or(0);
-        store.put_run(&record).map_err(|e| e.to_string())?;
-        let llm = self.inner.llm.client(&graph).map_err(|e| e.to_string())?;
-        let tools = self.inner.tools.checkout(&run.thread, &graph).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        tools.set_events(Some(tx.clone()));
-        // A stateless run's thread goes when the run ends, so its checkpoints would be
-        // written only to be deleted: it runs on a store that keeps none (but shares
-        // the server's LLM cache), and its events carry what streams and `wait` show.
-        // One that writes an update first keeps its records: the update is one.
-        let stateless = run.request.keeps_no_checkpoints();
-        let runner = if stateless {
-            Runner::new(
-                graph,
-                Arc::new(crate::store::NoStore::with_cache_of(store.clone())),
-            )
-        } else {
-            self.runner(graph)
-        };
-        let runner = runner
-            .with_llm(llm)
-            .with_tools(tools.clone())
-            .with_tools_kept()
-            .with_max_steps(run.request.max_steps)
-            .with_stop(run.stop.clone())
-            .with_saved_events(true)
-            .with_events(tx);
-        let work = async {
-            let runner = &runner;
-            // A run going on after a restart wrote its update already.
-            if !run.request.resumed_after_restart
-                && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
-            {
-                runner.update(&run.thread, update, None)?;
-            }
-            let latest = store.latest(&run.thread)?;
-            let mode = if run.request.resumed_after_restart {
-                Mode::Resume(None)
-            } else {
-                decide(&run.request, latest.as_ref(), &run.thread)
-                    .map_err(|e| RunError::Input(e.to_string()))?
-            };
-            match mode {
-                Mode::Start(input) => runner.start(&run.thread, input).await,
-                Mode::Resume(payload) => runner.resume(&run.thread, payload, false).await,
-            }
-        };
-        let outcome = {
-            tokio::pin!(work);
-            loop {
-                tokio::select! {
-                    biased;
-                    Some(e) = rx.recv() => run.log.push(e),
-                    out = &mut work => break out,
-                }
-            }
-        };
-        // The runner holds a sender: drained after it goes, the channel ends.
-        drop(runner);
-        tools.set_events(None);
-        while let Ok(e) = rx.try_recv() {
-            run.log.push(e);
-        }
-        let (status, error) = match &outcome {
-            Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),
-            Ok(Outcome::Interrupted { .. }) | Ok(Outcome::Stopped { .. }) => {
-                (RunStatus::Interrupted, None)
-            }
-            Err(e) => (RunStatus::Error, Some(e.to_string())),
-        };
-        let finished = matches!(status, RunStatus::Success | RunStatus::Error);
-        self.inner.tools.checkin(&run.thread, finished).await;
-        if run.shutting_down.load(Ordering::SeqCst)
-            && matches!(outcome, Ok(Outcome::Stopped { .. }))
-            && stateless
-        {
-            // Nothing to go on from, and starting it again could repeat what it did.
-            let error = STATELESS_STOPPED.to_string();
-            let r = run.update(|r| {
-                r.status = RunStatus::Error;
-                r.error = Some(error.clone());
-            });
-            store.put_run(&r).map_err(|e| e.to_string())?;
-            return Ok(RunEnd {
-                status: RunStatus::Error,
-                error: Some(error),
-                deleted: false,
-            });
-        }
-        if run.shutting_down.load(Ordering::SeqCst)
-            && matches!(outcome, Ok(Outcome::Stopped { .. }))
-        {
-            // Stopped by the shutdown: the next process goes on with it.
-            let mut request = run.request.clone();
-            request.resumed_after_restart = true;
-            let r = run.update(|r| {
-                r.status = RunStatus::Pending;
-                r.kwargs = serde_json::to_value(&request).unwrap_or_default();
-            });
-            store.put_run(&r).map_err(|e| e.to_string())?;
-            return Ok(RunEnd {
-                status: RunStatus::Pending,
-                error: None,
-                deleted: false,
-            });
-        }
-        if run.cancel_action() == Some(CancelAction::Rollback) {
-            store
-                .truncate(&run.thread, first_seq)
-                .and_then(|()| store.delete_run(&run.id))
-                .map_err(|e| e.to_string())?;
-            return Ok(RunEnd {
-                status: RunStatus::Interrupted,
-                error: None,
-                deleted: true,
-            });
-        }
-        let r = run.update(|r| {
-            r.status = status;
-            r.error = error.clone();
-        });
-        store.put_run(&r).map_err(|e| e.to_string())?;
-        Ok(RunEnd {
-            status,
-            error,
-            deleted: false,
-        })
-    }
 }
 
-/// Why a stateless run that a server stopped (or lost) before it ended did not go on.
-const STATELESS_STOPPED: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
-
 /// What a request does on a thread that stands at `latest`.
-fn decide(
+pub(super) fn decide(
     request: &RunRequest,
     latest: Option<&Checkpoint>,
     thread: &str,

@@ -1,0 +1,338 @@
+//! A run driven: a thread's worker takes its runs in turn, each waits for a slot, then
+//! a [`Runner`] drives it with its events going to the run's log; how it ended is
+//! recorded, told and, for a stateless run, its thread removed.
+
+use super::request::CancelAction;
+use super::runs::{Mode, RunEnd, RunHandle, decide};
+use super::{Host, Notice, lock};
+use crate::run::{Outcome, RunError, Runner};
+use crate::store::RunStatus;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Why a stateless run that a server stopped (or lost) before it ended did not go on.
+pub(super) const STATELESS_STOPPED: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
+
+impl Host {
+    /// The worker of a thread's queue: takes its runs in turn, each in a task of its
+    /// own (a panic in a run fails that run, not the queue), and removes the queue once
+    /// it is empty.
+    pub(super) fn spawn_worker(&self, thread: String) {
+        let host = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let run = {
+                    let mut queues = lock(&host.inner.queues);
+                    let Some(q) = queues.get_mut(&thread) else {
+                        return;
+                    };
+                    match q.waiting.pop_front() {
+                        Some(r) => {
+                            q.running = Some(r.clone());
+                            r
+                        }
+                        None => {
+                            queues.remove(&thread);
+                            return;
+                        }
+                    }
+                };
+                let task = {
+                    let (host, run) = (host.clone(), run.clone());
+                    tokio::spawn(async move { host.execute(&run).await })
+                };
+                let end = match task.await {
+                    Ok(end) => end,
+                    Err(e) => host.panicked(&run, &e.to_string()).await,
+                };
+                // The thread is free before anyone hears that the run ended, so a
+                // client that starts the next run on hearing it is not refused.
+                let last = {
+                    let mut queues = lock(&host.inner.queues);
+                    match queues.get_mut(&thread) {
+                        Some(q) if q.waiting.is_empty() => {
+                            queues.remove(&thread);
+                            true
+                        }
+                        Some(q) => {
+                            q.running = None;
+                            false
+                        }
+                        None => true,
+                    }
+                };
+                host.close_run(&run, end);
+                if last {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// A run whose task panicked: it failed, its MCP servers go (their state is not
+    /// known), and the thread goes on with its next run.
+    pub(super) async fn panicked(&self, run: &Arc<RunHandle>, why: &str) -> RunEnd {
+        let message = format!("the run stopped unexpectedly ({why}); this is a bug in Switchyard");
+        let r = run.update(|r| {
+            r.status = RunStatus::Error;
+            r.error = Some(message.clone());
+        });
+        let _ = self.inner.store.put_run(&r);
+        self.inner.tools.stop_now(&run.thread).await;
+        RunEnd {
+            status: RunStatus::Error,
+            error: Some(message),
+            deleted: false,
+        }
+    }
+
+    /// Ends a run that never started (cancelled while waiting).
+    pub(super) fn end_unstarted(&self, run: &Arc<RunHandle>) -> RunEnd {
+        match run.cancel_action() {
+            Some(CancelAction::Rollback) => {
+                // A run a previous process had begun rolls back what it wrote then.
+                if let Some(seq) = run.record().first_seq {
+                    let _ = self.inner.store.truncate(&run.thread, seq);
+                }
+                let _ = self.inner.store.delete_run(&run.id);
+                RunEnd {
+                    status: RunStatus::Interrupted,
+                    error: None,
+                    deleted: true,
+                }
+            }
+            _ => {
+                let r = run.update(|r| r.status = RunStatus::Interrupted);
+                let _ = self.inner.store.put_run(&r);
+                RunEnd {
+                    status: RunStatus::Interrupted,
+                    error: None,
+                    deleted: false,
+                }
+            }
+        }
+    }
+
+    /// Tells everyone a run ended: its end first, then its log closes (a reader that
+    /// sees the log closed finds the end set), and a stateless run's thread goes.
+    pub(super) fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
+        let temporary =
+            run.request.temporary && !run.request.on_completion_keep && !end.status.in_flight();
+        if temporary {
+            let _ = self.inner.store.delete_thread(&run.thread);
+            let tools = self.inner.tools.clone();
+            let thread = run.thread.clone();
+            tokio::spawn(async move { tools.stop_thread(&thread).await });
+        }
+        self.notice(Notice::RunFinished {
+            run: run.id.clone(),
+            thread: run.thread.clone(),
+            status: if end.deleted {
+                "rolled_back"
+            } else {
+                end.status.name()
+            },
+            error: end.error.clone(),
+        });
+        let deleted = end.deleted;
+        run.end.send_replace(Some(end));
+        run.log.close();
+        if deleted {
+            // Rolled back: the run is gone, for readers too.
+            lock(&self.inner.runs).remove(&run.id);
+            return;
+        }
+        // The log stays for readers that join late, then goes.
+        let host = self.clone();
+        let id = run.id.clone();
+        let retention = self.inner.log_retention;
+        tokio::spawn(async move {
+            tokio::time::sleep(retention).await;
+            lock(&host.inner.runs).remove(&id);
+        });
+    }
+
+    /// Waits for a slot and drives the run; how it ended.
+    pub(super) async fn execute(&self, run: &Arc<RunHandle>) -> RunEnd {
+        // A slot, unless the run is cancelled while it waits.
+        let mut cancel = run.cancel.subscribe();
+        let permit = tokio::select! {
+            p = self.inner.slots.clone().acquire_owned() => p.ok(),
+            _ = cancel.wait_for(Option::is_some) => None,
+        };
+        if permit.is_none() || run.cancel_action().is_some() {
+            return self.end_unstarted(run);
+        }
+        if self.inner.closing.load(Ordering::SeqCst) {
+            // Left pending for the next process.
+            return RunEnd {
+                status: RunStatus::Pending,
+                error: None,
+                deleted: false,
+            };
+        }
+        let end = match self.drive(run).await {
+            Ok(end) => end,
+            Err(message) => {
+                let r = run.update(|r| {
+                    r.status = RunStatus::Error;
+                    r.error = Some(message.clone());
+                });
+                let _ = self.inner.store.put_run(&r);
+                RunEnd {
+                    status: RunStatus::Error,
+                    error: Some(message),
+                    deleted: false,
+                }
+            }
+        };
+        drop(permit);
+        end
+    }
+
+    /// Drives the run; an error is a failure before the runner could start.
+    pub(super) async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, String> {
+        let store = &self.inner.store;
+        let latest = store.latest(&run.thread).map_err(|e| e.to_string())?;
+        let current = self
+            .current_graph(&run.assistant)
+            .map_err(|e| e.to_string())?;
+        let graph = self
+            .graph_for_thread(&run.assistant, &current, &run.thread, latest.as_ref())
+            .map_err(|e| e.to_string())?;
+        // Where the run's records begin: kept from a previous process that began it, so a
+        // rollback removes all of them.
+        let record = run.update(|r| {
+            r.status = RunStatus::Running;
+            r.first_seq
+                .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
+        });
+        let first_seq = record.first_seq.unwrap_or(0);
+        store.put_run(&record).map_err(|e| e.to_string())?;
+        let llm = self.inner.llm.client(&graph).map_err(|e| e.to_string())?;
+        let tools = self.inner.tools.checkout(&run.thread, &graph).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        tools.set_events(Some(tx.clone()));
+        // A stateless run's thread goes when the run ends, so its checkpoints would be
+        // written only to be deleted: it runs on a store that keeps none (but shares
+        // the server's LLM cache), and its events carry what streams and `wait` show.
+        // One that writes an update first keeps its records: the update is one.
+        let stateless = run.request.keeps_no_checkpoints();
+        let runner = if stateless {
+            Runner::new(
+                graph,
+                Arc::new(crate::store::NoStore::with_cache_of(store.clone())),
+            )
+        } else {
+            self.runner(graph)
+        };
+        let runner = runner
+            .with_llm(llm)
+            .with_tools(tools.clone())
+            .with_tools_kept()
+            .with_max_steps(run.request.max_steps)
+            .with_stop(run.stop.clone())
+            .with_saved_events(true)
+            .with_events(tx);
+        let work = async {
+            let runner = &runner;
+            // A run going on after a restart wrote its update already.
+            if !run.request.resumed_after_restart
+                && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
+            {
+                runner.update(&run.thread, update, None)?;
+            }
+            let latest = store.latest(&run.thread)?;
+            let mode = if run.request.resumed_after_restart {
+                Mode::Resume(None)
+            } else {
+                decide(&run.request, latest.as_ref(), &run.thread)
+                    .map_err(|e| RunError::Input(e.to_string()))?
+            };
+            match mode {
+                Mode::Start(input) => runner.start(&run.thread, input).await,
+                Mode::Resume(payload) => runner.resume(&run.thread, payload, false).await,
+            }
+        };
+        let outcome = {
+            tokio::pin!(work);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(e) = rx.recv() => run.log.push(e),
+                    out = &mut work => break out,
+                }
+            }
+        };
+        // The runner holds a sender: drained after it goes, the channel ends.
+        drop(runner);
+        tools.set_events(None);
+        while let Ok(e) = rx.try_recv() {
+            run.log.push(e);
+        }
+        let (status, error) = match &outcome {
+            Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),
+            Ok(Outcome::Interrupted { .. }) | Ok(Outcome::Stopped { .. }) => {
+                (RunStatus::Interrupted, None)
+            }
+            Err(e) => (RunStatus::Error, Some(e.to_string())),
+        };
+        let finished = matches!(status, RunStatus::Success | RunStatus::Error);
+        self.inner.tools.checkin(&run.thread, finished).await;
+        if run.shutting_down.load(Ordering::SeqCst)
+            && matches!(outcome, Ok(Outcome::Stopped { .. }))
+            && stateless
+        {
+            // Nothing to go on from, and starting it again could repeat what it did.
+            let error = STATELESS_STOPPED.to_string();
+            let r = run.update(|r| {
+                r.status = RunStatus::Error;
+                r.error = Some(error.clone());
+            });
+            store.put_run(&r).map_err(|e| e.to_string())?;
+            return Ok(RunEnd {
+                status: RunStatus::Error,
+                error: Some(error),
+                deleted: false,
+            });
+        }
+        if run.shutting_down.load(Ordering::SeqCst)
+            && matches!(outcome, Ok(Outcome::Stopped { .. }))
+        {
+            // Stopped by the shutdown: the next process goes on with it.
+            let mut request = run.request.clone();
+            request.resumed_after_restart = true;
+            let r = run.update(|r| {
+                r.status = RunStatus::Pending;
+                r.kwargs = serde_json::to_value(&request).unwrap_or_default();
+            });
+            store.put_run(&r).map_err(|e| e.to_string())?;
+            return Ok(RunEnd {
+                status: RunStatus::Pending,
+                error: None,
+                deleted: false,
+            });
+        }
+        if run.cancel_action() == Some(CancelAction::Rollback) {
+            store
+                .truncate(&run.thread, first_seq)
+                .and_then(|()| store.delete_run(&run.id))
+                .map_err(|e| e.to_string())?;
+            return Ok(RunEnd {
+                status: RunStatus::Interrupted,
+                error: None,
+                deleted: true,
+            });
+        }
+        let r = run.update(|r| {
+            r.status = status;
+            r.error = error.clone();
+        });
+        store.put_run(&r).map_err(|e| e.to_string())?;
+        Ok(RunEnd {
+            status,
+            error,
+            deleted: false,
+        })
+    }
+}
