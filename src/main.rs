@@ -92,10 +92,14 @@ enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
-    /// Print a thread's state and where it stands, as JSON.
+    /// Print a thread's state and where it stands, as JSON; `state set` writes to it.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     State {
-        #[arg(long)]
-        thread: String,
+        #[command(subcommand)]
+        action: Option<StateAction>,
+        /// The thread.
+        #[arg(long, required = true)]
+        thread: Option<String>,
         /// The state at checkpoint SEQ instead of the latest.
         #[arg(long, value_name = "SEQ")]
         at: Option<u64>,
@@ -288,6 +292,30 @@ impl From<CommonArgs> for cli::run::Common {
     }
 }
 
+#[derive(Subcommand)]
+enum StateAction {
+    /// Write fields of a paused or finished thread's state, each through its reducer
+    /// and type check, as a checkpoint of its own (the server's `update_state`); print
+    /// the state after it.
+    Set {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The fields to write: a JSON object, or @FILE holding one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        values: String,
+        /// Count the write as this node's: the thread then stands stopped before the
+        /// node that node's edges pick, to be resumed from there.
+        #[arg(long, value_name = "NODE")]
+        as_node: Option<String>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ReportFormat {
     Text,
@@ -346,11 +374,23 @@ fn main() -> ExitCode {
             common: common.into(),
         }),
         Command::State {
+            action:
+                Some(StateAction::Set {
+                    thread,
+                    values,
+                    as_node,
+                    graph,
+                    store,
+                }),
+            ..
+        } => cli::inspect::set(&store, graph, &thread, &values, as_node.as_deref()),
+        Command::State {
+            action: None,
             thread,
             at,
             graph,
             store,
-        } => cli::inspect::state(&store, graph, &thread, at),
+        } => cli::inspect::state(&store, graph, thread.as_deref().unwrap_or_default(), at),
         Command::History {
             thread,
             json,

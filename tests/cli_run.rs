@@ -756,3 +756,109 @@ fn durability_is_normal_or_full() {
         assert_eq!(out.stdout, "classify\n", "{on}");
     }
 }
+
+#[test]
+fn state_set_writes_through_the_reducers_as_a_step_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    switchyard(&[
+        "run",
+        "tests/fixtures/run/routes.toml",
+        "--input",
+        r#"{"n": 2}"#,
+        "--thread",
+        "r",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    let history = || {
+        switchyard(&["history", "--thread", "r", "--store", &store])
+            .run()
+            .code(0)
+            .stdout
+    };
+    let before = history();
+
+    // Refused writes change nothing, and say why.
+    for (values, error) in [
+        (
+            r#"{"n": "seven"}"#,
+            "error: the update is refused: field `n` is `int`, and the value written is a string `\"seven\"`\n",
+        ),
+        (
+            r#"{"nn": 1}"#,
+            "error: the update is refused: `nn` is not a state field; did you mean `n`?\n",
+        ),
+        (
+            "[1]",
+            "error: the update is refused: expected an object of state fields, got a list `[1]`\n",
+        ),
+    ] {
+        let out = switchyard(&[
+            "state", "set", "--thread", "r", "--values", values, "--store", &store,
+        ])
+        .run()
+        .code(1);
+        assert_eq!(out.stderr, error, "{values}");
+    }
+    assert_eq!(history(), before);
+
+    // A write appends through the list's reducer; the thread stays finished.
+    let out = switchyard(&[
+        "state",
+        "set",
+        "--thread",
+        "r",
+        "--values",
+        r#"{"n": 7, "trail": ["by hand"]}"#,
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    let doc = json_of(&out.stdout);
+    assert_eq!(
+        (&doc["seq"], &doc["status"], &doc["outcome"], &doc["state"]),
+        (
+            &json!(5),
+            &json!("finished"),
+            &json!("zero"),
+            &json!({ "n": 7, "size": "small", "trail": ["classify", "count_down:1", "count_down:0", "by hand"] })
+        )
+    );
+    assert_eq!(
+        history().lines().last().unwrap(),
+        "   5   0     4  (update)                     finished:zero n, trail"
+    );
+
+    // As a node: the thread stands stopped before the node that node's edges pick,
+    // and a resume goes on from there.
+    let out = switchyard(&[
+        "state",
+        "set",
+        "--thread",
+        "r",
+        "--values",
+        r#"{"n": 1}"#,
+        "--as-node",
+        "classify",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    let doc = json_of(&out.stdout);
+    assert_eq!(
+        (&doc["status"], &doc["node"], &doc["next"]),
+        (&json!("stopped"), &json!("classify"), &json!("count_down"))
+    );
+    let out = switchyard(&["resume", "--thread", "r", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "classify count_down:1 count_down:0 by hand count_down:0\n"
+    );
+}

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard::run::{Checkpoint, Checkpointer, Runner, Status};
+use switchyard::store::Source;
 
 /// The graph file that wrote a thread, as its checkpoints recorded it.
 pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
@@ -47,7 +48,31 @@ pub(crate) fn state(
         Err(code) => return Ok(code),
     };
     let (state, last) = runner.state(thread, at)?;
-    let doc = json!({
+    print_json(&state_doc(thread, &state, &last))
+}
+
+/// `switchyard state set`: writes fields through their reducers as a checkpoint of its
+/// own, then prints the state as `state` does. A refused write changes nothing.
+pub(crate) fn set(
+    store: &StoreArg,
+    graph: Option<PathBuf>,
+    thread: &str,
+    values: &str,
+    as_node: Option<&str>,
+) -> anyhow::Result<u8> {
+    let values = super::run::read_json_arg(values, "--values")?;
+    let runner = match runner(store.open()?, graph, thread)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    runner.update(thread, values, as_node)?;
+    let (state, last) = runner.state(thread, None)?;
+    print_json(&state_doc(thread, &state, &last))
+}
+
+/// Where a thread stands and its state, as `state` prints them.
+fn state_doc(thread: &str, state: &Json, last: &Checkpoint) -> Json {
+    json!({
         "thread": thread,
         "seq": last.seq,
         "run": last.run,
@@ -64,8 +89,7 @@ pub(crate) fn state(
         })),
         "outcome": last.outcome,
         "state": state,
-    });
-    print_json(&doc)
+    })
 }
 
 /// `switchyard history`: one line per checkpoint, or every record as JSON.
@@ -93,9 +117,10 @@ pub(crate) fn history(store: &StoreArg, thread: &str, json: bool) -> anyhow::Res
 
 fn line(r: &Checkpoint) -> String {
     // Records without a node: a run's input, or the run's end without a finalize node
-    // (END, a limit with no `on_limit`), or a stop between nodes.
+    // (END, a limit with no `on_limit`), or a stop between nodes, or a person's update.
     let node = match (r.node.as_deref(), r.status) {
         (Some(n), _) => n,
+        (None, _) if r.source == Source::Update => "(update)",
         (None, Status::Finished) => "(end)",
         (None, Status::Stopped) => "(stop)",
         (None, _) => "(input)",

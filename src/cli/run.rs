@@ -104,7 +104,7 @@ fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow
 }
 
 /// `--input '{"a": 1}'` or `--input @file.json`.
-fn read_json_arg(text: &str, flag: &str) -> anyhow::Result<Json> {
+pub(crate) fn read_json_arg(text: &str, flag: &str) -> anyhow::Result<Json> {
     let (text, from) = match text.strip_prefix('@') {
         Some(path) => (
             std::fs::read_to_string(path)
