@@ -1,6 +1,7 @@
 //! The commands that run graphs: `run`, `resume`, `state`, `history`, `fork`, `serve`.
 //! Everything here prints; the library underneath never does.
 
+pub(crate) mod args;
 pub(crate) mod inspect;
 pub(crate) mod run;
 pub(crate) mod serve;

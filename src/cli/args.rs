@@ -1,0 +1,320 @@
+//! The command line as clap reads it: every command, argument and its help.
+
+use super::StoreArg;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "switchyard",
+    version,
+    about = "Run agent graphs declared in TOML"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Check graph files and report every problem.
+    Validate {
+        /// Graph files to check.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// How to print the diagnostics.
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        /// Also start the graph's MCP servers and check tool names and literal arguments.
+        #[arg(long)]
+        online: bool,
+    },
+    /// List the tools of a graph's MCP servers, with their input schemas.
+    Tools {
+        file: PathBuf,
+        /// Only this server.
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
+    /// An MCP client for the conformance suite: connects to URL, lists the tools and, in
+    /// the `tools_call` scenario, calls each one.
+    #[command(hide = true)]
+    McpConformanceClient { url: String },
+    /// Draw a graph as Graphviz DOT or a Mermaid flowchart.
+    Render {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = RenderFormat::Dot)]
+        format: RenderFormat,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Run a graph on a thread, from its entry node.
+    Run {
+        file: PathBuf,
+        /// The input: a JSON object of state fields, or @FILE holding one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: Option<String>,
+        /// The thread to run on (default: a new one). A thread keeps its state across
+        /// runs, like a chat session.
+        #[arg(long)]
+        thread: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Continue a paused thread: answer its interrupt, or go on after a stop.
+    Resume {
+        /// The graph file (default: the one that wrote the thread).
+        file: Option<PathBuf>,
+        #[arg(long)]
+        thread: String,
+        /// The answer to the pending interrupt: JSON, or @FILE holding it.
+        #[arg(long, value_name = "JSON|@FILE")]
+        payload: Option<String>,
+        /// Go on from checkpoint SEQ instead of the latest, in a forked thread
+        /// `THREAD@SEQ`; the original thread is left as it was.
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// Resume even though the graph file changed where the thread stands.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Print a thread's state and where it stands, as JSON; `state set` writes to it.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    State {
+        #[command(subcommand)]
+        action: Option<StateAction>,
+        /// The thread.
+        #[arg(long, required = true)]
+        thread: Option<String>,
+        /// The state at checkpoint SEQ instead of the latest.
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+    /// List a thread's checkpoints.
+    History {
+        #[arg(long)]
+        thread: String,
+        /// Every record as JSON.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+    /// Serve graphs over HTTP: the LangGraph Agent Server API (docs/server.md), for
+    /// LangGraph's client SDKs and front ends.
+    Serve {
+        /// Graph files, or directories whose `*.toml` files are graphs.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value = "127.0.0.1:2024")]
+        listen: std::net::SocketAddr,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+        /// How durable each SQLite checkpoint is: `normal` survives the process being
+        /// killed, `full` a power loss too, at the cost of waiting for the disk.
+        #[arg(long, value_name = "normal|full", default_value = "normal", env = "SWITCHYARD_DURABILITY", value_parser = parse_durability)]
+        durability: switchyard::store::Durability,
+        /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a
+        /// little more work per step.
+        #[arg(long, env = "SWITCHYARD_COMPRESS", value_parser = clap::builder::BoolishValueParser::new())]
+        compress: bool,
+        /// Require the API key held by this environment variable (`x-api-key` or
+        /// `Authorization: Bearer`).
+        #[arg(long, value_name = "NAME", conflicts_with = "api_key_file")]
+        api_key_env: Option<String>,
+        /// Require the API key held in this file.
+        #[arg(long, value_name = "PATH")]
+        api_key_file: Option<PathBuf>,
+        /// Listen on a non-loopback address without an API key.
+        #[arg(long)]
+        insecure: bool,
+        /// Let a browser page from this origin call the API (`*` for any); repeat for more.
+        #[arg(long, value_name = "ORIGIN")]
+        cors: Vec<String>,
+        /// The largest request body taken: bytes, or with kB / MB.
+        #[arg(long, value_name = "SIZE", default_value = "10MB", value_parser = parse_size)]
+        max_body: usize,
+        /// Runs driven at once; more wait as pending.
+        #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+        max_runs: u64,
+        /// Stop a paused thread's MCP servers after this long unused.
+        #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+        mcp_idle: std::time::Duration,
+        /// Live MCP servers allowed at once; past it, those of the thread unused longest stop.
+        #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+        mcp_max_servers: u64,
+        /// How often to look for edited graph files.
+        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+        watch: std::time::Duration,
+        /// Do not look for edited graph files.
+        #[arg(long)]
+        no_watch: bool,
+        /// How long a finished run's events stay for streams that join late.
+        #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+        log_retention: std::time::Duration,
+        /// Send a heartbeat down a stream quiet for this long.
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+        heartbeat: std::time::Duration,
+        /// Answer LLM requests from recordings, with no network; repeat for more.
+        #[arg(long, value_name = "FILE", conflicts_with = "record")]
+        replay: Vec<PathBuf>,
+        /// Append every LLM request and reply to FILE (JSON lines).
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Print no access or notice lines.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Copy a thread up to a checkpoint into a new thread, to go on from there.
+    Fork {
+        #[arg(long)]
+        thread: String,
+        #[arg(long, value_name = "SEQ")]
+        at: u64,
+        /// The new thread's id (default: `THREAD@SEQ`).
+        #[arg(long)]
+        into: Option<String>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+}
+
+pub(crate) fn cli_default_store() -> &'static str {
+    super::DEFAULT_STORE
+}
+
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    switchyard::spec::parse_duration(s)
+}
+
+pub(crate) fn parse_durability(s: &str) -> Result<switchyard::store::Durability, String> {
+    switchyard::store::Durability::parse(s)
+        .ok_or_else(|| format!("`{s}` is not `normal` or `full`"))
+}
+
+pub(crate) fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration(s).and_then(|d| {
+        if d.is_zero() {
+            Err(format!(
+                "`{s}` is no time at all; give a duration above zero"
+            ))
+        } else {
+            Ok(d)
+        }
+    })
+}
+
+/// `1048576`, `512kB`, `10MB`.
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = if let Some(n) = t.strip_suffix("MB") {
+        (n, 1 << 20)
+    } else if let Some(n) = t.strip_suffix("kB").or_else(|| t.strip_suffix("KB")) {
+        (n, 1 << 10)
+    } else {
+        (t.strip_suffix('B').unwrap_or(t), 1)
+    };
+    num.trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{s}` is not a size (bytes, or a number with kB or MB)"))
+}
+
+#[derive(Args)]
+pub(crate) struct CommonArgs {
+    /// Where checkpoints go.
+    #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    pub(crate) store: StoreArg,
+    /// How durable each SQLite checkpoint is: `normal` survives the process being
+    /// killed, `full` a power loss too, at the cost of waiting for the disk.
+    #[arg(long, value_name = "normal|full", default_value = "normal", env = "SWITCHYARD_DURABILITY", value_parser = parse_durability)]
+    pub(crate) durability: switchyard::store::Durability,
+    /// Keep large SQLite checkpoint values LZ4-compressed: smaller files for a little
+    /// more work per step.
+    #[arg(long, env = "SWITCHYARD_COMPRESS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) compress: bool,
+    /// Node executions allowed in this run, instead of the graph's `max_steps`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_steps: Option<u64>,
+    /// Print events as NDJSON on standard output.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Stream LLM replies: text deltas become events as they arrive.
+    #[arg(long)]
+    pub(crate) stream: bool,
+    /// Save every LLM request and reply of the run to FILE (JSON lines).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub(crate) record: Option<PathBuf>,
+    /// Answer LLM requests from a recording, with no network.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Option<PathBuf>,
+}
+
+impl From<CommonArgs> for super::run::Common {
+    fn from(c: CommonArgs) -> Self {
+        super::run::Common {
+            store: c.store.with_options(switchyard::store::SqliteOptions {
+                durability: c.durability,
+                compress: c.compress,
+            }),
+            max_steps: c.max_steps,
+            json: c.json,
+            llm: switchyard::llm::LlmOptions {
+                record: c.record,
+                replay: c.replay,
+                stream: c.stream,
+            },
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum StateAction {
+    /// Write fields of a paused or finished thread's state, each through its reducer
+    /// and type check, as a checkpoint of its own (the server's `update_state`); print
+    /// the state after it.
+    Set {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The fields to write: a JSON object, or @FILE holding one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        values: String,
+        /// Count the write as this node's: the thread then stands stopped before the
+        /// node that node's edges pick, to be resumed from there.
+        #[arg(long, value_name = "NODE")]
+        as_node: Option<String>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum ReportFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum RenderFormat {
+    Dot,
+    Mermaid,
+}
