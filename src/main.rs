@@ -28,6 +28,8 @@ fn main() -> ExitCode {
             format,
         } => tools(&file, server.as_deref(), format),
         Command::McpConformanceClient { url } => mcp_conformance_client(&url),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir),
         Command::Render {
             file,
             format,
@@ -147,6 +149,41 @@ fn main() -> ExitCode {
 }
 
 /// `switchyard render ... | head` closes the pipe early; that is not a failure.
+/// `switchyard completions SHELL`: made whole first, so a closed pipe is an error to
+/// report (quietly), not a panic in the generator.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "switchyard", &mut script);
+    std::io::stdout().write_all(&script)?;
+    Ok(exit::OK)
+}
+
+/// `switchyard man [--dir DIR]`: the manual page on standard output, or a page per
+/// command written into DIR (their names printed).
+fn man(dir: Option<PathBuf>) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+        std::io::stdout().write_all(&page)?;
+        return Ok(exit::OK);
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), &dir)
+        .with_context(|| format!("cannot write the pages into `{}`", dir.display()))?;
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("switchyard") && n.ends_with(".1"))
+        .collect();
+    pages.sort();
+    let mut out = std::io::stdout().lock();
+    for p in pages {
+        writeln!(out, "{}", dir.join(p).display())?;
+    }
+    Ok(exit::OK)
+}
+
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()

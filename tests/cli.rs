@@ -194,3 +194,87 @@ fn render_into_closed_pipe_exits_zero() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definitions() {
+    for (shell, start) in [
+        ("bash", "_switchyard() {\n"),
+        ("zsh", "#compdef switchyard\n"),
+        ("fish", "# Print an optspec for argparse"),
+        ("elvish", "\nuse builtin;\n"),
+        (
+            "powershell",
+            "\nusing namespace System.Management.Automation\n",
+        ),
+    ] {
+        let out = switchyard(&["completions", shell]).run().code(0);
+        assert!(
+            out.stdout.starts_with(start),
+            "{shell}: {}",
+            &out.stdout[..80]
+        );
+        // Every command is there.
+        for command in ["validate", "run", "resume", "state", "serve", "man"] {
+            assert!(out.stdout.contains(command), "{shell}: {command}");
+        }
+    }
+    let out = switchyard(&["completions", "tcsh"]).run().code(2);
+    assert!(
+        out.stderr
+            .contains("[possible values: bash, elvish, fish, powershell, zsh]"),
+        "{}",
+        out.stderr
+    );
+
+    let page = switchyard(&["man"]).run().code(0).stdout;
+    assert!(page.contains(".TH switchyard 1"), "{page}");
+    assert!(page.contains("switchyard\\-run(1)"), "{page}");
+    let dir = tempfile::tempdir().unwrap();
+    let man_dir = dir.path().join("man1");
+    let out = switchyard(&["man", "--dir", man_dir.to_str().unwrap()])
+        .run()
+        .code(0);
+    let listed: Vec<String> = out.stdout.lines().map(str::to_string).collect();
+    let names: Vec<&str> = listed
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "switchyard-completions.1",
+            "switchyard-fork.1",
+            "switchyard-history.1",
+            "switchyard-man.1",
+            "switchyard-render.1",
+            "switchyard-resume.1",
+            "switchyard-run.1",
+            "switchyard-serve.1",
+            "switchyard-state-set.1",
+            "switchyard-state.1",
+            "switchyard-tools.1",
+            "switchyard-validate.1",
+            "switchyard.1",
+        ]
+    );
+    // A command's page has its arguments' descriptions and its examples.
+    let run = std::fs::read_to_string(man_dir.join("switchyard-run.1")).unwrap();
+    assert!(run.contains(".TH switchyard-run 1"), "{run}");
+    assert!(run.contains("\nThe graph file to run\n"), "{run}");
+    assert!(
+        run.contains("switchyard run graph.toml \\-\\-store none \\-\\-max\\-steps 20"),
+        "{run}"
+    );
+}
+
+#[test]
+fn help_shows_examples() {
+    let out = switchyard(&["state", "set", "--help"]).run().code(0);
+    assert!(
+        out.stdout.ends_with(
+            "Examples:\n  switchyard state set --thread t1 --values '{\"goal\": \"Find the opening hours\"}'\n  switchyard state set --thread t1 --values @fix.json --as-node validate\n"
+        ),
+        "{}",
+        out.stdout
+    );
+}

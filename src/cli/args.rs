@@ -18,6 +18,9 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Check graph files and report every problem.
+    #[command(
+        after_help = "Examples:\n  switchyard validate graphs/*.toml\n  switchyard validate graphs/browser_agent.toml --format json\n  switchyard validate graphs/tool_agent.toml --online"
+    )]
     Validate {
         /// Graph files to check.
         #[arg(required = true)]
@@ -30,11 +33,16 @@ pub(crate) enum Command {
         online: bool,
     },
     /// List the tools of a graph's MCP servers, with their input schemas.
+    #[command(
+        after_help = "Examples:\n  switchyard tools graphs/tool_agent.toml\n  switchyard tools graphs/browser_agent.toml --server browser --format json"
+    )]
     Tools {
+        /// The graph file whose servers to start.
         file: PathBuf,
         /// Only this server.
         #[arg(long)]
         server: Option<String>,
+        /// How to print the tools.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
@@ -43,8 +51,13 @@ pub(crate) enum Command {
     #[command(hide = true)]
     McpConformanceClient { url: String },
     /// Draw a graph as Graphviz DOT or a Mermaid flowchart.
+    #[command(
+        after_help = "Examples:\n  switchyard render graphs/browser_agent.toml | dot -Tsvg > agent.svg\n  switchyard render graphs/tool_agent.toml --format mermaid -o agent.mmd"
+    )]
     Render {
+        /// The graph file to draw.
         file: PathBuf,
+        /// The drawing's language.
         #[arg(long, value_enum, default_value_t = RenderFormat::Dot)]
         format: RenderFormat,
         /// Write to this file instead of standard output.
@@ -52,7 +65,11 @@ pub(crate) enum Command {
         output: Option<PathBuf>,
     },
     /// Run a graph on a thread, from its entry node.
+    #[command(
+        after_help = "Examples:\n  switchyard run graphs/tool_agent.toml --input '{\"user_message\": \"Write a haiku to haiku.txt\"}'\n  switchyard run graphs/reason_act_observe.toml --input @input.json --thread t1 --json\n  switchyard run graph.toml --store none --max-steps 20"
+    )]
     Run {
+        /// The graph file to run.
         file: PathBuf,
         /// The input: a JSON object of state fields, or @FILE holding one.
         #[arg(long, value_name = "JSON|@FILE")]
@@ -65,9 +82,13 @@ pub(crate) enum Command {
         common: CommonArgs,
     },
     /// Continue a paused thread: answer its interrupt, or go on after a stop.
+    #[command(
+        after_help = "Examples:\n  switchyard resume --thread t1 --payload '{\"reference\": \"a1\", \"confirmed\": true}'\n  switchyard resume --thread t1\n  switchyard resume --thread t1 --at 12 --payload @answer.json"
+    )]
     Resume {
         /// The graph file (default: the one that wrote the thread).
         file: Option<PathBuf>,
+        /// The paused thread.
         #[arg(long)]
         thread: String,
         /// The answer to the pending interrupt: JSON, or @FILE holding it.
@@ -84,7 +105,11 @@ pub(crate) enum Command {
         common: CommonArgs,
     },
     /// Print a thread's state and where it stands, as JSON; `state set` writes to it.
-    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "Examples:\n  switchyard state --thread t1\n  switchyard state --thread t1 --at 4\n  switchyard state set --thread t1 --values '{\"goal\": \"Find the opening hours\"}'"
+    )]
     State {
         #[command(subcommand)]
         action: Option<StateAction>,
@@ -97,27 +122,38 @@ pub(crate) enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
+        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
         #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// List a thread's checkpoints.
+    #[command(
+        after_help = "Examples:\n  switchyard history --thread t1\n  switchyard history --thread t1 --json"
+    )]
     History {
+        /// The thread.
         #[arg(long)]
         thread: String,
         /// Every record as JSON.
         #[arg(long)]
         json: bool,
+        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
         #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// Serve graphs over HTTP: the LangGraph Agent Server API (docs/server.md), for
     /// LangGraph's client SDKs and front ends.
+    #[command(
+        after_help = "Examples:\n  switchyard serve graphs/\n  switchyard serve graphs/ --listen 0.0.0.0:2024 --api-key-env SWITCHYARD_API_KEY\n  switchyard serve graphs/tool_agent.toml --store memory --cors http://localhost:5173"
+    )]
     Serve {
         /// Graph files, or directories whose `*.toml` files are graphs.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// The address and port to listen on (`:0` picks a free port).
         #[arg(long, default_value = "127.0.0.1:2024")]
         listen: std::net::SocketAddr,
+        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
         #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
         /// How durable each SQLite checkpoint is: `normal` survives the process being
@@ -175,10 +211,32 @@ pub(crate) enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Print a shell's completion script for `switchyard`.
+    #[command(
+        after_help = "Examples:\n  switchyard completions bash > ~/.local/share/bash-completion/completions/switchyard\n  switchyard completions zsh > ~/.zfunc/_switchyard\n  switchyard completions fish > ~/.config/fish/completions/switchyard.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  switchyard man | man -l -\n  switchyard man --dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write `switchyard.1` and a page per command (`switchyard-run.1`, ...) here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Copy a thread up to a checkpoint into a new thread, to go on from there.
+    #[command(
+        after_help = "Examples:\n  switchyard fork --thread t1 --at 4\n  switchyard fork --thread t1 --at 4 --into t1-retry && switchyard resume --thread t1-retry"
+    )]
     Fork {
+        /// The thread to copy.
         #[arg(long)]
         thread: String,
+        /// The last checkpoint the copy keeps.
         #[arg(long, value_name = "SEQ")]
         at: u64,
         /// The new thread's id (default: `THREAD@SEQ`).
@@ -187,6 +245,7 @@ pub(crate) enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
+        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
         #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
@@ -288,6 +347,9 @@ pub(crate) enum StateAction {
     /// Write fields of a paused or finished thread's state, each through its reducer
     /// and type check, as a checkpoint of its own (the server's `update_state`); print
     /// the state after it.
+    #[command(
+        after_help = "Examples:\n  switchyard state set --thread t1 --values '{\"goal\": \"Find the opening hours\"}'\n  switchyard state set --thread t1 --values @fix.json --as-node validate"
+    )]
     Set {
         /// The thread.
         #[arg(long)]
@@ -302,6 +364,7 @@ pub(crate) enum StateAction {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
+        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
         #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
@@ -317,4 +380,46 @@ pub(crate) enum ReportFormat {
 pub(crate) enum RenderFormat {
     Dot,
     Mermaid,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every visible argument has a description and every visible command one and
+    /// examples; what misses one, by path.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if a.is_hide_set() || id == "help" || id == "version" {
+                continue;
+            }
+            if a.get_help().is_none() {
+                out.push(format!("{path} --{id}: no description"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.is_hide_set() || sub.get_name() == "help" {
+                continue;
+            }
+            let name = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                out.push(format!("{name}: no description"));
+            }
+            let examples = sub.get_after_help().map(|h| h.to_string());
+            if !examples.is_some_and(|e| e.starts_with("Examples:\n  switchyard ")) {
+                out.push(format!("{name}: no examples"));
+            }
+            undocumented(sub, &name, out);
+        }
+    }
+
+    #[test]
+    fn every_command_and_argument_is_described_and_every_command_has_examples() {
+        Cli::command().debug_assert();
+        let mut out = Vec::new();
+        undocumented(&Cli::command(), "switchyard", &mut out);
+        assert_eq!(out, Vec::<String>::new());
+    }
 }
