@@ -16,6 +16,7 @@ use switchyard::{Sources, Validation, validate_file};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    cli::color::set(cli.color);
     let result = match cli.command {
         Command::Validate {
             files,
@@ -139,7 +140,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) if is_broken_pipe(&err) => ExitCode::from(exit::OK),
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("{} {err}", cli::color::error_label());
             for cause in err.chain().skip(1) {
                 eprintln!("caused by: {cause}");
             }
@@ -235,7 +236,7 @@ fn validate(files: &[PathBuf], format: ReportFormat, online: bool) -> anyhow::Re
                 let errors = v.diagnostics.iter().filter(|d| d.is_error()).count();
                 let mut err = std::io::stderr().lock();
                 for d in &v.diagnostics {
-                    writeln!(err, "{}", d.render(&sources))?;
+                    writeln!(err, "{}", cli::color::diagnostics(&d.render(&sources)))?;
                 }
                 if v.is_valid() {
                     let spec = v.spec.as_ref().expect("valid means loaded");
@@ -275,7 +276,7 @@ fn render(
     let v = validate_file(path, &mut sources)?;
     let Some(spec) = &v.spec else {
         for d in &v.diagnostics {
-            eprint!("{}", d.render(&sources));
+            eprint!("{}", cli::color::diagnostics(&d.render(&sources)));
         }
         return Ok(exit::INVALID);
     };

@@ -278,3 +278,56 @@ fn help_shows_examples() {
         out.stdout
     );
 }
+
+#[test]
+fn color_is_for_terminals_or_when_asked() {
+    let plain = switchyard(&["validate", "tests/fixtures/check/err_dead_end.toml"])
+        .run()
+        .code(3)
+        .stderr;
+    // Not a terminal here: `auto` (the default) and `never` print plain text.
+    for args in [&["--color", "auto"][..], &["--color", "never"]] {
+        let mut all = vec!["validate", "tests/fixtures/check/err_dead_end.toml"];
+        all.extend_from_slice(args);
+        assert_eq!(switchyard(&all).run().code(3).stderr, plain);
+    }
+    // `always` paints the same text, even with NO_COLOR (which only `auto` reads).
+    let painted = switchyard(&[
+        "validate",
+        "tests/fixtures/check/err_dead_end.toml",
+        "--color",
+        "always",
+    ])
+    .env("NO_COLOR", "1")
+    .run()
+    .code(3)
+    .stderr;
+    assert!(
+        painted.starts_with(
+            "\x1b[1;31merror\x1b[0m\x1b[1m: node `a` has no outgoing edge\x1b[0m\n  \x1b[1;34m-->\x1b[0m tests/fixtures/check/err_dead_end.toml:9:8\n"
+        ),
+        "{painted:?}"
+    );
+    let stripped = painted
+        .split('\x1b')
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part
+            } else {
+                part.split_once('m').map_or(part, |(_, rest)| rest)
+            }
+        })
+        .collect::<String>();
+    assert_eq!(stripped, plain);
+    // The command's own error line too.
+    let out = switchyard(&[
+        "state", "--thread", "nope", "--store", "memory", "--color", "always",
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "\x1b[1;31merror\x1b[0m: thread `nope` has no checkpoints in this store\n"
+    );
+}

@@ -13,6 +13,10 @@ use std::path::PathBuf;
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// When to colour diagnostics and errors: on a terminal (`auto`, unless `NO_COLOR`
+    /// is set), `always` or `never`.
+    #[arg(long, global = true, value_enum, default_value_t = super::color::ColorChoice::Auto)]
+    pub(crate) color: super::color::ColorChoice,
 }
 
 #[derive(Subcommand)]

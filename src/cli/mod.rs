@@ -2,6 +2,7 @@
 //! Everything here prints; the library underneath never does.
 
 pub(crate) mod args;
+pub(crate) mod color;
 pub(crate) mod inspect;
 pub(crate) mod run;
 pub(crate) mod serve;
@@ -24,7 +25,7 @@ pub(crate) fn load_graph(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
             path,
             count,
         }) => {
-            eprintln!("{rendered}");
+            eprintln!("{}", color::diagnostics(&rendered));
             let s = if count == 1 { "" } else { "s" };
             eprintln!("{path}: {count} error{s}");
             Ok(Err(exit::INVALID))
