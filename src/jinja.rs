@@ -35,10 +35,7 @@ fn sha256(value: Value) -> Result<String, Error> {
         None => serde_json::to_string(&value)
             .map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))?,
     };
-    Ok(Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hex::encode(Sha256::digest(text.as_bytes())))
 }
 
 fn fromjson(value: Value) -> Value {

@@ -81,9 +81,13 @@ pub(crate) fn service(
 }
 
 /// The wait a server asks for: `retry-after-ms` (OpenAI's), else `Retry-After` in
-/// seconds (whole or decimal). An HTTP-date `Retry-After` is not read; the node's
-/// backoff applies then.
+/// seconds (whole or decimal) or as an HTTP date (the wait until then; none for a date
+/// already past, and the node's backoff applies).
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    retry_after_at(headers, std::time::SystemTime::now())
+}
+
+fn retry_after_at(headers: &HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
     let number = |name: &str| -> Option<f64> {
         let v: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
         (v.is_finite() && v >= 0.0).then_some(v)
@@ -93,7 +97,12 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(ms) = number("retry-after-ms") {
         return Some(Duration::from_secs_f64((ms / 1000.0).min(cap)));
     }
-    number("retry-after").map(|s| Duration::from_secs_f64(s.min(cap)))
+    if let Some(s) = number("retry-after") {
+        return Some(Duration::from_secs_f64(s.min(cap)));
+    }
+    let date = httpdate::parse_http_date(headers.get("retry-after")?.to_str().ok()?.trim()).ok()?;
+    let wait = date.duration_since(now).ok()?;
+    (!wait.is_zero()).then(|| wait.min(Duration::from_secs_f64(cap)))
 }
 
 #[cfg(test)]
@@ -126,8 +135,32 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_ignores_dates_and_nonsense() {
-        for v in ["Wed, 21 Oct 2015 07:28:00 GMT", "-1", "NaN", "inf", ""] {
+    fn retry_after_reads_an_http_date_as_the_wait_until_then() {
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+        let at = |v: &'static str| retry_after_at(&headers(&[("retry-after", v)]), now);
+        assert_eq!(
+            at("Wed, 21 Oct 2015 07:28:30 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        // Past, or now: nothing to wait for. Years ahead: a day at most.
+        assert_eq!(at("Wed, 21 Oct 2015 07:27:00 GMT"), None);
+        assert_eq!(at("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(
+            at("Sat, 21 Oct 2017 07:28:00 GMT"),
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    #[test]
+    fn retry_after_ignores_nonsense() {
+        for v in [
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "-1",
+            "NaN",
+            "inf",
+            "",
+            "tomorrow",
+        ] {
             assert_eq!(retry_after(&headers(&[("retry-after", v)])), None, "{v}");
         }
         assert_eq!(

@@ -41,11 +41,5 @@ use sha2::{Digest, Sha256};
 
 /// SHA-256 of `data`, in lower-case hex.
 pub(crate) fn sha256_hex(data: &[u8]) -> String {
-    use std::fmt::Write;
-    Sha256::digest(data)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    hex::encode(Sha256::digest(data))
 }

@@ -151,7 +151,7 @@ impl<'a, 'i> Table<'a, 'i> {
                         format!("`{key}` in {} is not a duration", self.what),
                     )
                     .label(why)
-                    .help("write a whole number and a unit: `500ms`, `30s`, `10m`, `2h` or `7d`"),
+                    .help("write a number and a unit, or several: `500ms`, `30s`, `10m`, `1h30m` or `7d`"),
                 );
                 None
             }

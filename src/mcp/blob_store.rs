@@ -89,12 +89,7 @@ pub fn extension(mime_type: &str) -> &'static str {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

@@ -1,24 +1,22 @@
 use std::time::Duration;
 
-/// Parses `"1500ms"`, `"30s"`, `"10m"`, `"2h"`, `"7d"`.
+/// Parses a duration as people write one: `"1500ms"`, `"30s"`, `"10m"`, `"2h"`, `"7d"`,
+/// and several together, `"1h30m"` or `"1h 30m"` (humantime's grammar, which also takes
+/// `sec`, `min`, `hours`, `w`, ...). The errors say what is wrong in our words.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-    let (num, unit) = s.split_at(digits);
-    if num.is_empty() {
-        return Err(format!("`{s}` does not start with a number"));
-    }
-    let n: u64 = num.parse().map_err(|_| format!("`{num}` is too large"))?;
-    let secs = |mul: u64| n.checked_mul(mul).map(Duration::from_secs);
-    let d = match unit {
-        "ms" => Some(Duration::from_millis(n)),
-        "s" => secs(1),
-        "m" => secs(60),
-        "h" => secs(3600),
-        "d" => secs(86_400),
-        "" => return Err(format!("`{s}` has no unit")),
-        other => return Err(format!("`{other}` is not a unit")),
-    };
-    d.ok_or_else(|| format!("`{s}` is too large"))
+    use humantime::DurationError as E;
+    humantime::parse_duration(s).map_err(|e| match e {
+        E::Empty => "the duration is empty".to_string(),
+        E::NumberExpected(0) => format!("`{s}` does not start with a number"),
+        E::NumberExpected(at) | E::InvalidCharacter(at) => {
+            format!("`{s}` is not a duration past `{}`", &s[..at.min(s.len())])
+        }
+        E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
+            format!("`{value}` has no unit")
+        }
+        E::UnknownUnit { unit, .. } => format!("`{unit}` is not a unit"),
+        E::NumberOverflow => format!("`{s}` is too large"),
+    })
 }
 
 #[cfg(test)]
@@ -30,8 +28,22 @@ mod tests {
         assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("ms").is_err());
-        assert!(parse_duration("3w").is_err());
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_duration("10"), Err("`10` has no unit".into()));
+        assert_eq!(
+            parse_duration("ms"),
+            Err("`ms` does not start with a number".into())
+        );
+        assert_eq!(
+            parse_duration("10 parsecs"),
+            Err("`parsecs` is not a unit".into())
+        );
+        assert_eq!(parse_duration(""), Err("the duration is empty".into()));
+        assert_eq!(
+            parse_duration("99999999999999999999d"),
+            Err("`99999999999999999999d` is too large".into())
+        );
     }
 }

@@ -383,11 +383,7 @@ impl Checkpointer for SqliteStore {
         // releases it when its holder exits, however it exits (SIGKILL, a crash), and
         // it works across PID namespaces, unlike a recorded process id.
         let dir = self.locks.clone();
-        let name: String = Sha256::digest(thread.as_bytes())
-            .iter()
-            .take(16)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let name = hex::encode(&Sha256::digest(thread.as_bytes())[..16]);
         let path = dir.join(format!("{name}.lock"));
         let lock_error = |source| StoreError::Lock {
             path: path.clone(),
