@@ -1,7 +1,6 @@
 use super::{Stroke, colours, label_lines, reachability, stroke};
 use crate::spec::{GraphSpec, NodeKind};
-use crate::topology::{LinkKind, Topology, Vertex};
-use petgraph::visit::EdgeRef;
+use crate::topology::{Topology, Vertex};
 use std::fmt::Write;
 
 /// The graph as Graphviz DOT.
@@ -76,18 +75,12 @@ pub fn dot(spec: &GraphSpec) -> String {
         };
         let _ = writeln!(out, "  {id} [{attrs}];");
     }
-    for edge in topo.graph.edge_references() {
-        let link = edge.weight();
-        // START -> limit is how the checker sees that a limit can fire anywhere; drawn,
-        // it would only be noise.
-        if link.kind == LinkKind::Limit && edge.source() == topo.start {
-            continue;
-        }
+    for edge in super::drawn_edges(&topo) {
         let mut attrs = Vec::new();
-        if let Some(label) = &link.label {
-            attrs.push(format!("label={}", quote(label)));
+        if let Some(label) = edge.label() {
+            attrs.push(format!("label={}", quote(&label)));
         }
-        let (s, colour) = stroke(link.kind);
+        let (s, colour) = stroke(edge.kind);
         match s {
             Stroke::Dashed => attrs.push("style=dashed".into()),
             Stroke::Dotted => attrs.push("style=dotted".into()),
@@ -96,8 +89,8 @@ pub fn dot(spec: &GraphSpec) -> String {
         if let Some(c) = colour {
             attrs.push(format!("color=\"{c}\", fontcolor=\"{c}\""));
         }
-        let from = vertex_id(&topo, spec, edge.source());
-        let to = vertex_id(&topo, spec, edge.target());
+        let from = vertex_id(&topo, spec, edge.from);
+        let to = vertex_id(&topo, spec, edge.to);
         if attrs.is_empty() {
             let _ = writeln!(out, "  {from} -> {to};");
         } else {

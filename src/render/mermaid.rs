@@ -1,7 +1,6 @@
 use super::{Stroke, colours, label_lines, reachability, stroke};
 use crate::spec::{GraphSpec, NodeKind};
-use crate::topology::{LinkKind, Topology, Vertex};
-use petgraph::visit::EdgeRef;
+use crate::topology::{Topology, Vertex};
 use std::fmt::Write;
 
 /// The graph as a Mermaid flowchart.
@@ -17,8 +16,14 @@ pub fn mermaid(spec: &GraphSpec) -> String {
     for ix in topo.graph.node_indices() {
         let id = vertex_id(&topo, spec, ix);
         let shape = match &topo.graph[ix] {
-            Vertex::Start => "((\"START\"))".to_string(),
-            Vertex::End => "(((\"END\")))".to_string(),
+            Vertex::Start => {
+                classes.push((id.clone(), "terminal"));
+                "((\"START\"))".to_string()
+            }
+            Vertex::End => {
+                classes.push((id.clone(), "terminal"));
+                "(((\"END\")))".to_string()
+            }
             Vertex::Limit => ">\"limit\"]".to_string(),
             Vertex::Missing(n) => {
                 classes.push((id.clone(), "missing"));
@@ -46,26 +51,31 @@ pub fn mermaid(spec: &GraphSpec) -> String {
         };
         let _ = writeln!(out, "  {id}{shape}");
     }
-    for edge in topo.graph.edge_references() {
-        let link = edge.weight();
-        if link.kind == LinkKind::Limit && edge.source() == topo.start {
-            continue;
-        }
-        let arrow = match stroke(link.kind).0 {
+    // Mermaid styles a link by its position in the file: the coloured ones are noted.
+    let mut link_styles: Vec<(usize, &str)> = Vec::new();
+    for (i, edge) in super::drawn_edges(&topo).iter().enumerate() {
+        let (s, colour) = stroke(edge.kind);
+        let arrow = match s {
             Stroke::Solid => "-->",
             Stroke::Dashed => "-.->",
             Stroke::Dotted => "-.-",
         };
-        let from = vertex_id(&topo, spec, edge.source());
-        let to = vertex_id(&topo, spec, edge.target());
-        match &link.label {
+        if let Some(c) = colour {
+            link_styles.push((i, c));
+        }
+        let from = vertex_id(&topo, spec, edge.from);
+        let to = vertex_id(&topo, spec, edge.to);
+        match edge.label() {
             Some(label) => {
-                let _ = writeln!(out, "  {from} {arrow}|\"{}\"| {to}", text(label));
+                let _ = writeln!(out, "  {from} {arrow}|\"{}\"| {to}", text(&label));
             }
             None => {
                 let _ = writeln!(out, "  {from} {arrow} {to}");
             }
         }
+    }
+    for (i, c) in link_styles {
+        let _ = writeln!(out, "  linkStyle {i} stroke:{c},color:{c}");
     }
     for kind in NodeKind::NAMES {
         let k = NodeKind::parse(kind).expect("listed kind");
@@ -81,6 +91,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
             class_of(k)
         );
     }
+    out.push_str("  classDef terminal fill:#111827,stroke:#111827,color:#fff\n");
     out.push_str("  classDef unreachable stroke:#dc2626,stroke-dasharray:5 5\n");
     out.push_str(
         "  classDef missing fill:#fff,stroke:#dc2626,color:#dc2626,stroke-dasharray:5 5\n",
