@@ -445,6 +445,9 @@ async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
         r["status"] == "running"
     })
     .await;
+    // Once it has written a checkpoint of its own (a run is `running` a moment before).
+    h.until("/threads/q/state", |st| st["values"]["label"] == "third")
+        .await;
     let before_rollback = h.get("/threads/q/history?limit=1000").await.json();
     // Rolled back: the third run and every checkpoint it wrote are gone.
     t.note(
@@ -461,8 +464,14 @@ async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
     );
     let after = h.get("/threads/q/history?limit=1000").await.json();
     let after = after.as_array().unwrap();
+    // The newest checkpoint before was the third run's; it is gone. (Counts would not
+    // tell: the runs before it may have written more than a page of checkpoints.)
+    let newest = |h: &[Json]| h[0]["checkpoint"]["checkpoint_id"].clone();
+    assert_eq!(before_rollback[0]["values"]["label"], "third");
     assert!(
-        after.len() < before_rollback.as_array().unwrap().len(),
+        !after.iter().any(
+            |c| c["checkpoint"]["checkpoint_id"] == newest(before_rollback.as_array().unwrap())
+        ),
         "the rollback removed records"
     );
     assert_eq!(
