@@ -8,21 +8,13 @@ use super::sources::Source;
 use super::{Cx, DiagExt};
 use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
+use crate::spec::RUN_KEYS;
 use crate::spec::Sp;
 use crate::suggestion::help_for;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
-/// Keys of the `run` built-in.
-pub(crate) const RUN_KEYS: [&str; 6] = [
-    "thread_id",
-    "step",
-    "max_steps",
-    "tokens",
-    "elapsed_ms",
-    "error",
-];
 /// minijinja's global functions, which look like variables to the analysis.
 const GLOBALS: [&str; 4] = ["range", "dict", "namespace", "loop"];
 

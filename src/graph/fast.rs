@@ -180,43 +180,16 @@ pub(crate) enum PathSeg {
     Index(i64),
 }
 
-/// Where an expression's names are looked up: a scope of the runner's, read in place,
-/// or any minijinja value.
+/// Where an expression's names are looked up: the runner's scope, read in place
+/// (`run::scope::ScopeRef`).
 pub(crate) trait Root {
+    /// A name at the root: `run`, `result`, or a name the graph does not declare.
     fn var(&self, name: &str) -> Option<Value>;
-
     /// State field `id`, called `name`.
-    fn field(&self, id: FieldId, name: &str) -> Option<Value> {
-        let _ = id;
-        self.var(name)
-    }
-
+    fn field(&self, id: FieldId, name: &str) -> Option<Value>;
     /// `path` into state field `id`, as the attribute and item lookups it stands for
-    /// would give it; none where they would give undefined or none on the way.
-    fn path(&self, id: FieldId, name: &str, path: &[PathSeg]) -> Option<Value> {
-        let mut here = self.field(id, name)?;
-        for seg in path {
-            here = match seg {
-                PathSeg::Key(k) => {
-                    if here.is_none() {
-                        return None;
-                    }
-                    defined(here.get_attr(k).ok()?)?
-                }
-                PathSeg::Index(i) => {
-                    here.as_object()?;
-                    defined(here.get_item(&Value::from(*i)).ok()?)?
-                }
-            };
-        }
-        Some(here)
-    }
-}
-
-impl Root for Value {
-    fn var(&self, name: &str) -> Option<Value> {
-        self.get_attr(name).ok()
-    }
+    /// would give it; none where they would give undefined, or meet none on the way.
+    fn path(&self, id: FieldId, name: &str, path: &[PathSeg]) -> Option<Value>;
 }
 
 impl Fast {
@@ -363,6 +336,37 @@ mod tests {
             .iter()
             .map(|j| crate::run::scope::from_json(serde_json::from_str(j).unwrap()))
             .collect()
+    }
+
+    /// A minijinja value as the root, looked up as minijinja itself would: the
+    /// reference the runner's scope is held to.
+    impl Root for Value {
+        fn var(&self, name: &str) -> Option<Value> {
+            self.get_attr(name).ok()
+        }
+
+        fn field(&self, _id: FieldId, name: &str) -> Option<Value> {
+            self.var(name)
+        }
+
+        fn path(&self, id: FieldId, name: &str, path: &[PathSeg]) -> Option<Value> {
+            let mut here = self.field(id, name)?;
+            for seg in path {
+                here = match seg {
+                    PathSeg::Key(k) => {
+                        if here.is_none() {
+                            return None;
+                        }
+                        defined(here.get_attr(k).ok()?)?
+                    }
+                    PathSeg::Index(i) => {
+                        here.as_object()?;
+                        defined(here.get_item(&Value::from(*i)).ok()?)?
+                    }
+                };
+            }
+            Some(here)
+        }
     }
 
     /// Each state as the runner's scope holds it: fields by id, paths walked over the

@@ -93,6 +93,33 @@ impl Runner {
         Ok(())
     }
 
+    /// Records `node`'s step and goes along its `on_error` or `on_timeout` edge
+    /// (`case`) to `to`.
+    pub(super) fn take_edge(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        to: Target,
+        writes: Vec<Write>,
+        case: &str,
+    ) -> Result<(), RunError> {
+        self.record(
+            live,
+            Some(node),
+            Some(to),
+            writes,
+            Status::Running,
+            None,
+            None,
+        )?;
+        self.emit(|| Event::RouteTaken {
+            from: node.name.clone(),
+            to: Arc::from(self.graph.target_name(to)),
+            case: Some(case.into()),
+        });
+        Ok(())
+    }
+
     /// Saves an interrupted record and returns the payload. `next` is where a resume
     /// goes on: the interrupt node itself (its answer completes it), the node of a
     /// `before` breakpoint, or the successor of a node with an `after` breakpoint.

@@ -223,20 +223,7 @@ impl Runner {
                     node: node.name.clone(),
                     timed_out: true,
                 });
-                self.record(
-                    &mut live,
-                    Some(node),
-                    Some(to),
-                    Vec::new(),
-                    Status::Running,
-                    None,
-                    None,
-                )?;
-                self.emit(|| Event::RouteTaken {
-                    from: node.name.clone(),
-                    to: Arc::from(self.graph.target_name(to)),
-                    case: Some("timeout".into()),
-                });
+                self.take_edge(&mut live, node, to, Vec::new(), "timeout")?;
                 self.drive(live, to).await
             }
             Resumption::Answered {

@@ -4,6 +4,7 @@
 //! `planned_action.kind` costs the same whatever the size of the rest of the state.
 
 use crate::graph::Graph;
+use crate::spec::RUN_KEYS;
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -286,15 +287,6 @@ pub(crate) struct RunInfo {
     pub(crate) started: std::time::Instant,
     pub(crate) error: Arc<Json>,
 }
-
-const RUN_KEYS: [&str; 6] = [
-    "thread_id",
-    "step",
-    "max_steps",
-    "tokens",
-    "elapsed_ms",
-    "error",
-];
 
 impl RunInfo {
     fn elapsed_ms(&self) -> u64 {

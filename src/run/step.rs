@@ -28,15 +28,7 @@ impl Runner {
                 live.tokens = live.tokens.saturating_add(tokens);
                 // The node did not complete: what it recorded of its attempts stands,
                 // and the run stops before it, to run it again on a resume.
-                let mut applied = Vec::with_capacity(writes.len());
-                for (field, value) in writes {
-                    if live.state.write(&self.graph, field, value.clone()).is_ok() {
-                        applied.push(Write {
-                            field: self.graph.field(field).name.clone(),
-                            value,
-                        });
-                    }
-                }
+                let applied = self.write_what_stands(live, writes);
                 self.stop.take();
                 live.step = live.step.saturating_sub(1);
                 self.record(
@@ -73,15 +65,7 @@ impl Runner {
                 live.tokens = live.tokens.saturating_add(tokens);
                 // What the node wrote before it failed (audit records) stands, as far
                 // as the fields take it.
-                let mut applied = Vec::with_capacity(writes.len());
-                for (field, value) in writes {
-                    if live.state.write(&self.graph, field, value.clone()).is_ok() {
-                        applied.push(Write {
-                            field: self.graph.field(field).name.clone(),
-                            value,
-                        });
-                    }
-                }
+                let applied = self.write_what_stands(live, writes);
                 self.fail_with(live, node, message, applied)
             }
             Step::Done {
@@ -140,20 +124,7 @@ impl Runner {
         match node.on_error {
             Some(to) => {
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
-                self.record(
-                    live,
-                    Some(node),
-                    Some(to),
-                    writes,
-                    Status::Running,
-                    None,
-                    None,
-                )?;
-                self.emit(|| Event::RouteTaken {
-                    from: node.name.clone(),
-                    to: Arc::from(self.graph.target_name(to)),
-                    case: Some("error".into()),
-                });
+                self.take_edge(live, node, to, writes, "error")?;
                 Ok(Flow::Next(to))
             }
             None => {
@@ -168,6 +139,23 @@ impl Runner {
                 })
             }
         }
+    }
+
+    /// The writes of a node that did not complete (its attempts' audit records): each
+    /// as far as its field takes it, the rest dropped.
+    fn write_what_stands(
+        &self,
+        live: &mut Live,
+        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
+    ) -> Vec<Write> {
+        writes
+            .into_iter()
+            .filter(|(field, value)| live.state.write(&self.graph, *field, value.clone()).is_ok())
+            .map(|(field, value)| Write {
+                field: self.graph.field(field).name.clone(),
+                value,
+            })
+            .collect()
     }
 
     /// Applies the kind's writes and then `set`, in order, returning the records.

@@ -284,16 +284,7 @@ impl Runner {
         let mut state = State::new(&self.graph);
         let mut out = Vec::with_capacity(end - first);
         for (i, r) in records[..end].iter().enumerate() {
-            for w in &r.writes {
-                if let Some(id) = self.graph.field_id(&w.field) {
-                    state
-                        .replay(&self.graph, id, w.value.clone())
-                        .map_err(|e| StoreError::Corrupt {
-                            thread: thread.into(),
-                            message: format!("replaying checkpoint {}: {e}", r.seq),
-                        })?;
-                }
-            }
+            self.replay_writes(thread, &mut state, r)?;
             if i >= first {
                 out.push((state.to_json(&self.graph), r.clone()));
             }

@@ -9,7 +9,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         E::Empty => "the duration is empty".to_string(),
         E::NumberExpected(0) => format!("`{s}` does not start with a number"),
         E::NumberExpected(at) | E::InvalidCharacter(at) => {
-            format!("`{s}` is not a duration past `{}`", &s[..at.min(s.len())])
+            // A position inside a character (should humantime count otherwise) is not
+            // a reason to panic: the whole text is named instead.
+            format!(
+                "`{s}` is not a duration past `{}`",
+                s.get(..at).unwrap_or(s)
+            )
         }
         E::UnknownUnit { unit, value, .. } if unit.is_empty() => {
             format!("`{value}` has no unit")
@@ -41,6 +46,10 @@ mod tests {
             Err("`parsecs` is not a unit".into())
         );
         assert_eq!(parse_duration(""), Err("the duration is empty".into()));
+        assert_eq!(
+            parse_duration("5m€"),
+            Err("`5m€` is not a duration past `5m`".into())
+        );
         assert_eq!(
             parse_duration("99999999999999999999d"),
             Err("`99999999999999999999d` is too large".into())

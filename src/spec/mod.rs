@@ -127,6 +127,17 @@ impl FieldSpec {
     }
 }
 
+/// Keys of the `run` built-in, as expressions and templates read it: the checker
+/// refuses any other, and the runner provides exactly these.
+pub const RUN_KEYS: [&str; 6] = [
+    "thread_id",
+    "step",
+    "max_steps",
+    "tokens",
+    "elapsed_ms",
+    "error",
+];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reducer {
     Replace,
