@@ -739,6 +739,34 @@ fn durability_is_normal_or_full() {
     .run()
     .code(0);
     assert_eq!(out.stdout, "classify\n");
+    // --compress reaches the store: a large value is kept as a compressed blob, and
+    // without it as text.
+    let page = json!({ "page": "a page of text ".repeat(200), "goal": 1 }).to_string();
+    for (compress, want) in [(true, "blob"), (false, "text")] {
+        let db = dir.path().join(format!("page-{compress}.db"));
+        let store = format!("sqlite:{}", db.display());
+        let mut args = vec![
+            "run",
+            "tests/fixtures/run/page.toml",
+            "--input",
+            &page,
+            "--store",
+            &store,
+        ];
+        if compress {
+            args.push("--compress");
+        }
+        switchyard(&args).run().code(0);
+        let kinds: Vec<String> = rusqlite::Connection::open(&db)
+            .unwrap()
+            .prepare("SELECT DISTINCT typeof(writes) FROM checkpoints WHERE length(writes) > 1000 OR typeof(writes) = 'blob'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(kinds, [want], "--compress {compress}");
+    }
     // The environment says it as people write it.
     for on in ["1", "yes", "true", "0"] {
         let out = switchyard(&[

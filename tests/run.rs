@@ -973,3 +973,110 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
         "thread `p` has no checkpoints"
     );
 }
+
+/// A store that keeps nothing, and counts the records and snapshots it is handed.
+#[derive(Default)]
+struct Counting {
+    records: std::sync::atomic::AtomicUsize,
+    snapshots: std::sync::atomic::AtomicUsize,
+}
+
+impl Checkpointer for Counting {
+    fn keeps_records(&self) -> bool {
+        false
+    }
+    fn append(&self, _: switchyard::run::Checkpoint) -> Result<(), switchyard::store::StoreError> {
+        self.records
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn put_snapshot(
+        &self,
+        _: switchyard::store::Snapshot,
+    ) -> Result<(), switchyard::store::StoreError> {
+        self.snapshots
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn load(
+        &self,
+        t: &str,
+    ) -> Result<Vec<switchyard::run::Checkpoint>, switchyard::store::StoreError> {
+        NoStore::new().load(t)
+    }
+    fn truncate(&self, _: &str, _: u64) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn delete_thread(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn put_thread(
+        &self,
+        _: &switchyard::store::ThreadRecord,
+    ) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn get_thread(
+        &self,
+        _: &str,
+    ) -> Result<Option<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
+        Ok(None)
+    }
+    fn threads(
+        &self,
+    ) -> Result<Vec<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+    fn put_run(
+        &self,
+        _: &switchyard::store::RunRecord,
+    ) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn get_run(
+        &self,
+        _: &str,
+    ) -> Result<Option<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(None)
+    }
+    fn runs(
+        &self,
+        _: &str,
+    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+    fn delete_run(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn runs_in_flight(
+        &self,
+    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_keeps_no_records_is_handed_none() {
+    let store = Arc::new(Counting::default());
+    let r = Runner::new(graph("routes"), store.clone());
+    let out = r.start("t", json!({ "n": 2 })).await.unwrap();
+    assert_eq!(
+        out,
+        finished("zero", "classify count_down:1 count_down:0", 4)
+    );
+    // No record is built, none is handed over, and no snapshot either.
+    assert_eq!(
+        (
+            store.records.load(std::sync::atomic::Ordering::SeqCst),
+            store.snapshots.load(std::sync::atomic::Ordering::SeqCst)
+        ),
+        (0, 0)
+    );
+    // A store that keeps records gets the input's and one per step.
+    let kept = Arc::new(MemoryStore::new());
+    Runner::new(graph("routes"), kept.clone())
+        .start("t", json!({ "n": 2 }))
+        .await
+        .unwrap();
+    assert_eq!(kept.load("t").unwrap().len(), 5);
+}
