@@ -143,7 +143,10 @@ fn path(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
                 };
                 segs.push(match c.value.as_str() {
                     Some(k) => PathSeg::Key(Arc::from(k)),
-                    None if c.value.is_integer() => PathSeg::Index(c.value.as_i64()?),
+                    // A negative subscript counts from the end: left to `Fast::Item`.
+                    None if c.value.is_integer() => {
+                        PathSeg::Index(usize::try_from(c.value.as_i64()?).ok()?)
+                    }
                     None => return None,
                 });
                 here = &g.expr;
@@ -172,12 +175,12 @@ fn short_str(v: &Value) -> Option<&str> {
     v.as_str().filter(|s| s.len() <= MAX_FAST_STRING)
 }
 
-/// One step of a [`Fast::Path`]: an attribute or string subscript, or an integer
-/// subscript (negative from the end).
+/// One step of a [`Fast::Path`]: an attribute or string subscript, or a non-negative
+/// integer subscript.
 #[derive(Debug, Clone)]
 pub(crate) enum PathSeg {
     Key(Arc<str>),
-    Index(i64),
+    Index(usize),
 }
 
 /// Where an expression's names are looked up: the runner's scope, read in place
@@ -361,7 +364,7 @@ mod tests {
                     }
                     PathSeg::Index(i) => {
                         here.as_object()?;
-                        defined(here.get_item(&Value::from(*i)).ok()?)?
+                        defined(here.get_item(&Value::from(*i as u64)).ok()?)?
                     }
                 };
             }

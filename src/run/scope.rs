@@ -104,10 +104,7 @@ pub(crate) fn json_path(root: &Arc<Json>, path: &[crate::graph::PathSeg]) -> Opt
     for seg in path {
         here = match (here, seg) {
             (Json::Object(m), PathSeg::Key(k)) => m.get(&**k)?,
-            (Json::Array(a), PathSeg::Index(i)) => {
-                let i = if *i < 0 { a.len() as i64 + i } else { *i };
-                a.get(usize::try_from(i).ok()?)?
-            }
+            (Json::Array(a), PathSeg::Index(i)) => a.get(*i)?,
             _ => return None,
         };
     }
@@ -116,26 +113,16 @@ pub(crate) fn json_path(root: &Arc<Json>, path: &[crate::graph::PathSeg]) -> Opt
         Json::Bool(b) => Value::from(*b),
         Json::Number(n) => number(n),
         Json::String(s) => Value::from(s.as_str()),
-        Json::Array(_) | Json::Object(_) => {
-            // The view's own path: the same steps, with indexes made positive.
-            let mut segs = Vec::with_capacity(path.len());
-            let mut at: &Json = root;
-            for seg in path {
-                match (at, seg) {
-                    (Json::Object(m), PathSeg::Key(k)) => {
-                        segs.push(Seg::Key(k.to_string()));
-                        at = &m[&**k];
-                    }
-                    (Json::Array(a), PathSeg::Index(i)) => {
-                        let i = if *i < 0 { a.len() as i64 + i } else { *i } as usize;
-                        segs.push(Seg::Index(i));
-                        at = &a[i];
-                    }
-                    _ => return None,
-                }
-            }
-            view(root, segs)
-        }
+        // A list or an object stays a view, its path the same steps.
+        Json::Array(_) | Json::Object(_) => view(
+            root,
+            path.iter()
+                .map(|seg| match seg {
+                    PathSeg::Key(k) => Seg::Key(k.to_string()),
+                    PathSeg::Index(i) => Seg::Index(*i),
+                })
+                .collect(),
+        ),
     })
 }
 
