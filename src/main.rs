@@ -240,7 +240,14 @@ fn validate(files: &[PathBuf], format: ReportFormat, online: bool) -> anyhow::Re
                 }
                 if v.is_valid() {
                     let spec = v.spec.as_ref().expect("valid means loaded");
-                    writeln!(out, "{}: ok ({} nodes, {} state fields)", path.display(), spec.nodes.len(), spec.state.len())?;
+                    let consts = spec.state.iter().filter(|f| f.constant).count();
+                    let fields = spec.state.len() - consts;
+                    let consts = match consts {
+                        0 => String::new(),
+                        1 => ", 1 constant".into(),
+                        n => format!(", {n} constants"),
+                    };
+                    writeln!(out, "{}: ok ({} nodes, {fields} state fields{consts})", path.display(), spec.nodes.len())?;
                 } else {
                     let s = if errors == 1 { "" } else { "s" };
                     writeln!(err, "{}: {errors} error{s}", path.display())?;

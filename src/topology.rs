@@ -1,7 +1,7 @@
 //! The graph's edges as a petgraph digraph, built from the spec alone: the checker's
 //! flow analysis and the renderers both read it, so what is drawn is what is checked.
 
-use crate::spec::{END, EdgeKind, GraphSpec, NodeKind};
+use crate::spec::{END, EdgeKind, GraphSpec};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
@@ -104,7 +104,7 @@ impl Topology {
         }
         for (i, node) in spec.nodes.iter().enumerate() {
             let from = topo.nodes[i];
-            let finalize = *node.kind.get_ref() == NodeKind::Finalize && !node.kind_unknown;
+            let finalize = node.kind.get_ref().ends_run() && !node.kind_unknown;
             // A finalize node ends the run: edges written on one are never taken (the
             // checker reports them), so they are not part of the flow.
             for edge in node.edges().into_iter().filter(|_| !finalize) {

@@ -130,7 +130,39 @@ fn input_comes_inline_or_from_a_file_and_bad_input_is_a_clear_error() {
     .code(1);
     assert_eq!(
         out.stderr,
-        "error: the input is not an object of state fields: field `size` is `string`, and the value written is an int `1`\n"
+        "error: the input is refused: field `size` is `string`, and the value written is an int `1`\n"
+    );
+}
+
+#[test]
+fn a_fail_node_and_a_missing_required_input_exit_1_naming_why() {
+    let run = |input: &str| {
+        switchyard(&[
+            "run",
+            "tests/fixtures/run/language.toml",
+            "--input",
+            input,
+            "--store",
+            "memory",
+        ])
+        .run()
+        .code(1)
+    };
+    // The progress lines, then why.
+    let failed = run(r#"{"goal": ""}"#).stderr;
+    let last: Vec<&str> = failed.lines().rev().take(2).collect();
+    assert_eq!(
+        last[0],
+        "error: the run failed at `refuse` (no_goal): the goal is empty (after 0 of 3 steps)"
+    );
+    assert!(
+        last[1].starts_with("failed: no_goal after 2 steps, 0 tokens, "),
+        "{failed}"
+    );
+    // Refused before it started: nothing but why.
+    assert_eq!(
+        run("{}").stderr,
+        "error: the input is refused: the graph requires a field in every run's input, and it has no `goal` (string)\n"
     );
 }
 

@@ -22,6 +22,9 @@ fn accepts_every_example_and_valid_fixture() {
     let v = validator();
     let mut paths = examples();
     paths.extend(files("tests/fixtures/render", "showcase", ".toml"));
+    // Constants, a required input, a fail node; a strict opt-out.
+    paths.push("tests/fixtures/run/language.toml".into());
+    paths.push("tests/fixtures/llm/plan_loose.toml".into());
     for path in paths {
         let errors: Vec<String> = v
             .iter_errors(&as_json(&path))
@@ -46,6 +49,8 @@ fn rejects_misspelt_keys_and_kinds() {
         "err_bad_duration",
         "err_bad_type",
         "err_edge_shape",
+        "err_no_resume_schema",
+        "err_fail_node",
     ] {
         let path = std::path::PathBuf::from(format!("tests/fixtures/check/{name}.toml"));
         assert!(

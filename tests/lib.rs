@@ -7,6 +7,7 @@ mod doubles;
 mod examples;
 mod format_schema;
 mod hardening;
+mod language;
 mod llm;
 mod mcp;
 mod no_panic;

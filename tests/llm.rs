@@ -196,6 +196,29 @@ async fn happy_path_writes_the_validated_output() {
 }
 
 #[tokio::test]
+async fn a_node_with_strict_false_sends_its_schema_without_strict() {
+    let server = Server::start(vec![completion(VALID, 12, 7)]).await;
+    let ran = run(
+        graph("plan_loose"),
+        openai(&server),
+        json!({ "goal": "open the docs" }),
+    )
+    .await;
+    assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
+    let schema: Json = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures/llm/schemas/action.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        server.seen()[0].body["response_format"],
+        json!({
+            "type": "json_schema",
+            "json_schema": { "name": "plan", "schema": schema, "strict": false }
+        })
+    );
+}
+
+#[tokio::test]
 async fn the_history_goes_between_the_system_prompt_and_the_prompt() {
     let server = Server::start(vec![completion(VALID, 12, 7)]).await;
     let history = json!([

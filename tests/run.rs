@@ -326,7 +326,10 @@ async fn a_wrong_write_fails_the_run_and_keeps_the_state_before_it() {
         "node `second` failed: field `count` is `int`, and the value written is a string `\"three\"`"
     );
     let (state, last) = r.state("t", None).unwrap();
-    assert_eq!(state, json!({ "count": 0, "label": "before" }));
+    assert_eq!(
+        state,
+        json!({ "count": 0, "label": "before", "raw": "three" })
+    );
     assert_eq!(
         (last.status, last.node.as_deref()),
         (Status::Failed, Some("second"))
@@ -364,17 +367,17 @@ async fn input_must_name_declared_fields_with_the_right_types() {
     let err = r.start("t", json!({ "m": 3 })).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the input is not an object of state fields: `m` is not a state field; did you mean `n`?"
+        "the input is refused: `m` is not a state field; did you mean `n`?"
     );
     let err = r.start("t", json!({ "n": "3" })).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the input is not an object of state fields: field `n` is `int`, and the value written is a string `\"3\"`"
+        "the input is refused: field `n` is `int`, and the value written is a string `\"3\"`"
     );
     let err = r.start("t", json!([1])).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the input is not an object of state fields: expected an object, got a list `[1]`"
+        "the input is refused: expected an object, got a list `[1]`"
     );
     assert!(
         r.history("t").is_err(),
@@ -829,7 +832,8 @@ async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
             "[state.evens]\ntype = \"list<int>\"\nreducer = \"append\"",
             "[state.evens]\ntype = \"json\"\nreducer = \"merge\"",
         )
-        .replace("evens={{ evens | length }}", "evens={{ evens }}"),
+        .replace("evens={{ evens | length }}", "evens={{ evens }}")
+        .replace("set = { evens = \"n\" }", "set = { evens = \"{'n': n}\" }"),
     )
     .unwrap();
     let (state, _) = Runner::new(load(), open()).state("t", None).unwrap();
@@ -932,7 +936,8 @@ async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
                     "count": 1,
                     "meta": { "keep": 1, "change": 1 },
                     "messages": [{ "id": "m1", "role": "user", "content": "hi" }],
-                    "bad": 0
+                    "bad": 0,
+                    "raw": "not a number"
                 }),
                 "{name}"
             );

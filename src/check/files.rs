@@ -133,6 +133,8 @@ fn load_schema(
         .with_help("check the schema against https://json-schema.org/draft/2020-12/schema");
         return None;
     }
+    let file = sources.add(name, text.clone());
+    cx.schema_files.insert(path.get_ref().clone(), (file, text));
     Some(value)
 }
 

@@ -5,11 +5,14 @@
 mod dataflow;
 mod files;
 mod flow;
+mod json_span;
 mod names;
 mod policy;
 mod routes;
 pub mod schema_path;
+mod set_types;
 mod sources;
+mod strict;
 mod types;
 
 use crate::diagnostic::Diagnostic;
@@ -29,6 +32,7 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
         text,
         diags: Vec::new(),
         schemas: HashMap::new(),
+        schema_files: HashMap::new(),
         templates: Vec::new(),
     };
     names::check(&mut cx);
@@ -39,6 +43,8 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
     }
     files::check(&mut cx, sources);
     types::check(&mut cx);
+    set_types::check(&mut cx);
+    strict::check(&mut cx);
     let field_schemas = types::field_schemas(&cx);
     dataflow::check(&mut cx, &field_schemas);
     routes::check(&mut cx, &field_schemas);
@@ -85,6 +91,9 @@ pub(crate) struct Cx<'s> {
     /// Schema files by the path written in the graph; `None` when unreadable or invalid
     /// (already reported).
     pub(crate) schemas: HashMap<String, Option<serde_json::Value>>,
+    /// Schema files that parsed, by the path written in the graph: where their
+    /// diagnostics point, and their text.
+    pub(crate) schema_files: HashMap<String, (FileId, String)>,
     /// Template files that parsed, for the data-flow pass.
     pub(crate) templates: Vec<TemplateFile>,
 }

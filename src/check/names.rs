@@ -1,7 +1,7 @@
 //! Every name a graph uses refers to something declared: nodes, fields, servers.
 
 use super::{Cx, DiagExt};
-use crate::spec::{END, KindSpec, NodeKind, Sp};
+use crate::spec::{END, KindSpec, Sp};
 use crate::suggestion::help_for;
 use std::collections::HashMap;
 
@@ -78,14 +78,15 @@ pub(super) fn check(cx: &mut Cx<'_>) {
     }
 }
 
-/// A node has exactly one way on (`next` or `route`), except finalize, which has none.
+/// A node has exactly one way on (`next` or `route`), except finalize and fail, which
+/// have none; a fail node has no `on_error` either (it fails on purpose).
 fn edge_shape(cx: &mut Cx<'_>, node: &crate::spec::NodeSpec) {
     if node.kind_unknown {
         // Without a kind we cannot tell whether the node may end the run.
         return;
     }
     let n = node.name.get_ref();
-    let finalize = *node.kind.get_ref() == NodeKind::Finalize && !node.kind_unknown;
+    let finalize = node.kind.get_ref().ends_run() && !node.kind_unknown;
     match (&node.next, &node.route) {
         (Some(next), Some(_)) => {
             cx.error(
@@ -101,12 +102,13 @@ fn edge_shape(cx: &mut Cx<'_>, node: &crate::spec::NodeSpec) {
                 || route.as_ref().map(|r| r.span.clone()).unwrap_or_default(),
                 |n| n.span(),
             );
+            let kind = node.kind.get_ref().name();
             cx.error(
                 "edge-shape",
                 span,
-                format!("finalize node `{n}` has an outgoing edge"),
+                format!("{kind} node `{n}` has an outgoing edge"),
             )
-            .with_label("never taken: a finalize node ends the run")
+            .with_label(format!("never taken: a {kind} node ends the run"))
             .with_help("remove it; use a `set` node to record something and go on");
         }
         (None, None) if !finalize => {
@@ -119,6 +121,17 @@ fn edge_shape(cx: &mut Cx<'_>, node: &crate::spec::NodeSpec) {
             .with_help("add `next = \"<node>\"` (or `next = \"END\"`), or a `route`");
         }
         _ => {}
+    }
+    if *node.kind.get_ref() == crate::spec::NodeKind::Fail
+        && let Some(on_error) = &node.on_error
+    {
+        cx.error(
+            "edge-shape",
+            on_error.span(),
+            format!("fail node `{n}` has an `on_error`"),
+        )
+        .with_label("never taken: a fail node fails the run on purpose")
+        .with_help("remove it; to recover instead, route to the recovery node directly");
     }
 }
 

@@ -56,6 +56,7 @@ pub(crate) fn sources(spec: &GraphSpec) -> Vec<Source<'_>> {
                 );
             }
             KindSpec::Finalize(f) => out.extend(f.response.iter().map(Source::Template)),
+            KindSpec::Fail(f) => out.extend(f.message.iter().map(Source::Template)),
             KindSpec::Set => {}
         }
     }

@@ -57,6 +57,24 @@ pub(super) fn check(cx: &mut Cx<'_>) {
         }
     }
     for node in &spec.nodes {
+        let written = node.set.iter().map(|(f, _)| f).chain(node.output_fields());
+        for field in written {
+            if spec.field(field.get_ref()).is_some_and(|f| f.constant) {
+                cx.error(
+                    "const-write",
+                    field.span(),
+                    format!(
+                        "node `{}` writes `{}`, a constant",
+                        node.name.get_ref(),
+                        field.get_ref()
+                    ),
+                )
+                .with_label("constants are read, never written")
+                .with_help(
+                    "declare a `[state]` field instead; a run's input can give a constant another value",
+                );
+            }
+        }
         match &node.body {
             KindSpec::Llm(l) => {
                 if let (Some(out), Some(schema_path)) = (&l.output, &l.schema)
@@ -101,6 +119,17 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                         "`list<T>`",
                     );
                 }
+            }
+            KindSpec::Interrupt(i) if i.resume_schema.is_none() && !i.accept_any => {
+                cx.error(
+                    "no-resume-schema",
+                    node.name.span(),
+                    format!("interrupt `{}` has no `resume_schema`", node.name.get_ref()),
+                )
+                .with_label("any answer would be taken, one the graph cannot use included")
+                .with_help(
+                    "add `resume_schema = \"schemas/<graph>/<answer>.json\"`, or `accept_any = true` to take any JSON on purpose",
+                );
             }
             KindSpec::Policy(p) => {
                 if let Some(o) = &p.output {
@@ -154,7 +183,7 @@ fn expect_type(
     }
 }
 
-fn reducer_fits(r: Reducer, ty: &FieldType) -> bool {
+pub(super) fn reducer_fits(r: Reducer, ty: &FieldType) -> bool {
     match r {
         Reducer::Replace => true,
         Reducer::Append => matches!(ty.base(), FieldType::List(_) | FieldType::Messages),

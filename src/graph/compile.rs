@@ -95,6 +95,8 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                 .map_or_else(|| f.ty.get_ref().zero(), |d| d.get_ref().clone()),
             reducer: f.reducer(),
             schema,
+            constant: f.constant,
+            required: f.required,
         });
     }
 
@@ -154,7 +156,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .collect::<Result<Vec<_>, CompileError>>()?;
         let only_if = n.only_if.as_ref().map(|e| c.expr(e));
         let next = match (&n.next, &n.route) {
-            _ if *n.kind.get_ref() == spec::NodeKind::Finalize => Next::Finish,
+            _ if n.kind.get_ref().ends_run() => Next::Finish,
             (Some(t), _) => Next::Goto(target(t)?),
             (None, Some(r)) => {
                 let default = r.default.as_ref().map(&target).transpose()?;
@@ -444,6 +446,17 @@ impl Compiler<'_> {
                     on_timeout: i.on_timeout.as_ref().map(target).transpose()?,
                 })
             }
+            KindSpec::Fail(f) => Body::Fail(FailBody {
+                outcome: f
+                    .outcome
+                    .as_ref()
+                    .map_or_else(|| "failed".into(), |o| o.get_ref().clone()),
+                message: self.template(
+                    n,
+                    "message",
+                    f.message.as_ref().ok_or_else(|| missing("message"))?,
+                )?,
+            }),
             KindSpec::Finalize(f) => Body::Finalize(FinalizeBody {
                 outcome: f
                     .outcome
@@ -510,6 +523,7 @@ impl Compiler<'_> {
                         .transpose()?,
                     pseudo_tools,
                     stream: l.stream,
+                    strict: l.strict.or(self.spec.llm.strict).unwrap_or(true),
                 }))
             }
             KindSpec::Mcp(m) => {

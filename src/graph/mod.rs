@@ -116,6 +116,10 @@ pub struct Field {
     pub default: serde_json::Value,
     pub reducer: Reducer,
     pub schema: Option<Arc<jsonschema::Validator>>,
+    /// A named constant: only a run's input gives it another value.
+    pub constant: bool,
+    /// Every run's input must give it.
+    pub required: bool,
 }
 
 pub struct Node {
@@ -154,7 +158,7 @@ pub enum Next {
         cases: Vec<WhenCase>,
         default: Option<Target>,
     },
-    /// A finalize node: the run ends.
+    /// A finalize or fail node: the run ends.
     Finish,
 }
 
@@ -178,6 +182,7 @@ pub enum Body {
     Policy(PolicyBody),
     Interrupt(InterruptBody),
     Finalize(FinalizeBody),
+    Fail(FailBody),
     Llm(Box<LlmBody>),
     Mcp(McpBody),
 }
@@ -207,6 +212,13 @@ pub struct InterruptBody {
     pub on_timeout: Option<Target>,
 }
 
+/// A node that fails the run on purpose, with its own outcome.
+pub struct FailBody {
+    pub outcome: String,
+    /// Name of the registered message template.
+    pub message: String,
+}
+
 pub struct FinalizeBody {
     pub outcome: String,
     /// Name of the registered response template.
@@ -231,6 +243,8 @@ pub struct LlmBody {
     pub tools: Option<(usize, Vec<String>)>,
     pub pseudo_tools: Vec<PseudoTool>,
     pub stream: bool,
+    /// The output schema goes as a strict `response_format`.
+    pub strict: bool,
 }
 
 pub struct PseudoTool {

@@ -49,7 +49,7 @@ impl From<RunError> for HostError {
             | RunError::AnswerRefused { .. }
             | RunError::Input(_)
             | RunError::Update(_) => HostError::Invalid(message),
-            RunError::Node { .. } => HostError::Conflict(message),
+            RunError::Node { .. } | RunError::Failed { .. } => HostError::Conflict(message),
         }
     }
 }

@@ -5,8 +5,9 @@
 use crate::spec::{FieldType, GraphSpec};
 use serde_json::{Map, Value as Json, json};
 
-/// The input schema (every field optional: a run's input names the fields it sets)
-/// and the state schema (every field present).
+/// The input schema (the fields the graph requires in every run's input; the rest
+/// optional: a run's input names the fields it sets) and the state schema (every field
+/// present).
 pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
     let mut properties = Map::new();
     for f in &spec.state {
@@ -31,12 +32,21 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
         .as_ref()
         .map_or_else(String::new, |n| n.get_ref().clone());
     let required: Vec<&String> = spec.state.iter().map(|f| f.name.get_ref()).collect();
-    let input = json!({
+    let mut input = json!({
         "title": format!("{title} input"),
         "type": "object",
         "properties": properties,
         "additionalProperties": false,
     });
+    let inputs: Vec<&String> = spec
+        .state
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name.get_ref())
+        .collect();
+    if !inputs.is_empty() {
+        input["required"] = json!(inputs);
+    }
     let state = json!({
         "title": format!("{title} state"),
         "type": "object",

@@ -132,7 +132,7 @@ impl OpenAiClient {
                 description: None,
                 name: schema_name(&request.node),
                 schema: (**s).clone(),
-                strict: Some(true),
+                strict: Some(request.strict),
             },
         });
         let tools: Vec<ChatCompletionTools> = request

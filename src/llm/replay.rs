@@ -125,6 +125,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             temperature: None,
             stream: false,
+            strict: true,
         }
     }
 

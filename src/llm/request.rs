@@ -23,6 +23,18 @@ pub struct LlmRequest {
     pub temperature: Option<f64>,
     /// Ask for the reply as a stream of deltas.
     pub stream: bool,
+    /// Send the schema as a strict `response_format` (the default); false for an
+    /// endpoint that refuses strict schemas or a schema strict mode cannot take.
+    #[serde(default = "strict_default", skip_serializing_if = "is_strict")]
+    pub strict: bool,
+}
+
+fn strict_default() -> bool {
+    true
+}
+
+fn is_strict(strict: &bool) -> bool {
+    *strict
 }
 
 /// A function tool as the model sees it.

@@ -68,9 +68,13 @@ pub fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded {
     let header = read_header(&mut top, &mut diags);
     let llm = read_llm(&mut top, &mut diags);
     let servers = read_named(&mut top, "servers", &mut diags, read_server);
-    let state = read_named(&mut top, "state", &mut diags, read_field);
+    let mut state = read_named(&mut top, "state", &mut diags, read_field);
+    read_consts(&mut top, &mut state, &mut diags);
     let nodes = read_named(&mut top, "nodes", &mut diags, node::read_node);
-    top.finish(&["graph", "llm", "servers", "state", "nodes"], &mut diags);
+    top.finish(
+        &["graph", "llm", "consts", "servers", "state", "nodes"],
+        &mut diags,
+    );
 
     let base = path
         .parent()
@@ -166,6 +170,7 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
         api_key_env: t.str("api_key_env", diags).map(Sp::into_inner),
         temperature: t.float("temperature", diags),
         timeout: t.duration("timeout", diags),
+        strict: t.bool("strict", diags),
     };
     t.finish(
         &[
@@ -174,6 +179,7 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
             "api_key_env",
             "temperature",
             "timeout",
+            "strict",
         ],
         diags,
     );
@@ -235,7 +241,7 @@ fn check_name(file: FileId, name: &Sp<String>, section: &str, diags: &mut Vec<Di
     }
     let reserved = match section {
         "nodes" => n == crate::spec::END,
-        "state" => n == "run" || n == "result",
+        "state" | "consts" => n == "run" || n == "result",
         _ => false,
     };
     if reserved {
@@ -452,8 +458,16 @@ fn read_field(
         .str("description", diags)
         .map(Sp::into_inner)
         .unwrap_or_default();
+    let required = t.bool("required", diags).unwrap_or(false);
     t.finish(
-        &["type", "default", "reducer", "schema", "description"],
+        &[
+            "type",
+            "default",
+            "reducer",
+            "schema",
+            "description",
+            "required",
+        ],
         diags,
     );
     Some(FieldSpec {
@@ -463,5 +477,56 @@ fn read_field(
         reducer,
         schema,
         description,
+        constant: false,
+        required,
     })
+}
+
+/// `[consts]`: named values that expressions, routes and prompts read by name. Each
+/// is kept as a field no node writes, of the type its value has, so a run's input can
+/// give it another value and the thread's history shows the value the run used.
+fn read_consts(top: &mut Table<'_, '_>, state: &mut Vec<FieldSpec>, diags: &mut Vec<Diagnostic>) {
+    let file = top.file;
+    let Some(mut t) = top.table("consts", diags) else {
+        return;
+    };
+    for (name, value) in t.drain() {
+        check_name(file, &name, "consts", diags);
+        if let Some(field) = state.iter().find(|f| f.name.get_ref() == name.get_ref()) {
+            diags.push(
+                Diagnostic::error(
+                    "duplicate-name",
+                    file,
+                    name.span(),
+                    format!("`{}` is both a constant and a state field", name.get_ref()),
+                )
+                .label("declared again here")
+                .help(format!(
+                    "rename one of them (the field is declared at `[state.{}]`)",
+                    field.name.get_ref()
+                )),
+            );
+            continue;
+        }
+        let json = to_json(value.get_ref());
+        let ty = match &json {
+            serde_json::Value::Bool(_) => FieldType::Bool,
+            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => FieldType::Int,
+            serde_json::Value::Number(_) => FieldType::Float,
+            serde_json::Value::String(_) => FieldType::String,
+            serde_json::Value::Array(_) => FieldType::List(Box::new(FieldType::Json)),
+            serde_json::Value::Object(_) => FieldType::Object,
+            serde_json::Value::Null => FieldType::Json,
+        };
+        state.push(FieldSpec {
+            ty: Sp::new(value.span(), ty),
+            default: Some(Sp::new(value.span(), json)),
+            name,
+            reducer: None,
+            schema: None,
+            description: String::new(),
+            constant: true,
+            required: false,
+        });
+    }
 }

@@ -4,9 +4,9 @@ use super::reader::{Table, Value, to_json};
 use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
 use crate::spec::{
-    Breakpoint, CacheSpec, Decision, FinalizeNode, InterruptNode, KindSpec, LlmNode, McpNode,
-    NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec, RouteSpec, Sp, ToolCall,
-    ToolsSpec, ValueTable, WhenCase,
+    Breakpoint, CacheSpec, Decision, FailNode, FinalizeNode, InterruptNode, KindSpec, LlmNode,
+    McpNode, NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec, RouteSpec, Sp,
+    ToolCall, ToolsSpec, ValueTable, WhenCase,
 };
 use crate::suggestion::help_for;
 use toml::de::DeValue;
@@ -40,6 +40,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "tools",
             "pseudo_tools",
             "stream",
+            "strict",
         ],
         NodeKind::McpCall => &[
             "server",
@@ -54,11 +55,13 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
         NodeKind::Interrupt => &[
             "payload",
             "resume_schema",
+            "accept_any",
             "output",
             "timeout",
             "on_timeout",
         ],
         NodeKind::Finalize => &["outcome", "response", "output"],
+        NodeKind::Fail => &["message", "outcome"],
         NodeKind::Set => &[],
     }
 }
@@ -138,6 +141,10 @@ pub(super) fn read_node(
         NodeKind::Interrupt => KindSpec::Interrupt(read_interrupt(&mut t, diags)),
         NodeKind::Finalize => KindSpec::Finalize(read_finalize(&mut t, diags)),
         NodeKind::Set => KindSpec::Set,
+        NodeKind::Fail => KindSpec::Fail(FailNode {
+            message: t.str("message", diags),
+            outcome: t.str("outcome", diags),
+        }),
     };
     required(&t, &node, diags);
     let allowed: Vec<&str> = COMMON
@@ -423,6 +430,7 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
         tools,
         pseudo_tools,
         stream: t.bool("stream", diags).unwrap_or(false),
+        strict: t.bool("strict", diags),
     }
 }
 
@@ -599,6 +607,7 @@ fn read_interrupt(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> Interru
     InterruptNode {
         payload: t.raw("payload").map(read_value_table),
         resume_schema: t.str("resume_schema", diags),
+        accept_any: t.bool("accept_any", diags).unwrap_or(false),
         output: t.str("output", diags),
         timeout: t.duration("timeout", diags),
         on_timeout: t.str("on_timeout", diags),
@@ -688,6 +697,14 @@ fn required(t: &Table<'_, '_>, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
         KindSpec::Finalize(f) => {
             if f.outcome.is_none() {
                 missing("outcome", "add `outcome = \"done\"`");
+            }
+        }
+        KindSpec::Fail(f) => {
+            if f.message.is_none() {
+                missing(
+                    "message",
+                    "add `message = \"why the run cannot go on: {{ field }}\"`",
+                );
             }
         }
         KindSpec::Set => {

@@ -44,9 +44,13 @@ pub fn dot(spec: &GraphSpec) -> String {
                     NodeKind::Interrupt => "octagon",
                     NodeKind::Finalize => "box",
                     NodeKind::Set => "note",
+                    NodeKind::Fail => "box",
                 };
                 let mut style = vec!["filled"];
-                if kind == NodeKind::LlmStructured || kind == NodeKind::Finalize {
+                if matches!(
+                    kind,
+                    NodeKind::LlmStructured | NodeKind::Finalize | NodeKind::Fail
+                ) {
                     style.insert(0, "rounded");
                 }
                 if kind == NodeKind::Interrupt {
@@ -61,7 +65,7 @@ pub fn dot(spec: &GraphSpec) -> String {
                     style.join(","),
                     if ok { line } else { "#dc2626" },
                 );
-                if kind == NodeKind::Finalize {
+                if kind.ends_run() {
                     attrs.push_str(", peripheries=2");
                 }
                 if kind == NodeKind::Interrupt {

@@ -46,6 +46,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
                     NodeKind::Interrupt => format!("{{{{\"{label}\"}}}}"),
                     NodeKind::Finalize => format!("([\"{label}\"])"),
                     NodeKind::Set => format!("[/\"{label}\"/]"),
+                    NodeKind::Fail => format!("([\"{label}\"])"),
                 }
             }
         };
@@ -110,6 +111,7 @@ fn class_of(kind: NodeKind) -> &'static str {
         NodeKind::Interrupt => "interrupt",
         NodeKind::Finalize => "finalize",
         NodeKind::Set => "set",
+        NodeKind::Fail => "fail",
     }
 }
 

@@ -41,6 +41,7 @@ fn colours(kind: NodeKind) -> (&'static str, &'static str) {
         NodeKind::Interrupt => ("#fee2e2", "#b91c1c"),
         NodeKind::Finalize => ("#e5e7eb", "#374151"),
         NodeKind::Set => ("#f5f3ff", "#6d28d9"),
+        NodeKind::Fail => ("#fecaca", "#991b1b"),
     }
 }
 
@@ -58,6 +59,10 @@ fn label_lines(node: &NodeSpec, reachable: bool) -> Vec<String> {
             Some(o) => format!("{kind}: {}", o.get_ref()),
             None => kind,
         },
+        KindSpec::Fail(f) => format!(
+            "{kind}: {}",
+            f.outcome.as_ref().map_or("failed", |o| o.get_ref())
+        ),
         _ => kind,
     };
     lines.push(detail);

@@ -49,13 +49,20 @@ pub enum RunError {
         "the graph file changed since thread `{thread}` paused: {why}; resume with --force to go on anyway"
     )]
     GraphChanged { thread: String, why: String },
-    #[error("the input is not an object of state fields: {0}")]
+    #[error("the input is refused: {0}")]
     Input(String),
     /// A person's write to the state (`Runner::update`) that the fields refuse.
     #[error("the update is refused: {0}")]
     Update(String),
     #[error("node `{node}` failed: {message}")]
     Node { node: String, message: String },
+    /// A `fail` node ended the run on purpose.
+    #[error("the run failed at `{node}` ({outcome}): {message}")]
+    Failed {
+        node: String,
+        outcome: String,
+        message: String,
+    },
     #[error(
         "the next node of thread `{thread}`, `{node}`, is no longer in the graph; fork the thread at an earlier checkpoint (`switchyard history`) and resume the fork"
     )]

@@ -257,6 +257,32 @@ impl Runner {
             live.error = Arc::new(Json::Null);
         }
         live.past_breakpoint = None;
+        let missing: Vec<String> = self
+            .graph
+            .fields
+            .iter()
+            .filter(|f| f.required && !fields.contains_key(&*f.name))
+            .map(|f| format!("`{}` ({})", f.name, f.ty))
+            .collect();
+        if !missing.is_empty() {
+            return Err(RunError::Input(format!(
+                "the graph requires {} in every run's input, and it has no {}",
+                if missing.len() == 1 {
+                    "a field"
+                } else {
+                    "fields"
+                },
+                missing.join(", ")
+            )));
+        }
+        // A constant another run gave another value is back to the graph's, unless
+        // this run's input gives one too: an input's value is for its run.
+        let mut fields = fields;
+        for (i, f) in self.graph.fields.iter().enumerate() {
+            if f.constant && !fields.contains_key(&*f.name) && *live.state.values[i] != f.default {
+                fields.insert(f.name.to_string(), f.default.clone());
+            }
+        }
         let writes = self
             .write_fields(&mut live, fields)
             .map_err(RunError::Input)?;
@@ -487,6 +513,7 @@ impl Runner {
             Body::Set => Step::done(Arc::new(Json::Null), Vec::new()),
             Body::Policy(p) => kinds::policy::run(&cx, p),
             Body::Finalize(f) => kinds::finalize::run(&cx, f),
+            Body::Fail(f) => kinds::finalize::fail(&cx, f),
             Body::Interrupt(i) => kinds::interrupt::run(&cx, i),
             Body::Llm(l) => kinds::llm::run(&cx, l).await,
             Body::Mcp(m) => kinds::mcp::run(&cx, m).await,

@@ -57,6 +57,36 @@ impl Runner {
                 None,
                 Target::Node(id),
             )?)),
+            Step::FailRun { outcome, message } => {
+                // Its `set` first (what the graph wants kept of the failure), then the
+                // run ends as failed, with the node's outcome.
+                let applied = match self.apply(live, node, Arc::new(Json::Null), Vec::new()) {
+                    Ok(applied) => applied,
+                    Err(message) => return self.fail(live, node, message),
+                };
+                self.emit(|| Event::NodeFailed {
+                    node: node.name.clone(),
+                    message: message.clone(),
+                    handled: false,
+                });
+                live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
+                let id = self.graph.node_id(&node.name).map(Target::Node);
+                self.record(
+                    live,
+                    Some(node),
+                    id,
+                    applied,
+                    Status::Failed,
+                    None,
+                    Some(outcome.clone()),
+                )?;
+                self.emit_finished(live, "failed", Some(outcome.clone()), None);
+                Err(RunError::Failed {
+                    node: node.name.to_string(),
+                    outcome,
+                    message,
+                })
+            }
             Step::Fail {
                 message,
                 tokens,

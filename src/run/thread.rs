@@ -315,6 +315,16 @@ impl Runner {
                 describe(&values)
             )));
         };
+        // A constant is given by a run's input, not changed in the middle of a thread.
+        if let Some(name) = fields.keys().find(|k| {
+            self.graph
+                .field_id(k)
+                .is_some_and(|id| self.graph.field(id).constant)
+        }) {
+            return Err(RunError::Update(format!(
+                "`{name}` is a constant of the graph; a run's input can give it another value"
+            )));
+        }
         let writes = self
             .write_fields(&mut live, fields)
             .map_err(RunError::Update)?;

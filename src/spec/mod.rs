@@ -83,6 +83,8 @@ pub struct LlmDefaults {
     pub api_key_env: Option<String>,
     pub temperature: Option<f64>,
     pub timeout: Option<Sp<Duration>>,
+    /// Whether llm nodes send their schemas strict (default true).
+    pub strict: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -113,6 +115,11 @@ pub struct FieldSpec {
     pub reducer: Option<Sp<Reducer>>,
     pub schema: Option<Sp<String>>,
     pub description: String,
+    /// A named constant of `[consts]`: no node writes it; a run's input may give it
+    /// another value.
+    pub constant: bool,
+    /// A required input: a run that starts a thread must give it.
+    pub required: bool,
 }
 
 impl FieldSpec {
@@ -195,16 +202,18 @@ pub enum NodeKind {
     Interrupt,
     Finalize,
     Set,
+    Fail,
 }
 
 impl NodeKind {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "llm_structured",
         "mcp_call",
         "policy",
         "interrupt",
         "finalize",
         "set",
+        "fail",
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -215,12 +224,18 @@ impl NodeKind {
             "interrupt" => Self::Interrupt,
             "finalize" => Self::Finalize,
             "set" => Self::Set,
+            "fail" => Self::Fail,
             _ => return None,
         })
     }
 
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]
+    }
+
+    /// Whether a node of this kind ends the run: it has no way on.
+    pub fn ends_run(self) -> bool {
+        matches!(self, Self::Finalize | Self::Fail)
     }
 }
 
@@ -276,6 +291,7 @@ pub enum KindSpec {
     Interrupt(InterruptNode),
     Finalize(FinalizeNode),
     Set,
+    Fail(FailNode),
 }
 
 #[derive(Debug, Default)]
@@ -293,6 +309,8 @@ pub struct LlmNode {
     pub tools: Option<ToolsSpec>,
     pub pseudo_tools: Vec<PseudoTool>,
     pub stream: bool,
+    /// Whether the output schema is sent strict; `None` takes `[llm] strict`.
+    pub strict: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -400,9 +418,19 @@ impl Decision {
 pub struct InterruptNode {
     pub payload: Option<ValueTable>,
     pub resume_schema: Option<Sp<String>>,
+    /// Takes any JSON answer: said on purpose, since without a schema an answer the
+    /// graph cannot use would be taken all the same.
+    pub accept_any: bool,
     pub output: Option<Sp<String>>,
     pub timeout: Option<Sp<Duration>>,
     pub on_timeout: Option<Sp<String>>,
+}
+
+/// A node that fails the run on purpose: a check the graph makes itself.
+#[derive(Debug, Default)]
+pub struct FailNode {
+    pub message: Option<Sp<String>>,
+    pub outcome: Option<Sp<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -426,7 +454,7 @@ impl NodeSpec {
             KindSpec::Policy(p) => p.output.iter().collect(),
             KindSpec::Interrupt(i) => i.output.iter().collect(),
             KindSpec::Finalize(f) => f.output.iter().collect(),
-            KindSpec::Set => Vec::new(),
+            KindSpec::Set | KindSpec::Fail(_) => Vec::new(),
         }
     }
 

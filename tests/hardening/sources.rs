@@ -199,7 +199,11 @@ fn a_prompt_file_nested_too_deep_is_diagnosed_in_the_prompt() {
         ),
     )
     .unwrap();
-    std::fs::write(dir.path().join("object.json"), r#"{ "type": "object" }"#).unwrap();
+    std::fs::write(
+        dir.path().join("object.json"),
+        r#"{ "type": "object", "properties": {}, "additionalProperties": false }"#,
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("g.toml"),
         r#"[graph]

@@ -22,7 +22,7 @@ fn deep_input_or_answers_are_refused_where_they_come_in_and_the_thread_stays_pau
     .code(1);
     assert_eq!(
         out.stderr,
-        "error: the input is not an object of state fields: field `data` takes values nested at most 64 levels deep, and the value written is nested deeper\n"
+        "error: the input is refused: field `data` takes values nested at most 64 levels deep, and the value written is nested deeper\n"
     );
     switchyard(&["state", "--thread", "t", "--store", &store])
         .run()
@@ -152,7 +152,7 @@ async fn an_input_over_sixteen_mib_is_refused() {
     let err = r.start("big", json!({ "data": big })).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the input is not an object of state fields: field `data` takes values of at most 16 MiB, and the value written is larger"
+        "the input is refused: field `data` takes values of at most 16 MiB, and the value written is larger"
     );
     assert!(matches!(
         r.history("big"),

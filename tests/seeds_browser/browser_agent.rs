@@ -559,7 +559,7 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             "user_message": "Buy it, please.",
             "session_id": "session-7",
             "page_url": format!("{url}orders/1"),
-            "max_tool_steps": 25,
+            "MAX_TOOL_STEPS": 25,
             "target_line": null,
             "action_error": null,
             "policy": { "decision": "allow", "reason": "stopping does nothing in the browser", "rule": "finish" },
@@ -859,7 +859,7 @@ fn three_invalid_actions_end_in_finalize_blocked() {
 
 /// Proves: the step limit counts every node of the graph (`--max-steps` for this run)
 /// and goes to finalize_limit through `on_limit`; the seed's own count of browser
-/// actions (`max_tool_steps`) ends there too.
+/// actions (`MAX_TOOL_STEPS`) ends there too.
 #[test]
 fn the_step_limits_end_in_finalize_limit() {
     let (app, _shop) = shop();
@@ -909,7 +909,7 @@ fn the_step_limits_end_in_finalize_limit() {
             "--thread",
             "session-11",
             "--input",
-            &json!({ "user_message": request, "max_tool_steps": 1 }).to_string(),
+            &json!({ "user_message": request, "MAX_TOOL_STEPS": 1 }).to_string(),
         ])
         .code(0);
     assert_lines(

@@ -607,6 +607,8 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         ("POST /threads/b/runs {config: {recursion_limit: -1}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "config": { "recursion_limit": -1 } })).await),
         ("POST /threads/b/runs {multitask_strategy: later}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "resume": { "confirmed": true } }, "multitask_strategy": "later" })).await),
         ("POST /threads/b/runs {assistant_id: three} (another graph's thread)", h.post("/threads/b/runs", json!({ "assistant_id": "three", "input": {} })).await),
+        ("POST /runs/wait {assistant_id: three, input: {}} (no required input)", h.post("/runs/wait", json!({ "assistant_id": "three", "input": {} })).await),
+        ("POST /threads/b2/runs {assistant_id: three, input: {input: 3}}", h.post("/threads/b2/runs", json!({ "assistant_id": "three", "input": { "input": 3 }, "if_not_exists": "create" })).await),
         ("POST /threads/b/runs (a 3 kB body)", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": { "question": "x".repeat(3000) } })).await),
         ("POST /threads {thread_id: \"a/b\"}", h.post("/threads", json!({ "thread_id": "a/b" })).await),
         ("POST /threads/search {status: asleep}", h.post("/threads/search", json!({ "status": "asleep" })).await),
@@ -624,6 +626,8 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         history
     );
     assert_eq!(h.get("/threads/b/runs").await.json(), runs);
+    // The refused inputs left no thread behind.
+    assert_eq!(h.get("/threads/b2/state").await.status, 404);
     insta::assert_snapshot!(t.text());
 }
 

@@ -131,6 +131,7 @@ type = "json"
 
 [nodes.ask]
 kind = "interrupt"
+accept_any = true
 payload = { version = "'VERSION'" }
 output = "answer"
 next = "done"
@@ -212,17 +213,17 @@ async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_versi
         .replace(&dir.path().display().to_string(), "[dir]");
     insta::assert_snapshot!(problems, @r#"
     error: unknown node `gone`
-       --> [dir]/ask.toml:13:8
+       --> [dir]/ask.toml:14:8
        |
-    13 | next = "gone"
+    14 | next = "gone"
        |        ^^^^^^ no node has this name
        |
        = help: did you mean `done`?
 
     error: node `done` is unreachable
-       --> [dir]/ask.toml:15:8
+       --> [dir]/ask.toml:16:8
        |
-    15 | [nodes.done]
+    16 | [nodes.done]
        |        ^^^^ no path from the entry `ask` leads here
        |
        = help: route to it from another node, or remove it

@@ -1,8 +1,9 @@
-//! `finalize`: renders the response and ends the run with its outcome.
+//! `finalize`: renders the response and ends the run with its outcome. `fail`: renders
+//! its message and fails the run with its outcome.
 
 use super::Step;
 use super::cx::NodeCx;
-use crate::graph::FinalizeBody;
+use crate::graph::{FailBody, FinalizeBody};
 use serde_json::Value as Json;
 
 pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {
@@ -23,5 +24,15 @@ pub(crate) fn run(cx: &NodeCx<'_>, body: &FinalizeBody) -> Step {
         route: None,
         finish: Some((body.outcome.clone(), response)),
         tokens: 0,
+    }
+}
+
+pub(crate) fn fail(cx: &NodeCx<'_>, body: &FailBody) -> Step {
+    match cx.render(&body.message) {
+        Ok(message) => Step::FailRun {
+            outcome: body.outcome.clone(),
+            message,
+        },
+        Err(e) => Step::fail(format!("message: {e}")),
     }
 }

@@ -251,6 +251,7 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
         tool_choice: offer.tool_choice(),
         temperature: body.temperature.or(cx.graph.llm.temperature),
         stream: body.stream,
+        strict: body.strict,
     };
     Ok((request, offer))
 }

@@ -25,6 +25,9 @@ pub(crate) enum Step {
         finish: Option<(String, Option<String>)>,
         tokens: u64,
     },
+    /// A `fail` node: the run fails with this outcome and message, whatever the
+    /// node's `on_error` (the graph failed it on purpose).
+    FailRun { outcome: String, message: String },
     /// The node pauses the run for a person.
     Pause { payload: Json },
     /// A stop was asked while the node waited to try again: it did not complete. The
