@@ -386,6 +386,15 @@ fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> an
                         writeln!(out, "    {}", t.description.replace('\n', "\n    "))?;
                     }
                     writeln!(out, "    input: {}", t.input_schema)?;
+                    // What `output` receives: the structured result when the tool
+                    // promises one, else its content parts turned into values.
+                    match &t.output_schema {
+                        Some(s) => writeln!(out, "    result: {s}")?,
+                        None => writeln!(
+                            out,
+                            "    result: its content (text parsed as JSON when it is JSON; images as blob references)"
+                        )?,
+                    }
                 }
             }
         }
@@ -399,6 +408,7 @@ fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> an
                             "name": t.name,
                             "description": t.description,
                             "input_schema": t.input_schema,
+                            "output_schema": t.output_schema,
                         })).collect::<Vec<_>>(),
                     })
                 })

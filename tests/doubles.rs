@@ -104,6 +104,7 @@ impl ToolClient for ScriptedTools {
                 name: n.clone(),
                 description: String::new(),
                 input_schema: json!({ "type": "object" }),
+                output_schema: None,
             })
             .collect())
     }

@@ -502,6 +502,7 @@ impl ToolClient for FsTools {
                 name: name.into(),
                 description: format!("{name} in the workspace."),
                 input_schema: path_schema.clone(),
+                output_schema: None,
             })
             .collect())
     }

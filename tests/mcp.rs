@@ -734,7 +734,19 @@ fn tools_lists_each_servers_tools_with_their_schemas() {
                 "properties": { "message": { "type": "string", "description": "Message to echo" } },
                 "required": ["message"],
             },
+            "output_schema": null,
         })
+    );
+    // A tool that promises a structured result says its shape.
+    let weather = listed[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "get-structured-content")
+        .unwrap();
+    assert_eq!(
+        weather["output_schema"]["required"],
+        json!(["temperature", "conditions", "humidity"])
     );
     let out = switchyard(&[
         "tools",
@@ -744,7 +756,7 @@ fn tools_lists_each_servers_tools_with_their_schemas() {
     ])
     .run()
     .code(0);
-    let head: Vec<&str> = out.stdout.lines().take(4).collect();
+    let head: Vec<&str> = out.stdout.lines().take(5).collect();
     assert_eq!(
         head,
         [
@@ -752,7 +764,13 @@ fn tools_lists_each_servers_tools_with_their_schemas() {
             "  echo",
             "    Echoes back the input string",
             r#"    input: {"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string","description":"Message to echo"}},"required":["message"]}"#,
+            "    result: its content (text parsed as JSON when it is JSON; images as blob references)",
         ]
+    );
+    assert!(
+        out.stdout.contains(r#"    result: {"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"temperature":{"type":"number","description":"Temperature in celsius"},"#),
+        "{}",
+        out.stdout
     );
     assert_eq!(out.stderr, "");
     let out = switchyard(&[
@@ -801,7 +819,15 @@ error: the arguments of `get-structured-content` do not fit its inputSchema
 32 | args = { location = "'Paris'", units = 3 }
    |                     ^^^^^^^^^ at `/location`: "Paris" is not one of "New York", "Chicago" or "Los Angeles"
 
-tests/fixtures/mcp/err_online.toml: 3 errors
+error: field `topic` of type `string` cannot hold the result of `get-structured-content`
+   --> tests/fixtures/mcp/err_online.toml:33:10
+   |
+33 | output = "topic"
+   |          ^^^^^^^ the tool's outputSchema has the top-level type `object`
+   |
+   = help: change the field's type, or write the result to another field
+
+tests/fixtures/mcp/err_online.toml: 4 errors
 "#
     );
     let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/everything.toml"])

@@ -13,7 +13,7 @@ pub mod schema_path;
 mod set_types;
 mod sources;
 mod strict;
-mod types;
+pub(crate) mod types;
 
 use crate::diagnostic::Diagnostic;
 use crate::source::{FileId, Sources};

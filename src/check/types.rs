@@ -206,6 +206,19 @@ fn reducer_needs(r: Reducer) -> &'static str {
     }
 }
 
+/// When no top-level type of `schema` fits what one write to `field` may be: the
+/// field's written type and the schema's types, for the message.
+pub(crate) fn misfit(field: &FieldSpec, schema: &Value) -> Option<(FieldType, Vec<String>)> {
+    let types = top_types(schema)?;
+    let written = written_type(field);
+    (!types.iter().any(|t| json_type_fits(written, t))).then(|| {
+        (
+            written.clone(),
+            types.iter().map(|t| t.to_string()).collect(),
+        )
+    })
+}
+
 /// The type a single write to the field must have: the item type for appending
 /// reducers, else the field's own type.
 fn written_type(field: &FieldSpec) -> &FieldType {

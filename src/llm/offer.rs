@@ -231,6 +231,7 @@ mod tests {
                 "properties": { "path": { "type": "string" } },
                 "required": ["path"]
             }),
+            output_schema: None,
         }];
         let ask = json!({
             "type": "object",

@@ -244,6 +244,11 @@ impl McpClient {
             }
             other => other?,
         };
+        if result.get("isError") != Some(&serde_json::Value::Bool(true))
+            && let Some(structured) = result.get("structuredContent")
+        {
+            schema.check_result(&server.name, structured)?;
+        }
         let (content, is_error) = reply_value(&server.name, &result, &self.blobs)?;
         Ok(ToolReply { content, is_error })
     }

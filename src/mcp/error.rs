@@ -69,6 +69,16 @@ pub enum McpError {
         tool: String,
         problems: Vec<ArgumentProblem>,
     },
+    /// The tool's `structuredContent` does not fit the `outputSchema` it declared.
+    #[error(
+        "the result of `{tool}` does not fit its outputSchema: {}",
+        problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    InvalidResult {
+        server: String,
+        tool: String,
+        problems: Vec<ArgumentProblem>,
+    },
     #[error(
         "the inputSchema of `{tool}` on server `{server}` is not a valid JSON Schema: {message}"
     )]

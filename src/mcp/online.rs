@@ -1,7 +1,8 @@
 //! `switchyard validate --online`: the checks that need the servers running. Every fixed
 //! tool name an `mcp_call` or an llm node's `tools.only` names must be a tool of its
 //! server, and arguments known before the run (literals, and expressions that read no
-//! state, like `'fast'`) must fit the tool's `inputSchema`.
+//! state, like `'fast'`) must fit the tool's `inputSchema`. A tool with an
+//! `outputSchema` types the field its result is written to.
 
 use super::tool_schema::{compile, problems};
 use crate::diagnostic::Diagnostic;
@@ -90,10 +91,41 @@ pub async fn check(spec: &GraphSpec, graph: &Graph, client: &dyn ToolClient) -> 
             };
             if let Some(call) = call {
                 check_arguments(spec, tool, call, info, &mut out);
+                check_output(spec, call, info, &mut out);
             }
         }
     }
     out
+}
+
+/// A tool that declares an `outputSchema` answers with `structuredContent` of that
+/// shape, which is what the call's `output` field receives: the field must hold it.
+fn check_output(spec: &GraphSpec, call: &ToolCall, info: &ToolInfo, out: &mut Vec<Diagnostic>) {
+    let (Some(output), Some(schema)) = (&call.output, &info.output_schema) else {
+        return;
+    };
+    let Some(field) = spec.field(output.get_ref()) else {
+        return;
+    };
+    if let Some((written, types)) = crate::check::types::misfit(field, schema) {
+        out.push(
+            Diagnostic::error(
+                "output-type",
+                spec.file,
+                output.span(),
+                format!(
+                    "field `{}` of type `{written}` cannot hold the result of `{}`",
+                    output.get_ref(),
+                    info.name
+                ),
+            )
+            .label(format!(
+                "the tool's outputSchema has the top-level type `{}`",
+                types.join("` or `")
+            ))
+            .help("change the field's type, or write the result to another field"),
+        );
+    }
 }
 
 /// Checks the arguments that are known before the run against the tool's schema.

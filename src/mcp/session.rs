@@ -222,6 +222,7 @@ impl Session {
                     name: t.name.to_string(),
                     description: t.description.map(|d| d.to_string()).unwrap_or_default(),
                     input_schema: Json::Object((*t.input_schema).clone()),
+                    output_schema: t.output_schema.map(|s| Json::Object((*s).clone())),
                 }))
             })
             .collect();

@@ -1,14 +1,16 @@
-//! A tool as a server lists it, with its `inputSchema` compiled once and kept.
+//! A tool as a server lists it, with its `inputSchema` (and `outputSchema`) compiled
+//! once and kept.
 
 use super::error::{ArgumentProblem, McpError};
 use crate::run::ToolInfo;
 use serde_json::Value as Json;
 use std::sync::OnceLock;
 
-/// A listed tool and its argument validator, compiled on first use.
+/// A listed tool and its argument and result validators, compiled on first use.
 pub struct ToolSchema {
     pub info: ToolInfo,
     validator: OnceLock<Result<jsonschema::Validator, String>>,
+    output: OnceLock<Option<Result<jsonschema::Validator, String>>>,
 }
 
 impl ToolSchema {
@@ -16,6 +18,40 @@ impl ToolSchema {
         ToolSchema {
             info,
             validator: OnceLock::new(),
+            output: OnceLock::new(),
+        }
+    }
+
+    /// Checks a result's `structuredContent` against the tool's `outputSchema`, as the
+    /// MCP spec asks of clients: a server that breaks its own promise fails the node
+    /// rather than writing a value the graph was told it would not get.
+    pub fn check_result(&self, server: &str, structured: &Json) -> Result<(), McpError> {
+        let Some(validator) = self
+            .output
+            .get_or_init(|| self.info.output_schema.as_ref().map(compile))
+        else {
+            return Ok(());
+        };
+        let validator = validator.as_ref().map_err(|message| McpError::BadSchema {
+            server: server.to_string(),
+            tool: self.info.name.clone(),
+            message: format!("(its outputSchema) {message}"),
+        })?;
+        let problems: Vec<ArgumentProblem> = validator
+            .iter_errors(structured)
+            .map(|e| ArgumentProblem {
+                path: e.instance_path().to_string(),
+                message: e.to_string(),
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(McpError::InvalidResult {
+                server: server.to_string(),
+                tool: self.info.name.clone(),
+                problems,
+            })
         }
     }
 
@@ -112,6 +148,11 @@ mod tests {
                 "properties": { "message": { "type": "string" } },
                 "required": ["message"],
             }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": { "echo": { "type": "string" } },
+                "required": ["echo"],
+            })),
         })
     }
 
@@ -151,11 +192,29 @@ mod tests {
     }
 
     #[test]
+    fn structured_content_is_checked_against_the_output_schema() {
+        echo().check_result("s", &json!({ "echo": "hi" })).unwrap();
+        assert_eq!(
+            echo()
+                .check_result("s", &json!({ "echo": 1 }))
+                .unwrap_err()
+                .to_string(),
+            "the result of `echo` does not fit its outputSchema: at `/echo`: 1 is not of type \"string\""
+        );
+        let untyped = ToolSchema::new(ToolInfo {
+            output_schema: None,
+            ..echo().info
+        });
+        untyped.check_result("s", &json!(42)).unwrap();
+    }
+
+    #[test]
     fn a_schema_that_is_not_one_is_a_clear_error() {
         let t = ToolSchema::new(ToolInfo {
             name: "odd".into(),
             description: String::new(),
             input_schema: json!({ "type": 12 }),
+            output_schema: None,
         });
         let e = t.check("s", &json!({})).unwrap_err().to_string();
         assert!(

@@ -41,6 +41,9 @@ pub struct ToolInfo {
     pub description: String,
     /// The tool's `inputSchema`: arguments are checked against it before every call.
     pub input_schema: Json,
+    /// The tool's `outputSchema`, when it declares one: its `structuredContent` is
+    /// checked against it, and `validate --online` types the node's output with it.
+    pub output_schema: Option<Json>,
 }
 
 #[async_trait::async_trait]
