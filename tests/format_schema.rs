@@ -25,6 +25,7 @@ fn accepts_every_example_and_valid_fixture() {
     // Constants, a required input, a fail node; a strict opt-out.
     paths.push("tests/fixtures/run/language.toml".into());
     paths.push("tests/fixtures/llm/plan_loose.toml".into());
+    paths.push("tests/fixtures/run/map.toml".into());
     for path in paths {
         let errors: Vec<String> = v
             .iter_errors(&as_json(&path))

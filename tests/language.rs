@@ -1,11 +1,17 @@
 //! The graph language's additions, run: constants read by expressions and templates
 //! and given per run through the input, required inputs refused before anything is
-//! saved, and a `fail` node that fails the run with its own outcome.
+//! saved, a `fail` node that fails the run with its own outcome, and mapped nodes.
 
 use crate::util::root;
-use serde_json::json;
+use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::run::{MemoryStore, Outcome, RunError, Runner, Status};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use switchyard::graph::Server;
+use switchyard::run::{
+    MemoryStore, Outcome, RunError, Runner, Status, ToolClient, ToolError, ToolInfo, ToolReply,
+    ToolRequest,
+};
 
 fn runner() -> Runner {
     let path = root().join("tests/fixtures/run/language.toml");
@@ -139,4 +145,201 @@ async fn a_fail_node_fails_the_run_with_its_outcome_and_message() {
         (&finished["status"], &finished["outcome"]),
         (&json!("failed"), &json!("no_goal"))
     );
+}
+
+/// File tools that answer after a delay that shrinks with the path's position, so later
+/// items finish first, counting how many calls are in flight at once.
+struct SlowFiles {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    /// Delays drawn from this seed when set, else later paths are quicker.
+    seed: Option<u64>,
+}
+
+impl SlowFiles {
+    fn new(seed: Option<u64>) -> Arc<Self> {
+        Arc::new(SlowFiles {
+            in_flight: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            seed,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolClient for SlowFiles {
+    async fn list_tools(&self, _server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
+        Ok(Vec::new())
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        let path = request.arguments["path"].as_str().unwrap_or("").to_string();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        let rank = path.bytes().map(u64::from).sum::<u64>();
+        let delay = match self.seed {
+            Some(seed) => (seed.wrapping_mul(6364136223846793005).wrapping_add(rank) >> 33) % 7,
+            None => 30u64.saturating_sub(rank % 30),
+        };
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if path == "missing" {
+            return Err(ToolError {
+                message: format!("no file `{path}`"),
+                transient: false,
+            });
+        }
+        Ok(ToolReply {
+            content: match request.tool.as_str() {
+                "read_file" => json!({ "path": path, "text": format!("text of {path}") }),
+                _ => json!(path.len()),
+            },
+            is_error: false,
+        })
+    }
+}
+
+fn map_runner(tools: Arc<SlowFiles>) -> Runner {
+    let path = root().join("tests/fixtures/run/map.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    Runner::new(graph, Arc::new(MemoryStore::new())).with_tools(tools)
+}
+
+#[tokio::test]
+async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
+    let tools = SlowFiles::new(None);
+    let r = map_runner(tools.clone());
+    let out = r
+        .start("t", json!({ "paths": ["a", "bb", "ccc", "dddd"] }))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "done".into(),
+            response: Some("4 read, sizes 1,2,3,4".into()),
+            steps: 3,
+        }
+    );
+    let state = r.state("t", None).unwrap().0;
+    assert_eq!(
+        state["contents"],
+        json!([
+            { "path": "a", "text": "text of a" },
+            { "path": "bb", "text": "text of bb" },
+            { "path": "ccc", "text": "text of ccc" },
+            { "path": "dddd", "text": "text of dddd" },
+        ])
+    );
+    // Each item's audit record, in item order too.
+    let audited: Vec<&Json> = state["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["arguments"]["path"])
+        .collect();
+    assert_eq!(
+        audited,
+        [&json!("a"), &json!("bb"), &json!("ccc"), &json!("dddd")]
+    );
+    // `read` two at a time, `stat` three: never more.
+    assert_eq!(tools.most.load(Ordering::SeqCst), 3);
+    // One step (and one record) per mapped node.
+    let nodes: Vec<Option<String>> = r
+        .history("t")
+        .unwrap()
+        .iter()
+        .map(|c| c.node.as_deref().map(str::to_string))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            None,
+            Some("read".into()),
+            Some("stat".into()),
+            Some("done".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_item_is_kept_or_fails_the_node_as_the_map_says() {
+    let r = map_runner(SlowFiles::new(None));
+    let out = r
+        .start("t", json!({ "paths": ["a", "missing", "c"] }))
+        .await
+        .unwrap();
+    // `stat` fails the node on its second item, and takes its `on_error` route.
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "failed".into(),
+            response: Some("item 2 of 3: `stat_file`: no file `missing`".into()),
+            steps: 3,
+        }
+    );
+    // `read` kept the failure in its place.
+    assert_eq!(
+        r.state("t", None).unwrap().0["contents"],
+        json!([
+            { "path": "a", "text": "text of a" },
+            { "error": "`read_file`: no file `missing`" },
+            { "path": "c", "text": "text of c" },
+        ])
+    );
+    // An empty list maps to an empty list, with no call.
+    let out = r.start("u", json!({ "paths": [] })).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "done".into(),
+            response: Some("0 read, sizes ".into()),
+            steps: 3,
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_map_gives_the_same_state_and_history_whatever_order_items_finish_in() {
+    let paths = json!({ "paths": ["a", "bb", "missing", "dddd", "e", "ff"] });
+    let mut first: Option<(Json, Vec<Json>)> = None;
+    for seed in 0..100u64 {
+        let r = map_runner(SlowFiles::new(Some(seed)));
+        r.start("t", paths.clone()).await.unwrap();
+        let state = r.state("t", None).unwrap().0;
+        let history: Vec<Json> = r
+            .history("t")
+            .unwrap()
+            .iter()
+            .map(|c| json!({ "node": c.node.as_deref(), "next": c.next.as_deref(), "writes": c.writes.iter().map(|w| json!([&*w.field, &*w.value])).collect::<Vec<_>>() }))
+            .collect();
+        // Audit records hold each call's duration: compared without it.
+        let scrub = |mut v: Json| {
+            if let Some(a) = v.get_mut("audit").and_then(Json::as_array_mut) {
+                for r in a {
+                    r["duration_ms"] = json!(0);
+                }
+            }
+            v
+        };
+        let state = scrub(state);
+        let history: Vec<Json> = history
+            .into_iter()
+            .map(|mut h| {
+                for w in h["writes"].as_array_mut().unwrap() {
+                    if w[0] == "audit" {
+                        w[1]["duration_ms"] = json!(0);
+                    }
+                }
+                h
+            })
+            .collect();
+        match &first {
+            None => first = Some((state, history)),
+            Some((s, h)) => {
+                assert_eq!(&state, s, "seed {seed}");
+                assert_eq!(&history, h, "seed {seed}");
+            }
+        }
+    }
 }

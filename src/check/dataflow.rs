@@ -41,15 +41,16 @@ pub(super) fn check(cx: &mut Cx<'_>, schemas: &HashMap<String, Value>) {
     };
     for source in super::sources::sources(spec) {
         match source {
-            Source::Expr { text, result } => flow.expr(
+            Source::Expr { text, result, item } => flow.expr(
                 text,
                 if result {
                     Scope::WithResult
                 } else {
                     Scope::State
                 },
+                item,
             ),
-            Source::Template(t) => flow.template(t),
+            Source::Template { text, item } => flow.template(text, item),
         }
     }
     for t in &templates {
@@ -59,7 +60,7 @@ pub(super) fn check(cx: &mut Cx<'_>, schemas: &HashMap<String, Value>) {
 }
 
 impl Flow<'_, '_, '_> {
-    fn expr(&mut self, e: &Sp<String>, scope: Scope) {
+    fn expr(&mut self, e: &Sp<String>, scope: Scope, item: Option<&str>) {
         let vars = match self.env.compile_expression(e.get_ref()) {
             Ok(expr) => expr.undeclared_variables(true),
             Err(err) => {
@@ -70,11 +71,11 @@ impl Flow<'_, '_, '_> {
                 return;
             }
         };
-        self.vars(vars, scope, self.cx.file, e.span(), None);
+        self.vars(vars, scope, self.cx.file, e.span(), None, item);
         self.callables(e.get_ref(), true, self.cx.file, e.span(), None);
     }
 
-    fn template(&mut self, t: &Sp<String>) {
+    fn template(&mut self, t: &Sp<String>, item: Option<&str>) {
         let vars = match self.env.template_from_str(t.get_ref()) {
             Ok(tmpl) => tmpl.undeclared_variables(true),
             Err(err) => {
@@ -85,7 +86,7 @@ impl Flow<'_, '_, '_> {
                 return;
             }
         };
-        self.vars(vars, Scope::State, self.cx.file, t.span(), None);
+        self.vars(vars, Scope::State, self.cx.file, t.span(), None, item);
         self.callables(t.get_ref(), false, self.cx.file, t.span(), None);
     }
 
@@ -94,7 +95,14 @@ impl Flow<'_, '_, '_> {
             return;
         };
         let vars = tmpl.undeclared_variables(true);
-        self.vars(vars, Scope::State, t.file, 0..t.text.len(), Some(&t.text));
+        self.vars(
+            vars,
+            Scope::State,
+            t.file,
+            0..t.text.len(),
+            Some(&t.text),
+            t.item.as_deref(),
+        );
         self.callables(&t.text, false, t.file, 0..t.text.len(), Some(&t.text));
     }
 
@@ -178,10 +186,14 @@ impl Flow<'_, '_, '_> {
         file: FileId,
         span: Range<usize>,
         text: Option<&str>,
+        item: Option<&str>,
     ) {
         let vars: BTreeSet<String> = vars.into_iter().collect();
         for var in vars {
             let segs: Vec<&str> = var.split('.').collect();
+            if Some(segs[0]) == item {
+                continue;
+            }
             let Some(problem) = self.problem(&segs, scope) else {
                 continue;
             };

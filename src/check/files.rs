@@ -13,13 +13,14 @@ pub(super) fn check(cx: &mut Cx<'_>, sources: &mut Sources) {
         .iter()
         .filter_map(|f| f.schema.as_ref())
         .collect();
-    let mut prompt_paths: Vec<&Sp<String>> = Vec::new();
+    let mut prompt_paths: Vec<(&Sp<String>, Option<&str>)> = Vec::new();
     for node in &spec.nodes {
         match &node.body {
             KindSpec::Llm(l) => {
                 schema_paths.extend(l.schema.iter());
                 schema_paths.extend(l.pseudo_tools.iter().filter_map(|p| p.schema.as_ref()));
-                prompt_paths.extend(l.system.iter().chain(l.prompt.iter()));
+                let item = node.map.as_ref().map(|m| m.var.get_ref().as_str());
+                prompt_paths.extend(l.system.iter().chain(l.prompt.iter()).map(|p| (p, item)));
             }
             KindSpec::Interrupt(i) => schema_paths.extend(i.resume_schema.iter()),
             _ => {}
@@ -32,9 +33,16 @@ pub(super) fn check(cx: &mut Cx<'_>, sources: &mut Sources) {
         }
     }
     let mut seen = std::collections::HashSet::new();
-    for path in prompt_paths {
+    for &(path, item) in &prompt_paths {
         if seen.insert(path.get_ref().clone()) {
-            load_template(cx, sources, path);
+            // A prompt a mapped node renders may read its item.
+            let item = item.or_else(|| {
+                prompt_paths
+                    .iter()
+                    .find(|(p, i)| p.get_ref() == path.get_ref() && i.is_some())
+                    .and_then(|(_, i)| *i)
+            });
+            load_template(cx, sources, path, item);
         }
     }
 }
@@ -142,7 +150,7 @@ fn pointer(p: &str) -> &str {
     if p.is_empty() { "/" } else { p }
 }
 
-fn load_template(cx: &mut Cx<'_>, sources: &mut Sources, path: &Sp<String>) {
+fn load_template(cx: &mut Cx<'_>, sources: &mut Sources, path: &Sp<String>, item: Option<&str>) {
     let Some((name, text)) = read(cx, path, "prompt file") else {
         return;
     };
@@ -164,7 +172,11 @@ fn load_template(cx: &mut Cx<'_>, sources: &mut Sources, path: &Sp<String>) {
     }
     let env = crate::jinja::environment();
     match env.template_from_named_str(&name, &text) {
-        Ok(_) => cx.templates.push(TemplateFile { file, text }),
+        Ok(_) => cx.templates.push(TemplateFile {
+            file,
+            text,
+            item: item.map(str::to_string),
+        }),
         Err(err) => {
             let span = err.range().unwrap_or_else(|| {
                 let start = offset_of(&text, err.line().unwrap_or(1), 1);

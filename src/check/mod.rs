@@ -6,6 +6,7 @@ mod dataflow;
 mod files;
 mod flow;
 mod json_span;
+mod map;
 mod names;
 mod policy;
 mod routes;
@@ -44,6 +45,7 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
     files::check(&mut cx, sources);
     types::check(&mut cx);
     set_types::check(&mut cx);
+    map::check(&mut cx);
     strict::check(&mut cx);
     let field_schemas = types::field_schemas(&cx);
     dataflow::check(&mut cx, &field_schemas);
@@ -60,7 +62,7 @@ fn too_complex(cx: &mut Cx<'_>) -> bool {
     for source in sources::sources(cx.spec) {
         let (text, template) = match source {
             sources::Source::Expr { text, .. } => (text, false),
-            sources::Source::Template(t) => (t, true),
+            sources::Source::Template { text, .. } => (text, true),
         };
         if let Some(why) = crate::jinja::limits::too_complex(text.get_ref(), template) {
             found = true;
@@ -101,6 +103,8 @@ pub(crate) struct Cx<'s> {
 pub(crate) struct TemplateFile {
     pub(crate) file: FileId,
     pub(crate) text: String,
+    /// The item name of the mapped node that renders it, which it may read.
+    pub(crate) item: Option<String>,
 }
 
 impl Cx<'_> {

@@ -11,7 +11,7 @@ use minijinja::value::ValueKind;
 /// What an expression is known to give; an expression whose type cannot be told
 /// (an attribute of a `json` field, `default`, a call) is not checked.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Ty {
+pub(super) enum Ty {
     Str,
     Int,
     Float,
@@ -22,7 +22,7 @@ enum Ty {
 }
 
 impl Ty {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Ty::Str => "a string",
             Ty::Int => "an integer",
@@ -127,7 +127,7 @@ fn help(f: &FieldSpec, ty: Ty) -> String {
 }
 
 /// The type of `e`, when its text tells it.
-fn infer<'s>(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<&'s FieldSpec>) -> Option<Ty> {
+pub(super) fn infer<'s>(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<&'s FieldSpec>) -> Option<Ty> {
     let go = |e: &Expr<'_>| infer(e, field);
     Some(match e {
         Expr::Const(c) => match c.value.kind() {

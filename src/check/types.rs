@@ -77,13 +77,21 @@ pub(super) fn check(cx: &mut Cx<'_>) {
         }
         match &node.body {
             KindSpec::Llm(l) => {
+                // A mapped node writes the list of its outputs: each item must fit.
+                let written = |f: &'_ FieldSpec| -> FieldType {
+                    match (&node.map, f.ty.get_ref().base()) {
+                        (Some(_), FieldType::List(item)) => item.base().clone(),
+                        (Some(_), _) => FieldType::Json,
+                        (None, _) => written_type(f).clone(),
+                    }
+                };
                 if let (Some(out), Some(schema_path)) = (&l.output, &l.schema)
                     && let (Some(field), Some(schema)) =
                         (spec.field(out.get_ref()), cx.schema(schema_path).cloned())
                     && let Some(types) = top_types(&schema)
-                    && !types.iter().any(|t| json_type_fits(written_type(field), t))
+                    && !types.iter().any(|t| json_type_fits(&written(field), t))
                 {
-                    let ty = written_type(field).clone();
+                    let ty = written(field);
                     cx.error(
                         "output-type",
                         out.span(),

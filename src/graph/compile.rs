@@ -194,6 +194,22 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             }
         };
         let body = c.body(n, &field, &target, &server)?;
+        let map = match &n.map {
+            Some(m) => Some(MapPlan {
+                over: c.expr(
+                    m.over
+                        .as_ref()
+                        .ok_or_else(|| CompileError::Unresolved("a map's `over`".into()))?,
+                ),
+                var: Arc::from(m.var.get_ref().as_str()),
+                concurrency: m
+                    .concurrency
+                    .as_ref()
+                    .map_or(1, |c| usize::try_from(*c.get_ref()).unwrap_or(usize::MAX)),
+                collect_errors: m.collect_errors,
+            }),
+            None => None,
+        };
         let fingerprint = {
             // The node's table as parsed (all its keys and sub-tables, wherever they
             // sit in the file), so moving text around does not count as an edit.
@@ -225,6 +241,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                 max_backoff: r.max_backoff.unwrap_or(Duration::from_secs(10)),
                 jitter: r.jitter,
             }),
+            map,
             fingerprint,
         });
     }

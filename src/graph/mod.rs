@@ -133,9 +133,23 @@ pub struct Node {
     pub breakpoint: Option<Breakpoint>,
     pub timeout: Option<Duration>,
     pub retry: Option<Retry>,
+    /// The node's work is done once per item of a list.
+    pub map: Option<MapPlan>,
     /// SHA-256 of the node's text in the graph file and of the files it names: a resume
     /// after an edit is allowed when the pending node's fingerprint is unchanged.
     pub fingerprint: String,
+}
+
+/// How a mapped node goes over its list.
+pub struct MapPlan {
+    /// The list.
+    pub over: ExprId,
+    /// The name an item is read by.
+    pub var: Arc<str>,
+    /// Items at work at once.
+    pub concurrency: usize,
+    /// A failed item is kept as `{ error }` instead of failing the node.
+    pub collect_errors: bool,
 }
 
 #[derive(Clone, Debug)]

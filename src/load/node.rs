@@ -5,13 +5,13 @@ use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
 use crate::spec::{
     Breakpoint, CacheSpec, Decision, FailNode, FinalizeNode, InterruptNode, KindSpec, LlmNode,
-    McpNode, NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec, RouteSpec, Sp,
-    ToolCall, ToolsSpec, ValueTable, WhenCase,
+    MapSpec, McpNode, NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec, RouteSpec,
+    Sp, ToolCall, ToolsSpec, ValueTable, WhenCase,
 };
 use crate::suggestion::help_for;
 use toml::de::DeValue;
 
-const COMMON: [&str; 10] = [
+const COMMON: [&str; 11] = [
     "kind",
     "description",
     "next",
@@ -22,6 +22,7 @@ const COMMON: [&str; 10] = [
     "breakpoint",
     "timeout",
     "retry",
+    "map",
 ];
 
 fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
@@ -229,7 +230,49 @@ fn common(
         retry: t
             .table("retry", diags)
             .map(|mut r| read_retry(&mut r, diags)),
+        map: t.table("map", diags).map(|mut m| read_map(&mut m, diags)),
         body: KindSpec::Set,
+    }
+}
+
+fn read_map(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> MapSpec {
+    let file = t.file;
+    let over = t.str("over", diags);
+    if over.is_none() && !t.has("over") {
+        diags.push(
+            Diagnostic::error("missing-key", file, t.span.clone(), "`map` has no `over`")
+                .label("`over` is required")
+                .help("add `over = \"<list field or expression>\"`"),
+        );
+    }
+    let var = t
+        .str("as", diags)
+        .unwrap_or_else(|| Sp::new(t.span.clone(), "item".to_string()));
+    let concurrency = t.uint("concurrency", 1, diags);
+    let collect_errors = match t.str("errors", diags) {
+        Some(e) if e.get_ref() == "collect" => true,
+        Some(e) if e.get_ref() == "fail" => false,
+        Some(e) => {
+            diags.push(
+                Diagnostic::error(
+                    "bad-value",
+                    file,
+                    e.span(),
+                    format!("`{}` is not a way to take a failed item", e.get_ref()),
+                )
+                .label("expected `fail` or `collect`"),
+            );
+            false
+        }
+        None => false,
+    };
+    t.finish(&["over", "as", "concurrency", "errors"], diags);
+    MapSpec {
+        span: t.span.clone(),
+        over,
+        var,
+        concurrency,
+        collect_errors,
     }
 }
 

@@ -66,6 +66,13 @@ fn label_lines(node: &NodeSpec, reachable: bool) -> Vec<String> {
         _ => kind,
     };
     lines.push(detail);
+    if let Some(map) = &node.map {
+        let over = map.over.as_ref().map_or("?", |o| o.get_ref());
+        lines.push(match &map.concurrency {
+            Some(c) if *c.get_ref() > 1 => format!("map over {over}, {} at a time", c.get_ref()),
+            _ => format!("map over {over}"),
+        });
+    }
     if let Some(b) = &node.breakpoint {
         lines.push(format!(
             "breakpoint {}",

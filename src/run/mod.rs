@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod event;
 pub mod kinds;
+mod map;
 mod outcome;
 mod record;
 mod resume;

@@ -492,6 +492,7 @@ impl Runner {
             tools: &*self.tools,
             store: &*self.store,
             events: &self.events,
+            item: None,
         };
         if let Some(cond) = node.only_if {
             match cx.eval(cond) {
@@ -509,16 +510,24 @@ impl Runner {
                 }
             }
         }
-        let step = match &node.body {
-            Body::Set => Step::done(Arc::new(Json::Null), Vec::new()),
-            Body::Policy(p) => kinds::policy::run(&cx, p),
-            Body::Finalize(f) => kinds::finalize::run(&cx, f),
-            Body::Fail(f) => kinds::finalize::fail(&cx, f),
-            Body::Interrupt(i) => kinds::interrupt::run(&cx, i),
-            Body::Llm(l) => kinds::llm::run(&cx, l).await,
-            Body::Mcp(m) => kinds::mcp::run(&cx, m).await,
+        let step = match &node.map {
+            Some(map) => self.run_mapped(&cx, map).await,
+            None => self.run_kind(&cx).await,
         };
         drop(cx);
         self.complete(live, id, step, start)
+    }
+
+    /// The node's kind at work, once.
+    pub(super) async fn run_kind(&self, cx: &NodeCx<'_>) -> Step {
+        match &cx.node.body {
+            Body::Set => Step::done(Arc::new(Json::Null), Vec::new()),
+            Body::Policy(p) => kinds::policy::run(cx, p),
+            Body::Finalize(f) => kinds::finalize::run(cx, f),
+            Body::Fail(f) => kinds::finalize::fail(cx, f),
+            Body::Interrupt(i) => kinds::interrupt::run(cx, i),
+            Body::Llm(l) => kinds::llm::run(cx, l).await,
+            Body::Mcp(m) => kinds::mcp::run(cx, m).await,
+        }
     }
 }

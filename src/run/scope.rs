@@ -18,6 +18,8 @@ pub(crate) struct Scope {
     /// `run`, made into a value when an expression reads it.
     pub(crate) run: RunInfo,
     pub(crate) result: Option<Value>,
+    /// A mapped node's item, by the name the map gives it.
+    pub(crate) item: Option<(Arc<str>, Arc<Json>)>,
 }
 
 impl Scope {
@@ -32,6 +34,7 @@ impl Scope {
             values: &self.values,
             run: &self.run,
             result: self.result.as_ref(),
+            item: self.item.as_ref().map(|(n, v)| (&**n, v)),
         }
     }
 
@@ -48,6 +51,7 @@ pub(crate) struct ScopeRef<'a> {
     pub(crate) values: &'a Arc<Vec<Arc<Json>>>,
     pub(crate) run: &'a RunInfo,
     pub(crate) result: Option<&'a Value>,
+    pub(crate) item: Option<(&'a str, &'a Arc<Json>)>,
 }
 
 impl ScopeRef<'_> {
@@ -55,6 +59,9 @@ impl ScopeRef<'_> {
         match key {
             "run" => Some(Value::from_object(self.run.clone())),
             "result" => self.result.cloned(),
+            _ if self.item.is_some_and(|(name, _)| name == key) => {
+                self.item.map(|(_, v)| view(v, Vec::new()))
+            }
             _ => {
                 let id = self.graph.field_id(key)?;
                 Some(view(&self.values[id.0 as usize], Vec::new()))
@@ -70,6 +77,7 @@ impl ScopeRef<'_> {
                 values: self.values.clone(),
                 run: self.run.clone(),
                 result: self.result.cloned(),
+                item: self.item.map(|(n, v)| (Arc::from(n), v.clone())),
             })
         })
     }

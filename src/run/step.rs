@@ -238,6 +238,7 @@ impl Runner {
                 values: &live.state.values,
                 run: &run,
                 result: Some(&result),
+                item: None,
             };
             let v = scope.eval(*expr).map_err(|e| {
                 format!(
@@ -271,6 +272,7 @@ impl Runner {
                 values: &live.state.values,
                 run: run.get_or_init(|| self.run_info(live)),
                 result: None,
+                item: None,
             };
             scope.eval(id).map_err(|e| {
                 format!(

@@ -191,7 +191,24 @@ pub struct NodeSpec {
     pub breakpoint: Option<Sp<Breakpoint>>,
     pub timeout: Option<Sp<Duration>>,
     pub retry: Option<RetrySpec>,
+    /// Run the node's kind once per item of a list.
+    pub map: Option<MapSpec>,
     pub body: KindSpec,
+}
+
+/// `map = { over = "<expression>", as = "item", concurrency = 4, errors = "fail" }`:
+/// an `llm_structured` or `mcp_call` node's work done once per item of a list, at most
+/// `concurrency` at a time; its `output` gets the list of the results, in item order.
+#[derive(Debug)]
+pub struct MapSpec {
+    pub span: Range<usize>,
+    pub over: Option<Sp<String>>,
+    /// The name an item is read by in the node's own expressions and templates.
+    pub var: Sp<String>,
+    pub concurrency: Option<Sp<u64>>,
+    /// A failed item fails the node (`false`, the default) or is kept in its place as
+    /// `{ error }` (`true`, `errors = "collect"`).
+    pub collect_errors: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

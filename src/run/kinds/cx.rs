@@ -25,6 +25,9 @@ pub(crate) struct NodeCx<'a> {
     /// The run's store, for an llm node's cache.
     pub(crate) store: &'a dyn Checkpointer,
     pub(crate) events: &'a Option<UnboundedSender<Event>>,
+    /// A mapped node's item, by the name the map gives it: what this run of the kind
+    /// works on.
+    pub(crate) item: Option<(Arc<str>, Arc<Json>)>,
 }
 
 impl NodeCx<'_> {
@@ -34,6 +37,7 @@ impl NodeCx<'_> {
             values: &self.state.values,
             run: &self.run,
             result,
+            item: self.item.as_ref().map(|(n, v)| (&**n, v)),
         }
     }
 
@@ -62,6 +66,7 @@ impl NodeCx<'_> {
                     values: self.state.values.clone(),
                     run: self.run.clone(),
                     result: None,
+                    item: self.item.clone(),
                 }
                 .into_value(),
             )
