@@ -522,6 +522,55 @@ fn tools_runner(server: &Server) -> Runner {
 }
 
 #[tokio::test]
+async fn a_node_that_takes_parallel_calls_asks_for_them_and_keeps_them_all() {
+    let two_calls = Answer::Body {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({
+            "id": "chatcmpl-3",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "test-model",
+            "choices": [{
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Reading both.",
+                    "tool_calls": [
+                        { "id": "call_a", "type": "function", "function": { "name": "read_file", "arguments": r#"{"path":"a.txt"}"# } },
+                        { "id": "call_b", "type": "function", "function": { "name": "read_file", "arguments": r#"{"path":"b.txt"}"# } },
+                    ]
+                },
+                "finish_reason": "tool_calls"
+            }],
+            "usage": { "prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29 }
+        })
+        .to_string(),
+    };
+    let server = Server::start(vec![two_calls]).await;
+    let runner = Runner::new(graph("tools_parallel"), Arc::new(MemoryStore::new()))
+        .with_llm(openai(&server))
+        .with_tools(Arc::new(FsTools));
+    let ran = run_on(runner, "t1", json!({ "task": "read a and b" })).await;
+    assert_eq!(ran.outcome.unwrap(), finished("done", "2 calls", 2));
+    assert_eq!(
+        ran.state["call"],
+        json!({
+            "calls": [
+                { "tool": "read_file", "arguments": { "path": "a.txt" } },
+                { "tool": "read_file", "arguments": { "path": "b.txt" } },
+            ],
+            "text": "Reading both."
+        })
+    );
+    let body = &server.seen()[0].body;
+    assert_eq!(
+        (&body["parallel_tool_calls"], &body["tool_choice"]),
+        (&json!(true), &json!("required"))
+    );
+}
+
+#[tokio::test]
 async fn tool_choice_checks_arguments_and_refuses_tools_not_offered() {
     let server = Server::start(vec![
         tool_call("delete_file", r#"{"path":"notes.txt"}"#),
@@ -578,8 +627,7 @@ async fn tool_choice_checks_arguments_and_refuses_tools_not_offered() {
                     "parameters": ask_human
                 }},
             ],
-            "tool_choice": "required",
-            "parallel_tool_calls": false
+            "tool_choice": "required"
         })
     );
     let call = |name: &str, args: &str| {

@@ -541,6 +541,7 @@ impl Compiler<'_> {
                     pseudo_tools,
                     stream: l.stream,
                     strict: l.strict.or(self.spec.llm.strict).unwrap_or(true),
+                    parallel_tool_calls: l.parallel_tool_calls,
                 }))
             }
             KindSpec::Mcp(m) => {

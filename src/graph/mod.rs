@@ -259,6 +259,9 @@ pub struct LlmBody {
     pub stream: bool,
     /// The output schema goes as a strict `response_format`.
     pub strict: bool,
+    /// `parallel_tool_calls` as the node sets it: `Some(true)` takes several calls in
+    /// one reply (the output is then `{ calls, text }`).
+    pub parallel_tool_calls: Option<bool>,
 }
 
 pub struct PseudoTool {

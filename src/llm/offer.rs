@@ -14,6 +14,9 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Offer {
     schema: Option<(Arc<Json>, Arc<jsonschema::Validator>)>,
     tools: Vec<Offered>,
+    /// Several server tools may be called in one reply; the output is then
+    /// `{ calls: [{ tool, arguments }], text }`, however many were called.
+    parallel: bool,
 }
 
 struct Offered {
@@ -104,7 +107,14 @@ impl Offer {
         Ok(Offer {
             schema,
             tools: offered,
+            parallel: false,
         })
+    }
+
+    /// Takes several tool calls in one reply.
+    pub(crate) fn parallel(mut self, parallel: bool) -> Self {
+        self.parallel = parallel;
+        self
     }
 
     pub(crate) fn schema(&self) -> Option<&Arc<Json>> {
@@ -143,13 +153,16 @@ impl Offer {
         }
         match reply.tool_calls.as_slice() {
             [] => {}
-            [call] => return self.judge_call(&call.name, &call.arguments, reply),
-            calls => {
+            [call] if !self.parallel => {
+                return self.judge_call(&call.name, &call.arguments, reply);
+            }
+            calls if !self.parallel => {
                 return Err(format!(
                     "the reply called {} tools; call exactly one",
                     calls.len()
                 ));
             }
+            calls => return self.judge_calls(calls, reply),
         }
         let Some((_, validator)) = &self.schema else {
             return Err(format!(
@@ -166,6 +179,33 @@ impl Offer {
         check(validator, &value).map_err(|e| format!("the reply does not fit the schema: {e}"))?;
         Ok(Verdict {
             output: value,
+            pseudo: None,
+        })
+    }
+
+    /// Several calls at once: each a server tool with fitting arguments, or one pseudo
+    /// tool alone (it picks the next node, which several could not).
+    fn judge_calls(&self, calls: &[super::ToolCall], reply: &LlmReply) -> Result<Verdict, String> {
+        let mut out = Vec::with_capacity(calls.len());
+        for call in calls {
+            let verdict = self.judge_call(&call.name, &call.arguments, reply)?;
+            if verdict.pseudo.is_some() {
+                if calls.len() > 1 {
+                    return Err(format!(
+                        "the reply called `{}` with other tools; call it alone",
+                        call.name
+                    ));
+                }
+                return Ok(verdict);
+            }
+            let Json::Object(mut one) = verdict.output else {
+                unreachable!("a server tool's verdict is an object")
+            };
+            one.remove("text");
+            out.push(Json::Object(one));
+        }
+        Ok(Verdict {
+            output: json!({ "calls": out, "text": reply.content }),
             pseudo: None,
         })
     }
@@ -338,6 +378,71 @@ mod tests {
             Err("the reply called `read_file`, and no tools are offered; answer with JSON that fits the schema".into())
         );
         assert_eq!(offer().tool_choice(), ToolChoice::Required);
+    }
+
+    #[test]
+    fn with_parallel_calls_every_call_is_kept_in_order() {
+        let o = offer().parallel(true);
+        let calls = |names: &[(&str, &str)]| LlmReply {
+            tool_calls: names
+                .iter()
+                .enumerate()
+                .map(|(i, (n, a))| ToolCall {
+                    id: format!("c{i}"),
+                    name: (*n).into(),
+                    arguments: (*a).into(),
+                })
+                .collect(),
+            content: Some("Reading both.".into()),
+            finish_reason: Some("tool_calls".into()),
+            ..LlmReply::default()
+        };
+        assert_eq!(
+            o.judge(&calls(&[
+                ("read_file", r#"{"path":"a"}"#),
+                ("read_file", r#"{"path":"b"}"#)
+            ])),
+            Ok(Verdict {
+                output: json!({
+                    "calls": [
+                        { "tool": "read_file", "arguments": { "path": "a" } },
+                        { "tool": "read_file", "arguments": { "path": "b" } },
+                    ],
+                    "text": "Reading both."
+                }),
+                pseudo: None
+            })
+        );
+        // One call has the same shape.
+        assert_eq!(
+            o.judge(&calls(&[("read_file", r#"{"path":"a"}"#)]))
+                .unwrap()
+                .output["calls"],
+            json!([{ "tool": "read_file", "arguments": { "path": "a" } }])
+        );
+        // A pseudo tool alone routes as before; beside others it is refused.
+        assert_eq!(
+            o.judge(&calls(&[("ask_human", r#"{"question":"which?"}"#)])),
+            Ok(Verdict {
+                output: json!({ "question": "which?" }),
+                pseudo: Some(0)
+            })
+        );
+        assert_eq!(
+            o.judge(&calls(&[
+                ("read_file", r#"{"path":"a"}"#),
+                ("ask_human", r#"{"question":"which?"}"#)
+            ])),
+            Err("the reply called `ask_human` with other tools; call it alone".into())
+        );
+        // Any bad call refuses the reply.
+        assert_eq!(
+            o.judge(&calls(&[
+                ("read_file", r#"{"path":"a"}"#),
+                ("read_file", r#"{"path":3}"#)
+            ])),
+            Err("the arguments of `read_file` do not fit its schema: at `/path`: 3 is not of type \"string\"".into())
+        );
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl OpenAiClient {
                     ToolChoice::Required => ToolChoiceOptions::Required,
                 })
             }),
-            parallel_tool_calls: with_tools.then_some(false),
+            parallel_tool_calls: request.parallel_tool_calls.filter(|_| with_tools),
             tools: with_tools.then_some(tools),
             temperature: request.temperature.map(|t| t as f32),
             stream: request.stream.then_some(true),

@@ -126,6 +126,7 @@ mod tests {
             temperature: None,
             stream: false,
             strict: true,
+            parallel_tool_calls: None,
         }
     }
 

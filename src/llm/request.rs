@@ -27,6 +27,10 @@ pub struct LlmRequest {
     /// endpoint that refuses strict schemas or a schema strict mode cannot take.
     #[serde(default = "strict_default", skip_serializing_if = "is_strict")]
     pub strict: bool,
+    /// With tools: sent as `parallel_tool_calls` when the node sets it, else left out
+    /// (OpenAI's reasoning models refuse the parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 fn strict_default() -> bool {

@@ -42,6 +42,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "pseudo_tools",
             "stream",
             "strict",
+            "parallel_tool_calls",
         ],
         NodeKind::McpCall => &[
             "server",
@@ -474,6 +475,7 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
         pseudo_tools,
         stream: t.bool("stream", diags).unwrap_or(false),
         strict: t.bool("strict", diags),
+        parallel_tool_calls: t.bool("parallel_tool_calls", diags),
     }
 }
 
@@ -669,6 +671,24 @@ fn read_finalize(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> Finalize
 fn required(t: &Table<'_, '_>, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
     let file = t.file;
     let n = node.name.get_ref();
+    if let KindSpec::Llm(l) = &node.body
+        && l.parallel_tool_calls.is_some()
+        && l.tools.is_none()
+    {
+        let span = t
+            .key_span("parallel_tool_calls")
+            .unwrap_or(node.name.span());
+        diags.push(
+            Diagnostic::error(
+                "missing-key",
+                file,
+                span,
+                format!("node `{n}` sets `parallel_tool_calls` and offers no `tools`"),
+            )
+            .label("there are no tool calls to take several of")
+            .help("add `tools = { server = \"<name>\" }`, or remove it"),
+        );
+    }
     let mut missing = |key: &str, help: &str| {
         if !t.has(key) {
             diags.push(

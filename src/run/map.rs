@@ -3,7 +3,8 @@
 //! the list of the items' results in item order (never in the order they finished),
 //! `set` then runs once with that list as `result`, and the run goes on along the
 //! node's edges as after any step. What else an item's work writes (an `mcp_call`'s
-//! audit records) is kept, item after item.
+//! audit records) is kept, item after item, and so are its events: a later item's
+//! events wait until the items before it are done.
 
 use super::kinds::Step;
 use super::kinds::cx::NodeCx;
@@ -13,6 +14,7 @@ use crate::graph::{Body, FieldId, MapPlan, Node};
 use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
+use tokio::sync::mpsc::unbounded_channel;
 
 impl Runner {
     pub(super) async fn run_mapped(&self, cx: &NodeCx<'_>, map: &MapPlan) -> Step {
@@ -25,24 +27,43 @@ impl Runner {
         };
         let count = items.len();
         let runs = items.into_iter().map(|item| {
-            let cx = NodeCx {
-                stop: cx.stop,
-                graph: cx.graph,
-                state: cx.state,
-                node: cx.node,
-                run: cx.run.clone(),
-                llm: cx.llm,
-                tools: cx.tools,
-                store: cx.store,
-                events: cx.events,
-                item: Some((map.var.clone(), Arc::new(item))),
+            // Each item's events wait in a channel of their own and are passed on in
+            // item order, as its step is: what a run reports does not depend on
+            // which item finished first.
+            let (events, held) = match cx.events {
+                Some(_) => {
+                    let (tx, rx) = unbounded_channel();
+                    (Some(tx), Some(rx))
+                }
+                None => (None, None),
             };
-            async move { self.run_kind(&cx).await }
+            let item = Some((map.var.clone(), Arc::new(item)));
+            async move {
+                let cx = NodeCx {
+                    stop: cx.stop,
+                    graph: cx.graph,
+                    state: cx.state,
+                    node: cx.node,
+                    run: cx.run.clone(),
+                    llm: cx.llm,
+                    tools: cx.tools,
+                    store: cx.store,
+                    events: &events,
+                    item,
+                };
+                (self.run_kind(&cx).await, held)
+            }
         });
-        let steps: Vec<Step> = futures_util::stream::iter(runs)
-            .buffered(map.concurrency.max(1))
-            .collect()
-            .await;
+        let mut done = futures_util::stream::iter(runs).buffered(map.concurrency.max(1));
+        let mut steps = Vec::with_capacity(count);
+        while let Some((step, held)) = done.next().await {
+            if let (Some(tx), Some(mut rx)) = (cx.events, held) {
+                while let Ok(e) = rx.try_recv() {
+                    let _ = tx.send(e);
+                }
+            }
+            steps.push(step);
+        }
         fold(cx.node, map, count, steps)
     }
 }

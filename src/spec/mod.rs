@@ -328,6 +328,9 @@ pub struct LlmNode {
     pub stream: bool,
     /// Whether the output schema is sent strict; `None` takes `[llm] strict`.
     pub strict: Option<bool>,
+    /// With `tools`: whether the model may call several in one reply (sent as
+    /// `parallel_tool_calls`; not sent when unset).
+    pub parallel_tool_calls: Option<bool>,
 }
 
 #[derive(Debug)]

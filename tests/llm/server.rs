@@ -35,8 +35,8 @@ pub(crate) enum Answer {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Reply {
     pub(crate) content: Option<String>,
-    /// The tool's name and its arguments as JSON text.
-    pub(crate) tool_call: Option<(String, String)>,
+    /// The tools called, each its name and its arguments as JSON text, in order.
+    pub(crate) tool_calls: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -44,25 +44,28 @@ impl Reply {
         let tokens_in = request["messages"].to_string().len() as u64 / 4;
         let written = self.content.as_deref().unwrap_or("").len()
             + self
-                .tool_call
-                .as_ref()
-                .map_or(0, |(n, a)| n.len() + a.len());
+                .tool_calls
+                .iter()
+                .map(|(n, a)| n.len() + a.len())
+                .sum::<usize>();
         let tokens_out = written as u64 / 4 + 1;
         let usage = json!({ "prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out });
-        let finish = if self.tool_call.is_some() {
-            "tool_calls"
-        } else {
+        let finish = if self.tool_calls.is_empty() {
             "stop"
+        } else {
+            "tool_calls"
         };
-        let call = |arguments: &str| {
-            self.tool_call.as_ref().map(|(name, _)| {
-                json!([{ "index": 0, "id": "call_1", "type": "function", "function": { "name": name, "arguments": arguments } }])
-            })
-        };
+        // Call `i` (from 0) is `call_<i + 1>`.
+        let call = |i: usize, name: &str, arguments: &str| json!({ "index": i, "id": format!("call_{}", i + 1), "type": "function", "function": { "name": name, "arguments": arguments } });
         if request["stream"] != json!(true) {
             let mut message = json!({ "role": "assistant", "content": self.content });
-            if let Some((_, arguments)) = &self.tool_call {
-                message["tool_calls"] = call(arguments).expect("a call");
+            if !self.tool_calls.is_empty() {
+                message["tool_calls"] = self
+                    .tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, a))| call(i, n, a))
+                    .collect();
             }
             return Answer::Body {
                 status: 200,
@@ -98,17 +101,17 @@ impl Reply {
         if !piece.is_empty() {
             events.push(chunk(json!({ "content": piece }), None));
         }
-        if let Some((_, arguments)) = &self.tool_call {
-            // The call's name first, then its arguments in two fragments.
+        for (i, (name, arguments)) in self.tool_calls.iter().enumerate() {
+            // Each call's name first, then its arguments in two fragments.
             let half = arguments
                 .char_indices()
                 .nth(arguments.chars().count() / 2)
                 .map_or(0, |(i, _)| i);
             events.push(chunk(
-                json!({ "tool_calls": call(&arguments[..half]) }),
+                json!({ "tool_calls": [call(i, name, &arguments[..half])] }),
                 None,
             ));
-            let rest = json!([{ "index": 0, "function": { "arguments": &arguments[half..] } }]);
+            let rest = json!([{ "index": i, "function": { "arguments": &arguments[half..] } }]);
             events.push(chunk(json!({ "tool_calls": rest }), None));
         }
         events.push(chunk(json!({}), Some(finish)));

@@ -369,21 +369,35 @@ fn read_script(path: &Path) -> Vec<Scripted> {
                     path.display()
                 ),
             };
-            let tool_call = match &s["call"] {
-                Json::Null => None,
-                call => {
+            // One call (`call`) or several at once (`calls`).
+            let calls: Vec<&Json> = match (&s["call"], &s["calls"]) {
+                (Json::Null, Json::Array(calls)) => calls.iter().collect(),
+                (Json::Null, Json::Null) => Vec::new(),
+                (call, Json::Null) => vec![call],
+                _ => panic!(
+                    "answer {} of `{}`: `call` or `calls`, not both",
+                    i + 1,
+                    path.display()
+                ),
+            };
+            let tool_calls = calls
+                .into_iter()
+                .map(|call| {
                     let name = call["name"].as_str().expect("call.name").to_string();
                     let arguments = match &call["arguments"] {
                         Json::String(raw) => raw.clone(),
                         Json::Null => "{}".to_string(),
                         v => v.to_string(),
                     };
-                    Some((name, arguments))
-                }
-            };
+                    (name, arguments)
+                })
+                .collect();
             Scripted {
                 node,
-                reply: Reply { content, tool_call },
+                reply: Reply {
+                    content,
+                    tool_calls,
+                },
             }
         })
         .collect()

@@ -39,8 +39,10 @@ fn files(dir: &Path) -> Vec<String> {
     out
 }
 
-/// The agent reads, creates a folder and writes two files; the model's words stream as
-/// `text_delta` events while it chooses each call.
+/// The agent reads the notes and lists the workspace in one turn (two calls the model
+/// asks for at once, run as a map, their results in the order asked), creates a
+/// folder and writes two files; the model's words stream as `text_delta` events while
+/// it chooses each call.
 #[tokio::test]
 async fn writes_files_and_streams_its_words() {
     let (mut s, ws) = scenario("writes_files").await;
@@ -83,6 +85,7 @@ async fn writes_files_and_streams_its_words() {
                 json!({ "path": "notes.txt" }),
                 false
             ),
+            ("list_directory".into(), json!({ "path": "." }), false),
             ("create_directory".into(), json!({ "path": "lists" }), false),
             (
                 "write_file".into(),
@@ -111,8 +114,8 @@ async fn writes_files_and_streams_its_words() {
         deltas,
         [
             "I will read the ",
-            "notes first to find ",
-            "the shopping items.",
+            "notes and look at ",
+            "the workspace first.",
             "The items are oat ",
             "milk, eggs and bread. ",
             "The lists folder does ",
@@ -138,13 +141,22 @@ async fn writes_files_and_streams_its_words() {
 
     let state = s.state().await;
     assert_eq!(state["state"]["final_response"], answer);
+    // The two calls of the first turn, and their results in the order asked.
+    assert_eq!(
+        state["state"]["messages"][1],
+        json!({ "role": "assistant", "content": "I will read the notes and look at the workspace first.\nCalling read_text_file, list_directory with [{\"path\": \"notes.txt\"}, {\"path\": \".\"}]" })
+    );
+    assert_eq!(
+        state["state"]["messages"][2],
+        json!({ "role": "user", "content": "Results, in order: [{\"content\": \"Shopping: oat milk, eggs, bread\\n\"}, {\"content\": \"[FILE] notes.txt\"}]" })
+    );
     assert_eq!(
         state["state"]["messages"][3],
-        json!({ "role": "assistant", "content": "The items are oat milk, eggs and bread. The lists folder does not exist yet, so I create it.\nCalling create_directory with {\"path\": \"lists\"}" })
+        json!({ "role": "assistant", "content": "The items are oat milk, eggs and bread. The lists folder does not exist yet, so I create it.\nCalling create_directory with [{\"path\": \"lists\"}]" })
     );
     assert_eq!(
         state["state"]["messages"][4],
-        json!({ "role": "user", "content": "Result of create_directory: {\"content\": \"Successfully created directory lists\"}" })
+        json!({ "role": "user", "content": "Results, in order: [{\"content\": \"Successfully created directory lists\"}]" })
     );
     insta::assert_snapshot!(s.report(&t).await);
     s.finish();
@@ -152,7 +164,8 @@ async fn writes_files_and_streams_its_words() {
 
 /// A bad argument goes back to the model, never to the server and never a crash: a call
 /// that does not fit the tool's inputSchema is refused at the model node and the model
-/// asked again; a call the server rejects comes back through `tool_error`.
+/// asked again; a call the server rejects comes back as its error, in its place among the
+/// results.
 #[tokio::test]
 async fn bad_arguments_are_reported_back_to_the_model() {
     let (mut s, ws) = scenario("bad_argument").await;
@@ -221,7 +234,8 @@ async fn bad_arguments_are_reported_back_to_the_model() {
         sent[sent.len() - 1],
         json!({ "role": "tool", "tool_call_id": "call_1", "content": "Not called: the arguments of `write_file` do not fit its schema: \"content\" is a required property. Call again, with the problem fixed." })
     );
-    // The server's refusal went through `tool_error` into the conversation.
+    // The server's refusal stood in the call's place among the results, and went back
+    // to the model with them.
     assert_eq!(
         path(&ran.events),
         [
@@ -229,7 +243,7 @@ async fn bad_arguments_are_reported_back_to_the_model() {
             "model",
             "tools",
             "model",
-            "tool_error",
+            "tools",
             "model",
             "tools",
             "model",
@@ -240,7 +254,7 @@ async fn bad_arguments_are_reported_back_to_the_model() {
     let state = s.state().await;
     assert_eq!(
         state["state"]["messages"][4],
-        json!({ "role": "user", "content": "Tool edit_file failed: `edit_file` reported an error: Could not find exact match for edit:\nhelo" })
+        json!({ "role": "user", "content": "Results, in order: [{\"error\": \"`edit_file` reported an error: Could not find exact match for edit:\\nhelo\"}]" })
     );
     insta::assert_snapshot!(s.report(&t).await);
     s.finish();

@@ -14,7 +14,7 @@ async fn llm(replies: &[&str]) -> Llm {
             .map(|t| {
                 Answer::Reply(Reply {
                     content: Some(json!({ "text": t }).to_string()),
-                    tool_call: None,
+                    tool_calls: Vec::new(),
                 })
             })
             .collect(),

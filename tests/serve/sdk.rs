@@ -78,7 +78,7 @@ async fn script_steps(
 async fn the_official_js_client_drives_the_server() {
     let llm = Llm::start(vec![Answer::Reply(Reply {
         content: Some(json!({ "text": "2 + 2 is 4, as it always was." }).to_string()),
-        tool_call: None,
+        tool_calls: Vec::new(),
     })])
     .await;
     let s = serve(&["tests/fixtures/serve"])
@@ -98,7 +98,7 @@ async fn the_official_js_client_drives_the_server() {
 async fn the_official_python_client_drives_the_server() {
     let llm = Llm::start(vec![Answer::Reply(Reply {
         content: Some(json!({ "text": "Four." }).to_string()),
-        tool_call: None,
+        tool_calls: Vec::new(),
     })])
     .await;
     let s = serve(&["tests/fixtures/serve"])

@@ -241,7 +241,8 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
         })
         .collect();
     let schema = body.schema.clone().zip(body.validator.clone());
-    let offer = Offer::new(schema, tools, &pseudo)?;
+    let parallel = body.parallel_tool_calls == Some(true);
+    let offer = Offer::new(schema, tools, &pseudo)?.parallel(parallel);
     let request = LlmRequest {
         node: cx.node.name.clone(),
         model,
@@ -252,6 +253,7 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
         temperature: body.temperature.or(cx.graph.llm.temperature),
         stream: body.stream,
         strict: body.strict,
+        parallel_tool_calls: body.parallel_tool_calls,
     };
     Ok((request, offer))
 }
