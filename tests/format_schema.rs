@@ -26,6 +26,7 @@ fn accepts_every_example_and_valid_fixture() {
     paths.push("tests/fixtures/run/language.toml".into());
     paths.push("tests/fixtures/llm/plan_loose.toml".into());
     paths.push("tests/fixtures/run/map.toml".into());
+    paths.push("tests/fixtures/llm/sampling.toml".into());
     for path in paths {
         let errors: Vec<String> = v
             .iter_errors(&as_json(&path))
@@ -52,6 +53,7 @@ fn rejects_misspelt_keys_and_kinds() {
         "err_edge_shape",
         "err_no_resume_schema",
         "err_fail_node",
+        "err_llm_options",
     ] {
         let path = std::path::PathBuf::from(format!("tests/fixtures/check/{name}.toml"));
         assert!(

@@ -570,6 +570,134 @@ async fn a_node_that_takes_parallel_calls_asks_for_them_and_keeps_them_all() {
     );
 }
 
+/// `tests/fixtures/llm/sampling.toml` for `provider`, in a directory of its own whose
+/// root is the fixtures' (its prompt is theirs).
+fn sampling_graph(provider: &str) -> (tempfile::TempDir, Arc<Graph>) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(root().join("tests/fixtures/llm/sampling.toml"))
+        .unwrap()
+        .replace(
+            "provider = \"openai\"",
+            &format!("provider = \"{provider}\""),
+        )
+        .replace(
+            "[graph]\n",
+            &format!(
+                "[graph]\nroot = {:?}\n",
+                root().join("tests/fixtures/llm").display().to_string()
+            ),
+        );
+    let path = dir.path().join("sampling.toml");
+    std::fs::write(&path, text).unwrap();
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap_or_else(|e| panic!("{e}")));
+    (dir, graph)
+}
+
+#[tokio::test]
+async fn each_provider_gets_the_request_it_takes() {
+    let tools = json!([{ "type": "function", "function": {
+        "name": "read_file",
+        "description": "read_file in the workspace.",
+        "parameters": { "type": "object", "properties": { "path": { "type": "string" } }, "required": ["path"] }
+    }}]);
+    let common = json!({
+        "model": "test-model",
+        "messages": [{ "role": "user", "content": "Task: read a" }],
+        "tools": tools,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "seed": 7,
+        "stop": ["END", "STOP"],
+        "reasoning_effort": "low",
+    });
+    // What differs from one provider to the next.
+    let expected = |extra: Json| {
+        let mut body = common.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let cases = [
+        (
+            "openai",
+            json!({ "max_completion_tokens": 300, "tool_choice": "required", "parallel_tool_calls": true }),
+        ),
+        (
+            "azure",
+            json!({ "max_completion_tokens": 300, "tool_choice": "required", "parallel_tool_calls": true }),
+        ),
+        (
+            "vllm",
+            json!({ "max_completion_tokens": 300, "tool_choice": "required", "parallel_tool_calls": true }),
+        ),
+        // Ollama ignores `tool_choice` and `parallel_tool_calls`, and takes only
+        // `max_tokens`.
+        ("ollama", json!({ "max_tokens": 300 })),
+        (
+            "llamacpp",
+            json!({ "max_tokens": 300, "tool_choice": "required", "parallel_tool_calls": true }),
+        ),
+        (
+            "litellm",
+            json!({ "max_tokens": 300, "tool_choice": "required", "parallel_tool_calls": true }),
+        ),
+    ];
+    for (provider, extra) in cases {
+        let server = Server::start(vec![tool_call("read_file", r#"{"path":"a"}"#)]).await;
+        let (_dir, graph) = sampling_graph(provider);
+        let llm = Arc::new(
+            OpenAiClient::for_provider(server.url(), KEY, "TEST_KEY", graph.llm.provider).unwrap(),
+        );
+        let runner = Runner::new(graph, Arc::new(MemoryStore::new()))
+            .with_llm(llm)
+            .with_tools(Arc::new(FsTools));
+        let ran = run_on(runner, "t1", json!({ "task": "read a" })).await;
+        assert_eq!(
+            ran.outcome.unwrap(),
+            finished("done", "1 calls", 2),
+            "{provider}"
+        );
+        let seen = server.seen();
+        assert_eq!(seen[0].body, expected(extra), "{provider}");
+        // Azure takes the key in `api-key`; the others as a bearer token.
+        let auth = (seen[0].header("authorization"), seen[0].header("api-key"));
+        let bearer = format!("Bearer {KEY}");
+        if provider == "azure" {
+            assert_eq!(auth, (None, Some(KEY)), "{provider}");
+        } else {
+            assert_eq!(auth, (Some(bearer.as_str()), None), "{provider}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_required_call_is_enforced_where_the_provider_ignores_tool_choice() {
+    // Ollama is not sent `tool_choice`; a reply without a call is refused here and the
+    // model asked again, as for any provider.
+    let server = Server::start(vec![
+        completion("I would read a.", 5, 4),
+        tool_call("read_file", r#"{"path":"a"}"#),
+    ])
+    .await;
+    let (_dir, graph) = sampling_graph("ollama");
+    let llm = Arc::new(
+        OpenAiClient::for_provider(server.url(), KEY, "TEST_KEY", graph.llm.provider).unwrap(),
+    );
+    let runner = Runner::new(graph, Arc::new(MemoryStore::new()))
+        .with_llm(llm)
+        .with_tools(Arc::new(FsTools));
+    let ran = run_on(runner, "t1", json!({ "task": "read a" })).await;
+    assert_eq!(ran.outcome.unwrap(), finished("done", "1 calls", 2));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].body.get("tool_choice"), None);
+    assert_eq!(
+        seen[1].body["messages"][2],
+        json!({ "role": "user", "content": "That reply is not valid: the reply called no tool; call exactly one of `read_file`. Reply again, with the problem fixed." })
+    );
+}
+
 #[tokio::test]
 async fn tool_choice_checks_arguments_and_refuses_tools_not_offered() {
     let server = Server::start(vec![

@@ -284,6 +284,12 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .timeout
             .as_ref()
             .map_or(Duration::from_secs(60), |t| *t.get_ref()),
+        provider: spec
+            .llm
+            .provider
+            .as_ref()
+            .and_then(|p| crate::llm::Provider::parse(p.get_ref()))
+            .unwrap_or_default(),
     };
     let expr_sources = c.exprs.clone();
     let field = |name: &str| field_ids.get(name).copied();
@@ -542,6 +548,18 @@ impl Compiler<'_> {
                     stream: l.stream,
                     strict: l.strict.or(self.spec.llm.strict).unwrap_or(true),
                     parallel_tool_calls: l.parallel_tool_calls,
+                    sampling: {
+                        let s = l.sampling.or(&self.spec.llm.sampling);
+                        crate::llm::Sampling {
+                            max_tokens: s
+                                .max_tokens
+                                .map(|m| u32::try_from(*m.get_ref()).unwrap_or(u32::MAX)),
+                            reasoning_effort: s.reasoning_effort.map(Sp::into_inner),
+                            seed: s.seed.map(Sp::into_inner),
+                            top_p: s.top_p,
+                            stop: s.stop.into_iter().map(Sp::into_inner).collect(),
+                        }
+                    },
                 }))
             }
             KindSpec::Mcp(m) => {

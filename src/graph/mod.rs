@@ -262,6 +262,8 @@ pub struct LlmBody {
     /// `parallel_tool_calls` as the node sets it: `Some(true)` takes several calls in
     /// one reply (the output is then `{ calls, text }`).
     pub parallel_tool_calls: Option<bool>,
+    /// Its sampling settings, `[llm]`'s where it sets none.
+    pub sampling: crate::llm::Sampling,
 }
 
 pub struct PseudoTool {
@@ -321,4 +323,6 @@ pub struct LlmDefaults {
     pub api_key_env: String,
     pub temperature: Option<f64>,
     pub timeout: Duration,
+    /// Which server the endpoint is (`[llm] provider`).
+    pub provider: crate::llm::Provider,
 }

@@ -27,9 +27,20 @@ const BODY_LIMIT: usize = 8 * 1024;
 ///
 /// Without a key (`no_key`), no `Authorization` header is sent at all: async-openai
 /// would send `Bearer ` with nothing after it, which some proxies refuse.
+/// How a request carries the API key.
+#[derive(Clone)]
+pub(crate) enum Auth {
+    /// No key: no `Authorization` header at all.
+    None,
+    /// `Authorization: Bearer <key>`, as async-openai sends it.
+    Bearer,
+    /// Azure's `api-key: <key>` header, and no `Authorization`.
+    ApiKey(String),
+}
+
 pub(crate) fn service(
     client: reqwest::Client,
-    no_key: bool,
+    auth: Auth,
     query: Option<String>,
 ) -> impl tower::Service<
     HttpRequestFactory,
@@ -43,10 +54,21 @@ pub(crate) fn service(
     tower::service_fn(move |factory: HttpRequestFactory| {
         let client = client.clone();
         let query = query.clone();
+        let auth = auth.clone();
         async move {
             let mut request = factory.build().await?;
-            if no_key {
-                request.headers_mut().remove(reqwest::header::AUTHORIZATION);
+            match &auth {
+                Auth::None => {
+                    request.headers_mut().remove(reqwest::header::AUTHORIZATION);
+                }
+                Auth::Bearer => {}
+                Auth::ApiKey(key) => {
+                    request.headers_mut().remove(reqwest::header::AUTHORIZATION);
+                    if let Ok(mut value) = reqwest::header::HeaderValue::from_str(key) {
+                        value.set_sensitive(true);
+                        request.headers_mut().insert("api-key", value);
+                    }
+                }
             }
             if let Some(q) = &query {
                 let url = request.url_mut();

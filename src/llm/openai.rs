@@ -4,13 +4,15 @@
 use super::http::{self, HttpFailure};
 use super::redact::Redactor;
 use super::wire::{Assembler, Chunk, Completion};
-use super::{DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, SetupError, ToolChoice};
+use super::{
+    DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, Provider, SetupError, ToolChoice,
+};
 use async_openai::config::OpenAIConfig;
 use async_openai::error::{OpenAIError, WrappedError};
 use async_openai::types::chat::{
     ChatCompletionRequestMessage, ChatCompletionStreamOptions, ChatCompletionTool,
     ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest,
-    FunctionObject, ResponseFormat, ResponseFormatJsonSchema, ToolChoiceOptions,
+    FunctionObject, ResponseFormat, ResponseFormatJsonSchema, StopConfiguration, ToolChoiceOptions,
 };
 use futures_util::StreamExt;
 use std::fmt;
@@ -25,6 +27,7 @@ pub struct OpenAiClient {
     client: async_openai::Client<OpenAIConfig>,
     base_url: String,
     redactor: Redactor,
+    provider: Provider,
 }
 
 impl OpenAiClient {
@@ -32,6 +35,17 @@ impl OpenAiClient {
     /// as a bearer token (an empty key for servers that need none). `key_var` names
     /// where the key came from, for error messages.
     pub fn new(base_url: &str, api_key: &str, key_var: &str) -> Result<Self, SetupError> {
+        Self::for_provider(base_url, api_key, key_var, Provider::OpenAi)
+    }
+
+    /// [`OpenAiClient::new`] for a server of `provider`: its requests carry what that
+    /// server takes, and Azure's key goes in its `api-key` header.
+    pub fn for_provider(
+        base_url: &str,
+        api_key: &str,
+        key_var: &str,
+        provider: Provider,
+    ) -> Result<Self, SetupError> {
         // async-openai builds the header with `unwrap`; check first so a bad key is an
         // error, not a panic.
         if reqwest::header::HeaderValue::from_str(&format!("Bearer {api_key}")).is_err() {
@@ -70,21 +84,30 @@ impl OpenAiClient {
             .with_api_key(api_key)
             .with_org_id("")
             .with_project_id("");
-        let client = async_openai::Client::with_config(config).with_http_service(http::service(
-            http,
-            api_key.is_empty(),
-            query,
-        ));
+        let auth = if api_key.is_empty() {
+            http::Auth::None
+        } else if provider.api_key_header() {
+            http::Auth::ApiKey(api_key.to_string())
+        } else {
+            http::Auth::Bearer
+        };
+        let client = async_openai::Client::with_config(config)
+            .with_http_service(http::service(http, auth, query));
         Ok(OpenAiClient {
             client,
             base_url,
             redactor,
+            provider,
         })
     }
 
     /// A client for the endpoint named by the environment variables `base_url_var`
     /// (default endpoint: OpenAI's) and `key_var` (unset: no key).
-    pub fn from_env(base_url_var: &str, key_var: &str) -> Result<Self, SetupError> {
+    pub fn from_env(
+        base_url_var: &str,
+        key_var: &str,
+        provider: Provider,
+    ) -> Result<Self, SetupError> {
         let base_url = match std::env::var(base_url_var) {
             // Set but empty is a mistake (a template that left it blank), not a wish
             // for the public endpoint.
@@ -108,7 +131,7 @@ impl OpenAiClient {
             });
         }
         let key = std::env::var(key_var).unwrap_or_default();
-        Self::new(trimmed, &key, key_var)
+        Self::for_provider(trimmed, &key, key_var, provider)
     }
 
     pub fn base_url(&self) -> &str {
@@ -152,19 +175,47 @@ impl OpenAiClient {
             })
             .collect();
         let with_tools = !tools.is_empty();
+        let p = self.provider;
+        let s = &request.sampling;
+        let reasoning_effort = match &s.reasoning_effort {
+            Some(e) => Some(
+                serde_json::from_value(serde_json::Value::String(e.clone()))
+                    .map_err(|_| LlmError::Request(format!("`{e}` is not a reasoning effort")))?,
+            ),
+            _ => None,
+        };
+        let (max_tokens, max_completion_tokens) = match s.max_tokens {
+            Some(m) if p.max_completion_tokens() => (None, Some(m)),
+            m => (m, None),
+        };
+        #[allow(deprecated)]
         Ok(CreateChatCompletionRequest {
             model: request.model.clone(),
             messages,
             response_format,
-            tool_choice: with_tools.then(|| {
+            // A server that ignores `tool_choice` is not sent it: the node refuses a
+            // reply without a call all the same when one is required.
+            tool_choice: (with_tools && p.tool_choice()).then(|| {
                 ChatCompletionToolChoiceOption::Mode(match request.tool_choice {
                     ToolChoice::Auto => ToolChoiceOptions::Auto,
                     ToolChoice::Required => ToolChoiceOptions::Required,
                 })
             }),
-            parallel_tool_calls: request.parallel_tool_calls.filter(|_| with_tools),
+            parallel_tool_calls: request
+                .parallel_tool_calls
+                .filter(|_| with_tools && p.parallel_tool_calls()),
             tools: with_tools.then_some(tools),
             temperature: request.temperature.map(|t| t as f32),
+            top_p: s.top_p.map(|t| t as f32),
+            seed: s.seed.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            stop: match s.stop.as_slice() {
+                [] => None,
+                [one] => Some(StopConfiguration::String(one.clone())),
+                many => Some(StopConfiguration::StringArray(many.to_vec())),
+            },
+            max_tokens,
+            max_completion_tokens,
+            reasoning_effort,
             stream: request.stream.then_some(true),
             stream_options: request.stream.then_some(ChatCompletionStreamOptions {
                 include_usage: Some(true),

@@ -40,6 +40,7 @@ pub fn llm_client(graph: &Graph, options: &LlmOptions) -> Result<Arc<dyn LlmClie
                 Arc::new(OpenAiClient::from_env(
                     &graph.llm.base_url_env,
                     &graph.llm.api_key_env,
+                    graph.llm.provider,
                 )?)
             } else {
                 Arc::new(NoLlm)

@@ -127,6 +127,7 @@ mod tests {
             stream: false,
             strict: true,
             parallel_tool_calls: None,
+            sampling: Default::default(),
         }
     }
 

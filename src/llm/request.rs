@@ -31,6 +31,26 @@ pub struct LlmRequest {
     /// (OpenAI's reasoning models refuse the parameter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// What the node asks of the sampling, each only when set.
+    #[serde(flatten, default)]
+    pub sampling: Sampling,
+}
+
+/// A node's sampling settings: the reply's token limit, the reasoning effort, a seed,
+/// nucleus sampling, stop sequences. The endpoint's [`super::Provider`] decides under
+/// which name (and whether) each is sent.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Sampling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
 }
 
 fn strict_default() -> bool {

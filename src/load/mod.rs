@@ -6,6 +6,7 @@
 
 mod node;
 mod reader;
+mod sampling;
 
 use crate::diagnostic::Diagnostic;
 use crate::source::{FileId, Sources};
@@ -171,18 +172,36 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
         temperature: t.float("temperature", diags),
         timeout: t.duration("timeout", diags),
         strict: t.bool("strict", diags),
+        provider: t.str("provider", diags),
+        sampling: sampling::read(&mut t, diags),
     };
-    t.finish(
-        &[
-            "model",
-            "base_url_env",
-            "api_key_env",
-            "temperature",
-            "timeout",
-            "strict",
-        ],
-        diags,
-    );
+    if let Some(p) = &llm.provider
+        && let Err(help) = crate::llm::provider::parse_spec(p)
+    {
+        diags.push(
+            Diagnostic::error(
+                "bad-value",
+                t.file,
+                p.span(),
+                format!("`{}` is not a provider", p.get_ref()),
+            )
+            .label("unknown provider")
+            .help(help),
+        );
+    }
+    let keys: Vec<&str> = [
+        "model",
+        "base_url_env",
+        "api_key_env",
+        "temperature",
+        "timeout",
+        "strict",
+        "provider",
+    ]
+    .into_iter()
+    .chain(sampling::KEYS)
+    .collect();
+    t.finish(&keys, diags);
     llm
 }
 

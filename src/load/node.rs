@@ -43,6 +43,12 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "stream",
             "strict",
             "parallel_tool_calls",
+            "max_tokens",
+            "max_completion_tokens",
+            "reasoning_effort",
+            "seed",
+            "top_p",
+            "stop",
         ],
         NodeKind::McpCall => &[
             "server",
@@ -476,6 +482,7 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
         stream: t.bool("stream", diags).unwrap_or(false),
         strict: t.bool("strict", diags),
         parallel_tool_calls: t.bool("parallel_tool_calls", diags),
+        sampling: super::sampling::read(t, diags),
     }
 }
 

@@ -85,6 +85,10 @@ pub struct LlmDefaults {
     pub timeout: Option<Sp<Duration>>,
     /// Whether llm nodes send their schemas strict (default true).
     pub strict: Option<bool>,
+    /// Which server the endpoint is, for what its requests may carry.
+    pub provider: Option<Sp<String>>,
+    /// Defaults of every llm node's sampling settings.
+    pub sampling: SamplingSpec,
 }
 
 #[derive(Debug)]
@@ -331,6 +335,40 @@ pub struct LlmNode {
     /// With `tools`: whether the model may call several in one reply (sent as
     /// `parallel_tool_calls`; not sent when unset).
     pub parallel_tool_calls: Option<bool>,
+    pub sampling: SamplingSpec,
+}
+
+/// What a node asks of the model's sampling, each sent only when set (and as far as
+/// the provider takes it).
+#[derive(Debug, Default, Clone)]
+pub struct SamplingSpec {
+    /// The most tokens the reply may use (`max_tokens`, or its other name
+    /// `max_completion_tokens`).
+    pub max_tokens: Option<Sp<u64>>,
+    pub reasoning_effort: Option<Sp<String>>,
+    pub seed: Option<Sp<u64>>,
+    pub top_p: Option<f64>,
+    pub stop: Vec<Sp<String>>,
+}
+
+impl SamplingSpec {
+    /// This node's settings, each falling back to `defaults`'.
+    pub fn or(&self, defaults: &SamplingSpec) -> SamplingSpec {
+        SamplingSpec {
+            max_tokens: self.max_tokens.clone().or(defaults.max_tokens.clone()),
+            reasoning_effort: self
+                .reasoning_effort
+                .clone()
+                .or(defaults.reasoning_effort.clone()),
+            seed: self.seed.clone().or(defaults.seed.clone()),
+            top_p: self.top_p.or(defaults.top_p),
+            stop: if self.stop.is_empty() {
+                defaults.stop.clone()
+            } else {
+                self.stop.clone()
+            },
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -254,6 +254,7 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
         stream: body.stream,
         strict: body.strict,
         parallel_tool_calls: body.parallel_tool_calls,
+        sampling: body.sampling.clone(),
     };
     Ok((request, offer))
 }
