@@ -226,6 +226,40 @@ impl Bench {
         per_step
     }
 
+    /// (f): 100 parallel `set` branches that meet at a join, in memory: µs per branch
+    /// (a whole run, its fork and join included, over 100).
+    fn fanout(&self, runs: usize) -> f64 {
+        const BRANCHES: usize = 100;
+        let mut text = String::from(
+            "[graph]\nname = \"fanout\"\nentry = \"fork\"\n\n[state.count]\ntype = \"int\"\nreducer = \"add\"\n\n[nodes.fork]\nkind = \"set\"\nset = { count = \"0\" }\nnext = [",
+        );
+        let names: Vec<String> = (0..BRANCHES).map(|i| format!("\"b{i}\"")).collect();
+        text.push_str(&names.join(", "));
+        text.push_str("]\n\n");
+        for i in 0..BRANCHES {
+            text.push_str(&format!(
+                "[nodes.b{i}]\nkind = \"set\"\nset = {{ count = \"1\" }}\nnext = \"join\"\n\n"
+            ));
+        }
+        text.push_str(
+            "[nodes.join]\nkind = \"finalize\"\noutcome = \"done\"\nresponse = \"{{ count }}\"\n",
+        );
+        let path = self.dir.join("fanout.toml");
+        std::fs::write(&path, text).expect("fanout graph");
+        let graph = Arc::new(switchyard::load_graph(&path).unwrap_or_else(|e| panic!("{e}")));
+        let runner = Runner::new(graph, Arc::new(MemoryStore::new()));
+        let start = Instant::now();
+        for i in 0..runs {
+            let out = self
+                .block(runner.start(&format!("f{i}"), json!({})))
+                .expect("run");
+            assert_eq!(steps_of(&out), BRANCHES as u64 + 2, "{out:?}");
+        }
+        let per_branch = us(start.elapsed()) / (runs * BRANCHES) as f64;
+        self.done(runner);
+        per_branch
+    }
+
     /// (b): µs per step, and for SQLite the bytes a run adds to the file.
     fn agent_loop(&self, runs: usize, store: &str) -> (f64, Option<u64>) {
         let (cp, db) = match store {
@@ -472,6 +506,13 @@ fn main() {
             );
         }
     }
+    if run("f") {
+        bench.fanout(20);
+        println!(
+            "(f) fan-out, memory:               {:>7.2} us per branch (100 parallel set branches; target <= 5)",
+            bench.fanout(300)
+        );
+    }
     if std::env::var_os("SWITCHYARD_BENCH_KEEP").is_some() {
         eprintln!("stores kept in {}", bench.dir.display());
     } else {
@@ -520,6 +561,9 @@ fn callgrind(bench: &Bench, args: &[String]) {
         }
         Some("c-sqlite") => {
             bench.round_trips(n, "sqlite");
+        }
+        Some("f") => {
+            bench.fanout(n);
         }
         other => panic!("callgrind takes a, b-memory, b-sqlite or c-memory, not {other:?}"),
     }

@@ -30,6 +30,7 @@ mod json_schema;
 pub mod llm;
 pub mod load;
 pub mod mcp;
+pub mod region;
 pub mod render;
 pub mod run;
 pub mod serve;

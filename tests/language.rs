@@ -213,14 +213,7 @@ async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
         .start("t", json!({ "paths": ["a", "bb", "ccc", "dddd"] }))
         .await
         .unwrap();
-    assert_eq!(
-        out,
-        Outcome::Finished {
-            outcome: "done".into(),
-            response: Some("4 read, sizes 1,2,3,4".into()),
-            steps: 3,
-        }
-    );
+    assert_eq!(out, finished("4 read, sizes 1,2,3,4", 3));
     let state = r.state("t", None).unwrap().0;
     assert_eq!(
         state["contents"],
@@ -289,14 +282,7 @@ async fn a_failed_item_is_kept_or_fails_the_node_as_the_map_says() {
     );
     // An empty list maps to an empty list, with no call.
     let out = r.start("u", json!({ "paths": [] })).await.unwrap();
-    assert_eq!(
-        out,
-        Outcome::Finished {
-            outcome: "done".into(),
-            response: Some("0 read, sizes ".into()),
-            steps: 3,
-        }
-    );
+    assert_eq!(out, finished("0 read, sizes ", 3));
 }
 
 #[tokio::test]
@@ -332,6 +318,178 @@ async fn a_map_gives_the_same_state_and_history_whatever_order_items_finish_in()
                     }
                 }
                 h
+            })
+            .collect();
+        match &first {
+            None => first = Some((state, history)),
+            Some((s, h)) => {
+                assert_eq!(&state, s, "seed {seed}");
+                assert_eq!(&history, h, "seed {seed}");
+            }
+        }
+    }
+}
+
+/// Search tools for the parallel graph: `web` and `docs` answer after a delay drawn
+/// from `seed` (the docs search first, when none is given), and the first call can
+/// ask the run to stop.
+struct Search {
+    seed: Option<u64>,
+    stop: std::sync::Mutex<Option<switchyard::run::StopHandle>>,
+}
+
+#[async_trait::async_trait]
+impl ToolClient for Search {
+    async fn list_tools(&self, _server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
+        Ok(Vec::new())
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        if let Some(stop) = self.stop.lock().unwrap().take() {
+            stop.stop();
+        }
+        let q = request.arguments["q"].as_str().unwrap_or("").to_string();
+        let rank = q.bytes().map(u64::from).sum::<u64>() + request.tool.len() as u64;
+        let delay = match self.seed {
+            Some(seed) => (seed.wrapping_mul(6364136223846793005).wrapping_add(rank) >> 33) % 5,
+            None if request.tool == "web" => 20,
+            None => 1,
+        };
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        Ok(ToolReply {
+            content: match request.tool.as_str() {
+                "web" => json!({ "title": format!("Web about {q}") }),
+                _ => json!({ "q": q, "hits": q.len() }),
+            },
+            is_error: false,
+        })
+    }
+}
+
+fn parallel_runner(seed: Option<u64>) -> Runner {
+    let path = root().join("tests/fixtures/run/parallel.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    Runner::new(graph, Arc::new(MemoryStore::new())).with_tools(Arc::new(Search {
+        seed,
+        stop: std::sync::Mutex::new(None),
+    }))
+}
+
+const PARALLEL_DONE: &str = "plan tea; counted; web: Web about tea; merged 2 docs (count 2)";
+
+#[tokio::test]
+async fn parallel_branches_merge_in_declaration_order_and_meet_at_the_join() {
+    let mut r = parallel_runner(None);
+    let mut events = r.events();
+    let out = r.start("t", json!({ "topic": "tea" })).await.unwrap();
+    assert_eq!(out, finished(PARALLEL_DONE, 7));
+    let state = r.state("t", None).unwrap().0;
+    assert_eq!(
+        state["docs"],
+        json!([{ "q": "tea guide", "hits": 9 }, { "q": "tea api", "hits": 7 }])
+    );
+    // One record per node, in declaration order within each superstep; inside the
+    // branches each names every branch's next node and the join.
+    let records: Vec<(Option<String>, Option<String>, u64)> = r
+        .history("t")
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c.node.as_deref().map(str::to_string),
+                c.next.as_deref().map(str::to_string),
+                c.step,
+            )
+        })
+        .collect();
+    let at = |n: Option<&str>, next: &str, step: u64| {
+        (n.map(str::to_string), Some(next.to_string()), step)
+    };
+    assert_eq!(
+        records,
+        [
+            at(None, "plan", 0),
+            at(Some("plan"), "search_web,search_docs,count;merge", 1),
+            at(
+                Some("search_web"),
+                "summarize_web,search_docs,count;merge",
+                2
+            ),
+            at(Some("search_docs"), "summarize_web,count;merge", 3),
+            at(Some("count"), "summarize_web;merge", 4),
+            at(Some("summarize_web"), "merge", 5),
+            at(Some("merge"), "done", 6),
+            (Some("done".into()), None, 7),
+        ]
+    );
+    drop(r);
+    let mut started = Vec::new();
+    while let Some(e) = events.recv().await {
+        let e = serde_json::to_value(&e).unwrap();
+        if e["event"] == "node_started" {
+            started.push(format!("{}@{}", e["node"].as_str().unwrap(), e["step"]));
+        }
+    }
+    assert_eq!(
+        started,
+        [
+            "plan@1",
+            "search_web@2",
+            "search_docs@3",
+            "count@4",
+            "summarize_web@5",
+            "merge@6",
+            "done@7"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_stop_between_supersteps_resumes_every_branch_where_it_stood() {
+    let path = root().join("tests/fixtures/run/parallel.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let store = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph.clone(), store.clone());
+    let tools = Search {
+        seed: None,
+        stop: std::sync::Mutex::new(Some(r.stop_handle())),
+    };
+    let r = r.with_tools(Arc::new(tools));
+    // The stop is asked during the first superstep: it completes, and the run stops
+    // before the next.
+    let out = r.start("t", json!({ "topic": "tea" })).await.unwrap();
+    assert!(matches!(out, Outcome::Stopped { .. }), "{out:?}");
+    let (_, last) = r.state("t", None).unwrap();
+    assert_eq!(
+        (last.status, last.next.as_deref()),
+        (Status::Stopped, Some("summarize_web;merge"))
+    );
+    let r = Runner::new(graph, store).with_tools(Arc::new(Search {
+        seed: None,
+        stop: std::sync::Mutex::new(None),
+    }));
+    let out = r.resume("t", None, false).await.unwrap();
+    assert_eq!(out, finished(PARALLEL_DONE, 7));
+}
+
+#[tokio::test]
+async fn branches_and_a_map_give_the_same_state_and_history_over_100_runs() {
+    let mut first: Option<(Json, Vec<Json>)> = None;
+    for seed in 0..100u64 {
+        let r = parallel_runner(Some(seed));
+        r.start("t", json!({ "topic": "tea" })).await.unwrap();
+        let state = r.state("t", None).unwrap().0;
+        let history: Vec<Json> = r
+            .history("t")
+            .unwrap()
+            .iter()
+            .map(|c| {
+                json!({
+                    "node": c.node.as_deref(),
+                    "next": c.next.as_deref(),
+                    "step": c.step,
+                    "writes": c.writes.iter().map(|w| json!([&*w.field, &*w.value])).collect::<Vec<_>>(),
+                })
             })
             .collect();
         match &first {

@@ -8,6 +8,7 @@ mod flow;
 mod json_span;
 mod map;
 mod names;
+mod parallel;
 mod policy;
 mod routes;
 pub mod schema_path;
@@ -46,6 +47,7 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
     types::check(&mut cx);
     set_types::check(&mut cx);
     map::check(&mut cx);
+    parallel::check(&mut cx);
     strict::check(&mut cx);
     let field_schemas = types::field_schemas(&cx);
     dataflow::check(&mut cx, &field_schemas);

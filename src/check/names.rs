@@ -87,6 +87,20 @@ fn edge_shape(cx: &mut Cx<'_>, node: &crate::spec::NodeSpec) {
     }
     let n = node.name.get_ref();
     let finalize = node.kind.get_ref().ends_run() && !node.kind_unknown;
+    if !node.fork.is_empty() && (node.next.is_some() || node.route.is_some() || finalize) {
+        let span = node.fork[0].span();
+        cx.error(
+            "edge-shape",
+            span,
+            format!("node `{n}` forks and has another way on"),
+        )
+        .with_label("branches beside a route or an end")
+        .with_help("keep `next = [...]` alone");
+        return;
+    }
+    if !node.fork.is_empty() {
+        return;
+    }
     match (&node.next, &node.route) {
         (Some(next), Some(_)) => {
             cx.error(

@@ -157,6 +157,24 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         let only_if = n.only_if.as_ref().map(|e| c.expr(e));
         let next = match (&n.next, &n.route) {
             _ if n.kind.get_ref().ends_run() => Next::Finish,
+            _ if !n.fork.is_empty() => {
+                let region = crate::region::region(spec, n).map_err(|e| {
+                    CompileError::Unresolved(format!("the join of `{}` ({e:?})", n.name.get_ref()))
+                })?;
+                let join = match target(&Sp::new(0..0, region.join.to_string()))? {
+                    Target::Node(j) => j,
+                    Target::End => {
+                        return Err(CompileError::Unresolved(format!(
+                            "the join of `{}`",
+                            n.name.get_ref()
+                        )));
+                    }
+                };
+                Next::Fork {
+                    branches: n.fork.iter().map(&target).collect::<Result<_, _>>()?,
+                    join,
+                }
+            }
             (Some(t), _) => Next::Goto(target(t)?),
             (None, Some(r)) => {
                 let default = r.default.as_ref().map(&target).transpose()?;

@@ -174,6 +174,11 @@ pub enum Next {
     },
     /// A finalize or fail node: the run ends.
     Finish,
+    /// `next = [...]`: the branches run as supersteps until every one reaches `join`.
+    Fork {
+        branches: Vec<Target>,
+        join: NodeId,
+    },
 }
 
 pub struct WhenCase {

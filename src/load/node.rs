@@ -225,7 +225,14 @@ fn common(
             .str("description", diags)
             .map(Sp::into_inner)
             .unwrap_or_default(),
-        next: t.str("next", diags),
+        next: match t.raw("next").map(|v| v.get_ref()) {
+            Some(DeValue::Array(_)) => None,
+            _ => t.str("next", diags),
+        },
+        fork: match t.raw("next").map(|v| v.get_ref()) {
+            Some(DeValue::Array(_)) => t.strings("next", diags),
+            _ => Vec::new(),
+        },
         route: t
             .table("route", diags)
             .map(|mut r| read_route(&mut r, diags)),

@@ -5,6 +5,7 @@ pub mod event;
 pub mod kinds;
 mod map;
 mod outcome;
+mod parallel;
 mod record;
 mod resume;
 mod runner;

@@ -49,10 +49,16 @@ impl Runner {
             run: live.run,
             step: live.step,
             node: node.map(|n| n.name.clone()),
-            next: next.map(|t| match t {
-                Target::Node(n) => self.graph.node(n).name.clone(),
-                Target::End => Arc::from(crate::spec::END),
-            }),
+            // Inside parallel branches, every branch's next node and the join.
+            next: match &live.frontier {
+                Some(f) if !f.done() && status != Status::Finished && status != Status::Failed => {
+                    Some(f.text(&self.graph))
+                }
+                _ => next.map(|t| match t {
+                    Target::Node(n) => self.graph.node(n).name.clone(),
+                    Target::End => Arc::from(crate::spec::END),
+                }),
+            },
             writes,
             status,
             pending,
@@ -103,6 +109,8 @@ impl Runner {
         writes: Vec<Write>,
         case: &str,
     ) -> Result<(), RunError> {
+        // Inside parallel branches: this branch goes on along the edge.
+        self.advance(live, to);
         self.record(
             live,
             Some(node),
@@ -193,6 +201,20 @@ impl Runner {
                 .map(Flow::Return);
         }
         let (next, case) = next.unwrap_or((Target::End, None));
+        if let crate::graph::Next::Fork { branches, join } = &node.next {
+            self.start_branches(live, branches, *join);
+            self.record(live, Some(node), None, writes, Status::Running, None, None)?;
+            for b in branches {
+                self.emit(|| Event::RouteTaken {
+                    from: node.name.clone(),
+                    to: Arc::from(self.graph.target_name(*b)),
+                    case: None,
+                });
+            }
+            return Ok(Flow::Fork);
+        }
+        // Inside parallel branches: this branch goes on to `next`, or waits at the join.
+        self.advance(live, next);
         self.record(
             live,
             Some(node),

@@ -74,7 +74,7 @@ impl Runner {
                 }
                 self.check_graph(thread, last, None, force)?;
                 self.check_types(thread, &live, force)?;
-                let next = self.target_of(thread, last.next.as_deref())?;
+                let next = self.next_of(thread, &mut live, last.next.as_deref())?;
                 Ok(Resumption::Continue {
                     live,
                     next,
@@ -242,6 +242,12 @@ impl Runner {
                 match self.commit(&mut live, node, applied, next, None, start, false)? {
                     Flow::Next(t) => self.drive(live, t).await,
                     Flow::Return(o) => Ok(o),
+                    // The branches run first in `drive`, then their join.
+                    Flow::Fork => {
+                        let join = live.frontier.as_ref().map(|f| f.join);
+                        self.drive(live, join.map_or(Target::End, Target::Node))
+                            .await
+                    }
                 }
             }
         }

@@ -50,6 +50,13 @@ pub struct Runner {
     pub(super) keep_records: bool,
 }
 
+/// What a node's own work came to, before anything is written.
+pub(super) enum Work {
+    /// Its `only_if` was false: it does nothing and follows its edges.
+    Skipped,
+    Step(Step),
+}
+
 /// A thread being driven.
 #[derive(Clone)]
 pub(super) struct Live {
@@ -75,6 +82,10 @@ pub(super) struct Live {
     pub(super) past_breakpoint: Option<NodeId>,
     /// How to take back the writes of the node being applied (see `apply`).
     pub(super) undo: Vec<super::state::Undo>,
+    /// Inside parallel branches: where each branch is, and where they meet.
+    pub(super) frontier: Option<super::parallel::Frontier>,
+    /// The branch whose node is being completed, inside parallel branches.
+    pub(super) branch: Option<usize>,
 }
 
 impl Live {
@@ -403,26 +414,20 @@ impl Runner {
                 let outcome = if live.limited { "limit" } else { "end" };
                 return self.finish(&mut live, None, outcome.into(), None);
             };
+            if live.frontier.is_some() {
+                // Parallel branches, before the join (`id`): resumed, or just forked.
+                match self.run_branches(&mut live).await? {
+                    Flow::Next(t) => {
+                        next = t;
+                        continue;
+                    }
+                    Flow::Return(o) => return Ok(o),
+                    Flow::Fork => unreachable!("the branches end at their join"),
+                }
+            }
             if self.stop.take() {
-                self.record(
-                    &mut live,
-                    None,
-                    Some(next),
-                    Vec::new(),
-                    Status::Stopped,
-                    None,
-                    None,
-                )?;
                 let name = self.graph.node(id).name.clone();
-                self.emit(|| Event::Stopped {
-                    next: Some(name.clone()),
-                    step: live.step,
-                });
-                self.emit_finished(&live, "stopped", None, None);
-                return Ok(Outcome::Stopped {
-                    next: Some(name.to_string()),
-                    steps: live.step,
-                });
+                return self.stopped(&mut live, Some(next), name);
             }
             if live.limited {
                 if grace == 0 {
@@ -470,52 +475,104 @@ impl Runner {
             match self.run_node(&mut live, id).await? {
                 Flow::Next(t) => next = t,
                 Flow::Return(outcome) => return Ok(outcome),
+                // The branches run at the top of the loop; `next` is their join.
+                Flow::Fork => {
+                    let join = live
+                        .frontier
+                        .as_ref()
+                        .map(|f| f.join)
+                        .expect("a fork sets the frontier");
+                    next = Target::Node(join);
+                }
             }
         }
     }
 
-    pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
-        let node = self.graph.node(id);
-        // Only an event reports how long the node took.
-        let start = self.events.is_some().then(Instant::now);
-        self.emit(|| Event::NodeStarted {
-            node: node.name.clone(),
+    /// Stops the run at a node boundary: a record that says where it goes on (`next`,
+    /// or every branch's next node when the frontier is set), events, the outcome.
+    pub(super) fn stopped(
+        &self,
+        live: &mut Live,
+        next: Option<Target>,
+        name: Arc<str>,
+    ) -> Result<Outcome, RunError> {
+        self.record(live, None, next, Vec::new(), Status::Stopped, None, None)?;
+        self.emit(|| Event::Stopped {
+            next: Some(name.clone()),
             step: live.step,
         });
+        self.emit_finished(live, "stopped", None, None);
+        Ok(Outcome::Stopped {
+            next: Some(name.to_string()),
+            steps: live.step,
+        })
+    }
+
+    pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
+        // Only an event reports how long the node took.
+        let start = self.events.is_some().then(Instant::now);
+        let work = self.work(live, id, self.run_info(live), &self.events).await;
+        self.finish_work(live, id, work, start)
+    }
+
+    /// A node's own work, on the state as `live` holds it: its `only_if`, then its kind
+    /// (once, or once per item of its map). Nothing is written: parallel branches do
+    /// the work of several nodes on one state, and apply their steps after.
+    pub(super) async fn work(
+        &self,
+        live: &Live,
+        id: NodeId,
+        run: super::scope::RunInfo,
+        events: &Option<UnboundedSender<Event>>,
+    ) -> Work {
+        let node = self.graph.node(id);
+        if let Some(tx) = events {
+            let _ = tx.send(Event::NodeStarted {
+                node: node.name.clone(),
+                step: run.step,
+            });
+        }
         let cx = NodeCx {
             stop: &self.stop,
             graph: &self.graph,
             state: &live.state,
             node,
-            run: self.run_info(live),
+            run,
             llm: &*self.llm,
             tools: &*self.tools,
             store: &*self.store,
-            events: &self.events,
+            events,
             item: None,
         };
         if let Some(cond) = node.only_if {
             match cx.eval(cond) {
-                Ok(v) if !v.is_true() => {
-                    drop(cx);
-                    return match self.route(live, node) {
-                        Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
-                        Err(message) => self.fail(live, node, message),
-                    };
-                }
+                Ok(v) if !v.is_true() => return Work::Skipped,
                 Ok(_) => {}
-                Err(e) => {
-                    drop(cx);
-                    return self.fail(live, node, format!("only_if: {e}"));
-                }
+                Err(e) => return Work::Step(Step::fail(format!("only_if: {e}"))),
             }
         }
-        let step = match &node.map {
+        Work::Step(match &node.map {
             Some(map) => self.run_mapped(&cx, map).await,
             None => self.run_kind(&cx).await,
-        };
-        drop(cx);
-        self.complete(live, id, step, start)
+        })
+    }
+
+    /// Applies a node's work: its writes and `set`, its route, its record.
+    pub(super) fn finish_work(
+        &self,
+        live: &mut Live,
+        id: NodeId,
+        work: Work,
+        start: Option<Instant>,
+    ) -> Result<Flow, RunError> {
+        let node = self.graph.node(id);
+        match work {
+            Work::Skipped => match self.route(live, node) {
+                Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
+                Err(message) => self.fail(live, node, message),
+            },
+            Work::Step(step) => self.complete(live, id, step, start),
+        }
     }
 
     /// The node's kind at work, once.

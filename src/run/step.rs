@@ -284,6 +284,8 @@ impl Runner {
         };
         match &node.next {
             Next::Finish => Ok(None),
+            // The branches are started by `commit`; their join is where the run goes on.
+            Next::Fork { join, .. } => Ok(Some((Target::Node(*join), None))),
             Next::Goto(t) => Ok(Some((*t, None))),
             Next::Switch { on, cases, default } => {
                 let v = eval(*on)?;
@@ -321,6 +323,8 @@ pub(super) type Routed = (Target, Option<String>);
 pub(super) enum Flow {
     Next(Target),
     Return(Outcome),
+    /// The node forked: the branches are in the thread's frontier.
+    Fork,
 }
 
 /// The case name a switch value selects: strings as they are, others as JSON.

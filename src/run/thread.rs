@@ -166,6 +166,8 @@ impl Runner {
             error: Arc::new(last.and_then(|r| r.error.clone()).unwrap_or(Json::Null)),
             past_breakpoint: None,
             undo: Vec::new(),
+            frontier: None,
+            branch: None,
         }
     }
 
@@ -181,6 +183,28 @@ impl Runner {
         }
         let last = records.last();
         Ok((self.live_at(thread, state, last), last))
+    }
+
+    /// Where a stopped run goes on: its record's `next`, or, inside parallel branches,
+    /// their join, with every branch's next node put back in `live`.
+    pub(super) fn next_of(
+        &self,
+        thread: &str,
+        live: &mut Live,
+        next: Option<&str>,
+    ) -> Result<Target, RunError> {
+        match next.and_then(|n| super::parallel::Frontier::parse(n, &self.graph)) {
+            Some(Ok(frontier)) => {
+                let join = frontier.join;
+                live.frontier = Some(frontier);
+                Ok(Target::Node(join))
+            }
+            Some(Err(node)) => Err(RunError::NodeGone {
+                thread: thread.into(),
+                node,
+            }),
+            None => self.target_of(thread, next),
+        }
     }
 
     pub(super) fn target_of(&self, thread: &str, name: Option<&str>) -> Result<Target, RunError> {

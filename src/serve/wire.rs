@@ -181,6 +181,17 @@ fn to_role(m: &mut Json) {
     o.remove("type");
 }
 
+/// The nodes named by a record's `next`: one node, or inside parallel branches
+/// (`a,b;join`) each branch's next node, as LangGraph lists a superstep's tasks.
+fn next_nodes(next: &str) -> impl Iterator<Item = String> + '_ {
+    let branches = next.split_once(';').map(|(at, _)| at);
+    branches
+        .unwrap_or(next)
+        .split(',')
+        .filter(|n| !n.is_empty() && *n != END)
+        .map(str::to_string)
+}
+
 /// The nodes a thread goes to next: none once it ended.
 pub(crate) fn next(record: &Checkpoint) -> Vec<String> {
     match record.status {
@@ -189,19 +200,11 @@ pub(crate) fn next(record: &Checkpoint) -> Vec<String> {
             // An interrupt node waits for its answer; a breakpoint waits before the
             // node it names (or its successor, after one).
             Some(p) if p.breakpoint.is_none() => vec![p.node.to_string()],
-            _ => record
-                .next
-                .iter()
-                .filter(|n| &***n != END)
-                .map(|n| n.to_string())
-                .collect(),
+            _ => record.next.iter().flat_map(|n| next_nodes(n)).collect(),
         },
-        Status::Running | Status::Stopped => record
-            .next
-            .iter()
-            .filter(|n| &***n != END)
-            .map(|n| n.to_string())
-            .collect(),
+        Status::Running | Status::Stopped => {
+            record.next.iter().flat_map(|n| next_nodes(n)).collect()
+        }
     }
 }
 

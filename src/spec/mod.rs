@@ -187,6 +187,9 @@ pub struct NodeSpec {
     pub kind_unknown: bool,
     pub description: String,
     pub next: Option<Sp<String>>,
+    /// `next = ["a", "b"]`: the branches that run in parallel from here, in the order
+    /// their writes merge (and `next` is none).
+    pub fork: Vec<Sp<String>>,
     pub route: Option<RouteSpec>,
     /// `field = expression`, in the order written.
     pub set: Vec<(Sp<String>, Sp<String>)>,
@@ -526,6 +529,13 @@ impl NodeSpec {
                 kind: EdgeKind::Next,
             });
         }
+        for target in &self.fork {
+            out.push(Edge {
+                label: None,
+                target,
+                kind: EdgeKind::Branch,
+            });
+        }
         if let Some(route) = &self.route {
             for (case, target) in &route.cases {
                 out.push(Edge {
@@ -589,6 +599,8 @@ pub struct Edge<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EdgeKind {
     Next,
+    /// One of the branches a `next = [...]` starts.
+    Branch,
     Case,
     Default,
     PseudoTool,

@@ -1,0 +1,111 @@
+//! `next = ["a", "b"]`: the branches run together and meet at a join node. They must
+//! meet (no branch may end the run or leave for elsewhere), not share a node, and two
+//! branches may not both write a `replace` field: which write stands would depend on
+//! nothing a reader of the graph can see.
+
+use super::{Cx, DiagExt};
+use crate::region::{RegionError, region};
+use crate::spec::{NodeSpec, Reducer};
+
+pub(super) fn check(cx: &mut Cx<'_>) {
+    let spec = cx.spec;
+    for fork in spec.nodes.iter().filter(|n| !n.fork.is_empty()) {
+        let f = fork.name.get_ref();
+        let span = fork.fork[0].span().start..fork.fork[fork.fork.len() - 1].span().end;
+        if fork.fork.len() < 2 {
+            cx.error("fork", span, format!("`{f}` forks into one branch"))
+                .with_label("a fork needs two branches or more")
+                .with_help("write `next = \"<node>\"` for one");
+            continue;
+        }
+        // Unknown branch nodes are reported by the name checks, a fork beside another
+        // way on by the edge checks.
+        if fork.fork.iter().any(|b| spec.node(b.get_ref()).is_none())
+            || fork.next.is_some()
+            || fork.route.is_some()
+        {
+            continue;
+        }
+        let region = match region(spec, fork) {
+            Ok(r) => r,
+            Err(e) => {
+                let (message, label, help) = match e {
+                    RegionError::NoJoin => (
+                        format!("the branches of `{f}` never meet"),
+                        "no node is reached by every branch".to_string(),
+                        "lead every branch to one node, where the run goes on when all are done"
+                            .to_string(),
+                    ),
+                    RegionError::Shared { node } => (
+                        format!("node `{node}` belongs to two branches of `{f}`"),
+                        format!("`{node}` is reached from two branches before they meet"),
+                        "give each branch its own nodes up to the join".to_string(),
+                    ),
+                    RegionError::Leaves { node, to } => (
+                        format!("node `{node}` leaves the branches of `{f}` for `{to}`"),
+                        "a branch may only lead on to its own nodes or the join".to_string(),
+                        "let the branches meet first, and go on from the join".to_string(),
+                    ),
+                    RegionError::Kind { node, why } => (
+                        format!("node `{node}` cannot be inside a branch of `{f}`"),
+                        why.to_string(),
+                        "move it after the join".to_string(),
+                    ),
+                };
+                cx.error("fork", span, message)
+                    .with_label(label)
+                    .with_help(help);
+                continue;
+            }
+        };
+        // Two branches writing one replace field: the later in declaration order would
+        // win, which nothing in the file shows.
+        let writes = |names: &std::collections::BTreeSet<&str>| -> Vec<(String, String)> {
+            let mut out = Vec::new();
+            for n in names {
+                let Some(node) = spec.node(n) else { continue };
+                for field in written(node) {
+                    if spec
+                        .field(&field)
+                        .is_some_and(|f| f.reducer() == Reducer::Replace)
+                    {
+                        out.push((field, n.to_string()));
+                    }
+                }
+            }
+            out
+        };
+        let per_branch: Vec<_> = region.branches.iter().map(writes).collect();
+        'pairs: for i in 0..per_branch.len() {
+            for j in i + 1..per_branch.len() {
+                for (field, a) in &per_branch[i] {
+                    if let Some((_, b)) = per_branch[j].iter().find(|(g, _)| g == field) {
+                        cx.error(
+                            "parallel-write",
+                            span.clone(),
+                            format!(
+                                "`{a}` and `{b}` may run together and both write `{field}`"
+                            ),
+                        )
+                        .with_label(format!(
+                            "branches of `{f}`: which write of `{field}` stands would depend on their order"
+                        ))
+                        .with_help(format!(
+                            "give `{field}` a reducer that combines writes (`append`, `merge`, `add`), or let one branch write another field"
+                        ));
+                        break 'pairs;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fields a node writes: its kind's outputs and its `set`.
+fn written(node: &NodeSpec) -> Vec<String> {
+    node.output_fields()
+        .into_iter()
+        .map(|f| f.get_ref().clone())
+        .chain(node.set.iter().map(|(f, _)| f.get_ref().clone()))
+        .collect()
+}

@@ -1,0 +1,175 @@
+//! Parallel branches (`next = ["a", "b"]`): the branches run as supersteps until every
+//! one reaches the join. In a superstep each branch's node does its work on the state
+//! as the superstep found it, all at once; then their steps are applied one after the
+//! other in declaration order, each through the reducers with its `set` and route, each
+//! its own record. Timing decides nothing: the state, the history and the events are
+//! the same whichever node finished first. Every record inside the branches names
+//! every branch's next node and the join (`a2,b1;join`), so a stop or a crash resumes
+//! the branches where they stood.
+
+use super::event::Event;
+use super::runner::{Live, Runner};
+use super::step::Flow;
+use crate::graph::{Graph, NodeId, Target};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc::unbounded_channel;
+
+/// Where each branch is (none: it reached the join), and where they meet.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Frontier {
+    pub(crate) cursors: Vec<Option<NodeId>>,
+    pub(crate) join: NodeId,
+}
+
+impl Frontier {
+    /// As a record's `next`: the branches' next nodes, then `;` and the join.
+    pub(super) fn text(&self, graph: &Graph) -> Arc<str> {
+        let at: Vec<&str> = self
+            .cursors
+            .iter()
+            .flatten()
+            .map(|n| &*graph.node(*n).name)
+            .collect();
+        Arc::from(format!("{};{}", at.join(","), graph.node(self.join).name))
+    }
+
+    /// A record's `next` that names branches, read back; none for a single node.
+    pub(super) fn parse(text: &str, graph: &Graph) -> Option<Result<Frontier, String>> {
+        let (at, join) = text.split_once(';')?;
+        let node = |n: &str| graph.node_id(n).ok_or_else(|| n.to_string());
+        Some((|| {
+            Ok(Frontier {
+                cursors: at
+                    .split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(|n| node(n).map(Some))
+                    .collect::<Result<_, _>>()?,
+                join: node(join)?,
+            })
+        })())
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.cursors.iter().all(Option::is_none)
+    }
+}
+
+impl Runner {
+    /// Runs the branches of `live.frontier` to the join: `Flow::Next(join)` when all are
+    /// there, or how the run ended or paused on the way.
+    pub(super) async fn run_branches(&self, live: &mut Live) -> Result<Flow, RunError> {
+        loop {
+            let Some(frontier) = live.frontier.clone() else {
+                return Err(RunError::Node {
+                    node: "?".into(),
+                    message: "parallel branches without a frontier".into(),
+                });
+            };
+            if frontier.done() {
+                live.frontier = None;
+                return Ok(Flow::Next(Target::Node(frontier.join)));
+            }
+            if self.stop.take() {
+                // The record names every branch's next node: a resume goes on there.
+                let next = frontier.text(&self.graph);
+                return Ok(Flow::Return(self.stopped(live, None, next)?));
+            }
+            if !live.limited
+                && let Some(limit) = self.limit_reached(live)
+            {
+                // The branches are left where they are, for `on_limit`.
+                live.limited = true;
+                live.frontier = None;
+                let to = self.graph.limits.on_limit;
+                self.emit(|| Event::LimitReached {
+                    limit,
+                    to: to.map(|t| Arc::from(self.graph.target_name(t))),
+                });
+                return match to {
+                    Some(t @ Target::Node(_)) => Ok(Flow::Next(t)),
+                    _ => self
+                        .finish(live, None, "limit".into(), None)
+                        .map(Flow::Return),
+                };
+            }
+            let active: Vec<(usize, NodeId)> = frontier
+                .cursors
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.map(|n| (i, n)))
+                .collect();
+            // Each node counts as a step, numbered in declaration order.
+            let base = live.step;
+            let start = self.events.is_some().then(Instant::now);
+            let works = {
+                let live: &Live = live;
+                let runs = active.iter().enumerate().map(|(k, &(_, id))| {
+                    let mut run = self.run_info(live);
+                    run.step = base + k as u64 + 1;
+                    // Each node's events wait in a channel of their own, passed on in
+                    // declaration order.
+                    let (tx, rx) = match self.events {
+                        Some(_) => {
+                            let (tx, rx) = unbounded_channel();
+                            (Some(tx), Some(rx))
+                        }
+                        None => (None, None),
+                    };
+                    async move { (self.work(live, id, run, &tx).await, rx) }
+                });
+                futures_util::future::join_all(runs).await
+            };
+            for (k, ((i, id), (work, rx))) in active.into_iter().zip(works).enumerate() {
+                if let (Some(tx), Some(mut rx)) = (&self.events, rx) {
+                    while let Ok(e) = rx.try_recv() {
+                        let _ = tx.send(e);
+                    }
+                }
+                live.step = base + k as u64 + 1;
+                live.branch = Some(i);
+                let flow = self.finish_work(live, id, work, start);
+                live.branch = None;
+                match flow {
+                    Ok(Flow::Next(_)) => {}
+                    Ok(Flow::Return(outcome)) => {
+                        live.frontier = None;
+                        return Ok(Flow::Return(outcome));
+                    }
+                    Ok(Flow::Fork) => unreachable!("the checker refuses forks inside branches"),
+                    Err(e) => {
+                        live.frontier = None;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where branch `i` goes after its node: on to `to`, or waiting at the join.
+    pub(super) fn advance(&self, live: &mut Live, to: Target) {
+        if let (Some(f), Some(i)) = (&mut live.frontier, live.branch) {
+            f.cursors[i] = match to {
+                Target::Node(n) if n != f.join => Some(n),
+                _ => None,
+            };
+        }
+    }
+
+    /// Starts the branches of fork node `id`: a record that names them all, an event
+    /// for each.
+    pub(super) fn start_branches(&self, live: &mut Live, branches: &[Target], join: NodeId) {
+        live.frontier = Some(Frontier {
+            cursors: branches
+                .iter()
+                .map(|t| match t {
+                    Target::Node(n) => Some(*n),
+                    Target::End => None,
+                })
+                .collect(),
+            join,
+        });
+    }
+}
+
+use super::runner::RunError;
