@@ -64,7 +64,7 @@ fn json_mode_prints_every_event_as_one_line() {
     ])
     .run()
     .code(0);
-    let events: Vec<Json> = out.stdout.lines().map(json_of).collect();
+    let events: Vec<Json> = out.stdout.lines().map(crate::util::event_line).collect();
     let names: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())

@@ -125,3 +125,38 @@ pub(crate) fn graphviz_svg(dot: &str, what: &str) -> String {
     );
     String::from_utf8(out.stdout).expect("svg is utf-8")
 }
+
+/// One NDJSON event line of `run --json` / `resume --json`, checked against the
+/// published format (`schemas/events.schema.json`): every event a test reads is.
+#[track_caller]
+pub(crate) fn event_line(line: &str) -> serde_json::Value {
+    static SCHEMA: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
+        let text = std::fs::read_to_string(root().join("schemas/events.schema.json"))
+            .expect("events schema");
+        let schema: serde_json::Value = serde_json::from_str(&text).expect("events schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("events schema compiles")
+    });
+    let value: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+    let problems: Vec<String> = SCHEMA
+        .iter_errors(&value)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "event does not fit schemas/events.schema.json: {line}\n{}",
+        problems.join("\n")
+    );
+    value
+}
+
+/// An event line without what every line carries (`v`, `ts`, `thread`, `run`).
+pub(crate) fn without_envelope(e: &serde_json::Value) -> serde_json::Value {
+    let mut e = e.clone();
+    if let Some(o) = e.as_object_mut() {
+        for key in ["v", "ts", "thread", "run"] {
+            o.shift_remove(key);
+        }
+    }
+    e
+}

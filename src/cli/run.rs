@@ -134,6 +134,8 @@ enum Start {
 struct Session {
     runner: Runner,
     events: UnboundedReceiver<Event>,
+    /// What every NDJSON event line carries besides the event.
+    envelope: Envelope,
     file: PathBuf,
     store: StoreArg,
     json: bool,
@@ -184,6 +186,7 @@ impl Session {
         Ok(Session {
             runner,
             events,
+            envelope: Envelope::default(),
             file,
             store: common.store.clone(),
             json: common.json,
@@ -199,11 +202,11 @@ impl Session {
             let mut outcome = match start {
                 Start::New(input) => {
                     let fut = self.runner.start(thread, input);
-                    pump(&mut self.events, self.json, fut).await
+                    pump(&mut self.events, self.json, &mut self.envelope, fut).await
                 }
                 Start::Resume(payload, force) => {
                     let fut = self.runner.resume(thread, payload, force);
-                    pump(&mut self.events, self.json, fut).await
+                    pump(&mut self.events, self.json, &mut self.envelope, fut).await
                 }
             };
             loop {
@@ -220,7 +223,7 @@ impl Session {
                             return self.paused(thread, &node, &payload);
                         };
                         let fut = self.runner.resume(thread, answer, false);
-                        outcome = pump(&mut self.events, self.json, fut).await;
+                        outcome = pump(&mut self.events, self.json, &mut self.envelope, fut).await;
                     }
                     // A person at the terminal may try again after a refused answer.
                     Err(
@@ -396,10 +399,47 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The version of the NDJSON event lines (`v`), as `schemas/events.schema.json`
+/// describes them: a change a reader would notice gets a new one.
+pub(crate) const EVENTS_VERSION: u64 = 1;
+
+/// What each NDJSON line carries besides its event: the thread and the run, from the
+/// run's `run_started` (its first event).
+#[derive(Default)]
+pub(crate) struct Envelope {
+    thread: Option<Arc<str>>,
+    run: Option<u64>,
+}
+
+impl Envelope {
+    /// `e` as one NDJSON line: `v`, `ts` (Unix milliseconds when it was written out),
+    /// `thread` and `run` first, then the event's own fields.
+    pub(crate) fn line(&mut self, e: &Event) -> Option<String> {
+        if let Event::RunStarted { thread, run, .. } = e {
+            self.thread = Some(thread.clone());
+            self.run = Some(*run);
+        }
+        let Json::Object(fields) = serde_json::to_value(e).ok()? else {
+            return None;
+        };
+        let mut out = serde_json::Map::with_capacity(fields.len() + 4);
+        out.insert("v".into(), Json::from(EVENTS_VERSION));
+        out.insert("ts".into(), Json::from(now_ms()));
+        out.insert(
+            "thread".into(),
+            self.thread.as_deref().map_or(Json::Null, Json::from),
+        );
+        out.insert("run".into(), self.run.map_or(Json::Null, Json::from));
+        out.extend(fields);
+        serde_json::to_string(&Json::Object(out)).ok()
+    }
+}
+
 /// Runs `fut` while printing the events it emits as they come.
 async fn pump<T>(
     events: &mut UnboundedReceiver<Event>,
     json: bool,
+    envelope: &mut Envelope,
     fut: impl std::future::Future<Output = T>,
 ) -> T {
     tokio::pin!(fut);
@@ -407,19 +447,19 @@ async fn pump<T>(
         tokio::select! {
             biased;
             out = &mut fut => break out,
-            Some(e) = events.recv() => print_event(&e, json),
+            Some(e) = events.recv() => print_event(&e, json, envelope),
         }
     };
     while let Ok(e) = events.try_recv() {
-        print_event(&e, json);
+        print_event(&e, json, envelope);
     }
     result
 }
 
-fn print_event(e: &Event, json: bool) {
+fn print_event(e: &Event, json: bool, envelope: &mut Envelope) {
     // A closed stdout or stderr must not turn into a panic; the run goes on.
     if json {
-        if let Ok(line) = serde_json::to_string(e) {
+        if let Some(line) = envelope.line(e) {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();

@@ -276,14 +276,20 @@ impl Runner {
         outcome: Option<String>,
         response: Option<String>,
     ) {
-        self.emit(|| Event::RunFinished {
+        let finished = || Event::RunFinished {
             status,
             outcome,
             response,
             steps: live.step,
             tokens: live.tokens,
             duration_ms: live.elapsed().as_millis() as u64,
-        });
+        };
+        if self.shutdown_tools && self.events.is_some() {
+            // Sent once the servers are shut down (`Runner::start`, `resume`).
+            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(finished());
+        } else {
+            self.emit(finished);
+        }
     }
 }
 

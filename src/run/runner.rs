@@ -46,6 +46,9 @@ pub struct Runner {
     pub(super) saved: Option<bool>,
     /// The next `Saved` event is the first of a start or resume.
     pub(super) first_saved: AtomicBool,
+    /// The run's last event, held while its MCP servers are shut down: whoever reads
+    /// the events sees them stopped before the run ends.
+    pub(super) held: std::sync::Mutex<Option<Event>>,
     /// The store keeps records: without, they are built only for `Saved` events.
     pub(super) keep_records: bool,
 }
@@ -123,6 +126,7 @@ impl Runner {
             shutdown_tools: true,
             saved: None,
             first_saved: AtomicBool::new(true),
+            held: std::sync::Mutex::new(None),
             keep_records,
         }
     }
@@ -200,6 +204,14 @@ impl Runner {
         &self.graph
     }
 
+    /// Sends the run's last event, held while its servers were shut down.
+    fn release_held(&self) {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let (Some(e), Some(tx)) = (held, &self.events) {
+            let _ = tx.send(e);
+        }
+    }
+
     pub(super) fn emit(&self, make: impl FnOnce() -> Event) {
         if let Some(tx) = &self.events {
             let _ = tx.send(make());
@@ -223,6 +235,7 @@ impl Runner {
         if self.shutdown_tools {
             self.tools.shutdown().await;
         }
+        self.release_held();
         drop(claim);
         outcome
     }
@@ -369,6 +382,7 @@ impl Runner {
         if self.shutdown_tools {
             self.tools.shutdown().await;
         }
+        self.release_held();
         drop(claim);
         outcome
     }

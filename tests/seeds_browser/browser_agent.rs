@@ -270,8 +270,8 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 28 steps, 1700 tokens: "The blue mug costs $12.00, and 3 are in stock.""#,
                 "server_stopped browser",
+                r#"run_finished finished "done" after 28 steps, 1700 tokens: "The blue mug costs $12.00, and 3 are in stock.""#,
             ]),
         ]),
     );
@@ -325,8 +325,8 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
                 "  -> confirm_interrupt [confirm]",
                 "confirm_interrupt",
                 &format!("interrupted confirm_interrupt {payload}"),
-                "run_finished interrupted null after 8 steps, 340 tokens: null",
                 "server_stopped browser",
+                "run_finished interrupted null after 8 steps, 340 tokens: null",
             ]),
         ]),
     );
@@ -454,8 +454,8 @@ fn a_session_asks_then_buys_after_the_user_confirms() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 19 steps, 680 tokens: "Done: you bought the blue mug for $12.00 (order 1).""#,
                 "server_stopped browser",
+                r#"run_finished finished "done" after 19 steps, 680 tokens: "Done: you bought the blue mug for $12.00 (order 1).""#,
             ]),
         ]),
     );
@@ -619,8 +619,8 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
                 "  -> manual_interrupt [need_user]",
                 "manual_interrupt",
                 &format!(r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_code}"}}"#),
-                "run_finished interrupted null after 13 steps, 680 tokens: null",
                 "server_stopped browser",
+                "run_finished interrupted null after 13 steps, 680 tokens: null",
             ]),
         ]),
     );
@@ -660,8 +660,8 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
                 &format!(
                     r#"interrupted manual_interrupt {{"kind":"manual","text":"{ask_approval}"}}"#
                 ),
-                "run_finished interrupted null after 25 steps, 1360 tokens: null",
                 "server_stopped browser",
+                "run_finished interrupted null after 25 steps, 1360 tokens: null",
             ]),
         ]),
     );
@@ -698,8 +698,8 @@ fn a_manual_step_pauses_and_resumes_with_text_or_done() {
             plan(1),
             stopped(),
             lines(&[
-                r#"run_finished finished "done" after 34 steps, 1700 tokens: "You are signed in as Ada Lovelace.""#,
                 "server_stopped browser",
+                r#"run_finished finished "done" after 34 steps, 1700 tokens: "You are signed in as Ada Lovelace.""#,
             ]),
         ]),
     );
@@ -802,10 +802,10 @@ fn three_invalid_actions_end_in_finalize_blocked() {
                 "validate_action",
                 "  -> finalize_blocked [blocked]",
                 "finalize_blocked",
+                "server_stopped browser",
                 &format!(
                     r#"run_finished finished "blocked" after 17 steps, 1360 tokens: "Stopped after 3 invalid actions. The last one: {last}""#
                 ),
-                "server_stopped browser",
             ]),
         ]),
     );
@@ -893,8 +893,8 @@ fn the_step_limits_end_in_finalize_limit() {
             lines(&[
                 "limit_reached max_steps -> finalize_limit",
                 "finalize_limit",
-                r#"run_finished finished "limit" after 16 steps, 680 tokens: "Stopped at the step limit after 2 browser actions (16 steps). Last step: scroll a3 (down): ok""#,
                 "server_stopped browser",
+                r#"run_finished finished "limit" after 16 steps, 680 tokens: "Stopped at the step limit after 2 browser actions (16 steps). Last step: scroll a3 (down): ok""#,
             ]),
         ]),
     );
@@ -930,10 +930,10 @@ fn the_step_limits_end_in_finalize_limit() {
                 "maybe_stop_or_continue",
                 "  -> finalize_limit [limit]",
                 "finalize_limit",
+                "server_stopped browser",
                 &format!(
                     r#"run_finished finished "limit" after 10 steps, 340 tokens: "Stopped at the step limit after 1 browser action (10 steps). Last step: navigate a1 ({url}): ok""#
                 ),
-                "server_stopped browser",
             ]),
         ]),
     );
@@ -971,10 +971,10 @@ fn a_navigation_the_policy_denies_ends_in_finalize_denied() {
                 "policy_gate",
                 "  -> finalize_denied [deny]",
                 "finalize_denied",
+                "server_stopped browser",
                 &format!(
                     r#"run_finished finished "denied" after 8 steps, 340 tokens: "{response}""#
                 ),
-                "server_stopped browser",
             ]),
         ]),
     );

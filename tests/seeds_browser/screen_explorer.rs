@@ -104,8 +104,10 @@ fn check_telemetry(out: &Ran) -> Vec<(String, bool)> {
             _ => {}
         }
     }
+    // The servers are reported stopped before the run's last event.
     let last = events.last().unwrap();
-    assert_eq!(last["event"], json!("server_stopped"));
+    assert_eq!(last["event"], json!("run_finished"));
+    assert_eq!(events[events.len() - 2]["event"], json!("server_stopped"));
     assert!(
         events
             .iter()

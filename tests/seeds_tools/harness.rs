@@ -216,10 +216,7 @@ impl Scenario {
         }
         let out = output(cmd).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let events: Vec<Json> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not an event ({e}): {l}")))
-            .collect();
+        let events: Vec<Json> = stdout.lines().map(crate::util::event_line).collect();
         self.count_replies(&events);
         Ran {
             code: out.status.code().unwrap_or(-1),
@@ -497,14 +494,15 @@ pub(crate) fn trace(events: &[Json]) -> Vec<String> {
                 e["steps"],
                 e["tokens"]
             ),
-            other => format!("{other} {e}"),
+            // The event's own fields: the envelope's timestamp differs every run.
+            other => format!("{other} {}", crate::util::without_envelope(e)),
         };
         lines.push(line);
     }
     lines
 }
 
-/// The `run_finished` event of a process (only the servers' `server_stopped` follow it).
+/// The `run_finished` event of a process (its last).
 #[track_caller]
 fn finished(ran: &Ran) -> &Json {
     ran.events

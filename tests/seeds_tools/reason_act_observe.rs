@@ -232,8 +232,8 @@ async fn stop_lands_at_the_next_phase_boundary_and_a_new_message_continues() {
             "< agent_act [action]",
             "agent_act -> agent_tool",
             "stopped next=agent_tool step=3",
-            "run_finished stopped outcome=null steps=3 tokens=632",
             "server_stopped everything",
+            "run_finished stopped outcome=null steps=3 tokens=632",
         ]
     );
     assert_eq!(tool_calls(&events), []);

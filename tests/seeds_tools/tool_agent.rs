@@ -277,8 +277,8 @@ async fn ask_human_pauses_and_resumes_with_the_answer() {
         trace(&ran.events)[10..],
         [
             format!("interrupted ask_human {question}"),
-            "run_finished interrupted outcome=null steps=3 tokens=371".into(),
             "server_stopped fs".into(),
+            "run_finished interrupted outcome=null steps=3 tokens=371".into(),
         ]
     );
     assert!(

@@ -144,16 +144,20 @@ impl SqliteStore {
                 }
             }
         }
-        // Only a store of ours is switched to WAL.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(
-            None,
-            "synchronous",
-            match options.durability {
-                Durability::Normal => "NORMAL",
-                Durability::Full => "FULL",
-            },
-        )?;
+        // Only a store of ours is switched to WAL. The switch takes the database's
+        // lock, which many processes opening a new store at once contend for: SQLite
+        // answers a loser with "database is locked" rather than waiting.
+        retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL"))?;
+        retry_busy(|| {
+            conn.pragma_update(
+                None,
+                "synchronous",
+                match options.durability {
+                    Durability::Normal => "NORMAL",
+                    Durability::Full => "FULL",
+                },
+            )
+        })?;
         let mut inner = Inner::new(conn);
         inner.compress = options.compress;
         Ok(SqliteStore {
