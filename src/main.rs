@@ -430,7 +430,10 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let server = Server {
         name: "conformance".into(),
-        transport: ServerTransport::Http { url: url.into() },
+        transport: ServerTransport::Http {
+            url: url.into(),
+            headers: Vec::new(),
+        },
     };
     let client = mcp_client(&std::env::current_dir()?);
     let result = cli::runtime()?.block_on(async {

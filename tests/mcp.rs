@@ -566,6 +566,7 @@ async fn http_server_that_is_not_there_is_a_transient_connect_error() {
         name: "nowhere".into(),
         transport: ServerTransport::Http {
             url: format!("http://127.0.0.1:{port}/mcp"),
+            headers: Vec::new(),
         },
     };
     let e = client
@@ -1008,6 +1009,7 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
         name: "nowhere".into(),
         transport: ServerTransport::Http {
             url: format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
+            headers: Vec::new(),
         },
     };
     let e = client
@@ -1027,4 +1029,84 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
         "{}",
         e.message
     );
+}
+
+/// `tests/servers/auth_http.mjs` on a free port, wanting `token`; killed on drop.
+fn auth_server(token: &str) -> HttpServer {
+    need_npm_packages();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(root().join("node_modules/.bin/node"))
+        .arg("tests/servers/auth_http.mjs")
+        .env("PORT", port.to_string())
+        .env("AUTH_TOKEN", token)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the HTTP server");
+    let server = HttpServer { child, port };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+#[test]
+fn an_http_server_gets_the_headers_the_graph_gives_it_from_the_environment() {
+    const TOKEN: &str = "tok-7f3a9c2e51";
+    let server = auth_server(TOKEN);
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("auth_http.toml");
+    std::fs::write(
+        &graph,
+        std::fs::read_to_string(root().join("tests/fixtures/mcp/auth_http.toml"))
+            .unwrap()
+            .replace("@PORT@", &server.port.to_string())
+            .replace(
+                "root = \"../../..\"",
+                &format!("root = {:?}", root().display().to_string()),
+            ),
+    )
+    .unwrap();
+    let graph = graph.to_str().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let run = |token: &str| {
+        crate::util::switchyard(&["run", graph, "--store", &store, "--thread", "t", "--json"])
+            .env("AUTH_HTTP_TOKEN", token)
+            .run()
+    };
+    // The right token, and the tenant header with it.
+    let out = run(TOKEN).code(0);
+    let events: Vec<Json> = out.stdout.lines().map(crate::util::event_line).collect();
+    let finished = events.last().unwrap();
+    assert_eq!(finished["event"], "run_finished");
+    assert_eq!(finished["status"], "finished");
+    let call = events.iter().find(|e| e["event"] == "tool_call").unwrap();
+    assert_eq!(
+        (&call["tool"], &call["is_error"]),
+        (&json!("whoami"), &json!(false))
+    );
+    let state = crate::util::switchyard(&["state", "--thread", "t", "--store", &store]).run();
+    let state: Json = serde_json::from_str(&state.code(0).stdout).unwrap();
+    assert_eq!(state["state"]["who"], json!({ "tenant": "acme" }));
+    // A wrong token is refused by the server; the message names the header as the
+    // file writes it, never the token.
+    let out = run("wrong-token-9d1e").code(1);
+    assert!(!out.stdout.contains("wrong-token-9d1e") && !out.stderr.contains("wrong-token-9d1e"));
+    assert!(
+        out.stderr.contains("cannot reach server `auth`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains(TOKEN) && !out.stderr.contains(TOKEN));
+    drop(server);
 }

@@ -132,8 +132,9 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                         .as_ref()
                         .map_or_else(|| spec.root.clone(), |c| spec.resolve(c.get_ref())),
                 },
-                Transport::Http { url } => ServerTransport::Http {
+                Transport::Http { url, headers } => ServerTransport::Http {
                     url: url.get_ref().clone(),
+                    headers: headers.clone(),
                 },
             },
         })

@@ -318,6 +318,8 @@ pub enum ServerTransport {
     },
     Http {
         url: String,
+        /// Sent with every request, as written (`${...}` expanded when it starts).
+        headers: Vec<(String, String)>,
     },
 }
 

@@ -321,6 +321,21 @@ fn read_server(
         None => Vec::new(),
     };
     let cwd = t.str("cwd", diags);
+    let headers: Vec<(String, String)> = match t.table("headers", diags) {
+        Some(mut h) => h
+            .drain()
+            .into_iter()
+            .filter_map(|(k, v)| match v.get_ref() {
+                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
+                other => {
+                    diags.push(h.wrong_type(k.get_ref(), v.span(), "a string", other));
+                    None
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let headers_span = t.key_span("headers");
     let description = t
         .str("description", diags)
         .map(Sp::into_inner)
@@ -330,9 +345,29 @@ fn read_server(
         .filter(|k| t.has(k))
         .collect::<Vec<_>>();
     t.finish(
-        &["command", "args", "env", "cwd", "url", "description"],
+        &[
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "url",
+            "headers",
+            "description",
+        ],
         diags,
     );
+    if let (Some(span), true) = (&headers_span, url.is_none()) {
+        diags.push(
+            Diagnostic::error(
+                "server-transport",
+                file,
+                span.clone(),
+                "`headers` only applies to HTTP servers",
+            )
+            .label("ignored with `command`")
+            .help("give a stdio server what it needs through `env`"),
+        );
+    }
     let transport = match (command, url) {
         (Some(command), None) => Transport::Stdio {
             command,
@@ -354,7 +389,7 @@ fn read_server(
                     .help("remove it, or start the server with `command` instead of `url`"),
                 );
             }
-            Transport::Http { url }
+            Transport::Http { url, headers }
         }
         (Some(command), Some(url)) => {
             diags.push(

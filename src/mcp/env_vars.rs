@@ -35,8 +35,17 @@ pub(crate) fn expand_server(
             env_remove: env_remove.clone(),
             cwd: cwd.clone(),
         },
-        ServerTransport::Http { url } => ServerTransport::Http {
+        ServerTransport::Http { url, headers } => ServerTransport::Http {
             url: expand(url, lookup).map_err(|m| fail("url", m))?,
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    Ok((
+                        k.clone(),
+                        expand(v, lookup).map_err(|m| fail("headers", m))?,
+                    ))
+                })
+                .collect::<Result<_, McpError>>()?,
         },
     };
     Ok(Server {

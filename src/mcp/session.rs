@@ -6,11 +6,13 @@ use super::event_sink::EventSink;
 use super::tool_schema::ToolSchema;
 use crate::graph::{Server, ServerTransport};
 use crate::run::{Event, ToolInfo};
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
@@ -135,11 +137,24 @@ impl Session {
                 let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(fut);
                 (pid, serve)
             }
-            ServerTransport::Http { url } => {
+            ServerTransport::Http { url, headers } => {
                 // reqwest is built with rustls but no crypto provider (for the LLM
                 // client's sake); building any client without one installed panics.
                 let _ = rustls::crypto::ring::default_provider().install_default();
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                for (key, value) in headers {
+                    let bad = |what: &str| McpError::Connect {
+                        server: name.clone(),
+                        url: written_url(written).to_string(),
+                        message: format!("header `{key}`: not a valid header {what}"),
+                    };
+                    let header = HeaderName::from_bytes(key.as_bytes()).map_err(|_| bad("name"))?;
+                    let mut value = HeaderValue::from_str(value).map_err(|_| bad("value"))?;
+                    // A token in a header stays out of logs that print requests.
+                    value.set_sensitive(true);
+                    config.custom_headers.insert(header, value);
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
                 (None, Box::pin(client_info().serve(transport)) as _)
             }
         };
@@ -155,11 +170,25 @@ impl Session {
                 return Err(match (&server.transport, &written.transport) {
                     // The URL as the file writes it: its `${...}` values (a token in the
                     // query) stay out of errors, events and checkpoints.
-                    (ServerTransport::Http { url }, ServerTransport::Http { url: as_written }) => {
+                    (
+                        ServerTransport::Http { url, headers },
+                        ServerTransport::Http {
+                            url: as_written,
+                            headers: written_headers,
+                        },
+                    ) => {
+                        // The URL and headers as the file writes them: their `${...}`
+                        // values (a token) stay out of errors, events and checkpoints.
+                        let mut message = message.replace(url.as_str(), as_written);
+                        for ((_, value), (_, written)) in headers.iter().zip(written_headers) {
+                            if value != written && value.len() >= 4 {
+                                message = message.replace(value.as_str(), written);
+                            }
+                        }
                         McpError::Connect {
                             server: name,
                             url: as_written.clone(),
-                            message: message.replace(url.as_str(), as_written),
+                            message,
                         }
                     }
                     _ => McpError::Handshake {
@@ -376,5 +405,13 @@ fn tail_note(tail: &Mutex<VecDeque<String>>) -> String {
         String::new()
     } else {
         format!("; its stderr ended with: {}", lines.join(" | "))
+    }
+}
+
+/// A server's URL as the graph file writes it.
+fn written_url(server: &Server) -> &str {
+    match &server.transport {
+        ServerTransport::Http { url, .. } => url,
+        ServerTransport::Stdio { .. } => "",
     }
 }

@@ -108,6 +108,9 @@ pub enum Transport {
     },
     Http {
         url: Sp<String>,
+        /// Sent with every request (`Authorization = "Bearer ${TOKEN}"`); values may
+        /// read the environment.
+        headers: Vec<(String, String)>,
     },
 }
 
