@@ -40,7 +40,8 @@ fn successors<'s>(spec: &'s GraphSpec, name: &str) -> Vec<&'s str> {
             KindSpec::Interrupt(i) => i.on_timeout.iter().map(|t| t.get_ref().as_str()).collect(),
             _ => Vec::new(),
         })
-        .filter(|t| *t != END)
+        // A target that is no node is reported by the name checks.
+        .filter(|t| *t != END && spec.node(t).is_some())
         .collect();
     out.dedup();
     out
@@ -112,6 +113,11 @@ pub fn region<'s>(spec: &'s GraphSpec, fork: &'s NodeSpec) -> Result<Region<'s>,
                 }
                 _ if !node.fork.is_empty() => {
                     Some("branches inside branches are not supported yet")
+                }
+                // `run.error` is one per run: a branch's failure would be seen (and
+                // cleared) by the other branches' nodes.
+                _ if node.on_error.is_some() => {
+                    Some("`on_error` inside a branch is not supported yet")
                 }
                 _ => None,
             };

@@ -105,7 +105,7 @@ fn drain(rx: &mut UnboundedReceiver<Event>) -> Vec<Event> {
 fn lifecycle(events: &[Event]) -> Vec<Event> {
     events
         .iter()
-        .filter(|e| !matches!(e, Event::ServerStderr { .. }))
+        .filter(|e| !matches!(e, Event::ServerStderr { .. } | Event::ToolProgress { .. }))
         .map(|e| match e {
             Event::ServerStarted {
                 server, restart, ..
@@ -1109,4 +1109,65 @@ fn an_http_server_gets_the_headers_the_graph_gives_it_from_the_environment() {
     );
     assert!(!out.stdout.contains(TOKEN) && !out.stderr.contains(TOKEN));
     drop(server);
+}
+
+#[tokio::test]
+async fn a_servers_progress_notifications_become_events() {
+    let mut h = harness(graph("progress", &[]), "progress");
+    finished(h.runner.start("t", json!({})).await);
+    let progress: Vec<(f64, Option<f64>)> = drain(&mut h.server_events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ToolProgress {
+                server,
+                progress,
+                total,
+                ..
+            } => {
+                assert_eq!(server, "everything");
+                Some((progress, total))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]
+    );
+    assert_eq!(
+        state(&h, "t")["done"],
+        json!("Long running operation completed. Duration: 0.3 seconds, Steps: 3.")
+    );
+}
+
+#[tokio::test]
+async fn a_changed_tool_list_is_listed_again() {
+    need_npm_packages();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("growing")));
+    let server = stdio(
+        "growing",
+        "node_modules/.bin/node",
+        &["tests/servers/growing_tools.mjs"],
+    );
+    let names = |tools: Vec<switchyard::run::ToolInfo>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name).collect()
+    };
+    assert_eq!(names(client.list_tools(&server).await.unwrap()), ["grow"]);
+    let grown = client
+        .call(&ToolRequest {
+            server: server.clone(),
+            tool: "grow".into(),
+            arguments: json!({}),
+            timeout: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(grown.content, json!("grow done"));
+    // The server said its list changed: what a node offers now includes the new tool,
+    // without waiting for a call of a name the old list does not have.
+    assert_eq!(
+        names(client.list_tools(&server).await.unwrap()),
+        ["grow", "extra"]
+    );
+    client.shutdown().await;
 }

@@ -33,6 +33,20 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             continue;
         }
         let var = map.var.get_ref();
+        let identifier = var
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !identifier {
+            cx.error(
+                "bad-name",
+                map.var.span(),
+                format!("`{var}` is not a valid name"),
+            )
+            .with_label("not an identifier")
+            .with_help("the item is read by this name: letters, digits and `_`");
+        }
         if matches!(var.as_str(), "run" | "result") || spec.field(var).is_some() {
             cx.error(
                 "duplicate-name",
@@ -59,12 +73,12 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             .with_label(format!("this is {}", ty.name()))
             .with_help("map over a `list<…>` field, or an expression that gives a list");
         }
-        output(cx, node);
+        output(cx, node, map.collect_errors);
     }
 }
 
 /// The output field receives the list of the items' results.
-fn output(cx: &mut Cx<'_>, node: &NodeSpec) {
+fn output(cx: &mut Cx<'_>, node: &NodeSpec, collect_errors: bool) {
     let out = match &node.body {
         KindSpec::Llm(l) => l.output.as_ref(),
         KindSpec::Mcp(m) => m.calls.first().and_then(|c| c.output.as_ref()),
@@ -91,6 +105,24 @@ fn output(cx: &mut Cx<'_>, node: &NodeSpec) {
         .with_label("expected a `list<…>` or `json` field")
         .with_help(format!(
             "make `{}` a list (`type = \"list<json>\"`)",
+            out.get_ref()
+        ));
+    } else if collect_errors
+        && !matches!(ty.base(), FieldType::Json)
+        && !matches!(ty.base(), FieldType::List(item) if matches!(item.base(), FieldType::Json))
+    {
+        cx.error(
+            "output-type",
+            out.span(),
+            format!(
+                "`{}` keeps failed items as `{{ error }}`, and `{}` is `{ty}`",
+                node.name.get_ref(),
+                out.get_ref()
+            ),
+        )
+        .with_label("a failed item's `{ error }` would not fit it")
+        .with_help(format!(
+            "make `{}` a `list<json>`, or let a failed item fail the node (`errors = \"fail\"`)",
             out.get_ref()
         ));
     }

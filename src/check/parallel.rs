@@ -18,6 +18,27 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                 .with_help("write `next = \"<node>\"` for one");
             continue;
         }
+        if fork.fork.iter().any(|b| b.get_ref() == crate::spec::END) {
+            cx.error("fork", span, format!("a branch of `{f}` is `END`"))
+                .with_label("every branch must reach the join")
+                .with_help("name nodes only; the run ends after the join");
+            continue;
+        }
+        // A fork node's own pause or pseudo-tool route would skip its branches.
+        let why = if fork.breakpoint.is_some() {
+            Some("a breakpoint on a fork node is not supported yet")
+        } else if matches!(&fork.body, crate::spec::KindSpec::Llm(l) if !l.pseudo_tools.is_empty())
+        {
+            Some("a pseudo tool would route past the branches")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            cx.error("fork", span, format!("`{f}` cannot fork"))
+                .with_label(why)
+                .with_help("fork from a node of its own, after this one");
+            continue;
+        }
         // Unknown branch nodes are reported by the name checks, a fork beside another
         // way on by the edge checks.
         if fork.fork.iter().any(|b| spec.node(b.get_ref()).is_none())

@@ -203,7 +203,8 @@ pub(super) fn infer<'s>(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<&'s FieldSp
             "float" => Ty::Float,
             "string" | "lower" | "upper" | "trim" | "title" | "capitalize" | "join" | "tojson"
             | "sha256" | "replace" => Ty::Str,
-            "list" | "sort" | "reverse" | "unique" => Ty::List,
+            // `reverse`, `sort` and `unique` keep a string a string.
+            "list" => Ty::List,
             "bool" => Ty::Bool,
             _ => return None,
         },

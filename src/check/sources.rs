@@ -33,6 +33,12 @@ pub(crate) fn sources(spec: &GraphSpec) -> Vec<Source<'_>> {
         let kind_expr = |text, result| Source::Expr { text, result, item };
         let template = |text| Source::Template { text, item };
         out.extend(node.only_if.iter().map(|e| expr(e, false)));
+        out.extend(
+            node.map
+                .iter()
+                .filter_map(|m| m.over.as_ref())
+                .map(|e| expr(e, false)),
+        );
         out.extend(node.set.iter().map(|(_, e)| expr(e, true)));
         if let Some(route) = &node.route {
             let conds = route.on.iter().chain(route.when.iter().map(|w| &w.cond));

@@ -14,6 +14,7 @@ mod client;
 mod env_vars;
 mod error;
 mod event_sink;
+mod handler;
 pub mod online;
 mod reply;
 mod session;

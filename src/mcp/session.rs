@@ -3,6 +3,7 @@
 
 use super::error::McpError;
 use super::event_sink::EventSink;
+use super::handler::Handler;
 use super::tool_schema::ToolSchema;
 use crate::graph::{Server, ServerTransport};
 use crate::run::{Event, ToolInfo};
@@ -42,7 +43,9 @@ impl Tools {
 
 pub(crate) struct Session {
     server: String,
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, Handler>,
+    /// Set by the server's `notifications/tools/list_changed`.
+    tools_changed: Arc<AtomicBool>,
     pub(crate) pid: Option<u32>,
     /// Set when a call found the connection closed.
     dead: AtomicBool,
@@ -75,6 +78,8 @@ impl Session {
         let server = &super::env_vars::expand_server(server, &|k| std::env::var(k).ok())?;
         let name = server.name.clone();
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let handler = Handler::new(&name, events);
+        let tools_changed = handler.tools_changed.clone();
         let (pid, connecting) = match &server.transport {
             ServerTransport::Stdio {
                 command,
@@ -133,7 +138,7 @@ impl Session {
                         stderr_tail.clone(),
                     ));
                 }
-                let fut = client_info().serve(child);
+                let fut = handler.serve(child);
                 let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(fut);
                 (pid, serve)
             }
@@ -155,7 +160,7 @@ impl Session {
                     config.custom_headers.insert(header, value);
                 }
                 let transport = StreamableHttpClientTransport::from_config(config);
-                (None, Box::pin(client_info().serve(transport)) as _)
+                (None, Box::pin(handler.serve(transport)) as _)
             }
         };
         let service = match tokio::time::timeout(handshake_timeout, connecting).await {
@@ -202,6 +207,7 @@ impl Session {
         Ok(Session {
             server: name,
             service,
+            tools_changed,
             pid,
             dead: AtomicBool::new(false),
             tools: tokio::sync::Mutex::new(None),
@@ -228,8 +234,11 @@ impl Session {
         timeout: Duration,
     ) -> Result<Arc<Tools>, McpError> {
         let mut cached = self.tools.lock().await;
+        // A server that said its list changed is listed again.
+        let changed = self.tools_changed.swap(false, Ordering::SeqCst);
         if let Some(t) = cached.as_ref()
             && !refresh
+            && !changed
         {
             return Ok(t.clone());
         }

@@ -78,6 +78,13 @@ pub enum Event {
         pid: Option<u32>,
         restart: u32,
     },
+    /// A server's progress notification for a call it is working on.
+    ToolProgress {
+        server: String,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
     /// An MCP server exited or its connection dropped while the run needed it.
     ServerDied {
         server: String,
@@ -207,6 +214,19 @@ impl Event {
                 } else {
                     format!("      server {server} restarted{pid}, restart {restart}")
                 }
+            }
+            Event::ToolProgress {
+                server,
+                progress,
+                total,
+                message,
+            } => {
+                let of = total.map(|t| format!(" of {t}")).unwrap_or_default();
+                let says = message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                format!("      {server} progress {progress}{of}{says}")
             }
             Event::ServerDied { server, message } => {
                 format!("      server {server} died: {message}")

@@ -99,6 +99,13 @@ impl Runner {
                 .enumerate()
                 .filter_map(|(i, c)| c.map(|n| (i, n)))
                 .collect();
+            // As `drive` does between nodes: whoever follows the events (and a Ctrl-C
+            // handler) gets to run between supersteps.
+            if self.events.is_some() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::task::coop::consume_budget().await;
+            }
             // Each node counts as a step, numbered in declaration order.
             let base = live.step;
             let start = self.events.is_some().then(Instant::now);
@@ -136,7 +143,18 @@ impl Runner {
                         live.frontier = None;
                         return Ok(Flow::Return(outcome));
                     }
-                    Ok(Flow::Fork) => unreachable!("the checker refuses forks inside branches"),
+                    // The checker refuses forks inside branches; a graph edited since
+                    // the thread stopped (`--force`) can still name one.
+                    Ok(Flow::Fork) => {
+                        live.frontier = None;
+                        return Err(RunError::GraphChanged {
+                            thread: live.thread.to_string(),
+                            why: format!(
+                                "`{}` inside parallel branches now forks",
+                                self.graph.node(id).name
+                            ),
+                        });
+                    }
                     Err(e) => {
                         live.frontier = None;
                         return Err(e);

@@ -436,7 +436,12 @@ impl Runner {
                         continue;
                     }
                     Flow::Return(o) => return Ok(o),
-                    Flow::Fork => unreachable!("the branches end at their join"),
+                    Flow::Fork => {
+                        return Err(RunError::GraphChanged {
+                            thread: live.thread.to_string(),
+                            why: "parallel branches ended in another fork".into(),
+                        });
+                    }
                 }
             }
             if self.stop.take() {

@@ -272,6 +272,11 @@ impl Runner {
                 Some(_) => None,
             },
             None => match last.next.as_deref() {
+                // Inside parallel branches: each branch's next node and the join.
+                Some(n) if n.contains(';') => n
+                    .split([',', ';'])
+                    .find(|n| !n.is_empty() && self.graph.node_id(n).is_none())
+                    .map(|n| format!("the next node `{n}` was removed")),
                 Some(n) if n != crate::spec::END && self.graph.node_id(n).is_none() => {
                     Some(format!("the next node `{n}` was removed"))
                 }
@@ -364,6 +369,11 @@ impl Runner {
                     RunError::Update(format!("`{name}` is not a node{hint}"))
                 })?;
                 let node = self.graph.node(id);
+                if matches!(node.next, crate::graph::Next::Fork { .. }) {
+                    return Err(RunError::Update(format!(
+                        "`{name}` forks into parallel branches, which an update cannot start"
+                    )));
+                }
                 let next = self
                     .route(&live, node)
                     .map_err(|m| RunError::Update(format!("as `{name}`: {m}")))?

@@ -390,12 +390,16 @@ fn cache_key(
             .to_string();
         prompts.push_str(&crate::llm::sha256_hex(source.as_bytes()));
     }
-    let parts = json!([
+    let mut parts = json!([
         key,
         request.model,
         crate::llm::sha256_hex(prompts.as_bytes()),
         request.schema_hash()
     ]);
+    // A mapped node's items share its `cache.key`: each is cached under its own item.
+    if let (Some((_, item)), Json::Array(parts)) = (&cx.item, &mut parts) {
+        parts.push((**item).clone());
+    }
     Ok(crate::llm::sha256_hex(parts.to_string().as_bytes()))
 }
 

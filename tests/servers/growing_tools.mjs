@@ -1,0 +1,18 @@
+// A stdio MCP server whose tool list grows: `grow` adds the tool `extra` and tells
+// the client its list changed (notifications/tools/list_changed).
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const tool = (name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } });
+const tools = [tool("grow")];
+const server = new Server({ name: "growing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  if (request.params.name === "grow" && !tools.some((t) => t.name === "extra")) {
+    tools.push(tool("extra"));
+    await server.sendToolListChanged();
+  }
+  return { content: [{ type: "text", text: `${request.params.name} done` }] };
+});
+await server.connect(new StdioServerTransport());
