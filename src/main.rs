@@ -434,6 +434,7 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
             url: url.into(),
             headers: Vec::new(),
         },
+        roots: Vec::new(),
     };
     let client = mcp_client(&std::env::current_dir()?);
     let result = cli::runtime()?.block_on(async {

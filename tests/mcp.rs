@@ -568,6 +568,7 @@ async fn http_server_that_is_not_there_is_a_transient_connect_error() {
             url: format!("http://127.0.0.1:{port}/mcp"),
             headers: Vec::new(),
         },
+        roots: Vec::new(),
     };
     let e = client
         .list_tools(&server)
@@ -593,6 +594,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
             env_remove: Vec::new(),
             cwd: root(),
         },
+        roots: Vec::new(),
     }
 }
 
@@ -1011,6 +1013,7 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
             url: format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
             headers: Vec::new(),
         },
+        roots: Vec::new(),
     };
     let e = client
         .list_tools(&server)
@@ -1113,7 +1116,9 @@ fn an_http_server_gets_the_headers_the_graph_gives_it_from_the_environment() {
 
 #[tokio::test]
 async fn a_servers_progress_notifications_become_events() {
-    let mut h = harness(graph("progress", &[]), "progress");
+    let g = graph("progress", &[]);
+    assert_eq!(g.servers[0].roots, [root().join("tests/fixtures")]);
+    let mut h = harness(g, "progress");
     finished(h.runner.start("t", json!({})).await);
     let progress: Vec<(f64, Option<f64>)> = drain(&mut h.server_events)
         .into_iter()
@@ -1152,7 +1157,10 @@ async fn a_changed_tool_list_is_listed_again() {
     let names = |tools: Vec<switchyard::run::ToolInfo>| -> Vec<String> {
         tools.into_iter().map(|t| t.name).collect()
     };
-    assert_eq!(names(client.list_tools(&server).await.unwrap()), ["grow"]);
+    assert_eq!(
+        names(client.list_tools(&server).await.unwrap()),
+        ["grow", "roots"]
+    );
     let grown = client
         .call(&ToolRequest {
             server: server.clone(),
@@ -1167,7 +1175,51 @@ async fn a_changed_tool_list_is_listed_again() {
     // without waiting for a call of a name the old list does not have.
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "extra"]
+        ["grow", "roots", "extra"]
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_gets_the_roots_the_graph_declares_and_none_otherwise() {
+    need_npm_packages();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("roots")));
+    let ask = |server: Server| {
+        let client = &client;
+        async move {
+            let reply = client
+                .call(&ToolRequest {
+                    server,
+                    tool: "roots".into(),
+                    arguments: json!({}),
+                    timeout: None,
+                })
+                .await
+                .unwrap();
+            reply.content
+        }
+    };
+    let plain = stdio(
+        "plain",
+        "node_modules/.bin/node",
+        &["tests/servers/growing_tools.mjs"],
+    );
+    assert_eq!(
+        ask(plain).await,
+        json!({ "declared": false, "roots": null })
+    );
+    let mut rooted = stdio(
+        "rooted",
+        "node_modules/.bin/node",
+        &["tests/servers/growing_tools.mjs"],
+    );
+    rooted.roots = vec![root().join("tests/fixtures")];
+    assert_eq!(
+        ask(rooted).await,
+        json!({
+            "declared": true,
+            "roots": [{ "uri": format!("file://{}", root().join("tests/fixtures").display()), "name": "fixtures" }]
+        })
     );
     client.shutdown().await;
 }

@@ -110,6 +110,17 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         .iter()
         .map(|s| Server {
             name: s.name.get_ref().clone(),
+            // Absolute and without `..`: a root goes to the server as a `file://` URI.
+            roots: s
+                .roots
+                .iter()
+                .map(|r| {
+                    let p = spec.resolve(r.get_ref());
+                    std::fs::canonicalize(&p)
+                        .or_else(|_| std::path::absolute(&p))
+                        .unwrap_or(p)
+                })
+                .collect(),
             transport: match &s.transport {
                 Transport::Stdio {
                     command,

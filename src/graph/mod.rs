@@ -303,6 +303,9 @@ pub enum ToolName {
 pub struct Server {
     pub name: String,
     pub transport: ServerTransport,
+    /// The directories given to the server as its MCP roots (absolute); none: the
+    /// client declares no roots.
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 #[derive(Clone, Debug)]

@@ -336,6 +336,7 @@ fn read_server(
         None => Vec::new(),
     };
     let headers_span = t.key_span("headers");
+    let roots = t.strings("roots", diags);
     let description = t
         .str("description", diags)
         .map(Sp::into_inner)
@@ -352,6 +353,7 @@ fn read_server(
             "cwd",
             "url",
             "headers",
+            "roots",
             "description",
         ],
         diags,
@@ -427,6 +429,7 @@ fn read_server(
         name,
         transport,
         description,
+        roots,
     })
 }
 

@@ -51,6 +51,7 @@ pub(crate) fn expand_server(
     Ok(Server {
         name: server.name.clone(),
         transport,
+        roots: server.roots.clone(),
     })
 }
 

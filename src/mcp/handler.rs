@@ -6,23 +6,32 @@ use super::event_sink::EventSink;
 use super::session::client_info;
 use crate::run::Event;
 use rmcp::ClientHandler;
-use rmcp::model::{ClientConfig, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::ErrorData;
+// Roots are deprecated in the protocol after the one Switchyard speaks
+// (`LATEST_WITH_INITIALIZE`), which still has them.
+#[allow(deprecated)]
+use rmcp::model::{
+    ClientConfig, ListRootsResult, ProgressNotificationParam, Root, RootsCapabilities,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(crate) struct Handler {
     server: String,
     events: EventSink,
+    /// What `roots/list` answers; the client declares roots only when there are any.
+    roots: Vec<std::path::PathBuf>,
     /// Set when the server said its tool list changed.
     pub(crate) tools_changed: Arc<AtomicBool>,
 }
 
 impl Handler {
-    pub(crate) fn new(server: &str, events: &EventSink) -> Self {
+    pub(crate) fn new(server: &str, roots: &[std::path::PathBuf], events: &EventSink) -> Self {
         Handler {
             server: server.to_string(),
             events: events.clone(),
+            roots: roots.to_vec(),
             tools_changed: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -30,7 +39,29 @@ impl Handler {
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        client_info()
+        let mut info = client_info();
+        if !self.roots.is_empty() {
+            info.capabilities.roots = Some(RootsCapabilities::default());
+        }
+        info
+    }
+
+    #[allow(deprecated)]
+    fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
+        let roots = self
+            .roots
+            .iter()
+            .map(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let mut root = Root::new(format!("file://{}", p.display()));
+                root.name = name;
+                root
+            })
+            .collect();
+        std::future::ready(Ok(ListRootsResult::new(roots)))
     }
 
     fn on_progress(

@@ -78,7 +78,7 @@ impl Session {
         let server = &super::env_vars::expand_server(server, &|k| std::env::var(k).ok())?;
         let name = server.name.clone();
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        let handler = Handler::new(&name, events);
+        let handler = Handler::new(&name, &server.roots, events);
         let tools_changed = handler.tools_changed.clone();
         let (pid, connecting) = match &server.transport {
             ServerTransport::Stdio {

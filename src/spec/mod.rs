@@ -96,6 +96,9 @@ pub struct ServerSpec {
     pub name: Sp<String>,
     pub transport: Transport,
     pub description: String,
+    /// Directories the server is told it may work in (MCP roots), relative to the
+    /// graph's root.
+    pub roots: Vec<Sp<String>>,
 }
 
 #[derive(Debug)]
