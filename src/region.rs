@@ -104,7 +104,6 @@ pub fn region<'s>(spec: &'s GraphSpec, fork: &'s NodeSpec) -> Result<Region<'s>,
             }
             let node = spec.node(n).expect("reached nodes exist");
             let why = match node.kind.get_ref() {
-                NodeKind::Interrupt => Some("an interrupt inside a branch is not supported yet"),
                 NodeKind::Finalize | NodeKind::Fail => {
                     Some("it ends the run, and the branches must meet")
                 }

@@ -501,3 +501,74 @@ async fn branches_and_a_map_give_the_same_state_and_history_over_100_runs() {
         }
     }
 }
+
+#[tokio::test]
+async fn interrupts_inside_branches_pause_one_at_a_time_each_answered_by_its_reference() {
+    let path = root().join("tests/fixtures/run/parallel_ask.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let store = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph, store);
+    // The first question pauses the run once the other branches' steps are applied.
+    let out = r.start("t", json!({})).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Interrupted {
+            node: "ask_first".into(),
+            payload: json!({ "question": "first?", "reference": "q1" }),
+        }
+    );
+    let (state, last) = r.state("t", None).unwrap();
+    assert_eq!(state["log"], json!(["plan", "worked"]));
+    assert_eq!(
+        (last.status, last.next.as_deref()),
+        (Status::Interrupted, Some("ask_first,ask_second;join"))
+    );
+    // An answer carrying the other question's reference is refused; nothing changes.
+    let err = r
+        .resume(
+            "t",
+            Some(json!({ "reference": "q2", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RunError::WrongReference { .. }), "{err}");
+    // Answered: its branch reaches the join, and the second question asks.
+    let out = r
+        .resume(
+            "t",
+            Some(json!({ "reference": "q1", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        Outcome::Interrupted {
+            node: "ask_second".into(),
+            payload: json!({ "question": "second?", "reference": "q2" }),
+        }
+    );
+    let out = r
+        .resume(
+            "t",
+            Some(json!({ "reference": "q2", "confirmed": false })),
+            false,
+        )
+        .await
+        .unwrap();
+    // Six node executions: plan; ask_first, work and ask_second; ask_second again
+    // (it asked once the first was answered); join.
+    assert_eq!(
+        out,
+        finished("plan, worked, first answered, second answered", 6)
+    );
+    let state = r.state("t", None).unwrap().0;
+    assert_eq!(
+        (&state["first"], &state["second"]),
+        (
+            &json!({ "reference": "q1", "confirmed": true }),
+            &json!({ "reference": "q2", "confirmed": false })
+        )
+    );
+}

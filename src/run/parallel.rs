@@ -127,11 +127,21 @@ impl Runner {
                 });
                 futures_util::future::join_all(runs).await
             };
+            // An interrupt waits until the other branches' steps are applied: their work
+            // is done, and a pause must not make them do it again. The first in
+            // declaration order pauses the run; the others ask again, one at a time,
+            // in the supersteps after it is answered.
+            let mut pause = None;
+            let count = active.len() as u64;
             for (k, ((i, id), (work, rx))) in active.into_iter().zip(works).enumerate() {
                 if let (Some(tx), Some(mut rx)) = (&self.events, rx) {
                     while let Ok(e) = rx.try_recv() {
                         let _ = tx.send(e);
                     }
+                }
+                if let super::runner::Work::Step(super::kinds::Step::Pause { payload }) = work {
+                    pause.get_or_insert((i, id, payload));
+                    continue;
                 }
                 live.step = base + k as u64 + 1;
                 live.branch = Some(i);
@@ -160,6 +170,16 @@ impl Runner {
                         return Err(e);
                     }
                 }
+            }
+            if let Some((i, id, payload)) = pause {
+                // The run pauses at the interrupt; its branch stays there, the others
+                // where their steps took them (the record names them all).
+                live.step = base + count;
+                live.branch = Some(i);
+                let node = self.graph.node(id);
+                let paused = self.pause(live, node, payload, None, Target::Node(id));
+                live.branch = None;
+                return paused.map(Flow::Return);
             }
         }
     }

@@ -98,7 +98,20 @@ impl Runner {
                             thread: thread.into(),
                             why: format!("the pending node `{}` is gone", pending.node),
                         })?;
-                self.prepare_answer(live, id, pending, payload, last.next.as_deref())
+                // Paused inside parallel branches: the answer completes the interrupt's
+                // branch, and the others go on from where the record says they are.
+                let mut next = last.next.as_deref();
+                if let Some(text) = next
+                    && text.contains(';')
+                {
+                    self.next_of(thread, &mut live, Some(text))?;
+                    live.branch = live
+                        .frontier
+                        .as_ref()
+                        .and_then(|f| f.cursors.iter().position(|c| *c == Some(id)));
+                    next = None;
+                }
+                self.prepare_answer(live, id, pending, payload, next)
             }
         }
     }
@@ -224,6 +237,7 @@ impl Runner {
                     timed_out: true,
                 });
                 self.take_edge(&mut live, node, to, Vec::new(), "timeout")?;
+                live.branch = None;
                 self.drive(live, to).await
             }
             Resumption::Answered {
@@ -239,7 +253,9 @@ impl Runner {
                     node: node.name.clone(),
                     timed_out: false,
                 });
-                match self.commit(&mut live, node, applied, next, None, start, false)? {
+                let flow = self.commit(&mut live, node, applied, next, None, start, false)?;
+                live.branch = None;
+                match flow {
                     Flow::Next(t) => self.drive(live, t).await,
                     Flow::Return(o) => Ok(o),
                     // The branches run first in `drive`, then their join.
