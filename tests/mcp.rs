@@ -803,34 +803,42 @@ fn validate_online_checks_tool_names_and_literal_arguments() {
     assert_eq!(
         out.stderr,
         r#"error: server `everything` has no tool `ecoh`
-   --> tests/fixtures/mcp/err_online.toml:17:8
+   --> tests/fixtures/mcp/err_online.toml:23:8
    |
-17 | tool = "ecoh"
+23 | tool = "ecoh"
    |        ^^^^^^ no tool has this name
    |
    = help: did you mean `echo`?
 
 error: the arguments of `get-sum` do not fit its inputSchema
-   --> tests/fixtures/mcp/err_online.toml:25:14
+   --> tests/fixtures/mcp/err_online.toml:31:14
    |
-25 | args = { a = "'two'", b = "topic" }
+31 | args = { a = "'two'", b = "topic" }
    |              ^^^^^^^ at `/a`: "two" is not of type "number"
 
 error: the arguments of `get-structured-content` do not fit its inputSchema
-   --> tests/fixtures/mcp/err_online.toml:32:21
+   --> tests/fixtures/mcp/err_online.toml:38:21
    |
-32 | args = { location = "'Paris'", units = 3 }
+38 | args = { location = "'Paris'", units = 3 }
    |                     ^^^^^^^^^ at `/location`: "Paris" is not one of "New York", "Chicago" or "Los Angeles"
 
 error: field `topic` of type `string` cannot hold the result of `get-structured-content`
-   --> tests/fixtures/mcp/err_online.toml:33:10
+   --> tests/fixtures/mcp/err_online.toml:39:10
    |
-33 | output = "topic"
+39 | output = "topic"
    |          ^^^^^^^ the tool's outputSchema has the top-level type `object`
    |
    = help: change the field's type, or write the result to another field
 
-tests/fixtures/mcp/err_online.toml: 4 errors
+error: field `weathers` holds items of type `string`, which cannot hold a result of `get-structured-content`
+   --> tests/fixtures/mcp/err_online.toml:49:10
+   |
+49 | output = "weathers"
+   |          ^^^^^^^^^^ the tool's outputSchema has the top-level type `object`
+   |
+   = help: change the field's type, or write the result to another field
+
+tests/fixtures/mcp/err_online.toml: 5 errors
 "#
     );
     let out = switchyard(&["validate", "--online", "tests/fixtures/mcp/everything.toml"])

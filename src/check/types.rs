@@ -216,9 +216,18 @@ fn reducer_needs(r: Reducer) -> &'static str {
 
 /// When no top-level type of `schema` fits what one write to `field` may be: the
 /// field's written type and the schema's types, for the message.
-pub(crate) fn misfit(field: &FieldSpec, schema: &Value) -> Option<(FieldType, Vec<String>)> {
+pub(crate) fn misfit(
+    field: &FieldSpec,
+    schema: &Value,
+    mapped: bool,
+) -> Option<(FieldType, Vec<String>)> {
     let types = top_types(schema)?;
-    let written = written_type(field);
+    // A mapped node writes the list of its results: each item must fit.
+    let written = match (mapped, field.ty.get_ref().base()) {
+        (true, FieldType::List(item)) => item.base(),
+        (true, _) => &FieldType::Json,
+        (false, _) => written_type(field),
+    };
     (!types.iter().any(|t| json_type_fits(written, t))).then(|| {
         (
             written.clone(),

@@ -91,11 +91,7 @@ pub async fn check(spec: &GraphSpec, graph: &Graph, client: &dyn ToolClient) -> 
             };
             if let Some(call) = call {
                 check_arguments(spec, tool, call, info, &mut out);
-                // A mapped node's output holds a list of results; its items are not
-                // typed against the schema here yet.
-                if node.map.is_none() {
-                    check_output(spec, call, info, &mut out);
-                }
+                check_output(spec, call, info, node.map.is_some(), &mut out);
             }
         }
     }
@@ -104,24 +100,38 @@ pub async fn check(spec: &GraphSpec, graph: &Graph, client: &dyn ToolClient) -> 
 
 /// A tool that declares an `outputSchema` answers with `structuredContent` of that
 /// shape, which is what the call's `output` field receives: the field must hold it.
-fn check_output(spec: &GraphSpec, call: &ToolCall, info: &ToolInfo, out: &mut Vec<Diagnostic>) {
+fn check_output(
+    spec: &GraphSpec,
+    call: &ToolCall,
+    info: &ToolInfo,
+    mapped: bool,
+    out: &mut Vec<Diagnostic>,
+) {
     let (Some(output), Some(schema)) = (&call.output, &info.output_schema) else {
         return;
     };
     let Some(field) = spec.field(output.get_ref()) else {
         return;
     };
-    if let Some((written, types)) = crate::check::types::misfit(field, schema) {
+    if let Some((written, types)) = crate::check::types::misfit(field, schema, mapped) {
         out.push(
             Diagnostic::error(
                 "output-type",
                 spec.file,
                 output.span(),
-                format!(
-                    "field `{}` of type `{written}` cannot hold the result of `{}`",
-                    output.get_ref(),
-                    info.name
-                ),
+                if mapped {
+                    format!(
+                        "field `{}` holds items of type `{written}`, which cannot hold a result of `{}`",
+                        output.get_ref(),
+                        info.name
+                    )
+                } else {
+                    format!(
+                        "field `{}` of type `{written}` cannot hold the result of `{}`",
+                        output.get_ref(),
+                        info.name
+                    )
+                },
             )
             .label(format!(
                 "the tool's outputSchema has the top-level type `{}`",
