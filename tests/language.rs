@@ -572,3 +572,117 @@ async fn interrupts_inside_branches_pause_one_at_a_time_each_answered_by_its_ref
         )
     );
 }
+
+#[tokio::test]
+async fn a_subgraph_runs_on_its_own_thread_and_its_interrupt_pauses_the_parent() {
+    let path = root().join("tests/fixtures/run/parent.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let store = Arc::new(MemoryStore::new());
+    let mut r = Runner::new(graph, store.clone());
+    // The child's thread, read with the child's graph.
+    let child_graph = root().join("tests/fixtures/run/child.toml");
+    let child_runner = Runner::new(
+        Arc::new(switchyard::load_graph(&child_graph).unwrap()),
+        store,
+    );
+    let mut events = r.events();
+    let out = r.start("t", json!({ "subject": "tea" })).await.unwrap();
+    // The child's question, at the parent's graph node.
+    assert_eq!(
+        out,
+        Outcome::Interrupted {
+            node: "delegate".into(),
+            payload: json!({ "question": "write about tea!?", "reference": "c1" }),
+        }
+    );
+    // The child's checkpoints are its thread's, named by the path.
+    let (child, last) = child_runner.state("t/delegate", None).unwrap();
+    assert_eq!(
+        child,
+        json!({ "topic": "tea!", "answer": null, "summary": "" })
+    );
+    assert_eq!(
+        (last.status, last.node.as_deref()),
+        (Status::Interrupted, Some("ask"))
+    );
+    // A wrong answer is refused by the child, and nothing changes.
+    let err = r
+        .resume("t", Some(json!({ "reference": "c1" })), false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RunError::InvalidPayload { .. }), "{err}");
+    let out = r
+        .resume(
+            "t",
+            Some(json!({ "reference": "c1", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        finished("about tea! (confirmed) (prepare, delegated)", 3)
+    );
+    assert_eq!(
+        r.state("t", None).unwrap().0["report"],
+        json!("about tea! (confirmed)")
+    );
+    assert_eq!(
+        child_runner.state("t/delegate", None).unwrap().1.status,
+        Status::Finished
+    );
+    drop(r);
+    // The child's events come wrapped, naming the node.
+    let mut wrapped = Vec::new();
+    while let Some(e) = events.recv().await {
+        let e = serde_json::to_value(&e).unwrap();
+        if e["event"] == "subgraph" {
+            assert_eq!(e["node"], "delegate");
+            wrapped.push(e["inner"]["event"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(wrapped.first().map(String::as_str), Some("run_started"));
+    assert!(
+        wrapped.iter().filter(|e| *e == "run_finished").count() == 2,
+        "{wrapped:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_inside_a_subgraph_stops_both_and_a_resume_goes_on_in_the_child() {
+    let path = root().join("tests/fixtures/run/parent_search.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let store = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph.clone(), store.clone());
+    let tools = Search {
+        seed: None,
+        stop: std::sync::Mutex::new(Some(r.stop_handle())),
+    };
+    let r = r.with_tools(Arc::new(tools));
+    // The stop is asked during the child's search: the child stops after it, and the
+    // parent before its graph node.
+    let out = r.start("t", json!({ "topic": "tea" })).await.unwrap();
+    assert!(
+        matches!(&out, Outcome::Stopped { next: Some(n), .. } if n == "delegate"),
+        "{out:?}"
+    );
+    let r = Runner::new(graph, store.clone()).with_tools(Arc::new(Search {
+        seed: None,
+        stop: std::sync::Mutex::new(None),
+    }));
+    let out = r.resume("t", None, false).await.unwrap();
+    assert_eq!(out, finished("found: Web about tea", 2));
+    // The child went on from where it stood: one search in its history, not two.
+    let child_graph = root().join("tests/fixtures/run/child_search.toml");
+    let child = Runner::new(
+        Arc::new(switchyard::load_graph(&child_graph).unwrap()),
+        store,
+    );
+    let searches = child
+        .history("t/delegate")
+        .unwrap()
+        .iter()
+        .filter(|c| c.node.as_deref() == Some("search"))
+        .count();
+    assert_eq!(searches, 1);
+}

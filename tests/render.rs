@@ -29,3 +29,16 @@ fn showcase_mermaid() {
     );
     insta::assert_snapshot!("showcase_mermaid", mermaid);
 }
+
+#[test]
+fn a_subgraph_is_drawn_as_a_cluster_entered_from_its_node() {
+    let spec = spec("tests/fixtures/run/parent.toml");
+    let dot = render(&spec, Format::Dot);
+    insta::assert_snapshot!("subgraph_dot", dot);
+    let svg = graphviz_svg(&dot, "subgraph");
+    assert!(
+        svg.contains("cluster_delegate") && svg.contains("delegate/ask"),
+        "{svg}"
+    );
+    insta::assert_snapshot!("subgraph_mermaid", render(&spec, Format::Mermaid));
+}

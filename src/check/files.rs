@@ -47,7 +47,7 @@ pub(super) fn check(cx: &mut Cx<'_>, sources: &mut Sources) {
     }
 }
 
-fn read(cx: &mut Cx<'_>, path: &Sp<String>, what: &str) -> Option<(String, String)> {
+pub(super) fn read(cx: &mut Cx<'_>, path: &Sp<String>, what: &str) -> Option<(String, String)> {
     let spec = cx.spec;
     match crate::source::read_graph_file(&spec.root, path.get_ref(), spec.graph.allow_outside_root)
     {

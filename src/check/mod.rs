@@ -15,6 +15,7 @@ pub mod schema_path;
 mod set_types;
 mod sources;
 mod strict;
+mod subgraph;
 pub(crate) mod types;
 
 use crate::diagnostic::Diagnostic;
@@ -44,6 +45,7 @@ pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
         return cx.diags;
     }
     files::check(&mut cx, sources);
+    subgraph::check(&mut cx, sources);
     types::check(&mut cx);
     set_types::check(&mut cx);
     map::check(&mut cx);

@@ -72,7 +72,7 @@ pub(super) fn check(cx: &mut Cx<'_>) {
 }
 
 /// What the field takes, when a write of `ty` does not fit it.
-fn refused(f: &FieldSpec, ty: Ty) -> Option<String> {
+pub(super) fn refused(f: &FieldSpec, ty: Ty) -> Option<String> {
     let field_ty = f.ty.get_ref();
     let fits = |t: &FieldType| fits(t, ty);
     let ok = match (f.reducer(), field_ty.base()) {

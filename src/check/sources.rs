@@ -77,6 +77,7 @@ pub(crate) fn sources(spec: &GraphSpec) -> Vec<Source<'_>> {
             }
             KindSpec::Finalize(f) => out.extend(f.response.iter().map(template)),
             KindSpec::Fail(f) => out.extend(f.message.iter().map(template)),
+            KindSpec::Graph(g) => out.extend(g.input.iter().map(|(_, e)| expr(e, false))),
             KindSpec::Set => {}
         }
     }

@@ -499,6 +499,27 @@ impl Compiler<'_> {
                     on_timeout: i.on_timeout.as_ref().map(target).transpose()?,
                 })
             }
+            KindSpec::Graph(g) => {
+                let path = self
+                    .spec
+                    .resolve(g.graph.as_ref().ok_or_else(|| missing("graph"))?.get_ref());
+                let child = crate::load_graph(&path).map_err(|e| {
+                    CompileError::Unresolved(format!("the graph of `{}`: {e}", n.name.get_ref()))
+                })?;
+                Body::Graph(GraphBody {
+                    child: Arc::new(child),
+                    input: g
+                        .input
+                        .iter()
+                        .map(|(k, e)| (k.get_ref().clone(), ValueTpl::Expr(self.expr(e))))
+                        .collect(),
+                    output: g
+                        .output
+                        .iter()
+                        .map(|(f, c)| Ok((field(f)?, c.get_ref().clone())))
+                        .collect::<Result<_, CompileError>>()?,
+                })
+            }
             KindSpec::Fail(f) => Body::Fail(FailBody {
                 outcome: f
                     .outcome

@@ -202,6 +202,7 @@ pub enum Body {
     Interrupt(InterruptBody),
     Finalize(FinalizeBody),
     Fail(FailBody),
+    Graph(GraphBody),
     Llm(Box<LlmBody>),
     Mcp(McpBody),
 }
@@ -229,6 +230,15 @@ pub struct InterruptBody {
     pub output: Option<FieldId>,
     pub timeout: Option<Duration>,
     pub on_timeout: Option<Target>,
+}
+
+/// A node that runs another graph on a thread of its own (`<thread>/<node>`).
+pub struct GraphBody {
+    pub child: Arc<Graph>,
+    /// The child's input: its field's name and the value from this graph's state.
+    pub input: Vec<(String, ValueTpl)>,
+    /// This graph's field, and the child's field whose final value it gets.
+    pub output: Vec<(FieldId, String)>,
 }
 
 /// A node that fails the run on purpose, with its own outcome.

@@ -4,9 +4,9 @@ use super::reader::{Table, Value, to_json};
 use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
 use crate::spec::{
-    Breakpoint, CacheSpec, Decision, FailNode, FinalizeNode, InterruptNode, KindSpec, LlmNode,
-    MapSpec, McpNode, NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec, RouteSpec,
-    Sp, ToolCall, ToolsSpec, ValueTable, WhenCase,
+    Breakpoint, CacheSpec, Decision, FailNode, FinalizeNode, GraphNode, InterruptNode, KindSpec,
+    LlmNode, MapSpec, McpNode, NodeKind, NodeSpec, PolicyNode, PolicyRule, PseudoTool, RetrySpec,
+    RouteSpec, Sp, ToolCall, ToolsSpec, ValueTable, WhenCase,
 };
 use crate::suggestion::help_for;
 use toml::de::DeValue;
@@ -70,6 +70,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
         ],
         NodeKind::Finalize => &["outcome", "response", "output"],
         NodeKind::Fail => &["message", "outcome"],
+        NodeKind::Graph => &["graph", "input", "output"],
         NodeKind::Set => &[],
     }
 }
@@ -149,6 +150,7 @@ pub(super) fn read_node(
         NodeKind::Interrupt => KindSpec::Interrupt(read_interrupt(&mut t, diags)),
         NodeKind::Finalize => KindSpec::Finalize(read_finalize(&mut t, diags)),
         NodeKind::Set => KindSpec::Set,
+        NodeKind::Graph => KindSpec::Graph(read_graph_node(&mut t, diags)),
         NodeKind::Fail => KindSpec::Fail(FailNode {
             message: t.str("message", diags),
             outcome: t.str("outcome", diags),
@@ -673,6 +675,33 @@ fn read_interrupt(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> Interru
     }
 }
 
+/// `kind = "graph"`: the child's file and the two mappings, each a table of strings.
+fn read_graph_node(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> GraphNode {
+    let mut strings = |key: &str, what: &str| -> Vec<(Sp<String>, Sp<String>)> {
+        match t.table(key, diags) {
+            Some(mut m) => m
+                .drain()
+                .into_iter()
+                .filter_map(|(k, v)| match v.get_ref() {
+                    DeValue::String(s) => Some((k, Sp::new(v.span(), s.to_string()))),
+                    other => {
+                        diags.push(m.wrong_type(k.get_ref(), v.span(), what, other));
+                        None
+                    }
+                })
+                .collect(),
+            None => Vec::new(),
+        }
+    };
+    let input = strings("input", "an expression string");
+    let output = strings("output", "the name of a field of the child graph");
+    GraphNode {
+        graph: t.str("graph", diags),
+        input,
+        output,
+    }
+}
+
 fn read_finalize(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> FinalizeNode {
     FinalizeNode {
         outcome: t.str("outcome", diags),
@@ -774,6 +803,11 @@ fn required(t: &Table<'_, '_>, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
         KindSpec::Finalize(f) => {
             if f.outcome.is_none() {
                 missing("outcome", "add `outcome = \"done\"`");
+            }
+        }
+        KindSpec::Graph(g) => {
+            if g.graph.is_none() {
+                missing("graph", "add `graph = \"graphs/<child>.toml\"`");
             }
         }
         KindSpec::Fail(f) => {

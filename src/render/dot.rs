@@ -45,6 +45,7 @@ pub fn dot(spec: &GraphSpec) -> String {
                     NodeKind::Finalize => "box",
                     NodeKind::Set => "note",
                     NodeKind::Fail => "box",
+                    NodeKind::Graph => "box3d",
                 };
                 let mut style = vec!["filled"];
                 if matches!(
@@ -99,6 +100,57 @@ pub fn dot(spec: &GraphSpec) -> String {
             let _ = writeln!(out, "  {from} -> {to};");
         } else {
             let _ = writeln!(out, "  {from} -> {to} [{}];", attrs.join(", "));
+        }
+    }
+    // Each subgraph's nodes in a cluster, entered from the node that runs it.
+    for (node, child) in super::children(spec) {
+        let child_name = child
+            .graph
+            .name
+            .as_ref()
+            .map_or("graph", |n| n.get_ref().as_str());
+        let _ = writeln!(out, "  subgraph {} {{", quote(&format!("cluster_{node}")));
+        let _ = writeln!(
+            out,
+            "    label={}; style=\"dashed,rounded\"; color=\"#0e7490\"; fontcolor=\"#0e7490\";",
+            quote(child_name)
+        );
+        for n in &child.nodes {
+            let (fill, line) = colours(*n.kind.get_ref());
+            let _ = writeln!(
+                out,
+                "    {} [label={}, shape=box, style=\"rounded,filled\", fillcolor=\"{fill}\", color=\"{line}\"];",
+                quote(&format!("{node}/{}", n.name.get_ref())),
+                quote(&label_lines(n, true).join("\n"))
+            );
+        }
+        for n in &child.nodes {
+            for e in n.edges() {
+                if e.target.get_ref() == crate::spec::END
+                    || child.node(e.target.get_ref()).is_none()
+                {
+                    continue;
+                }
+                let from = quote(&format!("{node}/{}", n.name.get_ref()));
+                let to = quote(&format!("{node}/{}", e.target.get_ref()));
+                match e.label {
+                    Some(l) => {
+                        let _ = writeln!(out, "    {from} -> {to} [label={}];", quote(&l));
+                    }
+                    None => {
+                        let _ = writeln!(out, "    {from} -> {to};");
+                    }
+                }
+            }
+        }
+        out.push_str("  }\n");
+        if let Some(entry) = &child.graph.entry {
+            let _ = writeln!(
+                out,
+                "  {} -> {} [style=dotted, color=\"#0e7490\"];",
+                quote(node),
+                quote(&format!("{node}/{}", entry.get_ref()))
+            );
         }
     }
     out.push_str("}\n");

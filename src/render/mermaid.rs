@@ -47,6 +47,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
                     NodeKind::Finalize => format!("([\"{label}\"])"),
                     NodeKind::Set => format!("[/\"{label}\"/]"),
                     NodeKind::Fail => format!("([\"{label}\"])"),
+                    NodeKind::Graph => format!(">\"{label}\"]"),
                 }
             }
         };
@@ -92,6 +93,61 @@ pub fn mermaid(spec: &GraphSpec) -> String {
             class_of(k)
         );
     }
+    // Each subgraph's nodes in a `subgraph` block, entered from the node that runs it.
+    for (node, child) in super::children(spec) {
+        let child_name = child
+            .graph
+            .name
+            .as_ref()
+            .map_or("graph", |n| n.get_ref().as_str());
+        let prefix = format!("n_{}__", id_text(node));
+        let _ = writeln!(
+            out,
+            "  subgraph c_{}[\"{}\"]",
+            id_text(node),
+            text(child_name)
+        );
+        for n in &child.nodes {
+            let _ = writeln!(
+                out,
+                "    {prefix}{}[\"{}\"]",
+                id_text(n.name.get_ref()),
+                text(&label_lines(n, true).join("\n"))
+            );
+            classes.push((
+                format!("{prefix}{}", id_text(n.name.get_ref())),
+                class_of(*n.kind.get_ref()),
+            ));
+        }
+        for n in &child.nodes {
+            for e in n.edges() {
+                if e.target.get_ref() == crate::spec::END
+                    || child.node(e.target.get_ref()).is_none()
+                {
+                    continue;
+                }
+                let from = format!("{prefix}{}", id_text(n.name.get_ref()));
+                let to = format!("{prefix}{}", id_text(e.target.get_ref()));
+                match e.label {
+                    Some(l) => {
+                        let _ = writeln!(out, "    {from} -->|\"{}\"| {to}", text(&l));
+                    }
+                    None => {
+                        let _ = writeln!(out, "    {from} --> {to}");
+                    }
+                }
+            }
+        }
+        out.push_str("  end\n");
+        if let Some(entry) = &child.graph.entry {
+            let _ = writeln!(
+                out,
+                "  n_{} -.-> {prefix}{}",
+                id_text(node),
+                id_text(entry.get_ref())
+            );
+        }
+    }
     out.push_str("  classDef terminal fill:#111827,stroke:#111827,color:#fff\n");
     out.push_str("  classDef unreachable stroke:#dc2626,stroke-dasharray:5 5\n");
     out.push_str(
@@ -112,6 +168,7 @@ fn class_of(kind: NodeKind) -> &'static str {
         NodeKind::Finalize => "finalize",
         NodeKind::Set => "set",
         NodeKind::Fail => "fail",
+        NodeKind::Graph => "graph",
     }
 }
 

@@ -42,6 +42,7 @@ fn colours(kind: NodeKind) -> (&'static str, &'static str) {
         NodeKind::Finalize => ("#e5e7eb", "#374151"),
         NodeKind::Set => ("#f5f3ff", "#6d28d9"),
         NodeKind::Fail => ("#fecaca", "#991b1b"),
+        NodeKind::Graph => ("#ecfeff", "#0e7490"),
     }
 }
 
@@ -152,4 +153,22 @@ fn drawn_edges(topo: &Topology) -> Vec<Drawn> {
 /// Reachability of each vertex, by vertex index.
 fn reachability(topo: &Topology) -> Vec<bool> {
     topo.reachable()
+}
+
+/// The child graphs of a graph's `kind = "graph"` nodes, read from their files: each
+/// with the node that runs it, for drawing as a cluster. A child that cannot be read
+/// or loaded is left out (`validate` reports it).
+pub(crate) fn children(spec: &crate::spec::GraphSpec) -> Vec<(&str, crate::spec::GraphSpec)> {
+    spec.nodes
+        .iter()
+        .filter_map(|n| match &n.body {
+            KindSpec::Graph(g) => {
+                let path = spec.resolve(g.graph.as_ref()?.get_ref());
+                let mut sources = crate::source::Sources::new();
+                let child = crate::load::load_file(&path, &mut sources).ok()?.spec?;
+                Some((n.name.get_ref().as_str(), child))
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -114,6 +114,11 @@ pub enum Event {
         record: Arc<Checkpoint>,
         values: Option<Arc<Json>>,
     },
+    /// An event of a subgraph node's child run.
+    Subgraph {
+        node: Arc<str>,
+        inner: Box<Event>,
+    },
     RunFinished {
         status: &'static str,
         outcome: Option<String>,
@@ -215,6 +220,7 @@ impl Event {
                     format!("      server {server} restarted{pid}, restart {restart}")
                 }
             }
+            Event::Subgraph { node, inner } => format!("  {node} | {}", inner.human()),
             Event::ToolProgress {
                 server,
                 progress,

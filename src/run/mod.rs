@@ -13,6 +13,7 @@ pub(crate) mod scope;
 pub mod state;
 mod step;
 mod stop;
+mod subgraph;
 mod thread;
 
 pub use crate::store::{

@@ -28,6 +28,12 @@ pub(super) enum Resumption {
         node: NodeId,
         to: Target,
     },
+    /// The node runs a subgraph paused at an interrupt: the answer goes to it.
+    Child {
+        live: Live,
+        node: NodeId,
+        payload: Json,
+    },
     /// The answer was taken, on a copy of the state that now is the run's.
     Answered {
         live: Live,
@@ -139,6 +145,15 @@ impl Runner {
                 passed: Some((id, bp == "before")),
             });
         }
+        if let Body::Graph(g) = &node.body {
+            // The child checks the answer as its own resume would.
+            self.check_subgraph_answer(g, &live.thread, &node.name, payload.clone())?;
+            return Ok(Resumption::Child {
+                live,
+                node: id,
+                payload: payload.unwrap_or(Json::Null),
+            });
+        }
         let Body::Interrupt(body) = &node.body else {
             return Err(RunError::GraphChanged {
                 thread: live.thread.to_string(),
@@ -239,6 +254,33 @@ impl Runner {
                 self.take_edge(&mut live, node, to, Vec::new(), "timeout")?;
                 live.branch = None;
                 self.drive(live, to).await
+            }
+            Resumption::Child {
+                mut live,
+                node: id,
+                payload,
+            } => {
+                let node = self.graph.node(id);
+                started(&live);
+                self.emit(|| Event::Resumed {
+                    node: node.name.clone(),
+                    timed_out: false,
+                });
+                let start = self.events.is_some().then(Instant::now);
+                let Body::Graph(g) = &node.body else {
+                    unreachable!("a child resumption is made for a graph node")
+                };
+                let thread = live.thread.clone();
+                let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
+                match self.complete(&mut live, id, step, start)? {
+                    Flow::Next(t) => self.drive(live, t).await,
+                    Flow::Return(o) => Ok(o),
+                    Flow::Fork => {
+                        let join = live.frontier.as_ref().map(|f| f.join);
+                        self.drive(live, join.map_or(Target::End, Target::Node))
+                            .await
+                    }
+                }
             }
             Resumption::Answered {
                 mut live,

@@ -604,6 +604,7 @@ impl Runner {
             Body::Interrupt(i) => kinds::interrupt::run(cx, i),
             Body::Llm(l) => kinds::llm::run(cx, l).await,
             Body::Mcp(m) => kinds::mcp::run(cx, m).await,
+            Body::Graph(g) => self.run_subgraph(cx, g).await,
         }
     }
 }

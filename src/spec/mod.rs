@@ -233,10 +233,11 @@ pub enum NodeKind {
     Finalize,
     Set,
     Fail,
+    Graph,
 }
 
 impl NodeKind {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "llm_structured",
         "mcp_call",
         "policy",
@@ -244,6 +245,7 @@ impl NodeKind {
         "finalize",
         "set",
         "fail",
+        "graph",
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -255,6 +257,7 @@ impl NodeKind {
             "finalize" => Self::Finalize,
             "set" => Self::Set,
             "fail" => Self::Fail,
+            "graph" => Self::Graph,
             _ => return None,
         })
     }
@@ -322,6 +325,7 @@ pub enum KindSpec {
     Finalize(FinalizeNode),
     Set,
     Fail(FailNode),
+    Graph(GraphNode),
 }
 
 #[derive(Debug, Default)]
@@ -493,6 +497,17 @@ pub struct InterruptNode {
     pub on_timeout: Option<Sp<String>>,
 }
 
+/// A node that runs another graph file to its end, on a thread of its own.
+#[derive(Debug, Default)]
+pub struct GraphNode {
+    /// The child graph's file, relative to the root.
+    pub graph: Option<Sp<String>>,
+    /// The child's input: its field -> an expression of this graph's state.
+    pub input: Vec<(Sp<String>, Sp<String>)>,
+    /// What comes back: this graph's field -> the child's field.
+    pub output: Vec<(Sp<String>, Sp<String>)>,
+}
+
 /// A node that fails the run on purpose: a check the graph makes itself.
 #[derive(Debug, Default)]
 pub struct FailNode {
@@ -522,6 +537,7 @@ impl NodeSpec {
             KindSpec::Interrupt(i) => i.output.iter().collect(),
             KindSpec::Finalize(f) => f.output.iter().collect(),
             KindSpec::Set | KindSpec::Fail(_) => Vec::new(),
+            KindSpec::Graph(g) => g.output.iter().map(|(f, _)| f).collect(),
         }
     }
 
