@@ -124,22 +124,15 @@ pub fn dot(spec: &GraphSpec) -> String {
                 quote(&label_lines(n, true).join("\n"))
             );
         }
-        for n in &child.nodes {
-            for e in n.edges() {
-                if e.target.get_ref() == crate::spec::END
-                    || child.node(e.target.get_ref()).is_none()
-                {
-                    continue;
+        for (from, to, label) in super::child_edges(&child) {
+            let from = quote(&format!("{node}/{from}"));
+            let to = quote(&format!("{node}/{to}"));
+            match label {
+                Some(l) => {
+                    let _ = writeln!(out, "    {from} -> {to} [label={}];", quote(&l));
                 }
-                let from = quote(&format!("{node}/{}", n.name.get_ref()));
-                let to = quote(&format!("{node}/{}", e.target.get_ref()));
-                match e.label {
-                    Some(l) => {
-                        let _ = writeln!(out, "    {from} -> {to} [label={}];", quote(&l));
-                    }
-                    None => {
-                        let _ = writeln!(out, "    {from} -> {to};");
-                    }
+                None => {
+                    let _ = writeln!(out, "    {from} -> {to};");
                 }
             }
         }

@@ -119,22 +119,15 @@ pub fn mermaid(spec: &GraphSpec) -> String {
                 class_of(*n.kind.get_ref()),
             ));
         }
-        for n in &child.nodes {
-            for e in n.edges() {
-                if e.target.get_ref() == crate::spec::END
-                    || child.node(e.target.get_ref()).is_none()
-                {
-                    continue;
+        for (from, to, label) in super::child_edges(&child) {
+            let from = format!("{prefix}{}", id_text(from));
+            let to = format!("{prefix}{}", id_text(to));
+            match label {
+                Some(l) => {
+                    let _ = writeln!(out, "    {from} -->|\"{}\"| {to}", text(&l));
                 }
-                let from = format!("{prefix}{}", id_text(n.name.get_ref()));
-                let to = format!("{prefix}{}", id_text(e.target.get_ref()));
-                match e.label {
-                    Some(l) => {
-                        let _ = writeln!(out, "    {from} -->|\"{}\"| {to}", text(&l));
-                    }
-                    None => {
-                        let _ = writeln!(out, "    {from} --> {to}");
-                    }
+                None => {
+                    let _ = writeln!(out, "    {from} --> {to}");
                 }
             }
         }

@@ -172,3 +172,19 @@ pub(crate) fn children(spec: &crate::spec::GraphSpec) -> Vec<(&str, crate::spec:
         })
         .collect()
 }
+
+/// A child graph's edges between its own nodes (an edge to `END` or to no node is
+/// left out of its cluster): from, to, label.
+pub(crate) fn child_edges(child: &crate::spec::GraphSpec) -> Vec<(&str, &str, Option<String>)> {
+    child
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.edges().into_iter().filter_map(move |e| {
+                let to = e.target.get_ref().as_str();
+                (to != crate::spec::END && child.node(to).is_some())
+                    .then(|| (n.name.get_ref().as_str(), to, e.label))
+            })
+        })
+        .collect()
+}

@@ -272,15 +272,8 @@ impl Runner {
                 };
                 let thread = live.thread.clone();
                 let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
-                match self.complete(&mut live, id, step, start)? {
-                    Flow::Next(t) => self.drive(live, t).await,
-                    Flow::Return(o) => Ok(o),
-                    Flow::Fork => {
-                        let join = live.frontier.as_ref().map(|f| f.join);
-                        self.drive(live, join.map_or(Target::End, Target::Node))
-                            .await
-                    }
-                }
+                let flow = self.complete(&mut live, id, step, start)?;
+                self.go_on(live, flow).await
             }
             Resumption::Answered {
                 mut live,
@@ -297,16 +290,21 @@ impl Runner {
                 });
                 let flow = self.commit(&mut live, node, applied, next, None, start, false)?;
                 live.branch = None;
-                match flow {
-                    Flow::Next(t) => self.drive(live, t).await,
-                    Flow::Return(o) => Ok(o),
-                    // The branches run first in `drive`, then their join.
-                    Flow::Fork => {
-                        let join = live.frontier.as_ref().map(|f| f.join);
-                        self.drive(live, join.map_or(Target::End, Target::Node))
-                            .await
-                    }
-                }
+                self.go_on(live, flow).await
+            }
+        }
+    }
+
+    /// Goes on after the step a resume completed: along its edge, into its branches
+    /// (their join next), or back with how the run ended or paused again.
+    async fn go_on(&self, live: Live, flow: Flow) -> Result<Outcome, RunError> {
+        match flow {
+            Flow::Next(t) => self.drive(live, t).await,
+            Flow::Return(o) => Ok(o),
+            Flow::Fork => {
+                let join = live.frontier.as_ref().map(|f| f.join);
+                self.drive(live, join.map_or(Target::End, Target::Node))
+                    .await
             }
         }
     }
