@@ -72,7 +72,16 @@ fn distances<'s>(
 
 /// The region `fork` starts, or why its branches do not make one.
 pub fn region<'s>(spec: &'s GraphSpec, fork: &'s NodeSpec) -> Result<Region<'s>, RegionError> {
-    let starts: Vec<&str> = fork.fork.iter().map(|s| s.get_ref().as_str()).collect();
+    region_of(spec, &fork.fork)
+}
+
+/// The region branches starting at `starts` make (a `next = [...]`, or a route case
+/// that names several nodes).
+pub fn region_of<'s>(
+    spec: &'s GraphSpec,
+    starts: &'s [crate::spec::Sp<String>],
+) -> Result<Region<'s>, RegionError> {
+    let starts: Vec<&str> = starts.iter().map(|s| s.get_ref().as_str()).collect();
     let reach: Vec<HashMap<&str, usize>> =
         starts.iter().map(|s| distances(spec, s, None)).collect();
     // The join: reached by every branch, nearest to the first (then the nearest to

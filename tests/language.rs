@@ -686,3 +686,23 @@ async fn a_stop_inside_a_subgraph_stops_both_and_a_resume_goes_on_in_the_child()
         .count();
     assert_eq!(searches, 1);
 }
+
+#[tokio::test]
+async fn a_route_case_that_names_several_nodes_forks() {
+    let path = root().join("tests/fixtures/run/parallel_route.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let r = Runner::new(graph, Arc::new(MemoryStore::new()));
+    assert_eq!(
+        r.start("w", json!({ "wide": true })).await.unwrap(),
+        finished("decide, left, right", 4)
+    );
+    let forked = r.history("w").unwrap()[1].clone();
+    assert_eq!(
+        (forked.node.as_deref(), forked.next.as_deref()),
+        (Some("decide"), Some("left,right;join"))
+    );
+    assert_eq!(
+        r.start("n", json!({ "wide": false })).await.unwrap(),
+        finished("decide, narrow", 3)
+    );
+}

@@ -4,21 +4,34 @@
 //! nothing a reader of the graph can see.
 
 use super::{Cx, DiagExt};
-use crate::region::{RegionError, region};
+use crate::region::{RegionError, region_of};
 use crate::spec::{NodeSpec, Reducer};
 
 pub(super) fn check(cx: &mut Cx<'_>) {
     let spec = cx.spec;
-    for fork in spec.nodes.iter().filter(|n| !n.fork.is_empty()) {
+    // Where branches start: a `next = [...]`, or a route case that names several nodes.
+    let sites = spec.nodes.iter().flat_map(|n| {
+        let own = (!n.fork.is_empty()).then_some((n, n.fork.as_slice(), false));
+        let routed = n.route.iter().flat_map(move |r| {
+            r.case_forks
+                .iter()
+                .map(move |(_, t)| (n, t.as_slice(), true))
+        });
+        own.into_iter().chain(routed)
+    });
+    for (fork, starts, routed) in sites {
         let f = fork.name.get_ref();
-        let span = fork.fork[0].span().start..fork.fork[fork.fork.len() - 1].span().end;
-        if fork.fork.len() < 2 {
+        if starts.is_empty() {
+            continue;
+        }
+        let span = starts[0].span().start..starts[starts.len() - 1].span().end;
+        if starts.len() < 2 {
             cx.error("fork", span, format!("`{f}` forks into one branch"))
                 .with_label("a fork needs two branches or more")
                 .with_help("write `next = \"<node>\"` for one");
             continue;
         }
-        if fork.fork.iter().any(|b| b.get_ref() == crate::spec::END) {
+        if starts.iter().any(|b| b.get_ref() == crate::spec::END) {
             cx.error("fork", span, format!("a branch of `{f}` is `END`"))
                 .with_label("every branch must reach the join")
                 .with_help("name nodes only; the run ends after the join");
@@ -41,13 +54,12 @@ pub(super) fn check(cx: &mut Cx<'_>) {
         }
         // Unknown branch nodes are reported by the name checks, a fork beside another
         // way on by the edge checks.
-        if fork.fork.iter().any(|b| spec.node(b.get_ref()).is_none())
-            || fork.next.is_some()
-            || fork.route.is_some()
+        if starts.iter().any(|b| spec.node(b.get_ref()).is_none())
+            || (!routed && (fork.next.is_some() || fork.route.is_some()))
         {
             continue;
         }
-        let region = match region(spec, fork) {
+        let region = match region_of(spec, starts) {
             Ok(r) => r,
             Err(e) => {
                 let (message, label, help) = match e {

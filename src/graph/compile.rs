@@ -199,6 +199,33 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                             .map(|(k, t)| Ok((k.get_ref().clone(), target(t)?)))
                             .collect::<Result<_, CompileError>>()?,
                         default,
+                        forks: r
+                            .case_forks
+                            .iter()
+                            .map(|(k, ts)| {
+                                let region = crate::region::region_of(spec, ts).map_err(|e| {
+                                    CompileError::Unresolved(format!(
+                                        "the join of case `{}` of `{}` ({e:?})",
+                                        k.get_ref(),
+                                        n.name.get_ref()
+                                    ))
+                                })?;
+                                let join = match target(&Sp::new(0..0, region.join.to_string()))? {
+                                    Target::Node(j) => j,
+                                    Target::End => {
+                                        return Err(CompileError::Unresolved(format!(
+                                            "the join of case `{}`",
+                                            k.get_ref()
+                                        )));
+                                    }
+                                };
+                                Ok((
+                                    k.get_ref().clone(),
+                                    ts.iter().map(&target).collect::<Result<_, _>>()?,
+                                    join,
+                                ))
+                            })
+                            .collect::<Result<_, CompileError>>()?,
                     },
                     None => Next::When {
                         cases: r

@@ -167,6 +167,9 @@ pub enum Next {
         on: ExprId,
         cases: Vec<(String, Target)>,
         default: Option<Target>,
+        /// Cases that start parallel branches: the case, its branches and their join
+        /// (`cases` holds the case too, with its first branch).
+        forks: Vec<(String, Vec<Target>, NodeId)>,
     },
     When {
         cases: Vec<WhenCase>,

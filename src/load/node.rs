@@ -303,12 +303,34 @@ fn literal_expr(v: &serde_json::Value) -> String {
 fn read_route(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> RouteSpec {
     let file = t.file;
     let on = t.str("on", diags);
+    let mut case_forks = Vec::new();
     let cases = match t.table("cases", diags) {
         Some(mut c) => c
             .drain()
             .into_iter()
             .filter_map(|(k, v)| match v.get_ref() {
                 DeValue::String(s) => Some((k, Sp::new(v.span(), s.to_string()))),
+                // Several nodes: the case starts parallel branches.
+                DeValue::Array(items) => {
+                    let targets: Vec<Sp<String>> = items
+                        .iter()
+                        .filter_map(|i| match i.get_ref() {
+                            DeValue::String(s) => Some(Sp::new(i.span(), s.to_string())),
+                            other => {
+                                diags.push(c.wrong_type(
+                                    k.get_ref(),
+                                    i.span(),
+                                    "a node name",
+                                    other,
+                                ));
+                                None
+                            }
+                        })
+                        .collect();
+                    let first = targets.first()?.clone();
+                    case_forks.push((k.clone(), targets));
+                    Some((k, first))
+                }
                 other => {
                     diags.push(c.wrong_type(k.get_ref(), v.span(), "a node name", other));
                     None
@@ -356,6 +378,7 @@ fn read_route(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> RouteSpec {
         span: t.span.clone(),
         on,
         cases,
+        case_forks,
         when,
         default,
     };

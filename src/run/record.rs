@@ -201,14 +201,26 @@ impl Runner {
                 .map(Flow::Return);
         }
         let (next, case) = next.unwrap_or((Target::End, None));
-        if let crate::graph::Next::Fork { branches, join } = &node.next {
-            self.start_branches(live, branches, *join);
+        // A route case that names several nodes forks like `next = [...]`.
+        let routed_fork = match (&node.next, &case) {
+            (crate::graph::Next::Switch { forks, .. }, Some(c)) => forks
+                .iter()
+                .find(|(k, ..)| k == c)
+                .map(|(_, b, j)| (b.as_slice(), *j)),
+            _ => None,
+        };
+        let fork = match &node.next {
+            crate::graph::Next::Fork { branches, join } => Some((branches.as_slice(), *join)),
+            _ => routed_fork,
+        };
+        if let Some((branches, join)) = fork {
+            self.start_branches(live, branches, join);
             self.record(live, Some(node), None, writes, Status::Running, None, None)?;
             for b in branches {
                 self.emit(|| Event::RouteTaken {
                     from: node.name.clone(),
                     to: Arc::from(self.graph.target_name(*b)),
-                    case: None,
+                    case: case.clone(),
                 });
             }
             return Ok(Flow::Fork);

@@ -287,7 +287,9 @@ impl Runner {
             // The branches are started by `commit`; their join is where the run goes on.
             Next::Fork { join, .. } => Ok(Some((Target::Node(*join), None))),
             Next::Goto(t) => Ok(Some((*t, None))),
-            Next::Switch { on, cases, default } => {
+            Next::Switch {
+                on, cases, default, ..
+            } => {
                 let v = eval(*on)?;
                 let key = case_key(&v);
                 match cases

@@ -292,8 +292,10 @@ pub struct RetrySpec {
 pub struct RouteSpec {
     pub span: Range<usize>,
     pub on: Option<Sp<String>>,
-    /// With `on`: case value -> target.
+    /// With `on`: case value -> target (for a case that forks, its first branch).
     pub cases: Vec<(Sp<String>, Sp<String>)>,
+    /// With `on`: a case that names several nodes starts parallel branches.
+    pub case_forks: Vec<(Sp<String>, Vec<Sp<String>>)>,
     /// Ordered conditions.
     pub when: Vec<WhenCase>,
     pub default: Option<Sp<String>>,
@@ -565,6 +567,16 @@ impl NodeSpec {
                     target,
                     kind: EdgeKind::Case,
                 });
+            }
+            // A case that forks: its other branches (the first is in `cases`).
+            for (case, targets) in &route.case_forks {
+                for target in targets.iter().skip(1) {
+                    out.push(Edge {
+                        label: Some(case.get_ref().clone()),
+                        target,
+                        kind: EdgeKind::Branch,
+                    });
+                }
             }
             for w in &route.when {
                 out.push(Edge {
