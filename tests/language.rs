@@ -503,12 +503,13 @@ async fn branches_and_a_map_give_the_same_state_and_history_over_100_runs() {
 }
 
 #[tokio::test]
-async fn interrupts_inside_branches_pause_one_at_a_time_each_answered_by_its_reference() {
+async fn interrupts_inside_branches_are_listed_together_each_answered_by_its_reference() {
     let path = root().join("tests/fixtures/run/parallel_ask.toml");
     let graph = Arc::new(switchyard::load_graph(&path).unwrap());
     let store = Arc::new(MemoryStore::new());
     let r = Runner::new(graph, store);
-    // The first question pauses the run once the other branches' steps are applied.
+    // Both questions of the superstep are pending, listed in one pause, once the
+    // other branch's step is applied.
     let out = r.start("t", json!({})).await.unwrap();
     assert_eq!(
         out,
@@ -523,32 +524,27 @@ async fn interrupts_inside_branches_pause_one_at_a_time_each_answered_by_its_ref
         (last.status, last.next.as_deref()),
         (Status::Interrupted, Some("ask_first,ask_second;join"))
     );
-    // An answer carrying the other question's reference is refused; nothing changes.
+    let pending = last.pending.unwrap();
+    assert_eq!(
+        pending
+            .others
+            .iter()
+            .map(|o| (o.node.to_string(), o.reference.clone()))
+            .collect::<Vec<_>>(),
+        [("ask_second".to_string(), Some("q2".to_string()))]
+    );
+    // An answer with a reference no pending interrupt has is refused; nothing changes.
     let err = r
         .resume(
             "t",
-            Some(json!({ "reference": "q2", "confirmed": true })),
+            Some(json!({ "reference": "q9", "confirmed": true })),
             false,
         )
         .await
         .unwrap_err();
     assert!(matches!(err, RunError::WrongReference { .. }), "{err}");
-    // Answered: its branch reaches the join, and the second question asks.
-    let out = r
-        .resume(
-            "t",
-            Some(json!({ "reference": "q1", "confirmed": true })),
-            false,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        out,
-        Outcome::Interrupted {
-            node: "ask_second".into(),
-            payload: json!({ "question": "second?", "reference": "q2" }),
-        }
-    );
+    // The second answered first, by its reference: its branch reaches the join, and
+    // the first asks again, alone.
     let out = r
         .resume(
             "t",
@@ -557,11 +553,35 @@ async fn interrupts_inside_branches_pause_one_at_a_time_each_answered_by_its_ref
         )
         .await
         .unwrap();
-    // Six node executions: plan; ask_first, work and ask_second; ask_second again
-    // (it asked once the first was answered); join.
     assert_eq!(
         out,
-        finished("plan, worked, first answered, second answered", 6)
+        Outcome::Interrupted {
+            node: "ask_first".into(),
+            payload: json!({ "question": "first?", "reference": "q1" }),
+        }
+    );
+    assert!(
+        r.state("t", None)
+            .unwrap()
+            .1
+            .pending
+            .unwrap()
+            .others
+            .is_empty()
+    );
+    let out = r
+        .resume(
+            "t",
+            Some(json!({ "reference": "q1", "confirmed": true })),
+            false,
+        )
+        .await
+        .unwrap();
+    // Six node executions: plan; ask_first, work and ask_second; ask_first again;
+    // join.
+    assert_eq!(
+        out,
+        finished("plan, worked, second answered, first answered", 6)
     );
     let state = r.state("t", None).unwrap().0;
     assert_eq!(

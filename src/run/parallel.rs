@@ -131,7 +131,7 @@ impl Runner {
             // is done, and a pause must not make them do it again. The first in
             // declaration order pauses the run; the others ask again, one at a time,
             // in the supersteps after it is answered.
-            let mut pause = None;
+            let mut pauses = Vec::new();
             let count = active.len() as u64;
             for (k, ((i, id), (work, rx))) in active.into_iter().zip(works).enumerate() {
                 if let (Some(tx), Some(mut rx)) = (&self.events, rx) {
@@ -140,7 +140,7 @@ impl Runner {
                     }
                 }
                 if let super::runner::Work::Step(super::kinds::Step::Pause { payload }) = work {
-                    pause.get_or_insert((i, id, payload));
+                    pauses.push((i, id, payload));
                     continue;
                 }
                 live.step = base + k as u64 + 1;
@@ -171,13 +171,19 @@ impl Runner {
                     }
                 }
             }
-            if let Some((i, id, payload)) = pause {
-                // The run pauses at the interrupt; its branch stays there, the others
-                // where their steps took them (the record names them all).
+            if !pauses.is_empty() {
+                // The run pauses at the interrupts, every one listed (the first in
+                // declaration order, the others with it); their branches stay there,
+                // the others where their steps took them (the record names them all).
                 live.step = base + count;
+                let mut pauses = pauses.into_iter();
+                let (i, id, payload) = pauses.next().expect("not empty");
+                let others = pauses
+                    .map(|(_, id, payload)| self.pending(live, self.graph.node(id), &payload, None))
+                    .collect();
                 live.branch = Some(i);
                 let node = self.graph.node(id);
-                let paused = self.pause(live, node, payload, None, Target::Node(id));
+                let paused = self.pause_with(live, node, payload, None, Target::Node(id), others);
                 live.branch = None;
                 return paused.map(Flow::Return);
             }

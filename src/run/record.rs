@@ -139,13 +139,24 @@ impl Runner {
         breakpoint: Option<&str>,
         next: Target,
     ) -> Result<Outcome, RunError> {
+        self.pause_with(live, node, payload, breakpoint, next, Vec::new())
+    }
+
+    /// What a pause at `node` waits for.
+    pub(super) fn pending(
+        &self,
+        live: &Live,
+        node: &Node,
+        payload: &Json,
+        breakpoint: Option<&str>,
+    ) -> Pending {
         let deadline_ms = match &node.body {
             Body::Interrupt(i) if breakpoint.is_none() => i
                 .timeout
                 .map(|t| now_ms().saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
             _ => None,
         };
-        let pending = Pending {
+        Pending {
             node: node.name.clone(),
             reference: payload.get("reference").map(reference_text),
             payload: payload.clone(),
@@ -153,7 +164,29 @@ impl Runner {
             fingerprint: node.fingerprint.clone(),
             breakpoint: breakpoint.map(String::from),
             at_seq: Some(live.seq),
-        };
+            others: Vec::new(),
+        }
+    }
+
+    /// [`Runner::pause`], listing the interrupts of other branches that asked in the
+    /// same superstep (`others`) with this one.
+    pub(super) fn pause_with(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        payload: Json,
+        breakpoint: Option<&str>,
+        next: Target,
+        others: Vec<Pending>,
+    ) -> Result<Outcome, RunError> {
+        let mut pending = self.pending(live, node, &payload, breakpoint);
+        for other in &others {
+            self.emit(|| Event::Interrupted {
+                node: other.node.clone(),
+                payload: other.payload.clone(),
+            });
+        }
+        pending.others = others;
         self.record(
             live,
             Some(node),

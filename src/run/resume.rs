@@ -95,6 +95,21 @@ impl Runner {
                         last.seq
                     ),
                 })?;
+                // Interrupts of parallel branches that asked together: the answer's
+                // `reference` says which it answers (the first, without one).
+                let wanted = payload
+                    .as_ref()
+                    .and_then(|p| p.get("reference"))
+                    .map(reference_text);
+                let pending = match wanted {
+                    Some(r) if pending.reference.as_ref() != Some(&r) => pending
+                        .others
+                        .iter()
+                        .find(|o| o.reference.as_ref() == Some(&r))
+                        .cloned()
+                        .unwrap_or(pending),
+                    _ => pending,
+                };
                 self.check_graph(thread, last, Some(&pending), force)?;
                 self.check_types(thread, &live, force)?;
                 let id =

@@ -84,6 +84,10 @@ pub struct Pending {
     /// person's updates) come after it before the answer.
     #[serde(default)]
     pub at_seq: Option<u64>,
+    /// Interrupts of other parallel branches that asked in the same superstep: each
+    /// may be answered first, by its own `reference`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<Pending>,
 }
 
 /// What wrote a checkpoint record.
