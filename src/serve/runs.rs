@@ -216,11 +216,34 @@ fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Cre
             "max_steps is 0: a run takes at least one step",
         ));
     }
-    // An answer keyed by the interrupt's id, as LangGraph allows, is the answer.
+    // An answer keyed by the interrupt's id, as LangGraph allows, is the answer. The
+    // runner picks among the interrupts of parallel branches by `reference`: an answer
+    // to one of those that carries none is given its interrupt's.
     let resume = command.resume.map(|r| match (&r, &latest) {
         (Json::Object(m), Some(l)) if m.len() == 1 => {
-            let id = wire::interrupt(l).and_then(|i| i["id"].as_str().map(str::to_string));
-            id.and_then(|id| m.get(&id).cloned()).unwrap_or(r)
+            let pending = wire::interrupts_of(l);
+            let Some((k, i)) = pending
+                .iter()
+                .enumerate()
+                .find_map(|(k, i)| Some((k, m.get(i["id"].as_str()?)?)))
+            else {
+                return r;
+            };
+            let mut answer = i.clone();
+            let reference = l.pending.as_ref().and_then(|p| {
+                if k == 0 {
+                    p.reference.clone()
+                } else {
+                    p.others.get(k - 1)?.reference.clone()
+                }
+            });
+            if let (Json::Object(a), Some(reference)) = (&mut answer, reference)
+                && k > 0
+                && !a.contains_key("reference")
+            {
+                a.insert("reference".into(), Json::String(reference));
+            }
+            answer
         }
         _ => r,
     });
@@ -571,10 +594,13 @@ fn joined_result(
             } else {
                 let view = s.host.thread(&tid)?;
                 let mut values = super::threads::thread_json(&s.host, &view)["values"].clone();
-                if let (Some(i), Json::Object(o)) =
-                    (view.latest.as_ref().and_then(wire::interrupt), &mut values)
-                {
-                    o.insert("__interrupt__".into(), json!([i]));
+                let pending = view
+                    .latest
+                    .as_ref()
+                    .map(wire::interrupts_of)
+                    .unwrap_or_default();
+                if let (false, Json::Object(o)) = (pending.is_empty(), &mut values) {
+                    o.insert("__interrupt__".into(), json!(pending));
                 }
                 values
             };

@@ -277,7 +277,8 @@ impl Translator {
                 (None, None) => {}
             }
         }
-        let interrupt = wire::interrupt(record);
+        // Every pending interrupt: a pause inside parallel branches may list several.
+        let interrupts = wire::interrupts_of(record);
         let writes = || -> serde_json::Map<String, Json> {
             record
                 .writes
@@ -323,8 +324,12 @@ impl Translator {
                 }
             }
         }
-        if let Some(i) = &interrupt {
-            out.push(Mode::Updates, "updates", || json!({ "__interrupt__": [i] }));
+        if !interrupts.is_empty() {
+            out.push(
+                Mode::Updates,
+                "updates",
+                || json!({ "__interrupt__": interrupts }),
+            );
         } else if let Some(node) = &record.node
             && !record.writes.is_empty()
         {
@@ -346,7 +351,7 @@ impl Translator {
                     "name": &**node,
                     "error": null,
                     "result": result(),
-                    "interrupts": interrupt.iter().collect::<Vec<_>>(),
+                    "interrupts": interrupts,
                 })
             });
             out.push(Mode::Debug, "debug", || {
@@ -354,7 +359,7 @@ impl Translator {
                     "type": "task_result",
                     "timestamp": wire::time(entry.at_ms),
                     "step": record.step,
-                    "payload": { "id": id, "name": &**node, "error": null, "result": result(), "interrupts": interrupt.iter().collect::<Vec<_>>() },
+                    "payload": { "id": id, "name": &**node, "error": null, "result": result(), "interrupts": interrupts },
                 })
             });
         }
@@ -388,8 +393,9 @@ impl Translator {
             (Some(st), Some(g)) => wire::values(st.to_json(g), Some(g)),
             _ => json!({}),
         };
-        if let (Some(i), Json::Object(o)) = (wire::interrupt(record), &mut v) {
-            o.insert("__interrupt__".into(), json!([i]));
+        let pending = wire::interrupts_of(record);
+        if let (false, Json::Object(o)) = (pending.is_empty(), &mut v) {
+            o.insert("__interrupt__".into(), json!(pending));
         }
         v
     }

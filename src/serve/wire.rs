@@ -86,10 +86,26 @@ pub(crate) fn interrupt(record: &Checkpoint) -> Option<Json> {
     Some(json!({ "value": p.payload, "id": id }))
 }
 
+/// Every interrupt a checkpoint waits for: its own, then those of other parallel
+/// branches that asked in the same superstep (answered by their `reference`), each
+/// with an id of its own.
+pub(crate) fn interrupts_of(record: &Checkpoint) -> Vec<Json> {
+    let Some(first) = interrupt(record) else {
+        return Vec::new();
+    };
+    let id = first["id"].as_str().unwrap_or_default().to_string();
+    let others = record
+        .pending
+        .iter()
+        .flat_map(|p| &p.others)
+        .map(|o| json!({ "value": o.payload, "id": format!("{id}-{}", o.node) }));
+    std::iter::once(first).chain(others).collect()
+}
+
 pub(crate) fn thread(view: &ThreadView, graph: Option<&Graph>) -> Json {
     let r = &view.record;
     let mut interrupts = Map::new();
-    if let Some(i) = view.latest.as_ref().and_then(interrupt) {
+    for i in view.latest.as_ref().map(interrupts_of).unwrap_or_default() {
         interrupts.insert(i["id"].as_str().unwrap_or_default().to_string(), json!([i]));
     }
     let error = view
@@ -221,7 +237,7 @@ pub(crate) fn tasks(record: &Checkpoint) -> Vec<Json> {
             .unwrap_or(Json::Null);
         return vec![task(&id, node, message, Vec::new())];
     }
-    let interrupts: Vec<Json> = interrupt(record).into_iter().collect();
+    let interrupts: Vec<Json> = interrupts_of(record);
     next(record)
         .iter()
         .map(|n| task(&id, n, Json::Null, interrupts.clone()))
@@ -282,7 +298,7 @@ pub(crate) fn state(view: &StateView) -> Json {
         "metadata": metadata(r),
         "created_at": time(r.at_ms),
         "parent_checkpoint": parent,
-        "interrupts": interrupt(r).into_iter().collect::<Vec<_>>(),
+        "interrupts": interrupts_of(r),
         "checkpoint_id": checkpoint_id(r.seq),
         "parent_checkpoint_id": r.seq.checked_sub(1).map(checkpoint_id),
     })

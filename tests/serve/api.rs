@@ -714,3 +714,50 @@ async fn a_stream_that_goes_away_cancels_its_run_when_asked() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_interrupts_of_parallel_branches_are_listed_and_answered_by_id() {
+    let s = serve(&["tests/fixtures/run/parallel_ask.toml"])
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "p" })).await;
+    let paused = h
+        .post(
+            "/threads/p/runs/wait",
+            json!({ "assistant_id": "parallel_ask", "input": {} }),
+        )
+        .await
+        .json();
+    // Both questions, each with an id of its own.
+    let pending = paused["__interrupt__"].as_array().unwrap().clone();
+    let values: Vec<&Json> = pending.iter().map(|i| &i["value"]).collect();
+    assert_eq!(
+        values,
+        [
+            &json!({ "question": "first?", "reference": "q1" }),
+            &json!({ "question": "second?", "reference": "q2" })
+        ]
+    );
+    let second = pending[1]["id"].as_str().unwrap().to_string();
+    assert_ne!(pending[0]["id"], pending[1]["id"]);
+    // The second, answered by its id (its reference is given to the answer), first.
+    let after = h
+        .post(
+            "/threads/p/runs/wait",
+            json!({ "assistant_id": "parallel_ask", "command": { "resume": { second: { "confirmed": false } } } }),
+        )
+        .await
+        .json();
+    let left: Vec<&Json> = after["__interrupt__"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["value"]["reference"])
+        .collect();
+    assert_eq!(left, [&json!("q1")]);
+    assert_eq!(
+        after["second"],
+        json!({ "confirmed": false, "reference": "q2" })
+    );
+}
