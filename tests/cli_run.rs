@@ -199,8 +199,23 @@ fn patient_pauses(dir: &Path) -> String {
 #[test]
 fn a_pause_exits_four_and_resume_state_history_continue_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store_flag(dir.path());
-    let file = &patient_pauses(dir.path());
+    pause_resume_and_fork(&store_flag(dir.path()), &patient_pauses(dir.path()));
+}
+
+#[test]
+fn a_thread_in_postgres_pauses_resumes_and_forks_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    pause_resume_and_fork(&crate::postgres::database(), &patient_pauses(dir.path()));
+}
+
+/// A thread paused, looked at, resumed, listed and forked, each by a new process.
+fn pause_resume_and_fork(store_url: &str, file: &str) {
+    let store = store_url.to_string();
+    let quoted = if store.contains(['?', '&']) {
+        format!("'{store}'")
+    } else {
+        store_url.to_string()
+    };
     let out = switchyard(&["run", file, "--thread", "p", "--store", &store])
         .run()
         .code(4);
@@ -210,7 +225,7 @@ fn a_pause_exits_four_and_resume_state_history_continue_it() {
     );
     assert!(
         out.stderr.ends_with(&format!(
-            "paused at `prepare`; resume with:\n  switchyard resume {file} --thread p --store {store}\n"
+            "paused at `prepare`; resume with:\n  switchyard resume {file} --thread p --store {quoted}\n"
         )),
         "{}",
         out.stderr
@@ -369,7 +384,7 @@ fn unknown_threads_and_stores_are_clear_errors() {
         .code(2);
     assert!(
         out.stderr
-            .contains("`redis:x` is not `sqlite:PATH` or `memory`"),
+            .contains("`redis:x` is not `sqlite:PATH`, `postgres://URL` or `memory`"),
         "{}",
         out.stderr
     );

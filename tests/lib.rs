@@ -11,6 +11,7 @@ mod language;
 mod llm;
 mod mcp;
 mod no_panic;
+mod postgres;
 mod render;
 mod run;
 mod seeds_browser;

@@ -1,4 +1,4 @@
-//! The one test suite every store passes: the memory store and the SQLite store are
+//! The one test suite every store passes: the memory, SQLite and Postgres stores are
 //! run through the same checks, so a runner or a server behaves the same on either.
 //! What only a file can do (other processes, foreign files, read-only mounts) is in
 //! `hardening.rs`.
@@ -7,8 +7,8 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
 use switchyard::store::{
-    Durability, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError, ThreadRecord,
-    Write,
+    Durability, PostgresStore, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError,
+    ThreadRecord, Write,
 };
 
 /// A record of `thread` at `seq` writing `value` to `field`.
@@ -249,6 +249,13 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
 fn the_memory_store_passes_the_store_suite() {
     let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
     suite(&|| store.clone());
+}
+
+#[test]
+fn the_postgres_store_passes_the_store_suite() {
+    let url = crate::postgres::database();
+    // Each `open` is a new connection: what one wrote, another reads.
+    suite(&|| Arc::new(PostgresStore::open(&url).unwrap()));
 }
 
 #[test]

@@ -126,8 +126,8 @@ pub(crate) enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
-        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
-        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// List a thread's checkpoints.
@@ -141,14 +141,14 @@ pub(crate) enum Command {
         /// Every record as JSON.
         #[arg(long)]
         json: bool,
-        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
-        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
     /// Serve graphs over HTTP: the LangGraph Agent Server API (docs/server.md), for
     /// LangGraph's client SDKs and front ends.
     #[command(
-        after_help = "Examples:\n  switchyard serve graphs/\n  switchyard serve graphs/ --listen 0.0.0.0:2024 --api-key-env SWITCHYARD_API_KEY\n  switchyard serve graphs/tool_agent.toml --store memory --cors http://localhost:5173"
+        after_help = "Examples:\n  switchyard serve graphs/\n  switchyard serve graphs/ --listen 0.0.0.0:2024 --api-key-env SWITCHYARD_API_KEY\n  switchyard serve graphs/tool_agent.toml --store memory --cors http://localhost:5173\n  switchyard serve graphs/ --store 'postgresql://switchyard@db.internal/agents'"
     )]
     Serve {
         /// Graph files, or directories whose `*.toml` files are graphs.
@@ -157,8 +157,8 @@ pub(crate) enum Command {
         /// The address and port to listen on (`:0` picks a free port).
         #[arg(long, default_value = "127.0.0.1:2024")]
         listen: std::net::SocketAddr,
-        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
-        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
         /// How durable each SQLite checkpoint is: `normal` survives the process being
         /// killed, `full` a power loss too, at the cost of waiting for the disk.
@@ -249,8 +249,8 @@ pub(crate) enum Command {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
-        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
-        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
 }
@@ -301,7 +301,7 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
 #[derive(Args)]
 pub(crate) struct CommonArgs {
     /// Where checkpoints go.
-    #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
     pub(crate) store: StoreArg,
     /// How durable each SQLite checkpoint is: `normal` survives the process being
     /// killed, `full` a power loss too, at the cost of waiting for the disk.
@@ -368,8 +368,8 @@ pub(crate) enum StateAction {
         /// The graph file (default: the one that wrote the thread).
         #[arg(long)]
         graph: Option<PathBuf>,
-        /// Where the checkpoints are: `sqlite:PATH`, `memory` or `none`.
-        #[arg(long, value_name = "sqlite:PATH|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
         store: StoreArg,
     },
 }

@@ -1,12 +1,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard::run::{Checkpointer, MemoryStore, NoStore, SqliteStore};
-use switchyard::store::SqliteOptions;
+use switchyard::store::{PostgresStore, SqliteOptions};
 
-/// Where checkpoints go: `sqlite:PATH`, `memory`, or `none` (nowhere).
+/// Where checkpoints go: `sqlite:PATH`, `postgres://URL`, `memory`, or `none`
+/// (nowhere).
 #[derive(Clone, Debug)]
 pub(crate) enum StoreArg {
     Sqlite(PathBuf, SqliteOptions),
+    /// A Postgres database, by URL (`postgres://` or `postgresql://`).
+    Postgres(String),
     Memory,
     None,
 }
@@ -25,8 +28,11 @@ impl std::str::FromStr for StoreArg {
             Some(("sqlite", path)) if !path.is_empty() => {
                 Ok(StoreArg::Sqlite(path.into(), SqliteOptions::default()))
             }
+            Some(("postgres" | "postgresql", rest)) if rest.starts_with("//") => {
+                Ok(StoreArg::Postgres(s.to_string()))
+            }
             _ => Err(format!(
-                "`{s}` is not `sqlite:PATH` or `memory` (or `none`, to keep nothing)"
+                "`{s}` is not `sqlite:PATH`, `postgres://URL` or `memory` (or `none`, to keep nothing)"
             )),
         }
     }
@@ -45,6 +51,7 @@ impl StoreArg {
     pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
         Ok(match self {
             StoreArg::Sqlite(path, options) => Arc::new(SqliteStore::open_with(path, *options)?),
+            StoreArg::Postgres(url) => Arc::new(PostgresStore::open(url)?),
             StoreArg::Memory => Arc::new(MemoryStore::new()),
             StoreArg::None => Arc::new(NoStore::new()),
         })
@@ -65,17 +72,19 @@ impl StoreArg {
                 }
                 Err(e) => Err(e),
             },
-            StoreArg::Memory | StoreArg::None => self.open(),
+            StoreArg::Postgres(_) | StoreArg::Memory | StoreArg::None => self.open(),
         }
     }
 
     /// Where tools' binary results (screenshots) go, by content hash: `blobs/` beside
-    /// the SQLite file, or a temporary directory for a memory store.
+    /// the SQLite file, `.switchyard/blobs/` under the working directory for Postgres
+    /// (each machine keeps its own), or a temporary directory for a memory store.
     pub(crate) fn blob_dir(&self) -> PathBuf {
         match self {
             StoreArg::Sqlite(path, _) => path
                 .parent()
                 .map_or_else(|| PathBuf::from("blobs"), |d| d.join("blobs")),
+            StoreArg::Postgres(_) => PathBuf::from(".switchyard/blobs"),
             // This process's own: nothing of a memory run outlives it anyway.
             StoreArg::Memory | StoreArg::None => {
                 std::env::temp_dir().join(format!("switchyard-blobs-{}", std::process::id()))
@@ -89,6 +98,11 @@ impl StoreArg {
             StoreArg::Sqlite(p, _) => format!(
                 "--store {}",
                 super::run::shell_quote(&format!("sqlite:{}", p.display()))
+            ),
+            // Without its password: the command is printed where others may read it.
+            StoreArg::Postgres(url) => format!(
+                "--store {}",
+                super::run::shell_quote(&PostgresStore::shown(url))
             ),
             StoreArg::Memory => "--store memory".into(),
             StoreArg::None => "--store none".into(),

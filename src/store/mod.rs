@@ -14,11 +14,14 @@ mod catalog;
 mod frozen;
 mod memory;
 mod none;
+mod postgres;
+mod rows;
 mod sqlite;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
 pub use none::NoStore;
+pub use postgres::PostgresStore;
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 
 use serde::{Deserialize, Serialize};
@@ -212,6 +215,21 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error("checkpoint store {url}: {message}")]
+    Postgres { url: String, message: String },
+    #[error(
+        "checkpoint store {url} has layout version {found}, and this Switchyard reads version {expected}; use another database"
+    )]
+    PostgresVersion {
+        url: String,
+        found: i64,
+        expected: i64,
+    },
+    #[error(
+        "the schema `switchyard` of {url} is not a Switchyard store (it holds the tables {}); it is left as it is: give --store another database",
+        tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+    )]
+    PostgresForeign { url: String, tables: Vec<String> },
     #[error("checkpoint store: a record of thread `{thread}` is corrupt: {message}")]
     Corrupt { thread: String, message: String },
     #[error("checkpoint store: the catalog entry of {what} is corrupt: {message}")]

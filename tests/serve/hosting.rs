@@ -2,7 +2,7 @@
 //! MCP servers, reloads edited graphs, caps and queues runs, stops cleanly on SIGTERM
 //! and resumes what it left after a restart.
 
-use super::server::{Http, serve};
+use super::server::{Http, Start, serve};
 use crate::util::root;
 use serde_json::{Value as Json, json};
 use std::time::Duration;
@@ -257,6 +257,18 @@ async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_versi
 async fn sigterm_stops_runs_at_a_boundary_and_a_restart_resumes_them() {
     let start = serve(&["tests/fixtures/serve/spin.toml"]);
     let store = format!("sqlite:{}", start.dir().join("store.db").display());
+    stop_and_restart(start, &store).await;
+}
+
+#[tokio::test]
+async fn a_server_on_postgres_resumes_after_a_restart_what_it_left() {
+    let store = crate::postgres::database();
+    let start = serve(&["tests/fixtures/serve/spin.toml"]).store(&store);
+    stop_and_restart(start, &store).await;
+}
+
+/// A run stopped by SIGTERM, taken up by the next server on `store`.
+async fn stop_and_restart(start: Start, store: &str) {
     let s = start.start().await;
     let h = s.http();
     h.post("/threads", json!({ "thread_id": "long" })).await;
@@ -283,7 +295,7 @@ async fn sigterm_stops_runs_at_a_boundary_and_a_restart_resumes_them() {
 
     // The same store, a new process: the run goes on from its last checkpoint.
     let s = serve(&["tests/fixtures/serve/spin.toml"])
-        .store(&store)
+        .store(store)
         .start()
         .await;
     let h = s.http();
@@ -312,7 +324,7 @@ async fn sigterm_stops_runs_at_a_boundary_and_a_restart_resumes_them() {
 
     // A restart that no longer serves the graph: the run fails, saying why.
     let s = serve(&["tests/fixtures/serve/three.toml"])
-        .store(&store)
+        .store(store)
         .start()
         .await;
     let failed = s

@@ -1,7 +1,7 @@
 //! The LLM cache and the server's catalog (threads and runs) as rows.
 
-use super::records::int;
 use super::{SqliteStore, patiently};
+use crate::store::rows::int;
 use crate::store::{RunRecord, RunStatus, StoreError, ThreadRecord};
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value as Json;

@@ -7,8 +7,8 @@ mod catalog;
 mod layout;
 mod records;
 
+use super::rows::Written;
 use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
-use crate::fxhash::FxHashMap;
 use layout::{Layout, VERSION, bring_forward, layout};
 use rusqlite::Connection;
 use serde_json::Value as Json;
@@ -79,7 +79,7 @@ struct Inner {
     graphs: HashMap<i64, GraphKey>,
     /// Per thread and field, the last large value written in full and its record, so
     /// that the same value written again is stored as a reference (`records.rs`).
-    written: FxHashMap<Arc<str>, records::Remembered>,
+    written: Written,
     /// See [`SqliteOptions::compress`].
     compress: bool,
 }
@@ -90,7 +90,7 @@ impl Inner {
             conn,
             graph_ids: HashMap::new(),
             graphs: HashMap::new(),
-            written: FxHashMap::default(),
+            written: Written::default(),
             compress: false,
         }
     }

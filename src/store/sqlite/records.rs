@@ -1,32 +1,19 @@
-//! Checkpoint records and snapshots as rows.
-//!
-//! A record's writes are a JSON array of `{"field", "value"}`. A large value (at least
-//! [`SHARED_BYTES`] of JSON) that a thread writes again unchanged (the agent's page
-//! snapshot when the page did not change, a tool's same answer) is stored as
-//! `{"field", "same": SEQ}` instead: the value is the one that field got in record SEQ
-//! of the thread. Snapshots keep their values the same way. Reading resolves the
-//! references, so nothing above the store sees them.
+//! Checkpoint records and snapshots as rows (their writes' text is `rows.rs`'s, which
+//! the Postgres store shares), LZ4-compressed when the store compresses.
 
 use super::Inner;
-use crate::fxhash::FxHashMap;
-use crate::store::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Write};
+use crate::store::rows::{
+    Raw, check_next, corrupt, count, full_value, int, missing, parse_column, parse_pending,
+    parse_writes, pending_and_error, resolve,
+};
+use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Deserialize;
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-/// JSON this long or longer is written once per thread and field while it stays the
-/// same; shorter values cost less than the reference would save.
-pub(super) const SHARED_BYTES: usize = 256;
-
-/// Threads whose last large values are remembered, for [`SHARED_BYTES`]; past this
-/// the memory is cleared and starts again (references are only a saving).
-const REMEMBERED_THREADS: usize = 1024;
-
 pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source";
 
-/// Counts are stored as SQLite integers (i64); none comes near the limit.
 /// Text at least this long is compressed when the store compresses.
 const COMPRESS_BYTES: usize = 1024;
 /// The most a compressed value may unpack to: a corrupt length is an error, not an
@@ -67,112 +54,8 @@ fn unpack(thread: &str, value: ValueRef<'_>, what: &str) -> Result<String, Store
     String::from_utf8(bytes).map_err(|_| corrupt(thread, format!("`{what}` is not UTF-8")))
 }
 
-pub(super) fn int(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-pub(super) fn corrupt(thread: &str, message: impl ToString) -> StoreError {
-    StoreError::Corrupt {
-        thread: thread.to_string(),
-        message: message.to_string(),
-    }
-}
-
-/// Reads a record's JSON however deep it is: values deeper than serde_json's default
-/// limit (128) were accepted before the depth of values was bounded, and their threads
-/// must still read.
-pub(super) fn parse_deep<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    de.disable_recursion_limit();
-    let value = T::deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
-/// One write as stored: a value, or the record that holds it.
-#[derive(Deserialize)]
-struct StoredWrite {
-    field: Arc<str>,
-    #[serde(default)]
-    value: Option<Json>,
-    #[serde(default)]
-    same: Option<u64>,
-}
-
-/// A write read from a row, before references are resolved.
-enum Raw {
-    Value(Arc<Json>),
-    Same(u64),
-}
-
 /// A row read: the record without its writes, its writes, its graph's id.
 type Row = (Checkpoint, Vec<(Arc<str>, Raw)>, i64);
-
-fn parse_writes(thread: &str, text: &str, what: &str) -> Result<Vec<(Arc<str>, Raw)>, StoreError> {
-    let stored: Vec<StoredWrite> =
-        parse_deep(text).map_err(|e| corrupt(thread, format!("`{what}`: {e}")))?;
-    Ok(stored
-        .into_iter()
-        .map(|w| {
-            let raw = match (w.value, w.same) {
-                (_, Some(seq)) => Raw::Same(seq),
-                (v, None) => Raw::Value(Arc::new(v.unwrap_or(Json::Null))),
-            };
-            (w.field, raw)
-        })
-        .collect())
-}
-
-/// Per field of a thread, the last large value written in full: its record and text.
-pub(super) type Remembered = FxHashMap<Arc<str>, (u64, String)>;
-
-/// What a row changes in what the thread's fields last held: a large value written in
-/// full (its record and text), or a small one (none: nothing to refer to).
-type Fresh = Vec<(Arc<str>, Option<(u64, String)>)>;
-
-/// Writes as stored, sharing large values the thread wrote before: `remembered` holds,
-/// per field, the last large value written and its record; `fresh` collects how the
-/// row changes that, applied once the row is in (see [`Inner::remember`]).
-fn encode_writes<'w>(
-    writes: impl Iterator<Item = (&'w str, &'w Json)>,
-    remembered: Option<&Remembered>,
-    seq: u64,
-    fresh: &mut Fresh,
-) -> String {
-    let mut out = String::from("[");
-    for (i, (field, value)) in writes.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let text = value.to_string();
-        out.push_str("{\"field\":");
-        out.push_str(&Json::from(field).to_string());
-        if text.len() >= SHARED_BYTES {
-            if let Some((at, _)) = remembered
-                .and_then(|m| m.get(field))
-                .filter(|(_, t)| *t == text)
-            {
-                out.push_str(&format!(",\"same\":{at}}}"));
-                // The field now holds what record `at` holds: a later write of the
-                // same value refers to that record too, never to this row (whose
-                // last write of the field is this reference).
-                fresh.push((Arc::from(field), Some((*at, text))));
-                continue;
-            }
-            out.push_str(",\"value\":");
-            out.push_str(&text);
-            out.push('}');
-            fresh.push((Arc::from(field), Some((seq, text))));
-        } else {
-            out.push_str(",\"value\":");
-            out.push_str(&text);
-            out.push('}');
-            fresh.push((Arc::from(field), None));
-        }
-    }
-    out.push(']');
-    out
-}
 
 impl Inner {
     /// The id of a graph file at a hash, added to `graphs` when new.
@@ -212,52 +95,24 @@ impl Inner {
         Ok(g)
     }
 
-    /// Notes the large values a row that is now in holds.
-    fn remember(&mut self, thread: &Arc<str>, fresh: Fresh) {
-        if fresh.iter().all(|(_, f)| f.is_none()) && !self.written.contains_key(thread) {
-            return;
-        }
-        if self.written.len() >= REMEMBERED_THREADS && !self.written.contains_key(thread) {
-            self.written.clear();
-        }
-        let fields = self.written.entry(thread.clone()).or_default();
-        for (field, written) in fresh {
-            match written {
-                Some(w) => fields.insert(field, w),
-                // The field's last write in this row is small: a reference to this
-                // row would find that one.
-                None => fields.remove(&field),
-            };
-        }
-    }
-
     /// Forgets what the thread wrote: its records may change under another process or
     /// a rollback, and a reference must name a record that holds its value.
     pub(super) fn forget(&mut self, thread: &str) {
-        self.written.remove(thread);
+        self.written.forget(thread);
     }
 
     /// Inserts one record, sharing large values the thread wrote before when `share`.
     pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
         let graph = self.graph_id(&r.graph, &r.graph_hash)?;
         let mut fresh = Vec::new();
-        let writes = encode_writes(
+        let writes = self.written.encode(
+            &r.thread,
+            share,
             r.writes.iter().map(|w| (&*w.field, &*w.value)),
-            if share {
-                self.written.get(&*r.thread)
-            } else {
-                None
-            },
             r.seq,
             &mut fresh,
         );
-        let pending = r
-            .pending
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| corrupt(&r.thread, e))?;
-        let error = r.error.as_ref().map(Json::to_string);
+        let (pending, error) = pending_and_error(r)?;
         let mut stmt = self.conn.prepare_cached(
             "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
@@ -285,7 +140,7 @@ impl Inner {
         match done {
             Ok(_) => {
                 if share {
-                    self.remember(&r.thread, fresh);
+                    self.written.remember(&r.thread, fresh);
                 }
                 Ok(())
             }
@@ -333,66 +188,20 @@ impl Inner {
         };
         let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
         for (mut record, raw, graph) in rows {
-            // Records are numbered from 0 without a gap; a missing one would make the
-            // replay skip its writes and resume from the wrong step.
             if !last_only {
-                let want = from + out.len() as u64;
-                if record.seq != want {
-                    return Err(corrupt(
-                        thread,
-                        if record.seq > want + 1 {
-                            format!("records {want} to {} are missing", record.seq - 1)
-                        } else {
-                            format!("record {want} is missing")
-                        },
-                    ));
-                }
+                check_next(thread, record.seq, from, out.len())?;
             }
             (record.graph, record.graph_hash) = self.graph(thread, graph)?;
-            record.writes = self.resolve(thread, raw, &out, from)?;
+            record.writes = resolve(raw, &out, from, |seq, field| {
+                self.value_at(thread, seq, field)
+            })?;
             out.push(record);
         }
         Ok(out)
     }
 
-    /// Values for the writes of a row: references looked up in `earlier` (the records
-    /// from `from` on, already read) or read from their record.
-    fn resolve(
-        &mut self,
-        thread: &str,
-        raw: Vec<(Arc<str>, Raw)>,
-        earlier: &[Checkpoint],
-        from: u64,
-    ) -> Result<Vec<Write>, StoreError> {
-        raw.into_iter()
-            .map(|(field, raw)| {
-                let value = match raw {
-                    Raw::Value(v) => v,
-                    Raw::Same(seq) => {
-                        let loaded = seq
-                            .checked_sub(from)
-                            .and_then(|i| earlier.get(usize::try_from(i).ok()?))
-                            .and_then(|r| r.writes.iter().rev().find(|w| w.field == field))
-                            .map(|w| w.value.clone());
-                        match loaded {
-                            Some(v) => v,
-                            None => self.value_at(thread, seq, &field)?,
-                        }
-                    }
-                };
-                Ok(Write { field, value })
-            })
-            .collect()
-    }
-
     /// The value `field` got in record `seq` of `thread`, read from that row.
     fn value_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Arc<Json>, StoreError> {
-        let missing = || {
-            corrupt(
-                thread,
-                format!("record {seq} holds no value of `{field}`, which a later record refers to"),
-            )
-        };
         let text = self
             .conn
             .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
@@ -400,26 +209,18 @@ impl Inner {
                 Ok(unpack(thread, r.get_ref(0)?, "writes"))
             })
             .optional()?
-            .ok_or_else(missing)??;
-        // The field's last value written in full in that row (a row may refer to
-        // itself when it writes one value twice).
-        parse_writes(thread, &text, "writes")?
-            .into_iter()
-            .rev()
-            .find_map(|(f, raw)| match raw {
-                Raw::Value(v) if &*f == field => Some(v),
-                _ => None,
-            })
-            .ok_or_else(missing)
+            .ok_or_else(|| missing(thread, seq, field))??;
+        full_value(thread, &text, seq, field)
     }
 
     pub(super) fn put_snapshot(&mut self, s: &Snapshot) -> Result<(), StoreError> {
         let graph = self.graph_id(&s.graph, &s.graph_hash)?;
         // Shared with the records: a snapshot names the record of a large value
         // rather than holding it again. Nothing is remembered from it.
-        let state = encode_writes(
+        let state = self.written.encode(
+            &s.thread,
+            true,
             s.values.iter().map(|(f, v)| (&**f, &**v)),
-            self.written.get(&*s.thread),
             s.seq,
             &mut Vec::new(),
         );
@@ -461,11 +262,12 @@ impl Inner {
         }
         let (graph, graph_hash) = self.graph(thread, graph)?;
         let raw = parse_writes(thread, &state, "snapshot")?;
-        let values = self
-            .resolve(thread, raw, &[], u64::MAX)?
-            .into_iter()
-            .map(|w| (w.field, w.value))
-            .collect();
+        let values = resolve(raw, &[], u64::MAX, |seq, field| {
+            self.value_at(thread, seq, field)
+        })?
+        .into_iter()
+        .map(|w| (w.field, w.value))
+        .collect();
         Ok(Some(Snapshot {
             thread: Arc::from(thread),
             seq,
@@ -480,22 +282,12 @@ impl Inner {
 /// that cannot be one (a negative count, a status or JSON this version does not read)
 /// makes the record corrupt.
 fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Row, StoreError> {
-    let count = |i: usize, name: &str| -> Result<u64, StoreError> {
-        let n: i64 = row.get(i)?;
-        u64::try_from(n).map_err(|_| corrupt(thread, format!("`{name}` is {n}")))
-    };
+    let count =
+        |i: usize, name: &str| -> Result<u64, StoreError> { count(thread, row.get(i)?, name) };
     let writes = unpack(thread, row.get_ref(5)?, "writes")?;
     let writes = parse_writes(thread, &writes, "writes")?;
-    let pending: Option<String> = row.get(7)?;
-    let pending: Option<Pending> = pending
-        .map(|p| parse_deep(&p))
-        .transpose()
-        .map_err(|e| corrupt(thread, format!("`pending`: {e}")))?;
-    let error: Option<String> = row.get(14)?;
-    let error: Option<Json> = error
-        .map(|t| parse_deep(&t))
-        .transpose()
-        .map_err(|e| corrupt(thread, format!("`error`: {e}")))?;
+    let pending = parse_pending(thread, row.get(7)?)?;
+    let error: Option<Json> = parse_column(thread, row.get(14)?, "error")?;
     let status: String = row.get(6)?;
     let source: String = row.get(15)?;
     let record = Checkpoint {

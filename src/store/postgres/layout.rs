@@ -1,0 +1,180 @@
+//! The tables of a Postgres store, in the schema `switchyard`, and how a database is
+//! told apart from others and brought to this version.
+
+use super::{PostgresStore, pg_error};
+use crate::store::StoreError;
+
+/// Layout version, kept in `switchyard.layout`.
+pub(super) const VERSION: i32 = 1;
+
+/// Held while a process looks at the layout and makes or migrates it, so that many
+/// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
+const LAYOUT_LOCK: i64 = 0x5357_5944;
+
+/// `MIGRATIONS[v]` brings a store of version `v` to `v + 1`; version 0 is an empty
+/// schema. Each runs in the transaction that records the new version.
+///
+/// Version 1: as SQLite's version 4 (checkpoints name their graph by id, large values
+/// written again are references, one snapshot per thread), with the server's catalog.
+/// JSON is kept as text, not `jsonb`: `jsonb` reorders object keys, and a state's key
+/// order is part of what a run wrote. Postgres compresses long text itself (TOAST).
+const MIGRATIONS: [&str; 1] = ["
+CREATE TABLE switchyard.layout (
+    version     INTEGER NOT NULL
+);
+CREATE TABLE switchyard.graphs (
+    id          BIGSERIAL PRIMARY KEY,
+    path        TEXT    NOT NULL,
+    hash        TEXT    NOT NULL,
+    UNIQUE (path, hash)
+);
+CREATE TABLE switchyard.checkpoints (
+    thread      TEXT    NOT NULL,
+    seq         BIGINT  NOT NULL,
+    run         BIGINT  NOT NULL,
+    step        BIGINT  NOT NULL,
+    node        TEXT,
+    next        TEXT,
+    writes      TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    pending     TEXT,
+    outcome     TEXT,
+    graph       BIGINT  NOT NULL,
+    tokens      BIGINT  NOT NULL,
+    elapsed_ms  BIGINT  NOT NULL,
+    at_ms       BIGINT  NOT NULL,
+    limited     BOOLEAN NOT NULL,
+    error       TEXT,
+    source      TEXT    NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+CREATE TABLE switchyard.snapshots (
+    thread      TEXT    NOT NULL PRIMARY KEY,
+    seq         BIGINT  NOT NULL,
+    graph       BIGINT  NOT NULL,
+    state       TEXT    NOT NULL
+);
+CREATE TABLE switchyard.llm_cache (
+    key         TEXT    NOT NULL PRIMARY KEY,
+    value       TEXT    NOT NULL,
+    expires_ms  BIGINT  NOT NULL
+);
+CREATE TABLE switchyard.threads (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    created_ms  BIGINT  NOT NULL,
+    updated_ms  BIGINT  NOT NULL,
+    metadata    TEXT    NOT NULL,
+    ord         BIGSERIAL
+);
+CREATE TABLE switchyard.runs (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    thread      TEXT    NOT NULL,
+    assistant   TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    created_ms  BIGINT  NOT NULL,
+    updated_ms  BIGINT  NOT NULL,
+    metadata    TEXT    NOT NULL,
+    kwargs      TEXT    NOT NULL,
+    multitask   TEXT    NOT NULL,
+    error       TEXT,
+    first_seq   BIGINT,
+    ord         BIGSERIAL
+);
+CREATE INDEX runs_by_thread ON switchyard.runs (thread, created_ms);
+CREATE INDEX runs_by_status ON switchyard.runs (status);
+-- Who holds a thread's claim (an advisory lock), to name it to a process refused.
+CREATE TABLE switchyard.claims (
+    thread      TEXT    NOT NULL PRIMARY KEY,
+    holder      TEXT    NOT NULL,
+    pid         BIGINT  NOT NULL,
+    since_ms    BIGINT  NOT NULL
+);
+"];
+
+/// Makes the schema `switchyard` a store of this version: created when the database
+/// has none, migrated when it is older; a schema that is not a store, or a store of a
+/// newer version, is refused and left as it is.
+pub(super) fn prepare(client: &mut postgres::Client, url: &str) -> Result<(), StoreError> {
+    let pg = |e| pg_error(url, e);
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LAYOUT_LOCK])
+        .map_err(pg)?;
+    let done = bring_forward(client, url);
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&LAYOUT_LOCK]);
+    done?;
+    unlocked.map_err(pg)?;
+    Ok(())
+}
+
+fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreError> {
+    let pg = |e| pg_error(url, e);
+    let tables: Vec<String> = client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'switchyard' ORDER BY 1",
+            &[],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let found = if tables.is_empty() {
+        0
+    } else if !tables.iter().any(|t| t == "layout") {
+        return Err(StoreError::PostgresForeign {
+            url: url.to_string(),
+            tables,
+        });
+    } else {
+        let rows = client
+            .query("SELECT version FROM switchyard.layout", &[])
+            .map_err(pg)?;
+        match rows.as_slice() {
+            [row] => row.get::<_, i32>(0),
+            _ => {
+                return Err(StoreError::PostgresForeign {
+                    url: url.to_string(),
+                    tables,
+                });
+            }
+        }
+    };
+    if found == VERSION {
+        return Ok(());
+    }
+    if !(0..VERSION).contains(&found) {
+        return Err(StoreError::PostgresVersion {
+            url: url.to_string(),
+            found: i64::from(found),
+            expected: i64::from(VERSION),
+        });
+    }
+    // All in one transaction: a process killed part-way leaves the schema as it was.
+    let mut tx = client.transaction().map_err(pg)?;
+    tx.batch_execute("CREATE SCHEMA IF NOT EXISTS switchyard")
+        .map_err(pg)?;
+    for step in &MIGRATIONS[found as usize..] {
+        tx.batch_execute(step).map_err(pg)?;
+    }
+    tx.execute("DELETE FROM switchyard.layout", &[])
+        .map_err(pg)?;
+    tx.execute(
+        "INSERT INTO switchyard.layout (version) VALUES ($1)",
+        &[&VERSION],
+    )
+    .map_err(pg)?;
+    tx.commit().map_err(pg)?;
+    Ok(())
+}
+
+impl PostgresStore {
+    /// The layout version of the store this connects to.
+    pub fn layout_version(&self) -> Result<i64, StoreError> {
+        self.call(|s| {
+            let row = s
+                .client()?
+                .query_one("SELECT version FROM switchyard.layout", &[])
+                .map_err(|e| s.pg(e))?;
+            Ok(i64::from(row.get::<_, i32>(0)))
+        })
+    }
+}

@@ -1,0 +1,503 @@
+//! Checkpoints in a Postgres database, shared by every process that opens it: the same
+//! records, snapshots, LLM cache and catalog as the SQLite store (`layout.rs` has the
+//! tables, `records.rs` checkpoint and snapshot rows, `catalog.rs` the cache and the
+//! server's catalog), and claims that hold across machines (advisory locks).
+//!
+//! The store's methods are synchronous, as the SQLite store's are, and are called from
+//! async tasks. The `postgres` client blocks on a runtime of its own, which cannot run
+//! inside another; so the connection lives on a thread of its own and each call is a
+//! job sent to it. Calls are serialised on one connection, as SQLite's are on its one.
+
+mod catalog;
+mod layout;
+mod records;
+
+use super::rows::Written;
+use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A job for the connection's thread.
+type Job = Box<dyn FnOnce(&mut Session) + Send>;
+
+/// A graph file and its hash.
+type GraphKey = (Arc<str>, Arc<str>);
+
+/// Checkpoints in Postgres (`postgres://...` or `postgresql://...`, any form
+/// libpq-style URLs take, a Unix socket directory as `?host=/path`).
+pub struct PostgresStore {
+    jobs: mpsc::Sender<Job>,
+    /// The URL without its password, for messages.
+    url: Arc<str>,
+    /// Threads this process has claimed: an advisory lock is held per session, so
+    /// a second claim from this process would be granted again without this.
+    held: Arc<Mutex<HashSet<String>>>,
+}
+
+/// The connection and what this process remembers of the database.
+struct Session {
+    config: postgres::Config,
+    url: Arc<str>,
+    client: Option<postgres::Client>,
+    statements: HashMap<&'static str, postgres::Statement>,
+    graph_ids: HashMap<GraphKey, i64>,
+    graphs: HashMap<i64, GraphKey>,
+    written: Written,
+    /// Advisory locks held for claims, by key: taken again after a reconnection (the
+    /// server released them when the old connection went).
+    locks: HashMap<i64, String>,
+}
+
+/// How long a lost connection is tried again before a call fails: long enough for a
+/// Postgres restart.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// `url` with its password replaced, for messages: in the user part
+/// (`scheme://user:password@host`) or as a `password=` option.
+fn redact(url: &str) -> String {
+    let mut shown = url.to_string();
+    if let Some(start) = url.find("://").map(|i| i + 3) {
+        let authority_end = url[start..]
+            .find(['/', '?'])
+            .map_or(url.len(), |i| start + i);
+        if let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i)
+            && let Some(colon) = url[start..at].find(':').map(|i| start + i)
+        {
+            shown = format!("{}:***{}", &url[..colon], &url[at..]);
+        }
+    }
+    if let Some(q) = shown.find('?') {
+        let (base, query) = shown.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some(("password", _)) => "password=***".to_string(),
+                _ => kv.to_string(),
+            })
+            .collect();
+        shown = format!("{base}{}", query.join("&"));
+    }
+    shown
+}
+
+/// A Postgres error as the store reports it: what the server said, when it said
+/// something, and which store.
+pub(super) fn pg_error(url: &str, e: postgres::Error) -> StoreError {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    };
+    StoreError::Postgres {
+        url: url.to_string(),
+        message,
+    }
+}
+
+/// Column `i` of a row: a column of another type is an error, never a panic.
+pub(super) fn col<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    i: usize,
+    url: &str,
+) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| pg_error(url, e))
+}
+
+impl Session {
+    /// The connection, made again if it was lost.
+    fn client(&mut self) -> Result<&mut postgres::Client, StoreError> {
+        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+            self.reconnect()?;
+        }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+
+    fn reconnect(&mut self) -> Result<(), StoreError> {
+        self.client = None;
+        self.statements.clear();
+        // Another process may have written since: references must be to rows we know.
+        self.written.clear();
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut client = loop {
+            match self.config.connect(postgres::NoTls) {
+                Ok(c) => break c,
+                Err(e) if start.elapsed() < RECONNECT_PATIENCE && is_transient(&e) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(pg_error(&self.url, e)),
+            }
+        };
+        for (key, thread) in &self.locks {
+            // Taken by another process meanwhile: its appends will conflict with ours,
+            // which stop rather than interleave.
+            let _ = client.execute("SELECT pg_try_advisory_lock($1)", &[key]);
+            let _ = thread;
+        }
+        self.client = Some(client);
+        Ok(())
+    }
+
+    /// A prepared statement, kept for the connection's life.
+    fn prepared(&mut self, sql: &'static str) -> Result<postgres::Statement, StoreError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = self.client()?.prepare(sql).map_err(|e| self.pg(e))?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn pg(&self, e: postgres::Error) -> StoreError {
+        pg_error(&self.url, e)
+    }
+
+    /// Whether the last failure lost the connection (a call is then tried again once,
+    /// on a new one).
+    fn lost(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.is_closed())
+    }
+}
+
+/// A connection that failed because the server is not (yet, or again) there.
+fn is_transient(e: &postgres::Error) -> bool {
+    e.as_db_error().is_none_or(|db| {
+        // The server is starting up or shutting down.
+        db.code() == &postgres::error::SqlState::CANNOT_CONNECT_NOW
+    }) && !matches!(e.code(), Some(c) if c == &postgres::error::SqlState::INVALID_PASSWORD)
+        && !e.to_string().contains("authentication")
+        && !e.to_string().contains("invalid connection string")
+        && !e.to_string().contains("invalid configuration")
+}
+
+impl PostgresStore {
+    /// `url` as messages show it: without its password.
+    pub fn shown(url: &str) -> String {
+        redact(url)
+    }
+
+    /// Connects to the database at `url` and makes its schema `switchyard` a store of
+    /// this version (see `layout.rs`); a schema of another layout is refused unchanged.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let shown: Arc<str> = Arc::from(redact(url));
+        let config: postgres::Config = url.parse().map_err(|e| pg_error(&shown, e))?;
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (opened, open_result) = mpsc::sync_channel(1);
+        let url = shown.clone();
+        // The connection is made on its thread too: `open` may be called from async
+        // code, where the client's own runtime cannot block.
+        std::thread::Builder::new()
+            .name("switchyard-postgres".into())
+            .spawn(move || {
+                let connected = config
+                    .connect(postgres::NoTls)
+                    .map_err(|e| pg_error(&url, e))
+                    .and_then(|mut client| {
+                        layout::prepare(&mut client, &url)?;
+                        Ok(client)
+                    });
+                let client = match connected {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = opened.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = opened.send(Ok(()));
+                let mut session = Session {
+                    config,
+                    url,
+                    client: Some(client),
+                    statements: HashMap::new(),
+                    graph_ids: HashMap::new(),
+                    graphs: HashMap::new(),
+                    written: Written::default(),
+                    locks: HashMap::new(),
+                };
+                // Ends when the store and its claims are dropped (the senders with them).
+                for job in queue {
+                    job(&mut session);
+                }
+            })
+            .map_err(|e| StoreError::Postgres {
+                url: shown.to_string(),
+                message: format!("cannot start the connection's thread: {e}"),
+            })?;
+        open_result.recv().map_err(|_| StoreError::Postgres {
+            url: shown.to_string(),
+            message: "the connection's thread ended".into(),
+        })??;
+        Ok(PostgresStore {
+            jobs,
+            url: shown,
+            held: Arc::default(),
+        })
+    }
+
+    /// Runs `f` on the connection's thread and waits for it; a call that lost the
+    /// connection is made once more on a new one.
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |s| {
+            let mut result = f(s);
+            if result.is_err() && s.lost() {
+                result = f(s);
+            }
+            let _ = tx.send(result);
+        });
+        let gone = || StoreError::Postgres {
+            url: self.url.to_string(),
+            message: "the connection's thread is gone".into(),
+        };
+        self.jobs.send(job).map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())?
+    }
+}
+
+/// The advisory lock key of a thread's claim.
+fn lock_key(thread: &str) -> i64 {
+    let digest = Sha256::digest(thread.as_bytes());
+    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// A claim: the advisory lock, released when dropped (or when the connection goes, if
+/// the process dies).
+struct PgClaim {
+    jobs: mpsc::Sender<Job>,
+    held: Arc<Mutex<HashSet<String>>>,
+    thread: String,
+}
+
+impl Drop for PgClaim {
+    fn drop(&mut self) {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.thread);
+        let thread = std::mem::take(&mut self.thread);
+        // Waited for, so that another process may claim the thread as soon as this
+        // returns, as with SQLite's lock files.
+        let (done, wait) = mpsc::sync_channel(1);
+        let released = self.jobs.send(Box::new(move |s: &mut Session| {
+            let key = lock_key(&thread);
+            s.locks.remove(&key);
+            if let Ok(client) = s.client() {
+                let _ = client.execute(
+                    "DELETE FROM switchyard.claims WHERE thread = $1 AND pid = $2",
+                    &[&thread, &i64::from(std::process::id())],
+                );
+                let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&key]);
+            }
+            let _ = done.send(());
+        }));
+        if released.is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Checkpointer for PostgresStore {
+    fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
+        self.call(move |s| s.insert(&r, true))
+    }
+
+    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        self.call(move |s| s.insert_all(&records))
+    }
+
+    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.select(&thread, 0, false))
+    }
+
+    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.select(&thread, seq, false))
+    }
+
+    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        Ok(self.call(move |s| s.select(&thread, 0, true))?.pop())
+    }
+
+    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.call(move |s| s.put_snapshot(&snapshot))
+    }
+
+    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.snapshot(&thread))
+    }
+
+    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let key = key.to_string();
+        self.call(move |s| s.cache_get(&key, now_ms))
+    }
+
+    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.call(move |s| s.cache_put(&key, &value, expires_ms))
+    }
+
+    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+        let refused = |pid| StoreError::Claimed {
+            thread: thread.to_string(),
+            pid,
+        };
+        if !self
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(thread.to_string())
+        {
+            return Err(refused(std::process::id()));
+        }
+        let name = thread.to_string();
+        let taken = self.call(move |s| {
+            let key = lock_key(&name);
+            let lock = s.prepared("SELECT pg_try_advisory_lock($1)")?;
+            let got: bool = s
+                .client()?
+                .query_one(&lock, &[&key])
+                .map_err(|e| s.pg(e))?
+                .get(0);
+            if !got {
+                let holder = s.prepared("SELECT pid FROM switchyard.claims WHERE thread = $1")?;
+                let pid = s
+                    .client()?
+                    .query_opt(&holder, &[&name])
+                    .map_err(|e| s.pg(e))?
+                    .map_or(0, |r| r.get::<_, i64>(0));
+                return Ok(Some(u32::try_from(pid).unwrap_or(0)));
+            }
+            s.locks.insert(key, name.clone());
+            // What this process remembers of the thread may be stale: another process
+            // may have run it since.
+            s.written.forget(&name);
+            let note = s.prepared(
+                "INSERT INTO switchyard.claims (thread, holder, pid, since_ms) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (thread) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, since_ms = excluded.since_ms",
+            )?;
+            let holder = format!(
+                "{}:{}",
+                std::env::var("HOSTNAME").unwrap_or_default(),
+                std::process::id()
+            );
+            s.client()?
+                .execute(
+                    &note,
+                    &[&name, &holder, &i64::from(std::process::id()), &now_ms()],
+                )
+                .map_err(|e| s.pg(e))?;
+            Ok(None)
+        });
+        let unheld = || {
+            self.held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(thread);
+        };
+        match taken {
+            Ok(None) => Ok(Claim::holding(PgClaim {
+                jobs: self.jobs.clone(),
+                held: self.held.clone(),
+                thread: thread.to_string(),
+            })),
+            Ok(Some(pid)) => {
+                unheld();
+                Err(refused(pid))
+            }
+            Err(e) => {
+                unheld();
+                Err(e)
+            }
+        }
+    }
+
+    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.truncate(&thread, seq))
+    }
+
+    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.delete_thread(&thread))
+    }
+
+    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        let thread = thread.clone();
+        self.call(move |s| s.put_thread(&thread))
+    }
+
+    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.get_thread(&thread))
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.call(|s| s.threads())
+    }
+
+    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let run = run.clone();
+        self.call(move |s| s.put_run(&run))
+    }
+
+    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        let run = run.to_string();
+        self.call(move |s| s.get_run(&run))
+    }
+
+    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.runs(&thread))
+    }
+
+    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        let run = run.to_string();
+        self.call(move |s| s.delete_run(&run))
+    }
+
+    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.call(|s| s.runs_in_flight())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn a_url_is_shown_without_its_password() {
+        assert_eq!(
+            redact("postgres://me:secret@db:5432/x"),
+            "postgres://me:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://me@db/x"), "postgres://me@db/x");
+        assert_eq!(
+            redact("postgresql:///x?host=/tmp/s"),
+            "postgresql:///x?host=/tmp/s"
+        );
+        assert_eq!(
+            redact("postgresql://me@/x?password=p%40ss&host=/tmp/s"),
+            "postgresql://me@/x?password=***&host=/tmp/s"
+        );
+        assert_eq!(redact("postgres://[bad"), "postgres://[bad");
+    }
+}

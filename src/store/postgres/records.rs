@@ -1,0 +1,332 @@
+//! Checkpoint records and snapshots as rows; their writes' text is `rows.rs`'s, as in
+//! the SQLite store.
+
+use super::{Session, col};
+use crate::store::rows::{
+    Raw, check_next, corrupt, count, full_value, int, missing, parse_column, parse_pending,
+    parse_writes, pending_and_error, resolve,
+};
+use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
+use postgres::error::SqlState;
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// A row read: the record without its writes, its writes, its graph's id.
+type Row = (Checkpoint, Vec<(Arc<str>, Raw)>, i64);
+
+const INSERT: &str = "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+
+const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+     FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq";
+const SELECT_FROM: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+     FROM switchyard.checkpoints WHERE thread = $1 AND seq >= $2 ORDER BY seq";
+const SELECT_LAST: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+     FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq DESC LIMIT 1";
+
+impl Session {
+    /// The id of a graph file at a hash, added to `graphs` when new.
+    fn graph_id(&mut self, path: &Arc<str>, hash: &Arc<str>) -> Result<i64, StoreError> {
+        if let Some(id) = self.graph_ids.get(&(path.clone(), hash.clone())) {
+            return Ok(*id);
+        }
+        let add = self.prepared(
+            "INSERT INTO switchyard.graphs (path, hash) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        )?;
+        let find =
+            self.prepared("SELECT id FROM switchyard.graphs WHERE path = $1 AND hash = $2")?;
+        let client = self.client()?;
+        let found = client
+            .execute(&add, &[&&**path, &&**hash])
+            .and_then(|_| client.query_one(&find, &[&&**path, &&**hash]));
+        let id: i64 = col(&found.map_err(|e| self.pg(e))?, 0, &self.url)?;
+        self.graph_ids.insert((path.clone(), hash.clone()), id);
+        self.graphs.insert(id, (path.clone(), hash.clone()));
+        Ok(id)
+    }
+
+    /// The graph file and hash of an id.
+    fn graph(&mut self, thread: &str, id: i64) -> Result<(Arc<str>, Arc<str>), StoreError> {
+        if let Some(g) = self.graphs.get(&id) {
+            return Ok(g.clone());
+        }
+        let find = self.prepared("SELECT path, hash FROM switchyard.graphs WHERE id = $1")?;
+        let row = self
+            .client()?
+            .query_opt(&find, &[&id])
+            .map_err(|e| self.pg(e))?
+            .ok_or_else(|| corrupt(thread, format!("graph {id} is not in `graphs`")))?;
+        let g: GraphPair = (
+            Arc::from(col::<&str>(&row, 0, &self.url)?),
+            Arc::from(col::<&str>(&row, 1, &self.url)?),
+        );
+        self.graph_ids.insert(g.clone(), id);
+        self.graphs.insert(id, g.clone());
+        Ok(g)
+    }
+
+    /// Inserts one record, sharing large values the thread wrote before when `share`.
+    pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
+        let graph = self.graph_id(&r.graph, &r.graph_hash)?;
+        let mut fresh = Vec::new();
+        let writes = self.written.encode(
+            &r.thread,
+            share,
+            r.writes.iter().map(|w| (&*w.field, &*w.value)),
+            r.seq,
+            &mut fresh,
+        );
+        let (pending, error) = pending_and_error(r)?;
+        let insert = self.prepared(INSERT)?;
+        let done = self.client()?.execute(
+            &insert,
+            &[
+                &&*r.thread,
+                &int(r.seq),
+                &int(r.run),
+                &int(r.step),
+                &r.node.as_deref(),
+                &r.next.as_deref(),
+                &writes,
+                &r.status.name(),
+                &pending,
+                &r.outcome,
+                &graph,
+                &int(r.tokens),
+                &int(r.elapsed_ms),
+                &int(r.at_ms),
+                &r.limited,
+                &error,
+                &r.source.name(),
+            ],
+        );
+        match done {
+            Ok(_) => {
+                if share {
+                    self.written.remember(&r.thread, fresh);
+                }
+                Ok(())
+            }
+            // Another process appended this thread's next record first: two runs of
+            // one thread at once. The later one stops rather than interleave.
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(StoreError::Conflict {
+                thread: r.thread.to_string(),
+                seq: r.seq,
+            }),
+            Err(e) => Err(self.pg(e)),
+        }
+    }
+
+    /// Inserts records together, all or none (a fork or a copy). Values are written
+    /// whole: references would be to records of this copy.
+    pub(super) fn insert_all(&mut self, records: &[Checkpoint]) -> Result<(), StoreError> {
+        // Statements of a transaction run on the same connection; BEGIN and COMMIT as
+        // statements keep the prepared ones usable inside it.
+        self.client()?
+            .batch_execute("BEGIN")
+            .map_err(|e| self.pg(e))?;
+        let done = records.iter().try_for_each(|r| self.insert(r, false));
+        let end = match &done {
+            Ok(()) => "COMMIT",
+            Err(_) => "ROLLBACK",
+        };
+        let ended = self.client()?.batch_execute(end).map_err(|e| self.pg(e));
+        for r in records {
+            self.written.forget(&r.thread);
+        }
+        done?;
+        ended
+    }
+
+    /// The records of `thread` with `seq` from `from` on (all of them from 0, the
+    /// latest only with `last_only`), checked for gaps, references resolved.
+    pub(super) fn select(
+        &mut self,
+        thread: &str,
+        from: u64,
+        last_only: bool,
+    ) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread_arc: Arc<str> = Arc::from(thread);
+        // From 0 every row is read, a negative `seq` included, so that it is reported.
+        let sql = match (last_only, from) {
+            (true, _) => SELECT_LAST,
+            (false, 0) => SELECT_ALL,
+            (false, _) => SELECT_FROM,
+        };
+        let statement = self.prepared(sql)?;
+        let rows = self
+            .client()?
+            .query(&statement, &[&thread, &int(from)])
+            .map_err(|e| self.pg(e))?;
+        let rows: Vec<Row> = rows
+            .iter()
+            .map(|row| decode(&thread_arc, row, &self.url))
+            .collect::<Result<_, _>>()?;
+        let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
+        for (mut record, raw, graph) in rows {
+            if !last_only {
+                check_next(thread, record.seq, from, out.len())?;
+            }
+            (record.graph, record.graph_hash) = self.graph(thread, graph)?;
+            record.writes = resolve(raw, &out, from, |seq, field| {
+                self.value_at(thread, seq, field)
+            })?;
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    /// The value `field` got in record `seq` of `thread`, read from that row.
+    fn value_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Arc<Json>, StoreError> {
+        let find = self
+            .prepared("SELECT writes FROM switchyard.checkpoints WHERE thread = $1 AND seq = $2")?;
+        let text: String = self
+            .client()?
+            .query_opt(&find, &[&thread, &int(seq)])
+            .map_err(|e| self.pg(e))?
+            .map(|row| col(&row, 0, &self.url))
+            .ok_or_else(|| missing(thread, seq, field))??;
+        full_value(thread, &text, seq, field)
+    }
+
+    pub(super) fn put_snapshot(&mut self, s: &Snapshot) -> Result<(), StoreError> {
+        let graph = self.graph_id(&s.graph, &s.graph_hash)?;
+        // Shared with the records: a snapshot names the record of a large value
+        // rather than holding it again. Nothing is remembered from it.
+        let state = self.written.encode(
+            &s.thread,
+            true,
+            s.values.iter().map(|(f, v)| (&**f, &**v)),
+            s.seq,
+            &mut Vec::new(),
+        );
+        let put = self.prepared(
+            "INSERT INTO switchyard.snapshots (thread, seq, graph, state) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (thread) DO UPDATE SET seq = excluded.seq, graph = excluded.graph, state = excluded.state",
+        )?;
+        self.client()?
+            .execute(&put, &[&&*s.thread, &int(s.seq), &graph, &state])
+            .map_err(|e| self.pg(e))?;
+        Ok(())
+    }
+
+    pub(super) fn snapshot(&mut self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        let find =
+            self.prepared("SELECT seq, graph, state FROM switchyard.snapshots WHERE thread = $1")?;
+        let Some(row) = self
+            .client()?
+            .query_opt(&find, &[&thread])
+            .map_err(|e| self.pg(e))?
+        else {
+            return Ok(None);
+        };
+        let url = &self.url;
+        let (seq, graph, state): (i64, i64, String) =
+            (col(&row, 0, url)?, col(&row, 1, url)?, col(&row, 2, url)?);
+        let seq =
+            u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
+        // The records up to it must all be there, numbered from 0: a thread whose
+        // history has a gap or an odd record is read whole, which reports it.
+        let counted = self.prepared(
+            "SELECT count(*), min(seq) FROM switchyard.checkpoints WHERE thread = $1 AND seq <= $2",
+        )?;
+        let row = self
+            .client()?
+            .query_one(&counted, &[&thread, &int(seq)])
+            .map_err(|e| self.pg(e))?;
+        let (n, first): (i64, Option<i64>) = (col(&row, 0, &self.url)?, col(&row, 1, &self.url)?);
+        if first != Some(0) || u64::try_from(n).ok() != Some(seq + 1) {
+            return Ok(None);
+        }
+        let (graph, graph_hash) = self.graph(thread, graph)?;
+        let raw = parse_writes(thread, &state, "snapshot")?;
+        let values = resolve(raw, &[], u64::MAX, |seq, field| {
+            self.value_at(thread, seq, field)
+        })?
+        .into_iter()
+        .map(|w| (w.field, w.value))
+        .collect();
+        Ok(Some(Snapshot {
+            thread: Arc::from(thread),
+            seq,
+            graph,
+            graph_hash,
+            values,
+        }))
+    }
+
+    /// Removes a thread's records from `seq` on, and its snapshot if it is of one of
+    /// them.
+    pub(super) fn truncate(&mut self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        self.written.forget(thread);
+        let url = self.url.clone();
+        let pg = |e| super::pg_error(&url, e);
+        let mut tx = self.client()?.transaction().map_err(pg)?;
+        tx.execute(
+            "DELETE FROM switchyard.checkpoints WHERE thread = $1 AND seq >= $2",
+            &[&thread, &int(seq)],
+        )
+        .map_err(pg)?;
+        tx.execute(
+            "DELETE FROM switchyard.snapshots WHERE thread = $1 AND seq >= $2",
+            &[&thread, &int(seq)],
+        )
+        .map_err(pg)?;
+        tx.commit().map_err(pg)
+    }
+
+    /// Removes everything of a thread, all of it or none of it: a half-deleted thread
+    /// would be unreadable.
+    pub(super) fn delete_thread(&mut self, thread: &str) -> Result<(), StoreError> {
+        self.written.forget(thread);
+        let url = self.url.clone();
+        let pg = |e| super::pg_error(&url, e);
+        let mut tx = self.client()?.transaction().map_err(pg)?;
+        for sql in [
+            "DELETE FROM switchyard.checkpoints WHERE thread = $1",
+            "DELETE FROM switchyard.snapshots WHERE thread = $1",
+            "DELETE FROM switchyard.runs WHERE thread = $1",
+            "DELETE FROM switchyard.threads WHERE id = $1",
+        ] {
+            tx.execute(sql, &[&thread]).map_err(pg)?;
+        }
+        tx.commit().map_err(pg)
+    }
+}
+
+type GraphPair = (Arc<str>, Arc<str>);
+
+/// One row as a checkpoint (its graph and writes to be filled in); a value that cannot
+/// be one (a negative count, a status or JSON this version does not read) makes the
+/// record corrupt.
+fn decode(thread: &Arc<str>, row: &postgres::Row, url: &str) -> Result<Row, StoreError> {
+    let n = |i: usize, name: &str| count(thread, col(row, i, url)?, name);
+    let writes = parse_writes(thread, col(row, 5, url)?, "writes")?;
+    let pending = parse_pending(thread, col(row, 7, url)?)?;
+    let error: Option<Json> = parse_column(thread, col(row, 14, url)?, "error")?;
+    let status: &str = col(row, 6, url)?;
+    let source: &str = col(row, 15, url)?;
+    let record = Checkpoint {
+        thread: thread.clone(),
+        seq: n(0, "seq")?,
+        run: n(1, "run")?,
+        step: n(2, "step")?,
+        node: col::<Option<&str>>(row, 3, url)?.map(Arc::from),
+        next: col::<Option<&str>>(row, 4, url)?.map(Arc::from),
+        writes: Vec::new(),
+        status: Status::parse(status)
+            .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
+        pending,
+        outcome: col(row, 8, url)?,
+        graph: Arc::from(""),
+        graph_hash: Arc::from(""),
+        tokens: n(10, "tokens")?,
+        elapsed_ms: n(11, "elapsed_ms")?,
+        at_ms: n(12, "at_ms")?,
+        limited: col(row, 13, url)?,
+        error,
+        source: Source::parse(source)
+            .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
+    };
+    Ok((record, writes, col(row, 9, url)?))
+}

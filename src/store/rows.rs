@@ -1,0 +1,281 @@
+//! What the SQLite and the Postgres store share: a record's writes as one JSON text,
+//! large unchanged values as references, and reading that text back.
+//!
+//! A record's writes are a JSON array of `{"field", "value"}`. A large value (at least
+//! [`SHARED_BYTES`] of JSON) that a thread writes again unchanged (the agent's page
+//! snapshot when the page did not change, a tool's same answer) is stored as
+//! `{"field", "same": SEQ}` instead: the value is the one that field got in record SEQ
+//! of the thread. Snapshots keep their values the same way. Reading resolves the
+//! references, so nothing above the store sees them.
+
+use crate::fxhash::FxHashMap;
+use crate::store::{Checkpoint, Pending, StoreError, Write};
+use serde::Deserialize;
+use serde_json::Value as Json;
+use std::sync::Arc;
+
+/// JSON this long or longer is written once per thread and field while it stays the
+/// same; shorter values cost less than the reference would save.
+pub(super) const SHARED_BYTES: usize = 256;
+
+/// Threads whose last large values are remembered, for [`SHARED_BYTES`]; past this
+/// the memory is cleared and starts again (references are only a saving).
+const REMEMBERED_THREADS: usize = 1024;
+
+/// Counts are stored as signed 64-bit integers; none comes near the limit.
+pub(super) fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+pub(super) fn corrupt(thread: &str, message: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        thread: thread.to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// Reads a record's JSON however deep it is: values deeper than serde_json's default
+/// limit (128) were accepted before the depth of values was bounded, and their threads
+/// must still read.
+pub(super) fn parse_deep<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// A column's JSON, or the record is corrupt, naming the column.
+pub(super) fn parse_column<T: serde::de::DeserializeOwned>(
+    thread: &str,
+    text: Option<String>,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
+    text.map(|t| parse_deep(&t))
+        .transpose()
+        .map_err(|e| corrupt(thread, format!("`{what}`: {e}")))
+}
+
+/// A record's pending interrupt and error as stored.
+pub(super) fn pending_and_error(
+    r: &Checkpoint,
+) -> Result<(Option<String>, Option<String>), StoreError> {
+    let pending = r
+        .pending
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| corrupt(&r.thread, e))?;
+    Ok((pending, r.error.as_ref().map(Json::to_string)))
+}
+
+/// A count read back: a negative one makes the record corrupt.
+pub(super) fn count(thread: &str, n: i64, name: &str) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| corrupt(thread, format!("`{name}` is {n}")))
+}
+
+/// Checks that `seq` is the next record after `read` records from `from`: records are
+/// numbered from 0 without a gap, and a missing one would make the replay skip its
+/// writes and resume from the wrong step.
+pub(super) fn check_next(thread: &str, seq: u64, from: u64, read: usize) -> Result<(), StoreError> {
+    let want = from + read as u64;
+    if seq == want {
+        return Ok(());
+    }
+    Err(corrupt(
+        thread,
+        if seq > want + 1 {
+            format!("records {want} to {} are missing", seq - 1)
+        } else {
+            format!("record {want} is missing")
+        },
+    ))
+}
+
+/// One write as stored: a value, or the record that holds it.
+#[derive(Deserialize)]
+struct StoredWrite {
+    field: Arc<str>,
+    #[serde(default)]
+    value: Option<Json>,
+    #[serde(default)]
+    same: Option<u64>,
+}
+
+/// A write read from a row, before references are resolved.
+pub(super) enum Raw {
+    Value(Arc<Json>),
+    Same(u64),
+}
+
+pub(super) fn parse_writes(
+    thread: &str,
+    text: &str,
+    what: &str,
+) -> Result<Vec<(Arc<str>, Raw)>, StoreError> {
+    let stored: Vec<StoredWrite> =
+        parse_deep(text).map_err(|e| corrupt(thread, format!("`{what}`: {e}")))?;
+    Ok(stored
+        .into_iter()
+        .map(|w| {
+            let raw = match (w.value, w.same) {
+                (_, Some(seq)) => Raw::Same(seq),
+                (v, None) => Raw::Value(Arc::new(v.unwrap_or(Json::Null))),
+            };
+            (w.field, raw)
+        })
+        .collect())
+}
+
+/// The value `field` was last written in full in a row's writes `text` (a row may refer
+/// to itself when it writes one value twice): what a later reference to that row means.
+pub(super) fn full_value(
+    thread: &str,
+    text: &str,
+    seq: u64,
+    field: &str,
+) -> Result<Arc<Json>, StoreError> {
+    parse_writes(thread, text, "writes")?
+        .into_iter()
+        .rev()
+        .find_map(|(f, raw)| match raw {
+            Raw::Value(v) if &*f == field => Some(v),
+            _ => None,
+        })
+        .ok_or_else(|| missing(thread, seq, field))
+}
+
+/// A reference to a record that holds no such value.
+pub(super) fn missing(thread: &str, seq: u64, field: &str) -> StoreError {
+    corrupt(
+        thread,
+        format!("record {seq} holds no value of `{field}`, which a later record refers to"),
+    )
+}
+
+/// Values for the writes of a row: references looked up in `earlier` (the records from
+/// `from` on, already read) or read from their record by `value_at`.
+pub(super) fn resolve(
+    raw: Vec<(Arc<str>, Raw)>,
+    earlier: &[Checkpoint],
+    from: u64,
+    mut value_at: impl FnMut(u64, &str) -> Result<Arc<Json>, StoreError>,
+) -> Result<Vec<Write>, StoreError> {
+    raw.into_iter()
+        .map(|(field, raw)| {
+            let value = match raw {
+                Raw::Value(v) => v,
+                Raw::Same(seq) => {
+                    let loaded = seq
+                        .checked_sub(from)
+                        .and_then(|i| earlier.get(usize::try_from(i).ok()?))
+                        .and_then(|r| r.writes.iter().rev().find(|w| w.field == field))
+                        .map(|w| w.value.clone());
+                    match loaded {
+                        Some(v) => v,
+                        None => value_at(seq, &field)?,
+                    }
+                }
+            };
+            Ok(Write { field, value })
+        })
+        .collect()
+}
+
+/// Per field of a thread, the last large value written in full: its record and text.
+type Remembered = FxHashMap<Arc<str>, (u64, String)>;
+
+/// What a row changes in what the thread's fields last held: a large value written in
+/// full (its record and text), or a small one (none: nothing to refer to).
+pub(super) type Fresh = Vec<(Arc<str>, Option<(u64, String)>)>;
+
+/// What this process remembers of the large values threads wrote, so that the same
+/// value written again is stored as a reference.
+#[derive(Default)]
+pub(super) struct Written(FxHashMap<Arc<str>, Remembered>);
+
+impl Written {
+    /// Writes as stored, sharing large values the thread wrote before (when `share`);
+    /// `fresh` collects how the row changes what is remembered, applied by
+    /// [`Written::remember`] once the row is in.
+    pub(super) fn encode<'w>(
+        &self,
+        thread: &str,
+        share: bool,
+        writes: impl Iterator<Item = (&'w str, &'w Json)>,
+        seq: u64,
+        fresh: &mut Fresh,
+    ) -> String {
+        let remembered = if share { self.0.get(thread) } else { None };
+        let mut out = String::from("[");
+        for (i, (field, value)) in writes.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let text = value.to_string();
+            out.push_str("{\"field\":");
+            out.push_str(&Json::from(field).to_string());
+            if text.len() >= SHARED_BYTES {
+                if let Some((at, _)) = remembered
+                    .and_then(|m| m.get(field))
+                    .filter(|(_, t)| *t == text)
+                {
+                    out.push_str(&format!(",\"same\":{at}}}"));
+                    // The field now holds what record `at` holds: a later write of the
+                    // same value refers to that record too, never to this row (whose
+                    // last write of the field is this reference).
+                    fresh.push((Arc::from(field), Some((*at, text))));
+                    continue;
+                }
+                out.push_str(",\"value\":");
+                out.push_str(&text);
+                out.push('}');
+                fresh.push((Arc::from(field), Some((seq, text))));
+            } else {
+                out.push_str(",\"value\":");
+                out.push_str(&text);
+                out.push('}');
+                fresh.push((Arc::from(field), None));
+            }
+        }
+        out.push(']');
+        out
+    }
+
+    /// Notes the large values a row that is now in holds.
+    pub(super) fn remember(&mut self, thread: &Arc<str>, fresh: Fresh) {
+        if fresh.iter().all(|(_, f)| f.is_none()) && !self.0.contains_key(thread) {
+            return;
+        }
+        if self.0.len() >= REMEMBERED_THREADS && !self.0.contains_key(thread) {
+            self.0.clear();
+        }
+        let fields = self.0.entry(thread.clone()).or_default();
+        for (field, written) in fresh {
+            match written {
+                Some(w) => fields.insert(field, w),
+                // The field's last write in this row is small: a reference to this
+                // row would find that one.
+                None => fields.remove(&field),
+            };
+        }
+    }
+
+    /// Forgets what the thread wrote: its records may change under another process or
+    /// a rollback, and a reference must name a record that holds its value.
+    pub(super) fn forget(&mut self, thread: &str) {
+        self.0.remove(thread);
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// A pending interrupt read back.
+pub(super) fn parse_pending(
+    thread: &str,
+    text: Option<String>,
+) -> Result<Option<Pending>, StoreError> {
+    parse_column(thread, text, "pending")
+}

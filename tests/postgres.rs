@@ -1,0 +1,221 @@
+//! The Postgres store against a real cluster that the tests start themselves
+//! (`tests/servers/postgres.sh`: Debian's postgresql, initdb in a temporary directory,
+//! removed when the test binary exits), or the server `$SWITCHYARD_TEST_POSTGRES`
+//! names. Each test gets a database of its own. The store suite it passes is the one
+//! in `store.rs`.
+
+use std::sync::{Arc, OnceLock};
+use switchyard::run::Checkpointer;
+use switchyard::store::{PostgresStore, StoreError};
+
+/// The URL of the cluster's `postgres` database, the cluster started on first use.
+fn cluster() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("SWITCHYARD_TEST_POSTGRES") {
+            return url;
+        }
+        let out = std::process::Command::new("bash")
+            .arg(crate::util::root().join("tests/servers/postgres.sh"))
+            .arg(std::process::id().to_string())
+            // The tests check behaviour, not power-loss safety.
+            .args(["-c", "fsync=off"])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("bash runs");
+        assert!(out.status.success(), "the test cluster did not start");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+}
+
+/// A new, empty database on the test cluster, and its URL.
+pub(crate) fn database() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!(
+        "t{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let admin = cluster();
+    let create = format!("CREATE DATABASE {name}");
+    // On a thread of its own: the client blocks on a runtime of its own, which an
+    // async test's runtime would not allow.
+    std::thread::spawn(move || {
+        postgres::Client::connect(admin, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect to the test cluster {admin}: {e}"))
+            .batch_execute(&create)
+            .unwrap();
+    })
+    .join()
+    .unwrap();
+    admin.replacen("/postgres?", &format!("/{name}?"), 1)
+}
+
+/// A raw connection to `url`, to look at or spoil what the store wrote.
+pub(crate) fn connect(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+#[test]
+fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
+    let url = database();
+    let opened: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PostgresStore::open(&url).map(|s| s.layout_version()))
+        })
+        .collect();
+    for o in opened {
+        assert_eq!(o.join().unwrap().unwrap().unwrap(), 1);
+    }
+    let tables: Vec<String> = connect(&url)
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'switchyard' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        tables,
+        [
+            "checkpoints",
+            "claims",
+            "graphs",
+            "layout",
+            "llm_cache",
+            "runs",
+            "snapshots",
+            "threads"
+        ]
+    );
+}
+
+#[test]
+fn a_schema_that_is_not_a_store_or_of_a_newer_layout_is_refused_and_left_alone() {
+    let url = database();
+    let mut raw = connect(&url);
+    raw.batch_execute("CREATE SCHEMA switchyard; CREATE TABLE switchyard.orders (id INT); INSERT INTO switchyard.orders VALUES (7)")
+        .unwrap();
+    let err = PostgresStore::open(&url).err().unwrap();
+    assert!(matches!(err, StoreError::PostgresForeign { .. }), "{err:?}");
+    let shown = url.clone();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the schema `switchyard` of {shown} is not a Switchyard store (it holds the tables `orders`); it is left as it is: give --store another database"
+        )
+    );
+    let n: i32 = raw
+        .query_one("SELECT id FROM switchyard.orders", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 7);
+
+    // A store that a newer Switchyard made.
+    let url = database();
+    PostgresStore::open(&url).unwrap();
+    connect(&url)
+        .batch_execute("UPDATE switchyard.layout SET version = 9")
+        .unwrap();
+    let err = PostgresStore::open(&url).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "checkpoint store {url} has layout version 9, and this Switchyard reads version 1; use another database"
+        )
+    );
+    let v: i32 = connect(&url)
+        .query_one("SELECT version FROM switchyard.layout", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 9, "left as it was");
+}
+
+#[test]
+fn an_unreachable_database_is_an_error_naming_it_without_its_password() {
+    let err = PostgresStore::open("postgres://me:hunter2@/nowhere?host=/nonexistent&port=1")
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("checkpoint store postgres://me:***@/nowhere?host=/nonexistent&port=1: error connecting to server"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"));
+    let err = PostgresStore::open("postgres://[bad").err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "checkpoint store postgres://[bad: invalid connection string: invalid value for option `host`"
+    );
+}
+
+#[test]
+fn a_claim_holds_across_connections_and_goes_with_its_holder() {
+    let url = database();
+    let a = PostgresStore::open(&url).unwrap();
+    let b = PostgresStore::open(&url).unwrap();
+    let held = a.claim("t").unwrap();
+    let refused = format!(
+        "thread `t` is being run by process {}; wait for it to pause or finish, or stop it (Ctrl-C) first",
+        std::process::id()
+    );
+    assert_eq!(b.claim("t").unwrap_err().to_string(), refused);
+    // A second claim through the same store is refused too.
+    assert_eq!(a.claim("t").unwrap_err().to_string(), refused);
+    drop(b.claim("u").unwrap());
+    drop(held);
+    let again = b.claim("t").unwrap();
+    // The holder's connection going (a process killed) releases its claims.
+    drop(a);
+    let c = PostgresStore::open(&url).unwrap();
+    assert!(c.claim("t").is_err());
+    drop(b);
+    drop(again);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while c.claim("t").is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the claim was never released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Nothing is left of released claims.
+    drop(c);
+    let rows: i64 = connect(&url)
+        .query_one("SELECT count(*) FROM switchyard.claims", &[])
+        .unwrap()
+        .get(0);
+    assert!(rows <= 1, "{rows} claims left");
+}
+
+#[test]
+fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
+    let url = database();
+    let store = PostgresStore::open(&url).unwrap();
+    store
+        .append(crate::store::record("a", 0, "n", serde_json::json!(1)))
+        .unwrap();
+    connect(&url)
+        .batch_execute(
+            "UPDATE switchyard.checkpoints SET writes = '[{\"field\": ' , status = 'odd'",
+        )
+        .unwrap();
+    let err = store.load("a").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("checkpoint store: a record of thread `a` is corrupt: `writes`: "),
+        "{err}"
+    );
+    connect(&url)
+        .batch_execute(
+            "UPDATE switchyard.checkpoints SET writes = '[]', status = 'running', seq = 1",
+        )
+        .unwrap();
+    assert_eq!(
+        store.load("a").unwrap_err().to_string(),
+        "checkpoint store: a record of thread `a` is corrupt: record 0 is missing"
+    );
+    let _: Arc<dyn Checkpointer> = Arc::new(store);
+}
