@@ -92,6 +92,12 @@ fn main() -> ExitCode {
             graph,
             store,
         } => cli::inspect::fork(&store, graph, &thread, at, into),
+        Command::Prune {
+            thread,
+            ended_before,
+            graph,
+            store,
+        } => cli::inspect::prune(&store, graph, thread.as_deref(), ended_before),
         Command::Serve {
             paths,
             listen,
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
             watch,
             no_watch,
             log_retention,
+            thread_ttl,
             heartbeat,
             replay,
             record,
@@ -130,6 +137,7 @@ fn main() -> ExitCode {
             mcp_max_servers: mcp_max_servers as usize,
             watch: (!no_watch).then_some(watch),
             log_retention,
+            thread_ttl,
             heartbeat,
             replay,
             record,
@@ -448,6 +456,7 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
                         tool: t.name.clone(),
                         arguments: switchyard::mcp::example_arguments(&t.input_schema),
                         timeout: None,
+                        idempotency_key: format!("conformance/{}", t.name),
                     };
                     let reply = client.call(&request).await?;
                     println!("{}: {}", t.name, reply.content);

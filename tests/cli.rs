@@ -246,6 +246,7 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
             "switchyard-fork.1",
             "switchyard-history.1",
             "switchyard-man.1",
+            "switchyard-prune.1",
             "switchyard-render.1",
             "switchyard-resume.1",
             "switchyard-run.1",

@@ -937,3 +937,94 @@ fn state_set_writes_through_the_reducers_as_a_step_of_its_own() {
         "classify count_down:1 count_down:0 by hand count_down:0\n"
     );
 }
+
+#[test]
+fn prune_keeps_the_latest_checkpoint_and_the_thread_goes_on_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let file = &patient_pauses(dir.path());
+    // Two threads driven alike to the question; one of them is pruned there.
+    for t in ["kept", "pruned"] {
+        switchyard(&["run", file, "--thread", t, "--store", &store])
+            .run()
+            .code(4);
+        for _ in 0..2 {
+            switchyard(&["resume", "--thread", t, "--store", &store])
+                .run()
+                .code(4);
+        }
+    }
+    let state = |t: &str| {
+        json_of(
+            &switchyard(&["state", "--thread", t, "--store", &store])
+                .run()
+                .code(0)
+                .stdout,
+        )
+    };
+    let before = state("pruned");
+    let out = switchyard(&["prune", "--thread", "pruned", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "thread `pruned`: 6 checkpoints removed; checkpoint 6 holds its state\n"
+    );
+    let after = state("pruned");
+    assert_eq!(after["state"], before["state"]);
+    assert_eq!(after["pending"], before["pending"]);
+    assert_eq!(after["status"], json!("interrupted"));
+    let out = switchyard(&["history", "--thread", "pruned", "--store", &store])
+        .run()
+        .code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        [
+            " seq run  step  node -> next                 status       writes",
+            "   6   0     4  (pruned) -> ask              interrupted  trail, answer, failure",
+        ]
+    );
+    let out = switchyard(&["fork", "--thread", "pruned", "--at", "2", "--store", &store])
+        .run()
+        .code(1);
+    assert!(out.stderr.contains("has no checkpoint 2"), "{}", out.stderr);
+
+    // Both go on to the same end.
+    for t in ["kept", "pruned"] {
+        let out = switchyard(&[
+            "resume",
+            "--thread",
+            t,
+            "--payload",
+            r#""sure""#,
+            "--store",
+            &store,
+        ])
+        .run()
+        .code(0);
+        assert_eq!(out.stdout, "prepare recover answered\n");
+    }
+    assert_eq!(state("kept")["state"], state("pruned")["state"]);
+
+    // Threads that ended: deleted once older than asked.
+    let out = switchyard(&["prune", "--ended-before", "1h", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(out.stdout, "0 threads deleted\n");
+    std::thread::sleep(Duration::from_millis(5));
+    let out = switchyard(&["prune", "--ended-before", "1ms", "--store", &store])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "deleted thread `kept`\ndeleted thread `pruned`\n2 threads deleted\n"
+    );
+    let out = switchyard(&["state", "--thread", "kept", "--store", &store])
+        .run()
+        .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: thread `kept` has no checkpoints in this store\n"
+    );
+}

@@ -152,6 +152,8 @@ async fn a_fail_node_fails_the_run_with_its_outcome_and_message() {
 struct SlowFiles {
     in_flight: AtomicUsize,
     most: AtomicUsize,
+    /// Every call's idempotency key.
+    keys: std::sync::Mutex<Vec<String>>,
     /// Delays drawn from this seed when set, else later paths are quicker.
     seed: Option<u64>,
 }
@@ -161,6 +163,7 @@ impl SlowFiles {
         Arc::new(SlowFiles {
             in_flight: AtomicUsize::new(0),
             most: AtomicUsize::new(0),
+            keys: std::sync::Mutex::default(),
             seed,
         })
     }
@@ -174,6 +177,10 @@ impl ToolClient for SlowFiles {
 
     async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
         let path = request.arguments["path"].as_str().unwrap_or("").to_string();
+        self.keys
+            .lock()
+            .unwrap()
+            .push(request.idempotency_key.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
         let rank = path.bytes().map(u64::from).sum::<u64>();
@@ -237,6 +244,22 @@ async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
     );
     // `read` two at a time, `stat` three: never more.
     assert_eq!(tools.most.load(Ordering::SeqCst), 3);
+    // Each call's idempotency key names its thread, run, step, call and item.
+    let mut keys = tools.keys.lock().unwrap().clone();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "t/0/1/0/0",
+            "t/0/1/0/1",
+            "t/0/1/0/2",
+            "t/0/1/0/3",
+            "t/0/2/0/0",
+            "t/0/2/0/1",
+            "t/0/2/0/2",
+            "t/0/2/0/3"
+        ]
+    );
     // One step (and one record) per mapped node.
     let nodes: Vec<Option<String>> = r
         .history("t")

@@ -629,6 +629,7 @@ async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
         tool: "x".into(),
         arguments: json!({}),
         timeout: None,
+        idempotency_key: "t/0/1/0".into(),
     };
     let e = client.call(&request).await.expect_err("nothing to start");
     assert!(!e.transient);
@@ -1167,14 +1168,27 @@ async fn a_changed_tool_list_is_listed_again() {
     };
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots"]
+        ["grow", "roots", "meta"]
     );
+    // Every call carries its idempotency key in `_meta`.
+    let meta = client
+        .call(&ToolRequest {
+            server: server.clone(),
+            tool: "meta".into(),
+            arguments: json!({}),
+            timeout: None,
+            idempotency_key: "t/0/3/1".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(meta.content, json!("t/0/3/1"));
     let grown = client
         .call(&ToolRequest {
             server: server.clone(),
             tool: "grow".into(),
             arguments: json!({}),
             timeout: None,
+            idempotency_key: "t/0/4/0".into(),
         })
         .await
         .unwrap();
@@ -1183,7 +1197,7 @@ async fn a_changed_tool_list_is_listed_again() {
     // without waiting for a call of a name the old list does not have.
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots", "extra"]
+        ["grow", "roots", "meta", "extra"]
     );
     client.shutdown().await;
 }
@@ -1201,6 +1215,7 @@ async fn a_server_gets_the_roots_the_graph_declares_and_none_otherwise() {
                     tool: "roots".into(),
                     arguments: json!({}),
                     timeout: None,
+                    idempotency_key: "t/0/1/0".into(),
                 })
                 .await
                 .unwrap();

@@ -1015,6 +1015,12 @@ impl Checkpointer for Counting {
     fn delete_thread(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
         Ok(())
     }
+    fn prune(&self, _: switchyard::run::Checkpoint) -> Result<u64, switchyard::store::StoreError> {
+        Ok(0)
+    }
+    fn ended_before(&self, _: u64) -> Result<Vec<String>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
     fn put_thread(
         &self,
         _: &switchyard::store::ThreadRecord,

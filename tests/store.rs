@@ -193,6 +193,73 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
         &big()
     );
 
+    // Pruning: the latest record, holding the whole state, is all that stays, and the
+    // thread goes on from it.
+    for seq in 0..4 {
+        store.append(record("p", seq, "big", big())).unwrap();
+    }
+    let base = Checkpoint {
+        source: Source::Base,
+        writes: vec![
+            Write {
+                field: "big".into(),
+                value: Arc::new(big()),
+            },
+            Write {
+                field: "n".into(),
+                value: Arc::new(json!(7)),
+            },
+        ],
+        ..record("p", 3, "n", json!(null))
+    };
+    store
+        .put_snapshot(Snapshot {
+            thread: "p".into(),
+            ..snap(2, json!(2))
+        })
+        .unwrap();
+    assert_eq!(store.prune(base.clone()).unwrap(), 3);
+    assert_eq!(open().load("p").unwrap(), std::slice::from_ref(&base));
+    assert_eq!(open().latest("p").unwrap(), Some(base.clone()));
+    assert_eq!(open().snapshot("p").unwrap(), None, "its records are gone");
+    store.append(record("p", 4, "big", big())).unwrap();
+    assert_eq!(seqs(&*open(), "p"), [3, 4]);
+    assert_eq!(
+        open().load_from("p", 4).unwrap(),
+        [record("p", 4, "big", big())]
+    );
+    let after = Snapshot {
+        thread: "p".into(),
+        ..snap(4, json!(4))
+    };
+    store.put_snapshot(after.clone()).unwrap();
+    assert_eq!(open().snapshot("p").unwrap(), Some(after));
+    // A base that is no longer the latest record (the thread moved on) conflicts and
+    // changes nothing.
+    assert!(matches!(
+        store.prune(base.clone()),
+        Err(StoreError::Conflict { seq: 3, .. })
+    ));
+    assert_eq!(seqs(&*open(), "p"), [3, 4]);
+    store.delete_thread("p").unwrap();
+
+    // Threads that ended before a time: their latest record finished or failed then.
+    let ended = |thread: &str, seq: u64, status: Status| Checkpoint {
+        status,
+        ..record(thread, seq, "n", json!(seq))
+    };
+    store.append(ended("done", 0, Status::Finished)).unwrap();
+    store.append(ended("broke", 0, Status::Running)).unwrap();
+    store.append(ended("broke", 1, Status::Failed)).unwrap();
+    store.append(ended("went-on", 0, Status::Finished)).unwrap();
+    store.append(ended("went-on", 1, Status::Running)).unwrap();
+    assert_eq!(store.ended_before(1_000).unwrap(), Vec::<String>::new());
+    assert_eq!(store.ended_before(1_001).unwrap(), ["done"]);
+    assert_eq!(store.ended_before(5_000).unwrap(), ["done", "broke"]);
+    for t in ["done", "broke", "went-on"] {
+        store.delete_thread(t).unwrap();
+    }
+
     // The LLM cache: a hit until it expires.
     store.cache_put("k", &json!({ "v": 1 }), 2_000).unwrap();
     assert_eq!(

@@ -202,6 +202,10 @@ pub(crate) enum Command {
         /// How long a finished run's events stay for streams that join late.
         #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
         log_retention: std::time::Duration,
+        /// Delete threads that finished or failed longer ago than this (their
+        /// checkpoints, entry and runs); kept for ever without it.
+        #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+        thread_ttl: Option<std::time::Duration>,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,
@@ -231,6 +235,31 @@ pub(crate) enum Command {
         /// Write `switchyard.1` and a page per command (`switchyard-run.1`, ...) here.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+    /// Keep a store bounded: prune a thread's history to its latest checkpoint, or
+    /// delete threads that ended long ago.
+    #[command(
+        after_help = "Examples:\n  switchyard prune --thread t1\n  switchyard prune --ended-before 30d --store sqlite:agents.db"
+    )]
+    Prune {
+        /// The thread whose checkpoints go but its latest, which then holds the whole
+        /// state (its earlier states and forks from them go too).
+        #[arg(
+            long,
+            required_unless_present = "ended_before",
+            conflicts_with = "ended_before"
+        )]
+        thread: Option<String>,
+        /// Delete every thread that finished or failed longer ago than this (`30d`,
+        /// `12h`), but those being run.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        ended_before: Option<std::time::Duration>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+        #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+        store: StoreArg,
     },
     /// Copy a thread up to a checkpoint into a new thread, to go on from there.
     #[command(

@@ -1,4 +1,5 @@
-//! `switchyard state`, `history` and `fork`: read a thread's checkpoints.
+//! `switchyard state`, `history`, `fork` and `prune`: read a thread's checkpoints,
+//! copy them, bound them.
 
 use super::{StoreArg, exit};
 use anyhow::{Context, bail};
@@ -119,6 +120,7 @@ fn line(r: &Checkpoint) -> String {
     // Records without a node: a run's input, or the run's end without a finalize node
     // (END, a limit with no `on_limit`), or a stop between nodes, or a person's update.
     let node = match (r.node.as_deref(), r.status) {
+        _ if r.source == Source::Base => "(pruned)",
         (Some(n), _) => n,
         (None, _) if r.source == Source::Update => "(update)",
         (None, Status::Finished) => "(end)",
@@ -163,6 +165,50 @@ pub(crate) fn fork(
         .with_context(|| format!("cannot fork thread `{thread}`"))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{new}")?;
+    out.flush()?;
+    Ok(exit::OK)
+}
+
+/// `switchyard prune`: a thread's history down to its latest checkpoint, or the
+/// threads that ended before a time deleted. Says what went.
+pub(crate) fn prune(
+    store: &StoreArg,
+    graph: Option<PathBuf>,
+    thread: Option<&str>,
+    ended_before: Option<std::time::Duration>,
+) -> anyhow::Result<u8> {
+    let opened = store.open()?;
+    let mut out = std::io::stdout().lock();
+    if let Some(age) = ended_before {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let before = now.saturating_sub(age.as_millis() as u64);
+        let deleted = switchyard::store::retention::delete_ended(&*opened, before, |_| false)?;
+        for t in &deleted {
+            writeln!(out, "deleted thread `{t}`")?;
+        }
+        writeln!(
+            out,
+            "{} thread{} deleted",
+            deleted.len(),
+            if deleted.len() == 1 { "" } else { "s" }
+        )?;
+    } else if let Some(thread) = thread {
+        let runner = match runner(opened, graph, thread)? {
+            Ok(r) => r,
+            Err(code) => return Ok(code),
+        };
+        let gone = runner
+            .prune(thread)
+            .with_context(|| format!("cannot prune thread `{thread}`"))?;
+        let kept = runner.latest(thread)?.seq;
+        writeln!(
+            out,
+            "thread `{thread}`: {gone} checkpoint{} removed; checkpoint {kept} holds its state",
+            if gone == 1 { "" } else { "s" }
+        )?;
+    }
     out.flush()?;
     Ok(exit::OK)
 }

@@ -25,6 +25,7 @@ pub(crate) struct ServeArgs {
     pub(crate) mcp_max_servers: usize,
     pub(crate) watch: Option<Duration>,
     pub(crate) log_retention: Duration,
+    pub(crate) thread_ttl: Option<Duration>,
     pub(crate) heartbeat: Duration,
     pub(crate) replay: Vec<PathBuf>,
     pub(crate) record: Option<PathBuf>,
@@ -77,6 +78,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 mcp_idle: args.mcp_idle,
                 max_mcp_servers: args.mcp_max_servers,
                 log_retention: args.log_retention,
+                thread_ttl: args.thread_ttl,
             },
         );
         let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();

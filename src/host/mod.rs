@@ -56,6 +56,8 @@ pub struct HostOptions {
     pub max_mcp_servers: usize,
     /// How long a finished run's events stay for readers that join late.
     pub log_retention: Duration,
+    /// Threads that finished or failed longer ago than this are deleted.
+    pub thread_ttl: Option<Duration>,
 }
 
 /// Something the host did that whoever runs it may want to log.
@@ -91,6 +93,10 @@ pub enum Notice {
         status: &'static str,
         error: Option<String>,
     },
+    /// Deleted: it ended longer ago than the thread TTL.
+    ThreadExpired {
+        thread: String,
+    },
 }
 
 /// The graphs, store and runs of one server process.
@@ -110,6 +116,7 @@ struct Inner {
     /// Runs in flight, and finished ones for `log_retention`.
     runs: Mutex<HashMap<String, Arc<RunHandle>>>,
     log_retention: Duration,
+    thread_ttl: Option<Duration>,
     closing: AtomicBool,
     notices: Mutex<Option<UnboundedSender<Notice>>>,
     /// Marks what this process hands out that the next one cannot honour (event ids).
@@ -139,6 +146,7 @@ impl Host {
                 queues: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
                 log_retention: options.log_retention,
+                thread_ttl: options.thread_ttl,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
                 epoch: format!("{:x}", now_ms()),
@@ -165,8 +173,9 @@ impl Host {
         &self.inner.store
     }
 
-    /// Starts the background work: the graph watcher (every `watch`, if any) and the
-    /// reaper of idle MCP servers. Call once, inside the runtime.
+    /// Starts the background work: the graph watcher (every `watch`, if any), the
+    /// reaper of idle MCP servers and, with a thread TTL, the sweeper of threads that
+    /// ended longer ago. Call once, inside the runtime.
     pub fn spawn_background(&self, watch: Option<Duration>) {
         if let Some(every) = watch {
             let graphs = self.inner.graphs.clone();
@@ -182,6 +191,35 @@ impl Host {
             });
         }
         self.inner.tools.spawn_reaper();
+        if let Some(ttl) = self.inner.thread_ttl {
+            let host = self.clone();
+            // Often enough that a thread outlives its TTL by a fraction of it at most.
+            let every = (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(600));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let h = host.clone();
+                    let swept = tokio::task::spawn_blocking(move || h.expire_threads(ttl)).await;
+                    if let Ok(Ok(threads)) = swept {
+                        for thread in threads {
+                            host.notice(Notice::ThreadExpired { thread });
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Deletes the threads that ended longer than `ttl` ago and have no run waiting.
+    fn expire_threads(&self, ttl: Duration) -> Result<Vec<String>, HostError> {
+        let before = now_ms().saturating_sub(ttl.as_millis() as u64);
+        Ok(crate::store::retention::delete_ended(
+            &*self.inner.store,
+            before,
+            |thread| !self.in_flight(thread).is_empty(),
+        )?)
     }
 
     /// A runner for `graph` on this host's store, with nothing else attached.

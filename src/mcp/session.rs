@@ -13,6 +13,9 @@ use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+
+/// The `_meta` key of a call's idempotency key (see `ToolRequest::idempotency_key`).
+pub(crate) const IDEMPOTENCY_KEY: &str = "switchyard/idempotencyKey";
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value as Json;
@@ -273,14 +276,22 @@ impl Session {
         Ok(tools)
     }
 
-    /// One `tools/call`; the result as the server sent it, in JSON.
+    /// One `tools/call`, with its idempotency key in `_meta`; the result as the
+    /// server sent it, in JSON.
     pub(crate) async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Json>,
         timeout: Duration,
+        idempotency_key: &str,
     ) -> Result<Json, McpError> {
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.0.0.insert(
+            IDEMPOTENCY_KEY.to_string(),
+            Json::String(idempotency_key.to_string()),
+        );
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        params.meta = Some(meta);
         let reply = tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await;
         let result = match reply {
             Err(_) => {

@@ -26,7 +26,7 @@ impl Runner {
             Err(e) => return Step::fail(format!("map: `over`: {e}")),
         };
         let count = items.len();
-        let runs = items.into_iter().map(|item| {
+        let runs = items.into_iter().enumerate().map(|(index, item)| {
             // Each item's events wait in a channel of their own and are passed on in
             // item order, as its step is: what a run reports does not depend on
             // which item finished first.
@@ -50,6 +50,7 @@ impl Runner {
                     store: cx.store,
                     events: &events,
                     item,
+                    item_index: Some(index),
                 };
                 (self.run_kind(&cx).await, held)
             }

@@ -390,6 +390,7 @@ impl Runner {
     pub(super) fn run_info(&self, live: &Live) -> RunInfo {
         RunInfo {
             thread: live.thread.clone(),
+            run: live.run,
             step: live.step,
             max_steps: self.max_steps(),
             tokens: live.tokens,
@@ -562,6 +563,7 @@ impl Runner {
             store: &*self.store,
             events,
             item: None,
+            item_index: None,
         };
         if let Some(cond) = node.only_if {
             match cx.eval(cond) {

@@ -274,6 +274,8 @@ impl Object for JsonView {
 #[derive(Debug, Clone)]
 pub(crate) struct RunInfo {
     pub(crate) thread: Arc<str>,
+    /// Which run of the thread this is (its checkpoints' `run`).
+    pub(crate) run: u64,
     pub(crate) step: u64,
     pub(crate) max_steps: Option<u64>,
     pub(crate) tokens: u64,

@@ -95,6 +95,16 @@ impl State {
         s
     }
 
+    /// The state a pruned thread's base record holds (see `Runner::prune`).
+    pub(crate) fn from_base(graph: &Graph, record: &crate::store::Checkpoint) -> Self {
+        let values: Vec<(Arc<str>, Arc<Json>)> = record
+            .writes
+            .iter()
+            .map(|w| (w.field.clone(), w.value.clone()))
+            .collect();
+        State::from_snapshot(graph, &values)
+    }
+
     /// Applies a checkpoint record's writes through the reducers, as a replay of the
     /// thread does.
     pub fn apply(
@@ -102,6 +112,10 @@ impl State {
         graph: &Graph,
         record: &crate::store::Checkpoint,
     ) -> Result<(), WriteError> {
+        if record.source == crate::store::Source::Base {
+            *self = State::from_base(graph, record);
+            return Ok(());
+        }
         for w in &record.writes {
             if let Some(id) = graph.field_id(&w.field) {
                 self.replay(graph, id, w.value.clone())?;

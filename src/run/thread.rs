@@ -75,6 +75,31 @@ impl Runner {
             .ok_or_else(|| RunError::UnknownThread(thread.into()))
     }
 
+    /// Keeps only a thread's latest checkpoint, rewritten to hold the whole state
+    /// there (source `base`): the history before it goes, and with it the states and
+    /// forks of earlier checkpoints. The thread goes on as it would have. Returns how
+    /// many checkpoints went.
+    pub fn prune(&self, thread: &str) -> Result<u64, RunError> {
+        let _claim = self.store.claim(thread)?;
+        let (live, last) = self.load_live(thread)?;
+        let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+        let writes = self
+            .graph
+            .fields
+            .iter()
+            .zip(live.state.values.iter())
+            .map(|(f, v)| crate::store::Write {
+                field: f.name.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        Ok(self.store.prune(Checkpoint {
+            writes,
+            source: Source::Base,
+            ..last
+        })?)
+    }
+
     /// Every checkpoint of a thread.
     pub fn history(&self, thread: &str) -> Result<Vec<Checkpoint>, RunError> {
         let records = self.store.load(thread)?;
@@ -133,6 +158,10 @@ impl Runner {
         state: &mut State,
         r: &Checkpoint,
     ) -> Result<(), RunError> {
+        if r.source == Source::Base {
+            *state = State::from_base(&self.graph, r);
+            return Ok(());
+        }
         for w in &r.writes {
             // A field the graph no longer declares is skipped: its value cannot be
             // read by anything the graph now says.

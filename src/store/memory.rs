@@ -297,6 +297,42 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
+    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+        let mut threads = self.lock();
+        let thread = &*base.thread;
+        let Some(t) = threads
+            .by_name
+            .get_mut(thread)
+            .filter(|t| t.last().is_some_and(|l| l.seq == base.seq))
+        else {
+            return Err(StoreError::Conflict {
+                thread: thread.to_string(),
+                seq: base.seq,
+            });
+        };
+        let gone = t.frozen.iter().map(|c| c.len).sum::<u64>() + t.records.len() as u64 - 1;
+        *t = Thread {
+            records: vec![base],
+            ..Thread::default()
+        };
+        Ok(gone)
+    }
+
+    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        let threads = self.lock();
+        let mut ended: Vec<(u64, &String)> = threads
+            .by_name
+            .iter()
+            .filter_map(|(name, t)| {
+                let last = t.last()?;
+                (matches!(last.status, Status::Finished | Status::Failed) && last.at_ms < before_ms)
+                    .then_some((last.at_ms, name))
+            })
+            .collect();
+        ended.sort();
+        Ok(ended.into_iter().map(|(_, n)| n.clone()).collect())
+    }
+
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         self.lock().by_name.remove(thread);
         let mut catalog = self.catalog();

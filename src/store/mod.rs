@@ -1,5 +1,6 @@
-//! Stores: where threads live. One trait, [`Checkpointer`], with a store in memory and
-//! one in a SQLite file, both passing the same test suite (`tests/store.rs`).
+//! Stores: where threads live. One trait, [`Checkpointer`], with a store in memory, one
+//! in a SQLite file and one in a Postgres database, all passing the same test suite
+//! (`tests/store.rs`).
 //!
 //! A thread's history is one checkpoint record per node execution. A record holds what
 //! changed (the writes of that step), not the whole state, so the cost of a step does
@@ -15,6 +16,7 @@ mod frozen;
 mod memory;
 mod none;
 mod postgres;
+pub mod retention;
 mod rows;
 mod sqlite;
 
@@ -104,6 +106,10 @@ pub enum Source {
     Loop,
     /// A person's write to the state between runs (`Runner::update`).
     Update,
+    /// The first record of a pruned thread (`Runner::prune`): its writes are the
+    /// whole state at that record, which replaces the state rather than going through
+    /// the reducers. The records before it are gone.
+    Base,
 }
 
 impl Source {
@@ -112,6 +118,7 @@ impl Source {
             Source::Input => "input",
             Source::Loop => "loop",
             Source::Update => "update",
+            Source::Base => "base",
         }
     }
 
@@ -120,6 +127,7 @@ impl Source {
             "input" => Source::Input,
             "loop" => Source::Loop,
             "update" => Source::Update,
+            "base" => Source::Base,
             _ => return None,
         })
     }
@@ -334,6 +342,15 @@ pub trait Checkpointer: Send + Sync {
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
     /// Removes everything of a thread: its records, its catalog entry and its runs.
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;
+    /// Makes `base` (source [`Source::Base`], the thread's latest record holding the
+    /// whole state there) the thread's only record: the records before it and its
+    /// snapshot go, all or nothing. A thread whose latest record is no longer
+    /// `base.seq` (it moved on meanwhile) is a conflict and stays as it was. Returns
+    /// how many records went.
+    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError>;
+    /// The threads whose latest record finished or failed before `before_ms` (Unix
+    /// milliseconds), for retention.
+    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError>;
 
     /// Creates or replaces a thread's catalog entry.
     fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError>;

@@ -56,6 +56,14 @@ impl Checkpointer for NoStore {
         Ok(())
     }
 
+    fn prune(&self, _base: Checkpoint) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    fn ended_before(&self, _before_ms: u64) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     fn delete_thread(&self, _thread: &str) -> Result<(), StoreError> {
         Ok(())
     }

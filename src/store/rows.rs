@@ -92,6 +92,33 @@ pub(super) fn check_next(thread: &str, seq: u64, from: u64, read: usize) -> Resu
     ))
 }
 
+/// Where a read of a thread's records from `from` starts counting: at `from`, or at
+/// the first record when it is a pruned thread's base (the records before it are gone
+/// on purpose).
+pub(super) fn first_seq(r: &Checkpoint, from: u64, read: usize) -> u64 {
+    if read == 0 && r.source == crate::store::Source::Base && r.seq >= from {
+        r.seq
+    } else {
+        from
+    }
+}
+
+/// Whether a snapshot at `seq` stands on every record up to it: `count` records at or
+/// before it, the first at `first`, which is 0 or a pruned thread's base.
+pub(super) fn snapshot_whole(
+    seq: u64,
+    count: i64,
+    first: Option<i64>,
+    first_source: Option<&str>,
+) -> bool {
+    let Some(first) = first.and_then(|f| u64::try_from(f).ok()) else {
+        return false;
+    };
+    (first == 0 || first_source == Some("base"))
+        && first <= seq
+        && u64::try_from(count).ok() == Some(seq - first + 1)
+}
+
 /// One write as stored: a value, or the record that holds it.
 #[derive(Deserialize)]
 struct StoredWrite {

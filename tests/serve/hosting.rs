@@ -691,3 +691,53 @@ async fn a_stateless_run_with_an_update_starts_from_it() {
         json!({ "input": "x", "trail": ["before", "a:x", "b"] })
     );
 }
+
+#[tokio::test]
+async fn threads_that_ended_longer_ago_than_the_ttl_are_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ask.toml"), ASK.replace("VERSION", "one")).unwrap();
+    let s = serve(&[
+        "tests/fixtures/serve/three.toml",
+        dir.path().to_str().unwrap(),
+    ])
+    .arg("--thread-ttl")
+    .arg("300ms")
+    .start()
+    .await;
+    let h = s.http();
+    for (t, assistant, input) in [
+        ("done", "three", json!({ "input": "x" })),
+        ("paused", "ask", json!({})),
+    ] {
+        h.post("/threads", json!({ "thread_id": t })).await;
+        let r = h
+            .post(
+                &format!("/threads/{t}/runs/wait"),
+                json!({ "assistant_id": assistant, "input": input }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    // The finished thread goes once its time is up; the paused one has not ended.
+    for _ in 0..200 {
+        if h.get("/threads/done").await.status == 404 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(h.get("/threads/done").await.status, 404);
+    assert_eq!(h.get("/threads/done/state").await.status, 404);
+    assert_eq!(
+        h.get("/threads/paused/state").await.json()["next"],
+        json!(["ask"])
+    );
+    let expired: Vec<Json> = s
+        .log_json()
+        .into_iter()
+        .filter(|n| n["notice"] == "thread_expired")
+        .collect();
+    assert_eq!(
+        expired,
+        [json!({ "notice": "thread_expired", "thread": "done" })]
+    );
+}

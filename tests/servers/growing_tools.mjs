@@ -1,12 +1,13 @@
 // A stdio MCP server whose tool list grows: `grow` adds the tool `extra` and tells
 // the client its list changed (notifications/tools/list_changed). `roots` answers with
-// the client's declared roots capability and the roots it lists (roots/list).
+// the client's declared roots capability and the roots it lists (roots/list). `meta`
+// answers with the idempotency key the call's `_meta` carries.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const tool = (name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } });
-const tools = [tool("grow"), tool("roots")];
+const tools = [tool("grow"), tool("roots"), tool("meta")];
 const server = new Server({ name: "growing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
@@ -14,6 +15,9 @@ server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const declared = server.getClientCapabilities()?.roots !== undefined;
     const roots = declared ? (await server.listRoots()).roots : null;
     return { content: [{ type: "text", text: JSON.stringify({ declared, roots }) }] };
+  }
+  if (request.params.name === "meta") {
+    return { content: [{ type: "text", text: String(request.params._meta?.["switchyard/idempotencyKey"]) }] };
   }
   if (request.params.name === "grow" && !tools.some((t) => t.name === "extra")) {
     tools.push(tool("extra"));

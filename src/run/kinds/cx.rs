@@ -28,6 +28,8 @@ pub(crate) struct NodeCx<'a> {
     /// A mapped node's item, by the name the map gives it: what this run of the kind
     /// works on.
     pub(crate) item: Option<(Arc<str>, Arc<Json>)>,
+    /// The item's position in a mapped node's list.
+    pub(crate) item_index: Option<usize>,
 }
 
 impl NodeCx<'_> {

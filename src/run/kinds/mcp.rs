@@ -17,6 +17,11 @@ pub struct ToolRequest {
     pub tool: String,
     pub arguments: Json,
     pub timeout: Option<Duration>,
+    /// The same for every attempt of this call, and again when a crashed or
+    /// abandoned run runs the node again: `THREAD/RUN/STEP/CALL` (`/ITEM` in a mapped
+    /// node). Sent in the call's `_meta` as `switchyard/idempotencyKey`, so a tool with
+    /// side effects can do them once.
+    pub idempotency_key: String,
 }
 
 /// A tool's result: the content to write, and whether the tool reported an error.
@@ -87,7 +92,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
     // Audit records stand even when the node fails: the trail keeps every attempt.
     let mut audits = Vec::new();
     let mut results = Vec::new();
-    for call in &body.calls {
+    for (call_index, call) in body.calls.iter().enumerate() {
         let tool = match &call.tool {
             ToolName::Fixed(t) => t.clone(),
             ToolName::Template(t) => match cx.render(t) {
@@ -114,11 +119,19 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             },
             None => json!({}),
         };
+        let mut idempotency_key = format!(
+            "{}/{}/{}/{call_index}",
+            cx.run.thread, cx.run.run, cx.run.step
+        );
+        if let Some(i) = cx.item_index {
+            idempotency_key.push_str(&format!("/{i}"));
+        }
         let request = ToolRequest {
             server: server.clone(),
             tool: tool.clone(),
             arguments,
             timeout: cx.node.timeout,
+            idempotency_key,
         };
         let retry = cx.node.retry.clone();
         let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));

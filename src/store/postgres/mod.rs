@@ -440,6 +440,14 @@ impl Checkpointer for PostgresStore {
         self.call(move |s| s.delete_thread(&thread))
     }
 
+    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+        self.call(move |s| s.prune(&base))
+    }
+
+    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.call(move |s| s.ended_before(before_ms))
+    }
+
     fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
         let thread = thread.clone();
         self.call(move |s| s.put_thread(&thread))

@@ -3,8 +3,8 @@
 
 use super::{Session, col};
 use crate::store::rows::{
-    Raw, check_next, corrupt, count, full_value, int, missing, parse_column, parse_pending,
-    parse_writes, pending_and_error, resolve,
+    Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
+    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use postgres::error::SqlState;
@@ -163,8 +163,10 @@ impl Session {
             .map(|row| decode(&thread_arc, row, &self.url))
             .collect::<Result<_, _>>()?;
         let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
+        let mut from = from;
         for (mut record, raw, graph) in rows {
             if !last_only {
+                from = first_seq(&record, from, out.len());
                 check_next(thread, record.seq, from, out.len())?;
             }
             (record.graph, record.graph_hash) = self.graph(thread, graph)?;
@@ -228,14 +230,17 @@ impl Session {
         // The records up to it must all be there, numbered from 0: a thread whose
         // history has a gap or an odd record is read whole, which reports it.
         let counted = self.prepared(
-            "SELECT count(*), min(seq) FROM switchyard.checkpoints WHERE thread = $1 AND seq <= $2",
+            "SELECT count(*), min(seq), (SELECT source FROM switchyard.checkpoints WHERE thread = $1 ORDER BY seq LIMIT 1)
+             FROM switchyard.checkpoints WHERE thread = $1 AND seq <= $2",
         )?;
         let row = self
             .client()?
             .query_one(&counted, &[&thread, &int(seq)])
             .map_err(|e| self.pg(e))?;
-        let (n, first): (i64, Option<i64>) = (col(&row, 0, &self.url)?, col(&row, 1, &self.url)?);
-        if first != Some(0) || u64::try_from(n).ok() != Some(seq + 1) {
+        let url = &self.url;
+        let (n, first, first_source): (i64, Option<i64>, Option<String>) =
+            (col(&row, 0, url)?, col(&row, 1, url)?, col(&row, 2, url)?);
+        if !snapshot_whole(seq, n, first, first_source.as_deref()) {
             return Ok(None);
         }
         let (graph, graph_hash) = self.graph(thread, graph)?;
@@ -295,6 +300,69 @@ impl Session {
 }
 
 type GraphPair = (Arc<str>, Arc<str>);
+
+impl Session {
+    /// See [`crate::store::Checkpointer::prune`].
+    pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
+        self.written.forget(&base.thread);
+        let thread = &*base.thread;
+        self.client()?
+            .batch_execute("BEGIN")
+            .map_err(|e| self.pg(e))?;
+        let done = (|| {
+            // Locks the thread's latest row: an append racing this waits, then
+            // conflicts with the base.
+            let latest = self.prepared(
+                "SELECT seq FROM switchyard.checkpoints WHERE thread = $1 ORDER BY seq DESC LIMIT 1 FOR UPDATE",
+            )?;
+            let row = self
+                .client()?
+                .query_opt(&latest, &[&thread])
+                .map_err(|e| self.pg(e))?;
+            let latest: Option<i64> = row.map(|r| col(&r, 0, &self.url)).transpose()?;
+            if latest != Some(int(base.seq)) {
+                return Err(StoreError::Conflict {
+                    thread: thread.to_string(),
+                    seq: base.seq,
+                });
+            }
+            let delete = self
+                .prepared("DELETE FROM switchyard.checkpoints WHERE thread = $1 AND seq <= $2")?;
+            let gone = self
+                .client()?
+                .execute(&delete, &[&thread, &int(base.seq)])
+                .map_err(|e| self.pg(e))?;
+            let snapshot = self.prepared("DELETE FROM switchyard.snapshots WHERE thread = $1")?;
+            self.client()?
+                .execute(&snapshot, &[&thread])
+                .map_err(|e| self.pg(e))?;
+            // Whole values: the rows a reference would name are gone.
+            self.insert(base, false)?;
+            Ok(gone - 1)
+        })();
+        let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = self.client()?.batch_execute(end).map_err(|e| self.pg(e));
+        let gone = done?;
+        ended?;
+        Ok(gone)
+    }
+
+    /// See [`crate::store::Checkpointer::ended_before`].
+    pub(super) fn ended_before(&mut self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        let ended = self.prepared(
+            "SELECT c.thread FROM switchyard.checkpoints c
+             JOIN (SELECT thread, max(seq) AS seq FROM switchyard.checkpoints GROUP BY thread) l
+               ON l.thread = c.thread AND l.seq = c.seq
+             WHERE c.status IN ('finished', 'failed') AND c.at_ms < $1
+             ORDER BY c.at_ms, c.thread",
+        )?;
+        let rows = self
+            .client()?
+            .query(&ended, &[&int(before_ms)])
+            .map_err(|e| self.pg(e))?;
+        rows.iter().map(|r| col(r, 0, &self.url)).collect()
+    }
+}
 
 /// One row as a checkpoint (its graph and writes to be filled in); a value that cannot
 /// be one (a negative count, a status or JSON this version does not read) makes the

@@ -480,6 +480,15 @@ impl Checkpointer for SqliteStore {
         })
     }
 
+    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+        let mut inner = self.conn();
+        patiently(|| inner.prune(&base))
+    }
+
+    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        records::ended_before(&self.conn().conn, before_ms)
+    }
+
     fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
         catalog::put_thread(self, thread)
     }

@@ -3,8 +3,8 @@
 
 use super::Inner;
 use crate::store::rows::{
-    Raw, check_next, corrupt, count, full_value, int, missing, parse_column, parse_pending,
-    parse_writes, pending_and_error, resolve,
+    Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
+    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use rusqlite::types::ValueRef;
@@ -187,8 +187,10 @@ impl Inner {
             rows.map(|r| r?).collect::<Result<_, _>>()?
         };
         let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
+        let mut from = from;
         for (mut record, raw, graph) in rows {
             if !last_only {
+                from = first_seq(&record, from, out.len());
                 check_next(thread, record.seq, from, out.len())?;
             }
             (record.graph, record.graph_hash) = self.graph(thread, graph)?;
@@ -251,13 +253,16 @@ impl Inner {
             u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
         // The records up to it must all be there, numbered from 0: a thread whose
         // history has a gap or an odd record is read whole, which reports it.
-        let (count, first): (i64, Option<i64>) = self
+        let (count, first, first_source): (i64, Option<i64>, Option<String>) = self
             .conn
             .prepare_cached(
-                "SELECT count(*), min(seq) FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
+                "SELECT count(*), min(seq), (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                 FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
             )?
-            .query_row(params![thread, int(seq)], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        if first != Some(0) || u64::try_from(count).ok() != Some(seq + 1) {
+            .query_row(params![thread, int(seq)], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        if !snapshot_whole(seq, count, first, first_source.as_deref()) {
             return Ok(None);
         }
         let (graph, graph_hash) = self.graph(thread, graph)?;
@@ -328,4 +333,58 @@ pub(super) fn truncate(conn: &Connection, thread: &str, seq: u64) -> Result<(), 
     )?;
     tx.commit()?;
     Ok(())
+}
+
+impl Inner {
+    /// See [`crate::store::Checkpointer::prune`].
+    pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
+        self.forget(&base.thread);
+        let thread = &*base.thread;
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let done = (|| {
+            let latest: Option<i64> = self.conn.query_row(
+                "SELECT max(seq) FROM checkpoints WHERE thread = ?1",
+                [thread],
+                |r| r.get(0),
+            )?;
+            if latest != Some(int(base.seq)) {
+                return Err(StoreError::Conflict {
+                    thread: thread.to_string(),
+                    seq: base.seq,
+                });
+            }
+            let gone = self.conn.execute(
+                "DELETE FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
+                params![thread, int(base.seq)],
+            )?;
+            self.conn
+                .execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
+            // Whole values: the rows a reference would name are gone.
+            self.insert(base, false)?;
+            Ok(gone as u64 - 1)
+        })();
+        match done {
+            Ok(n) => {
+                self.conn.execute_batch("COMMIT")?;
+                Ok(n)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// See [`crate::store::Checkpointer::ended_before`].
+pub(super) fn ended_before(conn: &Connection, before_ms: u64) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.thread FROM checkpoints c
+         JOIN (SELECT thread, max(seq) AS seq FROM checkpoints GROUP BY thread) l
+           ON l.thread = c.thread AND l.seq = c.seq
+         WHERE c.status IN ('finished', 'failed') AND c.at_ms < ?1
+         ORDER BY c.at_ms, c.thread",
+    )?;
+    let rows = stmt.query_map([int(before_ms)], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -1,0 +1,33 @@
+//! Keeping a store's size bounded: threads that ended long ago are deleted (a
+//! server's `--thread-ttl`, `switchyard prune --ended-before`); a long thread's history
+//! is pruned to its latest checkpoint by `Runner::prune`.
+
+use super::{Checkpointer, Status, StoreError};
+
+/// Deletes the threads whose latest checkpoint finished or failed before `before_ms`
+/// (Unix milliseconds), but those being run right now (claimed) and those `keep`
+/// names (a server's threads with runs waiting). Returns the threads deleted.
+pub fn delete_ended(
+    store: &dyn Checkpointer,
+    before_ms: u64,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, StoreError> {
+    let mut deleted = Vec::new();
+    for thread in store.ended_before(before_ms)? {
+        if keep(&thread) {
+            continue;
+        }
+        let Ok(_claim) = store.claim(&thread) else {
+            continue;
+        };
+        // Looked at again under the claim: a run may have gone on with it since.
+        let still_ended = store.latest(&thread)?.is_some_and(|l| {
+            matches!(l.status, Status::Finished | Status::Failed) && l.at_ms < before_ms
+        });
+        if still_ended && !keep(&thread) {
+            store.delete_thread(&thread)?;
+            deleted.push(thread);
+        }
+    }
+    Ok(deleted)
+}
