@@ -25,7 +25,7 @@ use switchyard::run::{
     Checkpointer, LlmClient, LlmError, LlmReply, LlmRequest, MemoryStore, NoStore, Outcome, Runner,
     SqliteStore, ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest,
 };
-use switchyard::store::{Durability, SqliteOptions};
+use switchyard::store::{Durability, PostgresStore, SqliteOptions};
 
 /// The planner's answer: ~100 bytes of JSON.
 fn plan() -> Json {
@@ -265,6 +265,11 @@ impl Bench {
         let (cp, db) = match store {
             "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
             "none" => (Arc::new(NoStore::new()) as Arc<dyn Checkpointer>, None),
+            "postgres" => (
+                Arc::new(PostgresStore::open(&postgres_database()).expect("postgres store"))
+                    as Arc<dyn Checkpointer>,
+                None,
+            ),
             _ => {
                 let options = SqliteOptions {
                     durability: if store.contains("full") {
@@ -413,6 +418,33 @@ impl Bench {
     }
 }
 
+/// A new database on a throwaway Postgres cluster (`tests/servers/postgres.sh`, its
+/// defaults: fsync and synchronous_commit on, a Unix socket), started on first use and
+/// removed when the bench ends.
+fn postgres_database() -> String {
+    static CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let admin = CLUSTER.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/postgres.sh"))
+            .arg(std::process::id().to_string())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("bash runs");
+        assert!(out.status.success(), "the bench cluster did not start");
+        String::from_utf8(out.stdout).expect("URL").trim().to_string()
+    });
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!(
+        "bench{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    postgres::Client::connect(admin, postgres::NoTls)
+        .expect("the bench cluster")
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .expect("create database");
+    admin.replacen("/postgres?", &format!("/{name}?"), 1)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -505,6 +537,13 @@ fn main() {
                 last.as_secs_f64() / first.as_secs_f64()
             );
         }
+    }
+    if run("g") {
+        bench.agent_loop(3, "postgres");
+        let (pg, _) = bench.agent_loop(10, "postgres");
+        println!(
+            "(g) agent loop, Postgres:          {pg:>7.2} us per durable step (synchronous_commit on, Unix socket; target <= 1000)"
+        );
     }
     if run("f") {
         bench.fanout(20);
