@@ -425,13 +425,19 @@ fn postgres_database() -> String {
     static CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let admin = CLUSTER.get_or_init(|| {
         let out = std::process::Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/postgres.sh"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/servers/postgres.sh"
+            ))
             .arg(std::process::id().to_string())
             .stderr(std::process::Stdio::inherit())
             .output()
             .expect("bash runs");
         assert!(out.status.success(), "the bench cluster did not start");
-        String::from_utf8(out.stdout).expect("URL").trim().to_string()
+        String::from_utf8(out.stdout)
+            .expect("URL")
+            .trim()
+            .to_string()
     });
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let name = format!(

@@ -876,7 +876,7 @@ async fn exceeding_the_token_budget_takes_on_limit() {
         finished("budget", "stopped at 50 tokens", 3)
     );
     assert!(ran.events.contains(&Event::LimitReached {
-        limit: "max_tokens",
+        limit: "max_tokens".into(),
         to: Some("over_budget".into())
     }));
     assert_eq!(

@@ -85,6 +85,7 @@ fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
             "graphs",
             "layout",
             "llm_cache",
+            "run_events",
             "runs",
             "snapshots",
             "threads"

@@ -129,10 +129,13 @@ async fn the_wall_time_budget_ends_a_loop() {
     let mut limits = Vec::new();
     while let Some(e) = rx.recv().await {
         if let Event::LimitReached { limit, to } = e {
-            limits.push((limit, to.map(|t| t.to_string())));
+            limits.push((limit.to_string(), to.map(|t| t.to_string())));
         }
     }
-    assert_eq!(limits, [("max_wall_time", Some("late".to_string()))]);
+    assert_eq!(
+        limits,
+        [("max_wall_time".to_string(), Some("late".to_string()))]
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 
 mod api;
 mod browser;
+mod cluster;
 mod hosting;
 mod sdk;
 mod seeds;

@@ -206,6 +206,11 @@ pub(crate) enum Command {
         /// checkpoints, entry and runs); kept for ever without it.
         #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
         thread_ttl: Option<std::time::Duration>,
+        /// With a Postgres store several servers share: how long a run stays this
+        /// server's without its heartbeat (renewed four times as often) before another
+        /// server takes it over from its last checkpoint.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
+        run_lease: std::time::Duration,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,

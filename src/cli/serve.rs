@@ -26,6 +26,7 @@ pub(crate) struct ServeArgs {
     pub(crate) watch: Option<Duration>,
     pub(crate) log_retention: Duration,
     pub(crate) thread_ttl: Option<Duration>,
+    pub(crate) run_lease: Duration,
     pub(crate) heartbeat: Duration,
     pub(crate) replay: Vec<PathBuf>,
     pub(crate) record: Option<PathBuf>,
@@ -79,6 +80,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 max_mcp_servers: args.mcp_max_servers,
                 log_retention: args.log_retention,
                 thread_ttl: args.thread_ttl,
+                run_lease: args.run_lease,
             },
         );
         let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();

@@ -77,13 +77,26 @@ impl Host {
             r.status = RunStatus::Error;
             r.error = Some(message.clone());
         });
-        let _ = self.inner.store.put_run(&r);
+        let _ = self.save_run(run, &r);
         self.inner.tools.stop_now(&run.thread).await;
         RunEnd {
             status: RunStatus::Error,
             error: Some(message),
             deleted: false,
         }
+    }
+
+    /// Saves a run's record, unless another process took the run over (its lease
+    /// ran out): then the record is that process's to write.
+    pub(super) fn save_run(
+        &self,
+        run: &RunHandle,
+        r: &crate::store::RunRecord,
+    ) -> Result<(), crate::store::StoreError> {
+        if run.lost.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.inner.store.put_run(r)
     }
 
     /// Ends a run that never started (cancelled while waiting).
@@ -103,7 +116,7 @@ impl Host {
             }
             _ => {
                 let r = run.update(|r| r.status = RunStatus::Interrupted);
-                let _ = self.inner.store.put_run(&r);
+                let _ = self.save_run(run, &r);
                 RunEnd {
                     status: RunStatus::Interrupted,
                     error: None,
@@ -164,7 +177,12 @@ impl Host {
             return self.end_unstarted(run);
         }
         if self.inner.closing.load(Ordering::SeqCst) {
-            // Left pending for the next process.
+            // Left pending for the next process (a claimed shared run was marked
+            // running: it is put back).
+            if self.cluster().is_some() {
+                let r = run.update(|r| r.status = RunStatus::Pending);
+                let _ = self.save_run(run, &r);
+            }
             return RunEnd {
                 status: RunStatus::Pending,
                 error: None,
@@ -178,7 +196,7 @@ impl Host {
                     r.status = RunStatus::Error;
                     r.error = Some(message.clone());
                 });
-                let _ = self.inner.store.put_run(&r);
+                let _ = self.save_run(run, &r);
                 RunEnd {
                     status: RunStatus::Error,
                     error: Some(message),
@@ -208,7 +226,7 @@ impl Host {
                 .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
         });
         let first_seq = record.first_seq.unwrap_or(0);
-        store.put_run(&record).map_err(|e| e.to_string())?;
+        self.save_run(run, &record).map_err(|e| e.to_string())?;
         let llm = self.inner.llm.client(&graph).map_err(|e| e.to_string())?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -237,13 +255,13 @@ impl Host {
         let work = async {
             let runner = &runner;
             // A run going on after a restart wrote its update already.
-            if !run.request.resumed_after_restart
+            if !run.resumes()
                 && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
             {
                 runner.update(&run.thread, update, None)?;
             }
             let latest = store.latest(&run.thread)?;
-            let mode = if run.request.resumed_after_restart {
+            let mode = if run.resumes() {
                 Mode::Resume(None)
             } else {
                 decide(&run.request, latest.as_ref(), &run.thread)
@@ -259,7 +277,7 @@ impl Host {
             loop {
                 tokio::select! {
                     biased;
-                    Some(e) = rx.recv() => run.log.push(e),
+                    Some(e) = rx.recv() => self.record_event(run, e),
                     out = &mut work => break out,
                 }
             }
@@ -268,7 +286,7 @@ impl Host {
         drop(runner);
         tools.set_events(None);
         while let Ok(e) = rx.try_recv() {
-            run.log.push(e);
+            self.record_event(run, e);
         }
         let (status, error) = match &outcome {
             Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),
@@ -289,7 +307,7 @@ impl Host {
                 r.status = RunStatus::Error;
                 r.error = Some(error.clone());
             });
-            store.put_run(&r).map_err(|e| e.to_string())?;
+            self.save_run(run, &r).map_err(|e| e.to_string())?;
             return Ok(RunEnd {
                 status: RunStatus::Error,
                 error: Some(error),
@@ -306,7 +324,7 @@ impl Host {
                 r.status = RunStatus::Pending;
                 r.kwargs = serde_json::to_value(&request).unwrap_or_default();
             });
-            store.put_run(&r).map_err(|e| e.to_string())?;
+            self.save_run(run, &r).map_err(|e| e.to_string())?;
             return Ok(RunEnd {
                 status: RunStatus::Pending,
                 error: None,
@@ -328,7 +346,7 @@ impl Host {
             r.status = status;
             r.error = error.clone();
         });
-        store.put_run(&r).map_err(|e| e.to_string())?;
+        self.save_run(run, &r).map_err(|e| e.to_string())?;
         Ok(RunEnd {
             status,
             error,

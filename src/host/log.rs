@@ -34,7 +34,8 @@ impl Default for RunLog {
 }
 
 impl RunLog {
-    pub(super) fn push(&self, event: Event) {
+    /// Appends an event; its index.
+    pub(super) fn push(&self, event: Event) -> u64 {
         let mut entries = lock(&self.entries);
         let index = entries.len() as u64;
         entries.push(Arc::new(LogEntry {
@@ -44,6 +45,7 @@ impl RunLog {
         }));
         drop(entries);
         self.tick.send_modify(|(n, _)| *n = index + 1);
+        index
     }
 
     /// No more events: readers that reached the end stop waiting.

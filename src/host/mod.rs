@@ -12,6 +12,7 @@
 //! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
 //! into responses, the way the command line turns flags into them.
 
+mod cluster;
 mod drive;
 mod error;
 pub mod graphs;
@@ -58,6 +59,9 @@ pub struct HostOptions {
     pub log_retention: Duration,
     /// Threads that finished or failed longer ago than this are deleted.
     pub thread_ttl: Option<Duration>,
+    /// With a store several processes share (Postgres): how long a claimed run stays
+    /// this process's without a heartbeat, before another process takes it over.
+    pub run_lease: Duration,
 }
 
 /// Something the host did that whoever runs it may want to log.
@@ -121,6 +125,8 @@ struct Inner {
     notices: Mutex<Option<UnboundedSender<Notice>>>,
     /// Marks what this process hands out that the next one cannot honour (event ids).
     epoch: String,
+    /// Runs shared with other processes through the store (`cluster.rs`).
+    cluster: Option<cluster::Cluster>,
 }
 
 #[derive(Default)]
@@ -136,6 +142,11 @@ impl Host {
     pub fn new(graphs: Graphs, options: HostOptions) -> Host {
         let tools =
             tools::ToolPool::new(options.blob_dir, options.mcp_idle, options.max_mcp_servers);
+        let epoch = format!("{:x}", now_ms());
+        let cluster = options
+            .store
+            .shares_runs()
+            .then(|| cluster::Cluster::new(options.run_lease, &epoch));
         Host {
             inner: Arc::new(Inner {
                 graphs,
@@ -149,7 +160,8 @@ impl Host {
                 thread_ttl: options.thread_ttl,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
-                epoch: format!("{:x}", now_ms()),
+                epoch,
+                cluster,
             }),
         }
     }
@@ -191,6 +203,7 @@ impl Host {
             });
         }
         self.inner.tools.spawn_reaper();
+        self.spawn_dispatcher();
         if let Some(ttl) = self.inner.thread_ttl {
             let host = self.clone();
             // Often enough that a thread outlives its TTL by a fraction of it at most.
@@ -238,10 +251,15 @@ impl Host {
     /// resume), waits for them, and stops every MCP server.
     pub async fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::SeqCst);
-        let running: Vec<Arc<RunHandle>> = lock(&self.inner.queues)
+        let mut running: Vec<Arc<RunHandle>> = lock(&self.inner.queues)
             .values()
             .filter_map(|q| q.running.clone())
             .collect();
+        if let Some(c) = self.cluster() {
+            let driving = lock(&c.driving).clone();
+            let runs = lock(&self.inner.runs);
+            running.extend(driving.iter().filter_map(|id| runs.get(id).cloned()));
+        }
         for run in &running {
             run.shutdown_stop();
         }
@@ -262,6 +280,19 @@ impl Host {
 
     /// Whether a thread has runs in flight, and their ids (the running one first).
     pub fn in_flight(&self, thread: &str) -> Vec<String> {
+        if self.cluster().is_some() {
+            // Whichever process drives them: the store knows.
+            let mut runs: Vec<RunRecord> = self
+                .inner
+                .store
+                .runs(thread)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.status.in_flight())
+                .collect();
+            runs.sort_by_key(|r| r.status != crate::store::RunStatus::Running);
+            return runs.into_iter().map(|r| r.id).collect();
+        }
         lock(&self.inner.queues)
             .get(thread)
             .map(|q| {
@@ -279,6 +310,11 @@ impl Host {
     /// served, or whose thread's checkpoint no longer fits the graph, fails with the
     /// reason.
     pub fn recover(&self) -> Result<usize, HostError> {
+        if self.cluster().is_some() {
+            // Claimed from the store like any other waiting run, and taken over when
+            // their lease runs out; other processes may be driving them now.
+            return Ok(0);
+        }
         let runs = self.inner.store.runs_in_flight()?;
         let n = runs.len();
         for record in runs {

@@ -28,6 +28,16 @@ pub struct RunHandle {
     pub(super) shutting_down: AtomicBool,
     pub log: RunLog,
     pub(super) end: watch::Sender<Option<RunEnd>>,
+    /// Shared runs (`cluster.rs`): driven by this process (else its log and end are
+    /// mirrored from the store), taken over from a process that died (it resumes from
+    /// the thread's last checkpoint), its lease lost to another process (its end is
+    /// not this process's to record).
+    pub(super) driven_here: AtomicBool,
+    pub(super) resumed: AtomicBool,
+    pub(super) lost: AtomicBool,
+    /// Held while the mirror copies events in, so that it stops cleanly when this
+    /// process starts driving the run.
+    pub(super) mirroring: tokio::sync::Mutex<()>,
 }
 
 /// How a run ended.
@@ -52,7 +62,16 @@ impl RunHandle {
             shutting_down: AtomicBool::new(false),
             log: RunLog::default(),
             end: watch::channel(None).0,
+            driven_here: AtomicBool::new(false),
+            resumed: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            mirroring: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Goes on after its process stopped: resumed, not started again.
+    pub(super) fn resumes(&self) -> bool {
+        self.request.resumed_after_restart || self.resumed.load(Ordering::SeqCst)
     }
 
     /// The run's record as it stands.
@@ -106,6 +125,18 @@ impl RunHandle {
     }
 }
 
+/// What becomes of a run a process left in flight; see [`Host::recovery`].
+pub(super) enum Recovery {
+    /// Ended or failed, as recorded now.
+    Done,
+    /// To be driven: resumed or started, as `request.resumed_after_restart` says.
+    Go {
+        record: Box<RunRecord>,
+        request: Box<RunRequest>,
+        how: &'static str,
+    },
+}
+
 /// What a run does when it gets its turn.
 pub(super) enum Mode {
     Start(Json),
@@ -139,6 +170,9 @@ impl Host {
             )));
         }
         let graph = self.graph_for_thread(assistant, &graph, &thread_id, latest.as_ref())?;
+        if self.cluster().is_some() {
+            return self.create_shared_run(assistant, thread_id, request, metadata, graph);
+        }
         let busy = !self.in_flight(&thread_id).is_empty();
         // Checked now when the run would start now; behind other runs the state it
         // will find is not known yet.
@@ -186,21 +220,7 @@ impl Host {
             }
         }
         // Read again under the lock: a metadata patch since the first read stands.
-        let record = store.get_thread(&thread_id)?;
-        let mut thread_meta = record
-            .as_ref()
-            .map_or_else(|| json!({}), |t| t.metadata.clone());
-        if let Json::Object(m) = &mut thread_meta {
-            m.entry("graph_id").or_insert_with(|| json!(assistant));
-            m.entry("assistant_id").or_insert_with(|| json!(assistant));
-        }
-        let now = now_ms();
-        let thread_record = ThreadRecord {
-            id: thread_id.clone(),
-            created_ms: record.as_ref().map_or(now, |t| t.created_ms),
-            updated_ms: now,
-            metadata: thread_meta,
-        };
+        let thread_record = self.thread_record(&thread_id, assistant)?;
         let run = RunHandle::new(
             fresh_record(new_id(), &thread_id, assistant, &request, metadata),
             request,
@@ -224,9 +244,34 @@ impl Host {
         Ok(run)
     }
 
+    /// A thread's catalog entry as a run on it makes it: created now if new, its
+    /// metadata naming the graph unless it does already.
+    pub(super) fn thread_record(
+        &self,
+        thread_id: &str,
+        assistant: &str,
+    ) -> Result<ThreadRecord, HostError> {
+        let record = self.inner.store.get_thread(thread_id)?;
+        let mut thread_meta = record
+            .as_ref()
+            .map_or_else(|| json!({}), |t| t.metadata.clone());
+        if let Json::Object(m) = &mut thread_meta {
+            m.entry("graph_id").or_insert_with(|| json!(assistant));
+            m.entry("assistant_id").or_insert_with(|| json!(assistant));
+        }
+        let now = now_ms();
+        Ok(ThreadRecord {
+            id: thread_id.to_string(),
+            created_ms: record.as_ref().map_or(now, |t| t.created_ms),
+            updated_ms: now,
+            metadata: thread_meta,
+        })
+    }
+
     /// The run `run` of `thread`: the live handle's record, or the stored one.
     pub fn run(&self, thread: Option<&str>, run: &str) -> Result<RunRecord, HostError> {
-        let record = match self.handle(run) {
+        let live = lock(&self.inner.runs).get(run).cloned();
+        let record = match live {
             Some(h) => Some(h.record()),
             None => self.inner.store.get_run(run)?,
         };
@@ -239,9 +284,15 @@ impl Host {
         }
     }
 
-    /// The live handle of a run in flight or recently finished.
+    /// The live handle of a run in flight or recently finished; with runs shared by
+    /// several processes, one that follows a run another process drives.
     pub fn handle(&self, run: &str) -> Option<Arc<RunHandle>> {
-        lock(&self.inner.runs).get(run).cloned()
+        let live = lock(&self.inner.runs).get(run).cloned();
+        match live {
+            Some(h) => Some(h),
+            None if self.cluster().is_some() => self.follow(run),
+            None => None,
+        }
     }
 
     /// The runs of a thread, newest first.
@@ -269,6 +320,12 @@ impl Host {
         action: CancelAction,
     ) -> Result<Arc<RunHandle>, HostError> {
         let record = self.run(Some(thread), run)?;
+        if self.cluster().is_some() && record.status.in_flight() {
+            self.cancel_shared(&record, action)?;
+            if let Some(h) = self.handle(run) {
+                return Ok(h);
+            }
+        }
         let handle = self.handle(run).filter(|_| record.status.in_flight());
         let Some(handle) = handle else {
             return Err(HostError::Conflict(format!(
@@ -311,15 +368,51 @@ impl Host {
     }
 
     /// Queues again a run a previous process left in flight.
-    pub(super) fn requeue(&self, mut record: RunRecord) -> Result<(), HostError> {
+    pub(super) fn requeue(&self, record: RunRecord) -> Result<(), HostError> {
+        let Recovery::Go {
+            mut record,
+            request,
+            how,
+        } = self.recovery(record)?
+        else {
+            return Ok(());
+        };
+        let request = *request;
+        record.status = RunStatus::Pending;
+        record.kwargs = serde_json::to_value(&request).unwrap_or_default();
+        self.inner.store.put_run(&record)?;
+        let run = RunHandle::new(*record, request);
+        let spawn = {
+            let mut queues = lock(&self.inner.queues);
+            let q = queues.entry(run.thread.clone()).or_default();
+            q.waiting.push_back(run.clone());
+            !std::mem::replace(&mut q.worker, true)
+        };
+        lock(&self.inner.runs).insert(run.id.clone(), run.clone());
+        self.notice(Notice::RunRecovered {
+            run: run.id.clone(),
+            thread: run.thread.clone(),
+            how,
+        });
+        if spawn {
+            self.spawn_worker(run.thread.clone());
+        }
+        Ok(())
+    }
+
+    /// What becomes of a run a process left in flight (stopped, or died): it fails when
+    /// its graph is no longer served, or when it was a stateless run that had begun; it
+    /// is recorded as ended when its thread shows it ended; else it goes on, resumed
+    /// from the thread's last checkpoint if it had begun, started if not.
+    pub(super) fn recovery(&self, mut record: RunRecord) -> Result<Recovery, HostError> {
         let mut request: RunRequest =
             serde_json::from_value(record.kwargs.clone()).unwrap_or_default();
-        let fail = |record: &mut RunRecord, why: String| -> Result<(), HostError> {
+        let fail = |record: &mut RunRecord, why: String| -> Result<Recovery, HostError> {
             record.status = RunStatus::Error;
             record.error = Some(why);
             record.updated_ms = now_ms();
             self.inner.store.put_run(record)?;
-            Ok(())
+            Ok(Recovery::Done)
         };
         if self.current_graph(&record.assistant).is_err() {
             let why = format!(
@@ -349,7 +442,7 @@ impl Host {
                 error: Some(super::drive::STATELESS_STOPPED.to_string()),
             });
             self.inner.store.delete_thread(&record.thread)?;
-            return Ok(());
+            return Ok(Recovery::Done);
         }
         let mut how = "queued";
         let latest = self.inner.store.latest(&record.thread)?;
@@ -381,31 +474,16 @@ impl Host {
                     thread: record.thread.clone(),
                     how: "ended",
                 });
-                return Ok(());
+                return Ok(Recovery::Done);
             }
             request.resumed_after_restart = true;
             how = "resumed";
         }
-        record.status = RunStatus::Pending;
-        record.kwargs = serde_json::to_value(&request).unwrap_or_default();
-        self.inner.store.put_run(&record)?;
-        let run = RunHandle::new(record, request);
-        let spawn = {
-            let mut queues = lock(&self.inner.queues);
-            let q = queues.entry(run.thread.clone()).or_default();
-            q.waiting.push_back(run.clone());
-            !std::mem::replace(&mut q.worker, true)
-        };
-        lock(&self.inner.runs).insert(run.id.clone(), run.clone());
-        self.notice(Notice::RunRecovered {
-            run: run.id.clone(),
-            thread: run.thread.clone(),
+        Ok(Recovery::Go {
+            record: Box::new(record),
+            request: Box::new(request),
             how,
-        });
-        if spawn {
-            self.spawn_worker(run.thread.clone());
-        }
-        Ok(())
+        })
     }
 
     /// The current version of a served graph.

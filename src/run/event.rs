@@ -2,11 +2,11 @@
 //! library hands them out through an unbounded channel ([`super::Runner::events`]).
 
 use crate::store::Checkpoint;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     RunStarted {
@@ -40,7 +40,7 @@ pub enum Event {
         timed_out: bool,
     },
     LimitReached {
-        limit: &'static str,
+        limit: std::borrow::Cow<'static, str>,
         to: Option<Arc<str>>,
     },
     LlmInvocation {
@@ -120,7 +120,7 @@ pub enum Event {
         inner: Box<Event>,
     },
     RunFinished {
-        status: &'static str,
+        status: std::borrow::Cow<'static, str>,
         outcome: Option<String>,
         /// A finalize node's rendered response.
         response: Option<String>,

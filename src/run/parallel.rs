@@ -83,7 +83,7 @@ impl Runner {
                 live.frontier = None;
                 let to = self.graph.limits.on_limit;
                 self.emit(|| Event::LimitReached {
-                    limit,
+                    limit: limit.into(),
                     to: to.map(|t| Arc::from(self.graph.target_name(t))),
                 });
                 return match to {

@@ -322,7 +322,7 @@ impl Runner {
         response: Option<String>,
     ) {
         let finished = || Event::RunFinished {
-            status,
+            status: status.into(),
             outcome,
             response,
             steps: live.step,

@@ -458,7 +458,7 @@ impl Runner {
                 live.limited = true;
                 let to = self.graph.limits.on_limit;
                 self.emit(|| Event::LimitReached {
-                    limit,
+                    limit: limit.into(),
                     to: to.map(|t| Arc::from(self.graph.target_name(t))),
                 });
                 match to {

@@ -367,6 +367,66 @@ pub trait Checkpointer: Send + Sync {
     /// Runs that were pending or running, oldest first: after a restart, the work a
     /// previous process left unfinished.
     fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError>;
+
+    // Runs shared by several server processes (see `host/cluster.rs`). A store only one
+    // process uses at a time keeps the defaults, and each process drives its own runs.
+
+    /// Whether several processes share the server's runs through this store: runs wait
+    /// in it, any process claims them with a lease, and their events are kept in it so
+    /// that any process can stream them.
+    fn shares_runs(&self) -> bool {
+        false
+    }
+    /// Claims for `worker`, until `lease_until_ms`, the oldest pending run of one of
+    /// `graphs` whose thread has no run running and no older run pending, or else a
+    /// running run whose lease ran out before `now_ms` (its worker is gone): the run,
+    /// and whether it was taken over that way.
+    fn claim_run(
+        &self,
+        worker: &str,
+        graphs: &[String],
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<(RunRecord, bool)>, StoreError> {
+        let _ = (worker, graphs, now_ms, lease_until_ms);
+        Ok(None)
+    }
+    /// Extends `worker`'s leases of `runs` to `until_ms`: the runs it still holds, each
+    /// with the cancel (`interrupt` or `rollback`) asked of it, if any.
+    fn renew_leases(
+        &self,
+        worker: &str,
+        runs: &[String],
+        until_ms: u64,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let _ = (worker, until_ms);
+        Ok(runs.iter().map(|r| (r.clone(), None)).collect())
+    }
+    /// Gives back a run `worker` claimed, for a process to take later.
+    fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
+        let _ = (run, worker);
+        Ok(())
+    }
+    /// Asks whoever drives `run` to cancel it (`interrupt` or `rollback`); a pending
+    /// run is marked interrupted at once instead, and then this returns true.
+    fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
+        let _ = (run, action);
+        Ok(false)
+    }
+    /// Keeps a run's events (JSON), numbered from `first`.
+    fn append_events(&self, run: &str, first: u64, events: &[String]) -> Result<(), StoreError> {
+        let _ = (run, first, events);
+        Ok(())
+    }
+    /// A run's events from number `from` on.
+    fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
+        let _ = (run, from);
+        Ok(Vec::new())
+    }
+    /// Waits up to `timeout` for word that a run was queued (blocking).
+    fn wait_for_runs(&self, timeout: std::time::Duration) {
+        std::thread::sleep(timeout);
+    }
 }
 
 /// A thread driven by this caller; dropping it (the run ended, paused, failed or was

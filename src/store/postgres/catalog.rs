@@ -82,6 +82,13 @@ impl Session {
                  kwargs = excluded.kwargs, multitask = excluded.multitask, error = excluded.error, first_seq = excluded.first_seq",
         )?;
         let (metadata, kwargs) = (r.metadata.to_string(), r.kwargs.to_string());
+        if r.status == RunStatus::Pending {
+            // Wakes the processes waiting for runs (`wait_for_runs`), once this commits.
+            let notify = self.prepared("SELECT pg_notify('switchyard_runs', $1)")?;
+            self.client()?
+                .execute(&notify, &[&r.id])
+                .map_err(|e| self.pg(e))?;
+        }
         self.client()?
             .execute(
                 &put,
@@ -129,10 +136,12 @@ impl Session {
 
     pub(super) fn delete_run(&mut self, run: &str) -> Result<(), StoreError> {
         let delete = self.prepared("DELETE FROM switchyard.runs WHERE id = $1")?;
-        self.client()?
-            .execute(&delete, &[&run])
-            .map(drop)
-            .map_err(|e| self.pg(e))
+        let events = self.prepared("DELETE FROM switchyard.run_events WHERE run = $1")?;
+        let client = self.client()?;
+        let done = client
+            .execute(&events, &[&run])
+            .and_then(|_| client.execute(&delete, &[&run]));
+        done.map(drop).map_err(|e| self.pg(e))
     }
 
     pub(super) fn runs_in_flight(&mut self) -> Result<Vec<RunRecord>, StoreError> {
@@ -161,7 +170,7 @@ impl Session {
         })
     }
 
-    fn decode_run(&self, row: &postgres::Row) -> Result<RunRecord, StoreError> {
+    pub(super) fn decode_run(&self, row: &postgres::Row) -> Result<RunRecord, StoreError> {
         let url = &self.url;
         let id: String = col(row, 0, url)?;
         let what = || format!("run `{id}`");

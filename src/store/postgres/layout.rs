@@ -78,10 +78,24 @@ CREATE TABLE switchyard.runs (
     multitask   TEXT    NOT NULL,
     error       TEXT,
     first_seq   BIGINT,
-    ord         BIGSERIAL
+    ord         BIGSERIAL,
+    -- Which server process drives it, until when (Unix ms), and a cancel asked of it
+    -- through another process.
+    worker      TEXT,
+    lease_ms    BIGINT,
+    cancel      TEXT
 );
 CREATE INDEX runs_by_thread ON switchyard.runs (thread, created_ms);
-CREATE INDEX runs_by_status ON switchyard.runs (status);
+CREATE INDEX runs_by_status ON switchyard.runs (status, ord);
+-- At most one run of a thread running, whichever process drives it.
+CREATE UNIQUE INDEX one_running_run_per_thread ON switchyard.runs (thread) WHERE status = 'running';
+-- A run's events, for streams followed through another process than the one driving it.
+CREATE TABLE switchyard.run_events (
+    run         TEXT    NOT NULL,
+    seq         BIGINT  NOT NULL,
+    event       TEXT    NOT NULL,
+    PRIMARY KEY (run, seq)
+);
 -- Who holds a thread's claim (an advisory lock), to name it to a process refused.
 CREATE TABLE switchyard.claims (
     thread      TEXT    NOT NULL PRIMARY KEY,

@@ -10,6 +10,7 @@
 
 mod catalog;
 mod layout;
+mod queue;
 mod records;
 
 use super::rows::Written;
@@ -36,6 +37,9 @@ pub struct PostgresStore {
     /// Threads this process has claimed: an advisory lock is held per session, so
     /// a second claim from this process would be granted again without this.
     held: Arc<Mutex<HashSet<String>>>,
+    /// For `wait_for_runs`: the listening connection's news, made on first use.
+    heard: Mutex<Option<Arc<queue::Heard>>>,
+    config: postgres::Config,
 }
 
 /// The connection and what this process remembers of the database.
@@ -188,6 +192,7 @@ impl PostgresStore {
     pub fn open(url: &str) -> Result<Self, StoreError> {
         let shown: Arc<str> = Arc::from(redact(url));
         let config: postgres::Config = url.parse().map_err(|e| pg_error(&shown, e))?;
+        let kept = config.clone();
         let (jobs, queue) = mpsc::channel::<Job>();
         let (opened, open_result) = mpsc::sync_channel(1);
         let url = shown.clone();
@@ -238,6 +243,8 @@ impl PostgresStore {
             jobs,
             url: shown,
             held: Arc::default(),
+            heard: Mutex::new(None),
+            config: kept,
         })
     }
 
@@ -484,6 +491,67 @@ impl Checkpointer for PostgresStore {
 
     fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.call(|s| s.runs_in_flight())
+    }
+
+    fn shares_runs(&self) -> bool {
+        true
+    }
+
+    fn claim_run(
+        &self,
+        worker: &str,
+        graphs: &[String],
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<(RunRecord, bool)>, StoreError> {
+        let (worker, graphs) = (worker.to_string(), graphs.to_vec());
+        self.call(move |s| s.claim_run(&worker, &graphs, now_ms, lease_until_ms))
+    }
+
+    fn renew_leases(
+        &self,
+        worker: &str,
+        runs: &[String],
+        until_ms: u64,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let (worker, runs) = (worker.to_string(), runs.to_vec());
+        self.call(move |s| s.renew_leases(&worker, &runs, until_ms))
+    }
+
+    fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
+        let (run, worker) = (run.to_string(), worker.to_string());
+        self.call(move |s| s.release_run(&run, &worker))
+    }
+
+    fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
+        let (run, action) = (run.to_string(), action.to_string());
+        self.call(move |s| s.cancel_run(&run, &action))
+    }
+
+    fn append_events(&self, run: &str, first: u64, events: &[String]) -> Result<(), StoreError> {
+        let (run, events) = (run.to_string(), events.to_vec());
+        self.call(move |s| s.append_events(&run, first, &events))
+    }
+
+    fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
+        let run = run.to_string();
+        self.call(move |s| s.events(&run, from))
+    }
+
+    fn wait_for_runs(&self, timeout: Duration) {
+        let heard = {
+            let mut slot = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(h) => h.clone(),
+                None => {
+                    let h = Arc::new(queue::Heard::default());
+                    queue::listen(self.config.clone(), self.url.clone(), Arc::downgrade(&h));
+                    *slot = Some(h.clone());
+                    h
+                }
+            }
+        };
+        heard.wait(timeout);
     }
 }
 

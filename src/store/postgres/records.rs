@@ -290,6 +290,7 @@ impl Session {
         for sql in [
             "DELETE FROM switchyard.checkpoints WHERE thread = $1",
             "DELETE FROM switchyard.snapshots WHERE thread = $1",
+            "DELETE FROM switchyard.run_events WHERE run IN (SELECT id FROM switchyard.runs WHERE thread = $1)",
             "DELETE FROM switchyard.runs WHERE thread = $1",
             "DELETE FROM switchyard.threads WHERE id = $1",
         ] {
