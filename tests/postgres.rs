@@ -28,6 +28,38 @@ fn cluster() -> &'static str {
     })
 }
 
+/// A cluster of its own (for a test that restarts it), and the URL of its `postgres`
+/// database; removed when the test binary exits.
+pub(crate) fn own_cluster() -> String {
+    let out = std::process::Command::new("bash")
+        .arg(crate::util::root().join("tests/servers/postgres.sh"))
+        .arg(std::process::id().to_string())
+        .args(["-c", "fsync=off"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "the cluster did not start");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Restarts the cluster of `url` (one `own_cluster` made): every connection is cut,
+/// and the server is back within a second or so.
+pub(crate) fn restart(url: &str) {
+    let dir = url
+        .split("host=")
+        .nth(1)
+        .and_then(|h| h.split('&').next())
+        .expect("a socket directory");
+    let script = format!(
+        "bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1); as=(); [ \"$(id -u)\" -eq 0 ] && as=(runuser -u postgres --); \"${{as[@]}}\" \"$bin/pg_ctl\" -D {dir}/data -m fast -w restart >/dev/null"
+    );
+    let status = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success(), "the cluster did not restart");
+}
+
 /// A new, empty database on the test cluster, and its URL.
 pub(crate) fn database() -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -257,3 +257,303 @@ async fn a_worker_killed_mid_run_loses_nothing() {
     );
     assert_eq!(steps, n.to_string(), "one record per tick, none twice");
 }
+
+/// A request that may find its server killed: the status and JSON body, or None.
+async fn try_send(
+    client: &reqwest::Client,
+    url: &str,
+    body: Option<serde_json::Value>,
+) -> Option<(u16, serde_json::Value)> {
+    let req = match body {
+        Some(b) => client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(b.to_string()),
+        None => client.get(url),
+    };
+    let r = tokio::time::timeout(Duration::from_secs(10), req.send())
+        .await
+        .ok()?
+        .ok()?;
+    let status = r.status().as_u16();
+    let text = tokio::time::timeout(Duration::from_secs(10), r.text())
+        .await
+        .ok()?
+        .ok()?;
+    Some((status, serde_json::from_str(&text).unwrap_or_default()))
+}
+
+/// The servers a load balancer would send to: any live one, changing as they die.
+#[derive(Clone)]
+struct Balancer {
+    urls: std::sync::Arc<std::sync::RwLock<Vec<String>>>,
+    client: reqwest::Client,
+}
+
+impl Balancer {
+    /// Sends to server `pick` (modulo how many there are), trying the next one while
+    /// a server does not answer.
+    async fn send(
+        &self,
+        pick: usize,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        for attempt in 0..400 {
+            let url = {
+                let urls = self.urls.read().unwrap();
+                format!("{}{path}", urls[(pick + attempt) % urls.len()])
+            };
+            if let Some(r) = try_send(&self.client, &url, body.clone()).await {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no server answered {path}");
+    }
+
+    /// Polls `path` until `done` holds (30 s at most).
+    async fn until(&self, pick: usize, path: &str, done: impl Fn(&serde_json::Value) -> bool) {
+        for i in 0..1_000 {
+            let (status, body) = self.send(pick + i, path, None).await;
+            if status == 200 && done(&body) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        panic!(
+            "{path} never got there: {:?}",
+            self.send(pick, path, None).await
+        );
+    }
+}
+
+/// One thread of the fault test: started, paused at its question, answered, done;
+/// each request sent again (to whichever server answers) until it took, and never
+/// twice: a run is created only when the thread does not show it yet.
+async fn drive_steps(lb: &Balancer, i: usize) {
+    let t = format!("f{i}");
+    let runs_path = format!("/threads/{t}/runs");
+    lb.send(
+        i,
+        "/threads",
+        Some(json!({ "thread_id": t, "if_exists": "do_nothing" })),
+    )
+    .await;
+    let runs = |n: usize| {
+        let lb = lb.clone();
+        let path = runs_path.clone();
+        async move {
+            let (status, body) = lb.send(i, &path, None).await;
+            status == 200 && body.as_array().is_some_and(|r| r.len() >= n)
+        }
+    };
+    while !runs(1).await {
+        lb.send(
+            i,
+            &runs_path,
+            Some(json!({ "assistant_id": "steps", "input": { "input": t } })),
+        )
+        .await;
+    }
+    lb.until(i, &format!("/threads/{t}/state"), |s| {
+        s["next"] == json!(["ask"])
+    })
+    .await;
+    while !runs(2).await {
+        lb.send(
+            i + 1,
+            &runs_path,
+            Some(json!({ "assistant_id": "steps", "command": { "resume": format!("yes-{t}") } })),
+        )
+        .await;
+    }
+    lb.until(i, &format!("/threads/{t}/state"), |s| {
+        s["metadata"]["outcome"] == json!("done")
+    })
+    .await;
+}
+
+/// A thread's checkpoints as `node:status` in order, from the database.
+fn history_line(db: &str, thread: &str) -> String {
+    sql(
+        db,
+        &format!(
+            "SELECT string_agg(coalesce(node, '-') || ':' || status || ':' || source, ' ' ORDER BY seq) FROM switchyard.checkpoints WHERE thread = '{thread}'"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_killed_at_random_finish_every_run_once() {
+    const THREADS: usize = 300;
+    let db = crate::postgres::database();
+    let start = || {
+        serve(&["tests/fixtures/serve_cluster/steps.toml"])
+            .store(&db)
+            .arg("--run-lease")
+            .arg("1s")
+            .start()
+    };
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        workers.push(start().await);
+    }
+    let lb = Balancer {
+        urls: std::sync::Arc::new(std::sync::RwLock::new(
+            workers.iter().map(|w| w.http().url("")).collect(),
+        )),
+        client: reqwest::Client::new(),
+    };
+    // The same thread in a single process, undisturbed: what every thread must match.
+    drive_steps(&lb, 100_000).await;
+    let reference = history_line(&db, "f100000");
+
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (done, lb) = (done.clone(), lb.clone());
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut kills = 0;
+            let mut graveyard = Vec::new();
+            let mut seed: u64 = 0x5eed;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                tokio::time::sleep(Duration::from_millis(300 + (seed >> 33) % 500)).await;
+                let victim = ((seed >> 40) % 3) as usize;
+                let pid = workers[victim].pid();
+                std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status()
+                    .unwrap();
+                kills += 1;
+                let fresh = serve(&["tests/fixtures/serve_cluster/steps.toml"])
+                    .store(&db)
+                    .arg("--run-lease")
+                    .arg("1s")
+                    .start()
+                    .await;
+                lb.urls.write().unwrap()[victim] = fresh.http().url("");
+                graveyard.push(std::mem::replace(&mut workers[victim], fresh));
+            }
+            graveyard.extend(workers);
+            (kills, graveyard)
+        })
+    };
+    use futures_util::StreamExt;
+    futures_util::stream::iter(0..THREADS)
+        .for_each_concurrent(24, |i| {
+            let lb = lb.clone();
+            async move { drive_steps(&lb, i).await }
+        })
+        .await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (kills, all) = killer.await.unwrap();
+    assert!(kills >= 3, "only {kills} workers were killed");
+    // Runs were taken over from the killed: the test tried what it says.
+    let taken_over = all
+        .iter()
+        .flat_map(|w| w.log_json())
+        .filter(|n| n["notice"] == "run_recovered")
+        .count();
+    assert!(taken_over > 0, "no run was taken over in {kills} kills");
+    eprintln!("{kills} workers killed, {taken_over} runs taken over");
+
+    // Every thread: two runs, each ended once, the same state and history as the one
+    // that ran undisturbed.
+    for i in 0..THREADS {
+        let t = format!("f{i}");
+        let (_, runs) = lb.send(i, &format!("/threads/{t}/runs"), None).await;
+        let statuses: Vec<&str> = runs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["success", "interrupted"], "{t}: {runs}");
+        let (_, state) = lb.send(i, &format!("/threads/{t}/state"), None).await;
+        assert_eq!(
+            state["values"]["trail"],
+            json!([format!("a:{t}"), "b", format!("c:yes-{t}")]),
+            "{t}"
+        );
+        assert_eq!(history_line(&db, &t), reference, "{t}");
+    }
+}
+
+/// A spin run on one worker goes on through `cut` (its connections dropped, or the
+/// database restarted): n keeps counting, and the run ends only when cancelled.
+async fn goes_on_through(db: &str, cut: impl FnOnce()) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workers(db, 1, dir.path()).await;
+    let h = w[0].http();
+    let run = h
+        .post(
+            "/threads/c/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "c" }, "if_not_exists": "create" }),
+        )
+        .await
+        .json();
+    let rid = run["run_id"].as_str().unwrap().to_string();
+    h.until("/threads/c/state", |s| {
+        s["values"]["n"].as_u64().unwrap_or(0) > 20
+    })
+    .await;
+    cut();
+    let after = h.get("/threads/c/state").await.json()["values"]["n"]
+        .as_u64()
+        .unwrap();
+    h.until("/threads/c/state", |s| {
+        s["values"]["n"].as_u64().unwrap_or(0) > after + 50
+    })
+    .await;
+    let r = h.get(&format!("/threads/c/runs/{rid}")).await.json();
+    assert_eq!(r["status"], "running", "{r}");
+    h.post(&format!("/threads/c/runs/{rid}/cancel"), json!({}))
+        .await;
+    let ended = h
+        .until(&format!("/threads/c/runs/{rid}"), |r| {
+            r["status"] != "running"
+        })
+        .await;
+    assert_eq!(ended["status"], "interrupted");
+    let n = h.get("/threads/c/state").await.json()["values"]["n"]
+        .as_u64()
+        .unwrap();
+    let steps = sql(
+        db,
+        "SELECT (count(*) FILTER (WHERE node = 'tick'))::text FROM switchyard.checkpoints WHERE thread = 'c'",
+    );
+    assert_eq!(steps, n.to_string(), "one record per tick, none twice");
+}
+
+#[tokio::test]
+async fn a_worker_whose_connections_are_cut_mid_run_goes_on() {
+    let db = crate::postgres::database();
+    let cut_db = db.clone();
+    goes_on_through(&db, move || {
+        let killed = sql(
+            &cut_db,
+            "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        );
+        assert_ne!(killed, "0");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_worker_goes_on_when_postgres_restarts_mid_run() {
+    let cluster = crate::postgres::own_cluster();
+    let db = cluster.replacen("/postgres?", "/restarted?", 1);
+    let create = cluster.clone();
+    std::thread::spawn(move || {
+        crate::postgres::connect(&create)
+            .batch_execute("CREATE DATABASE restarted")
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    goes_on_through(&db, || crate::postgres::restart(&cluster)).await;
+}

@@ -54,6 +54,9 @@ struct Session {
     /// Advisory locks held for claims, by key: taken again after a reconnection (the
     /// server released them when the old connection went).
     locks: HashMap<i64, String>,
+    /// The last failure said the connection is gone (the server ended it, or it
+    /// broke), though the client may not know yet.
+    broken: std::cell::Cell<bool>,
 }
 
 /// How long a lost connection is tried again before a call fails: long enough for a
@@ -116,7 +119,7 @@ pub(super) fn col<'a, T: postgres::types::FromSql<'a>>(
 impl Session {
     /// The connection, made again if it was lost.
     fn client(&mut self) -> Result<&mut postgres::Client, StoreError> {
-        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+        if self.broken.get() || self.client.as_ref().is_none_or(|c| c.is_closed()) {
             self.reconnect()?;
         }
         Ok(self.client.as_mut().expect("connected above"))
@@ -124,6 +127,7 @@ impl Session {
 
     fn reconnect(&mut self) -> Result<(), StoreError> {
         self.client = None;
+        self.broken.set(false);
         self.statements.clear();
         // Another process may have written since: references must be to rows we know.
         self.written.clear();
@@ -151,6 +155,8 @@ impl Session {
 
     /// A prepared statement, kept for the connection's life.
     fn prepared(&mut self, sql: &'static str) -> Result<postgres::Statement, StoreError> {
+        // Connected first: a statement of a lost connection means nothing on the next.
+        self.client()?;
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
@@ -160,13 +166,32 @@ impl Session {
     }
 
     fn pg(&self, e: postgres::Error) -> StoreError {
+        if connection_lost(&e) {
+            self.broken.set(true);
+        }
         pg_error(&self.url, e)
     }
 
     /// Whether the last failure lost the connection (a call is then tried again once,
     /// on a new one).
     fn lost(&self) -> bool {
-        self.client.as_ref().is_some_and(|c| c.is_closed())
+        self.broken.get() || self.client.as_ref().is_some_and(|c| c.is_closed())
+    }
+}
+
+/// An error that ends the connection: it broke, or the server ended it (an
+/// administrator's command, a shutdown: SQLSTATE classes 08 and 57).
+fn connection_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            c.starts_with("08") || c.starts_with("57P")
+        }
+        // Not from the server: the connection's I/O failed.
+        None => e.as_db_error().is_none() && std::error::Error::source(e).is_some(),
     }
 }
 
@@ -225,6 +250,7 @@ impl PostgresStore {
                     graphs: HashMap::new(),
                     written: Written::default(),
                     locks: HashMap::new(),
+                    broken: std::cell::Cell::new(false),
                 };
                 // Ends when the store and its claims are dropped (the senders with them).
                 for job in queue {
