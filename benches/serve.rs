@@ -15,6 +15,10 @@
 //! 5. 1,000 clients following one run's stream at once (`values` of a 251-step run of
 //!    `tests/fixtures/run/count.toml`, the whole state in each event): time until every
 //!    client has every event.
+//! 6. Runs per second with 1, 2 and 4 servers sharing one Postgres database (a
+//!    throwaway cluster, fsync and synchronous_commit on, Unix socket), 16 clients
+//!    spread over them, each running the 3-node graph again and again on a thread of
+//!    its own (`cargo bench --bench serve -- workers` runs this one alone).
 
 use serde_json::{Value as Json, json};
 use std::process::Stdio;
@@ -99,13 +103,92 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::args().any(|a| a == "workers") {
+        rt.block_on(workers_on_postgres());
+        return;
+    }
     rt.block_on(async {
         direct_and_round_trip().await;
         throughput().await;
         first_event().await;
         paused_threads("memory").await;
         concurrent_streams().await;
+        workers_on_postgres().await;
     });
+}
+
+/// 6: runs per second with 1, 2 and 4 servers on one Postgres database.
+async fn workers_on_postgres() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new("bash")
+        .arg(format!("{root}/tests/servers/postgres.sh"))
+        .arg(std::process::id().to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "the bench cluster did not start");
+    let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    for n in [1, 2, 4] {
+        let name = format!("workers{n}");
+        let create = (admin.clone(), name.clone());
+        std::thread::spawn(move || {
+            postgres::Client::connect(&create.0, postgres::NoTls)
+                .unwrap()
+                .batch_execute(&format!("CREATE DATABASE {}", create.1))
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        let db = admin.replacen("/postgres?", &format!("/{name}?"), 1);
+        let mut servers = Vec::new();
+        for _ in 0..n {
+            servers.push(
+                Server::start(&[
+                    "tests/fixtures/serve/three.toml",
+                    "--store",
+                    &db,
+                    "--max-runs",
+                    "64",
+                ])
+                .await,
+            );
+        }
+        let c = client();
+        let secs = 5;
+        let until = Instant::now() + Duration::from_secs(secs);
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let base = servers[i % n].url.clone();
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                let thread = format!("w{i}");
+                post(
+                    &c,
+                    &format!("{base}/threads"),
+                    &json!({ "thread_id": thread }),
+                )
+                .await;
+                let url = format!("{base}/threads/{thread}/runs/wait");
+                let body = json!({ "assistant_id": "three", "input": { "input": "x" } });
+                let mut runs = 0u64;
+                while Instant::now() < until {
+                    post(&c, &url, &body).await;
+                    runs += 1;
+                }
+                runs
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        println!(
+            "runs per second, {n} server{} on Postgres, 16 clients: {:>6.0}",
+            if n == 1 { "" } else { "s" },
+            total as f64 / secs as f64
+        );
+        drop(servers);
+    }
 }
 
 /// The same 3-node run, in process (no server) and through `POST /runs/wait`.

@@ -107,7 +107,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
         host.set_notices(notices);
         let forward = tx.clone();
-        tokio::spawn(async move {
+        let forwarding = tokio::spawn(async move {
             while let Some(n) = notice_rx.recv().await {
                 if let Ok(line) = serde_json::to_string(&n) {
                     let _ = forward.send(line);
@@ -164,6 +164,9 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 tokio::time::sleep(Duration::from_secs(5)).await;
             } => {}
         }
+        // Every notice of the shutdown (the runs it ended) is printed before `stopped`.
+        host.close_notices();
+        let _ = tokio::time::timeout(Duration::from_secs(5), forwarding).await;
         let _ = tx.send(serde_json::json!({ "notice": "stopped" }).to_string());
         let _ = tx.0.send(None);
         let _ = printer.await;

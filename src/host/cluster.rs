@@ -232,15 +232,28 @@ impl Host {
         });
     }
 
-    /// A driven run's event: in its log, and in the store for processes following it.
+    /// A driven run's event: in its log, and, for processes following it, kept to be
+    /// written to the store by [`Host::save_events`].
     pub(super) fn record_event(&self, run: &RunHandle, event: Event) {
-        let text = self
-            .cluster()
-            .map(|_| serde_json::to_string(&event).unwrap_or_default());
-        let index = run.log.push(event);
-        if let Some(text) = text {
-            let _ = self.inner.store.append_events(&run.id, index, &[text]);
+        if self.cluster().is_some() {
+            // Under the lock, so that the events kept are in the log's order.
+            let mut unsaved = lock(&run.unsaved);
+            unsaved.push(serde_json::to_string(&event).unwrap_or_default());
+            run.log.push(event);
+        } else {
+            run.log.push(event);
         }
+    }
+
+    /// Writes the events recorded since the last call, in one statement: a burst of
+    /// events (a node's end, the state, the next node's start) costs one round trip.
+    pub(super) fn save_events(&self, run: &RunHandle) {
+        let batch = std::mem::take(&mut *lock(&run.unsaved));
+        if batch.is_empty() {
+            return;
+        }
+        let first = run.log.len() - batch.len() as u64;
+        let _ = self.inner.store.append_events(&run.id, first, &batch);
     }
 
     /// Claims the runs waiting in the store, as slots allow, and drives each; renews
@@ -322,8 +335,13 @@ impl Host {
             let Some(run) = runs.get(id) else { continue };
             match held.iter().find(|(h, _)| h == id) {
                 None => {
-                    // Ended meanwhile, or taken over: not ours to go on with.
-                    if run.end().is_none() && !run.record().status.in_flight() {
+                    // Taken over by another process (which found this one's claim of
+                    // the thread gone): not ours to go on with. A run that ended or
+                    // went back to waiting meanwhile is not renewed either, and is
+                    // still ours to close.
+                    if run.record().status != RunStatus::Running
+                        || self.inner.closing.load(Ordering::SeqCst)
+                    {
                         continue;
                     }
                     run.lost.store(true, Ordering::SeqCst);

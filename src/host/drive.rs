@@ -277,7 +277,13 @@ impl Host {
             loop {
                 tokio::select! {
                     biased;
-                    Some(e) = rx.recv() => self.record_event(run, e),
+                    Some(e) = rx.recv() => {
+                        self.record_event(run, e);
+                        while let Ok(e) = rx.try_recv() {
+                            self.record_event(run, e);
+                        }
+                        self.save_events(run);
+                    }
                     out = &mut work => break out,
                 }
             }
@@ -287,6 +293,17 @@ impl Host {
         tools.set_events(None);
         while let Ok(e) = rx.try_recv() {
             self.record_event(run, e);
+        }
+        self.save_events(run);
+        // Another process drives the thread (it took the run over while this one
+        // waited): the run is that process's to record.
+        if self.cluster().is_some()
+            && matches!(
+                outcome,
+                Err(RunError::Store(crate::store::StoreError::Claimed { .. }))
+            )
+        {
+            run.lost.store(true, Ordering::SeqCst);
         }
         let (status, error) = match &outcome {
             Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),

@@ -117,6 +117,10 @@ impl Graphs {
         *lock(&self.notices) = Some(tx);
     }
 
+    pub(super) fn close_notices(&self) {
+        *lock(&self.notices) = None;
+    }
+
     fn notice(&self, n: Notice) {
         if let Some(tx) = &*lock(&self.notices) {
             let _ = tx.send(n);

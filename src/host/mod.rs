@@ -172,6 +172,12 @@ impl Host {
         *lock(&self.inner.notices) = Some(tx);
     }
 
+    /// Sends no more notices: the channel ends once what was sent is read.
+    pub fn close_notices(&self) {
+        self.inner.graphs.close_notices();
+        *lock(&self.inner.notices) = None;
+    }
+
     /// This process's mark, different from any earlier process's on the same store.
     pub fn epoch(&self) -> &str {
         &self.inner.epoch

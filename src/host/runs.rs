@@ -38,6 +38,8 @@ pub struct RunHandle {
     /// Held while the mirror copies events in, so that it stops cleanly when this
     /// process starts driving the run.
     pub(super) mirroring: tokio::sync::Mutex<()>,
+    /// Events logged here and not yet in the store (a shared run's), written together.
+    pub(super) unsaved: Mutex<Vec<String>>,
 }
 
 /// How a run ended.
@@ -66,6 +68,7 @@ impl RunHandle {
             resumed: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             mirroring: tokio::sync::Mutex::new(()),
+            unsaved: Mutex::new(Vec::new()),
         })
     }
 

@@ -104,6 +104,18 @@ async fn servers_on_one_database_share_runs_streams_answers_and_cancels() {
     assert_eq!(answered.json()["answer"], json!("yes"), "{}", answered.text);
     let state = a.get("/threads/t2/state").await.json();
     assert_eq!(state["metadata"]["outcome"], json!("answered"));
+    // A person's edit through one server is the state the other shows.
+    let updated = b
+        .post(
+            "/threads/t2/state",
+            json!({ "values": { "answer": "edited" } }),
+        )
+        .await;
+    assert_eq!(updated.status, 200, "{}", updated.text);
+    assert_eq!(
+        a.get("/threads/t2/state").await.json()["values"]["answer"],
+        json!("edited")
+    );
 
     // A long run: streamed and cancelled through the server it was not sent to, and
     // a second run on its thread refused by either.

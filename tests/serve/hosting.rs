@@ -300,6 +300,11 @@ async fn stop_and_restart(start: Start, store: &str) -> tempfile::TempDir {
         r["status"] == "running"
     })
     .await;
+    // Begun: it has checkpoints to go on from.
+    h.until("/threads/long/state", |st| {
+        st["values"]["n"].as_u64().unwrap_or(0) > 0
+    })
+    .await;
     let (code, log, dir) = s.terminate().await;
     assert_eq!(code, 0, "{log:?}");
     assert!(

@@ -31,7 +31,8 @@ type GraphKey = (Arc<str>, Arc<str>);
 /// Checkpoints in Postgres (`postgres://...` or `postgresql://...`, any form
 /// libpq-style URLs take, a Unix socket directory as `?host=/path`).
 pub struct PostgresStore {
-    jobs: mpsc::Sender<Job>,
+    /// Each connection's queue of jobs (see [`PostgresStore::session_of`]).
+    jobs: Vec<mpsc::Sender<Job>>,
     /// The URL without its password, for messages.
     url: Arc<str>,
     /// Threads this process has claimed: an advisory lock is held per session, so
@@ -58,6 +59,10 @@ struct Session {
     /// broke), though the client may not know yet.
     broken: std::cell::Cell<bool>,
 }
+
+/// Connections a process opens: calls of different threads go on at once, each
+/// commit waiting for the disk with the others (Postgres groups them).
+const CONNECTIONS: usize = 4;
 
 /// How long a lost connection is tried again before a call fails: long enough for a
 /// Postgres restart.
@@ -217,12 +222,31 @@ impl PostgresStore {
     pub fn open(url: &str) -> Result<Self, StoreError> {
         let shown: Arc<str> = Arc::from(redact(url));
         let config: postgres::Config = url.parse().map_err(|e| pg_error(&shown, e))?;
-        let kept = config.clone();
+        let mut jobs = Vec::with_capacity(CONNECTIONS);
+        for i in 0..CONNECTIONS {
+            // The first connection makes or checks the layout before the others open.
+            jobs.push(Self::connection(&config, &shown, i == 0)?);
+        }
+        Ok(PostgresStore {
+            jobs,
+            url: shown,
+            held: Arc::default(),
+            heard: Mutex::new(None),
+            config,
+        })
+    }
+
+    /// A connection on a thread of its own, and where to send it jobs. It is made on
+    /// its thread too: `open` may be called from async code, where the client's own
+    /// runtime cannot block.
+    fn connection(
+        config: &postgres::Config,
+        shown: &Arc<str>,
+        prepare: bool,
+    ) -> Result<mpsc::Sender<Job>, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let (opened, open_result) = mpsc::sync_channel(1);
-        let url = shown.clone();
-        // The connection is made on its thread too: `open` may be called from async
-        // code, where the client's own runtime cannot block.
+        let (config, url) = (config.clone(), shown.clone());
         std::thread::Builder::new()
             .name("switchyard-postgres".into())
             .spawn(move || {
@@ -230,7 +254,9 @@ impl PostgresStore {
                     .connect(postgres::NoTls)
                     .map_err(|e| pg_error(&url, e))
                     .and_then(|mut client| {
-                        layout::prepare(&mut client, &url)?;
+                        if prepare {
+                            layout::prepare(&mut client, &url)?;
+                        }
                         Ok(client)
                     });
                 let client = match connected {
@@ -265,19 +291,40 @@ impl PostgresStore {
             url: shown.to_string(),
             message: "the connection's thread ended".into(),
         })??;
-        Ok(PostgresStore {
-            jobs,
-            url: shown,
-            held: Arc::default(),
-            heard: Mutex::new(None),
-            config: kept,
-        })
+        Ok(jobs)
     }
 
-    /// Runs `f` on the connection's thread and waits for it; a call that lost the
-    /// connection is made once more on a new one.
+    /// The connection a thread's (or a run's) calls go to: always the same one, so a
+    /// thread's records are written in order, its claim is released where it was taken,
+    /// and what a connection remembers of the thread's values stays true.
+    fn session_of(&self, key: &str) -> &mpsc::Sender<Job> {
+        // Any stable spread will do: the digest the claims use.
+        let n = lock_key(key).unsigned_abs() % self.jobs.len() as u64;
+        &self.jobs[n as usize]
+    }
+
+    /// Runs `f` on the first connection; see [`PostgresStore::call_on`].
     fn call<T: Send + 'static>(
         &self,
+        f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.call_on(&self.jobs[0], f)
+    }
+
+    /// Runs `f` on the connection of `key` (see [`PostgresStore::session_of`]).
+    fn call_for<T: Send + 'static>(
+        &self,
+        key: &str,
+        f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.call_on(self.session_of(key), f)
+    }
+
+    /// Runs `f` on a connection's thread and waits for it; a call that lost the
+    /// connection is made once more on a new one.
+    fn call_on<T: Send + 'static>(
+        &self,
+        jobs: &mpsc::Sender<Job>,
         f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (tx, rx) = mpsc::sync_channel(1);
@@ -292,7 +339,7 @@ impl PostgresStore {
             url: self.url.to_string(),
             message: "the connection's thread is gone".into(),
         };
-        self.jobs.send(job).map_err(|_| gone())?;
+        jobs.send(job).map_err(|_| gone())?;
         rx.recv().map_err(|_| gone())?
     }
 }
@@ -347,35 +394,40 @@ fn now_ms() -> i64 {
 
 impl Checkpointer for PostgresStore {
     fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
-        self.call(move |s| s.insert(&r, true))
+        self.call_for(&r.thread.clone(), move |s| s.insert(&r, true))
     }
 
     fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
-        self.call(move |s| s.insert_all(&records))
+        let Some(first) = records.first().map(|r| r.thread.to_string()) else {
+            return Ok(());
+        };
+        self.call_for(&first, move |s| s.insert_all(&records))
     }
 
     fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let thread = thread.to_string();
-        self.call(move |s| s.select(&thread, 0, false))
+        self.call_for(&thread.clone(), move |s| s.select(&thread, 0, false))
     }
 
     fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
         let thread = thread.to_string();
-        self.call(move |s| s.select(&thread, seq, false))
+        self.call_for(&thread.clone(), move |s| s.select(&thread, seq, false))
     }
 
     fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         let thread = thread.to_string();
-        Ok(self.call(move |s| s.select(&thread, 0, true))?.pop())
+        Ok(self
+            .call_for(&thread.clone(), move |s| s.select(&thread, 0, true))?
+            .pop())
     }
 
     fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.call(move |s| s.put_snapshot(&snapshot))
+        self.call_for(&snapshot.thread.clone(), move |s| s.put_snapshot(&snapshot))
     }
 
     fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
         let thread = thread.to_string();
-        self.call(move |s| s.snapshot(&thread))
+        self.call_for(&thread.clone(), move |s| s.snapshot(&thread))
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
@@ -402,7 +454,7 @@ impl Checkpointer for PostgresStore {
             return Err(refused(std::process::id()));
         }
         let name = thread.to_string();
-        let taken = self.call(move |s| {
+        let taken = self.call_for(thread, move |s| {
             let key = lock_key(&name);
             let lock = s.prepared("SELECT pg_try_advisory_lock($1)")?;
             let got: bool = s
@@ -448,7 +500,7 @@ impl Checkpointer for PostgresStore {
         };
         match taken {
             Ok(None) => Ok(Claim::holding(PgClaim {
-                jobs: self.jobs.clone(),
+                jobs: self.session_of(thread).clone(),
                 held: self.held.clone(),
                 thread: thread.to_string(),
             })),
@@ -465,16 +517,16 @@ impl Checkpointer for PostgresStore {
 
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let thread = thread.to_string();
-        self.call(move |s| s.truncate(&thread, seq))
+        self.call_for(&thread.clone(), move |s| s.truncate(&thread, seq))
     }
 
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         let thread = thread.to_string();
-        self.call(move |s| s.delete_thread(&thread))
+        self.call_for(&thread.clone(), move |s| s.delete_thread(&thread))
     }
 
     fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
-        self.call(move |s| s.prune(&base))
+        self.call_for(&base.thread.clone(), move |s| s.prune(&base))
     }
 
     fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
@@ -497,12 +549,12 @@ impl Checkpointer for PostgresStore {
 
     fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let run = run.clone();
-        self.call(move |s| s.put_run(&run))
+        self.call_for(&run.id.clone(), move |s| s.put_run(&run))
     }
 
     fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         let run = run.to_string();
-        self.call(move |s| s.get_run(&run))
+        self.call_for(&run.clone(), move |s| s.get_run(&run))
     }
 
     fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
@@ -512,7 +564,7 @@ impl Checkpointer for PostgresStore {
 
     fn delete_run(&self, run: &str) -> Result<(), StoreError> {
         let run = run.to_string();
-        self.call(move |s| s.delete_run(&run))
+        self.call_for(&run.clone(), move |s| s.delete_run(&run))
     }
 
     fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
@@ -546,22 +598,22 @@ impl Checkpointer for PostgresStore {
 
     fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
         let (run, worker) = (run.to_string(), worker.to_string());
-        self.call(move |s| s.release_run(&run, &worker))
+        self.call_for(&run.clone(), move |s| s.release_run(&run, &worker))
     }
 
     fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
         let (run, action) = (run.to_string(), action.to_string());
-        self.call(move |s| s.cancel_run(&run, &action))
+        self.call_for(&run.clone(), move |s| s.cancel_run(&run, &action))
     }
 
     fn append_events(&self, run: &str, first: u64, events: &[String]) -> Result<(), StoreError> {
         let (run, events) = (run.to_string(), events.to_vec());
-        self.call(move |s| s.append_events(&run, first, &events))
+        self.call_for(&run.clone(), move |s| s.append_events(&run, first, &events))
     }
 
     fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
         let run = run.to_string();
-        self.call(move |s| s.events(&run, from))
+        self.call_for(&run.clone(), move |s| s.events(&run, from))
     }
 
     fn wait_for_runs(&self, timeout: Duration) {

@@ -14,7 +14,12 @@ const CLAIM: &str = "WITH next AS (
     WHERE r.assistant = ANY($4) AND ((r.status = 'pending'
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'running')
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'pending' AND o.ord < r.ord))
-       OR (r.status = 'running' AND COALESCE(r.lease_ms, 0) < $2))
+       OR (r.status = 'running' AND COALESCE(r.lease_ms, 0) < $2
+           AND NOT EXISTS (SELECT 1 FROM pg_locks l
+               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND l.classid = ((r.thread_key >> 32) & 4294967295)::oid
+                 AND l.objid = (r.thread_key & 4294967295)::oid)))
     ORDER BY r.ord
     LIMIT 1
     FOR UPDATE OF r SKIP LOCKED
