@@ -11,21 +11,7 @@ use switchyard::store::{PostgresStore, StoreError};
 /// The URL of the cluster's `postgres` database, the cluster started on first use.
 fn cluster() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
-    URL.get_or_init(|| {
-        if let Ok(url) = std::env::var("SWITCHYARD_TEST_POSTGRES") {
-            return url;
-        }
-        let out = std::process::Command::new("bash")
-            .arg(crate::util::root().join("tests/servers/postgres.sh"))
-            .arg(std::process::id().to_string())
-            // The tests check behaviour, not power-loss safety.
-            .args(["-c", "fsync=off"])
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .expect("bash runs");
-        assert!(out.status.success(), "the test cluster did not start");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    })
+    URL.get_or_init(|| std::env::var("SWITCHYARD_TEST_POSTGRES").unwrap_or_else(|_| own_cluster()))
 }
 
 /// A cluster of its own (for a test that restarts it), and the URL of its `postgres`
@@ -34,11 +20,12 @@ pub(crate) fn own_cluster() -> String {
     let out = std::process::Command::new("bash")
         .arg(crate::util::root().join("tests/servers/postgres.sh"))
         .arg(std::process::id().to_string())
+        // The tests check behaviour, not power-loss safety.
         .args(["-c", "fsync=off"])
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("bash runs");
-    assert!(out.status.success(), "the cluster did not start");
+    assert!(out.status.success(), "the test cluster did not start");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 

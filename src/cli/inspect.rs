@@ -184,7 +184,13 @@ pub(crate) fn prune(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let before = now.saturating_sub(age.as_millis() as u64);
-        let deleted = switchyard::store::retention::delete_ended(&*opened, before, |_| false)?;
+        // A thread with a run waiting (a server's, queued) stays.
+        let waiting = |t: &str| {
+            opened
+                .runs(t)
+                .map_or(true, |runs| runs.iter().any(|r| r.status.in_flight()))
+        };
+        let deleted = switchyard::store::retention::delete_ended(&*opened, before, waiting)?;
         for t in &deleted {
             writeln!(out, "deleted thread `{t}`")?;
         }

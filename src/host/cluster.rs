@@ -85,12 +85,10 @@ impl Host {
         if !in_flight.is_empty() {
             match request.multitask_strategy {
                 Multitask::Reject => {
-                    let ids: Vec<String> =
-                        in_flight.iter().map(|r| format!("`{}`", r.id)).collect();
-                    return Err(HostError::Conflict(format!(
-                        "thread `{thread_id}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
-                        ids.join(", ")
-                    )));
+                    return Err(super::runs::refused_busy(
+                        &thread_id,
+                        in_flight.iter().map(|r| r.id.as_str()),
+                    ));
                 }
                 Multitask::Enqueue => {}
                 Multitask::Interrupt | Multitask::Rollback => {
@@ -108,9 +106,14 @@ impl Host {
         let thread_record = self.thread_record(&thread_id, assistant)?;
         let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata);
         store.put_thread(&thread_record)?;
-        store.put_run(&record)?;
-        let run = RunHandle::new(record, request);
+        // The handle first: this process's dispatcher may claim the run as soon as it
+        // is stored, and must drive the handle the caller follows, not one of its own.
+        let run = RunHandle::new(record.clone(), request);
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
+        if let Err(e) = store.put_run(&record) {
+            lock(&self.inner.runs).remove(&run.id);
+            return Err(e.into());
+        }
         self.spawn_mirror(run.clone());
         if let Some(c) = self.cluster() {
             c.wake.notify_one();
@@ -253,7 +256,18 @@ impl Host {
             return;
         }
         let first = run.log.len() - batch.len() as u64;
-        let _ = self.inner.store.append_events(&run.id, first, &batch);
+        if self
+            .inner
+            .store
+            .append_events(&run.id, first, &batch)
+            .is_err()
+        {
+            // Kept for the next write: followers wait at a gap rather than skip it.
+            let mut unsaved = lock(&run.unsaved);
+            let later = std::mem::take(&mut *unsaved);
+            *unsaved = batch;
+            unsaved.extend(later);
+        }
     }
 
     /// Claims the runs waiting in the store, as slots allow, and drives each; renews
@@ -269,10 +283,10 @@ impl Host {
                 if host.inner.closing.load(Ordering::SeqCst) {
                     return;
                 }
-                if host.inner.slots.available_permits() == 0 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                }
+                // A slot first: a run is claimed only when it can be driven now.
+                let Ok(slot) = host.inner.slots.clone().acquire_owned().await else {
+                    return;
+                };
                 let Some(c) = host.cluster() else { return };
                 let now = now_ms();
                 // Only runs of graphs this process serves: others wait for a process
@@ -292,7 +306,7 @@ impl Host {
                     now + lease.as_millis() as u64,
                 );
                 match claimed {
-                    Ok(Some((record, taken_over))) => host.dispatch(record, taken_over).await,
+                    Ok(Some((record, taken_over))) => host.dispatch(record, taken_over, slot).await,
                     Ok(None) => {
                         let store = host.inner.store.clone();
                         let waited = tokio::task::spawn_blocking(move || {
@@ -358,9 +372,19 @@ impl Host {
 
     /// Drives a run this process claimed: through its handle here if it has one (a
     /// stream may be following it), else a new one.
-    async fn dispatch(&self, record: RunRecord, taken_over: bool) {
+    async fn dispatch(
+        &self,
+        record: RunRecord,
+        taken_over: bool,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let Some(c) = self.cluster() else { return };
         let id = record.id.clone();
+        if lock(&c.driving).contains(&id) {
+            // Its own lease ran out (a starved heartbeat) and the claim gave it back:
+            // it is driving it already, and the claim renewed the lease.
+            return;
+        }
         let (record, request, how) = if taken_over {
             // Its process died; another may still hold the thread (it only lost its
             // lease): give the run back and look again later.
@@ -374,10 +398,14 @@ impl Host {
             }
             match self.recovery(record) {
                 Ok(Recovery::Go {
-                    record,
+                    mut record,
                     request,
                     how,
-                }) => (*record, *request, Some(how)),
+                }) => {
+                    // Saved with the run: a process after this one resumes it too.
+                    record.kwargs = serde_json::to_value(&*request).unwrap_or_default();
+                    (*record, *request, Some(how))
+                }
                 Ok(Recovery::Done) | Err(_) => return,
             }
         } else {
@@ -420,19 +448,18 @@ impl Host {
         lock(&c.driving).insert(id.clone());
         let host = self.clone();
         tokio::spawn(async move {
-            let task = {
-                let (host, run) = (host.clone(), run.clone());
-                tokio::spawn(async move { host.execute(&run).await })
-            };
-            let end = match task.await {
-                Ok(end) => end,
-                Err(e) => host.panicked(&run, &e.to_string()).await,
-            };
+            let end = host.execute_apart(&run, Some(slot)).await;
             if let Some(c) = host.cluster() {
                 lock(&c.driving).remove(&id);
                 c.wake.notify_one();
             }
             if run.lost.load(Ordering::SeqCst) {
+                if host.inner.closing.load(Ordering::SeqCst) {
+                    // Nobody here waits to follow it: the shutdown must not either.
+                    run.end.send_replace(Some(end));
+                    run.log.close();
+                    return;
+                }
                 // Another process goes on with it: this handle follows it from now.
                 run.driven_here.store(false, Ordering::SeqCst);
                 host.spawn_mirror(run);

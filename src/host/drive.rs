@@ -37,14 +37,7 @@ impl Host {
                         }
                     }
                 };
-                let task = {
-                    let (host, run) = (host.clone(), run.clone());
-                    tokio::spawn(async move { host.execute(&run).await })
-                };
-                let end = match task.await {
-                    Ok(end) => end,
-                    Err(e) => host.panicked(&run, &e.to_string()).await,
-                };
+                let end = host.execute_apart(&run, None).await;
                 // The thread is free before anyone hears that the run ended, so a
                 // client that starts the next run on hearing it is not refused.
                 let last = {
@@ -67,6 +60,23 @@ impl Host {
                 }
             }
         });
+    }
+
+    /// Waits for a slot and drives the run in a task of its own: a panic in it fails
+    /// that run (see [`Host::panicked`]), not its caller.
+    pub(super) async fn execute_apart(
+        &self,
+        run: &Arc<RunHandle>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> RunEnd {
+        let task = {
+            let (host, run) = (self.clone(), run.clone());
+            tokio::spawn(async move { host.execute(&run, slot).await })
+        };
+        match task.await {
+            Ok(end) => end,
+            Err(e) => self.panicked(run, &e.to_string()).await,
+        }
     }
 
     /// A run whose task panicked: it failed, its MCP servers go (their state is not
@@ -95,6 +105,22 @@ impl Host {
     ) -> Result<(), crate::store::StoreError> {
         if run.lost.load(Ordering::SeqCst) {
             return Ok(());
+        }
+        if let Some(c) = self.cluster()
+            && r.status != RunStatus::Running
+            && run.driven_here.load(Ordering::SeqCst)
+        {
+            // Still this process's (its lease renewed now), or another process took
+            // it over and its record is that one's to write.
+            let until = super::now_ms() + c.lease.as_millis() as u64;
+            let held =
+                self.inner
+                    .store
+                    .renew_leases(&c.worker, std::slice::from_ref(&run.id), until)?;
+            if held.is_empty() {
+                run.lost.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
         }
         self.inner.store.put_run(r)
     }
@@ -166,12 +192,20 @@ impl Host {
     }
 
     /// Waits for a slot and drives the run; how it ended.
-    pub(super) async fn execute(&self, run: &Arc<RunHandle>) -> RunEnd {
-        // A slot, unless the run is cancelled while it waits.
+    pub(super) async fn execute(
+        &self,
+        run: &Arc<RunHandle>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> RunEnd {
+        // A slot (given, when the run was claimed with one), unless the run is
+        // cancelled while it waits.
         let mut cancel = run.cancel.subscribe();
-        let permit = tokio::select! {
-            p = self.inner.slots.clone().acquire_owned() => p.ok(),
-            _ = cancel.wait_for(Option::is_some) => None,
+        let permit = match slot {
+            Some(p) => Some(p),
+            None => tokio::select! {
+                p = self.inner.slots.clone().acquire_owned() => p.ok(),
+                _ = cancel.wait_for(Option::is_some) => None,
+            },
         };
         if permit.is_none() || run.cancel_action().is_some() {
             return self.end_unstarted(run);
@@ -180,7 +214,12 @@ impl Host {
             // Left pending for the next process (a claimed shared run was marked
             // running: it is put back).
             if self.cluster().is_some() {
-                let r = run.update(|r| r.status = RunStatus::Pending);
+                let mut request = run.request.clone();
+                request.resumed_after_restart = run.resumes();
+                let r = run.update(|r| {
+                    r.status = RunStatus::Pending;
+                    r.kwargs = serde_json::to_value(&request).unwrap_or_default();
+                });
                 let _ = self.save_run(run, &r);
             }
             return RunEnd {

@@ -192,16 +192,14 @@ impl Host {
         if busy {
             match request.multitask_strategy {
                 Multitask::Reject => {
-                    let ids: Vec<String> = queue
-                        .running
-                        .iter()
-                        .chain(&queue.waiting)
-                        .map(|r| format!("`{}`", r.id))
-                        .collect();
-                    return Err(HostError::Conflict(format!(
-                        "thread `{thread_id}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
-                        ids.join(", ")
-                    )));
+                    return Err(refused_busy(
+                        &thread_id,
+                        queue
+                            .running
+                            .iter()
+                            .chain(&queue.waiting)
+                            .map(|r| r.id.as_str()),
+                    ));
                 }
                 Multitask::Enqueue => {}
                 Multitask::Interrupt | Multitask::Rollback => {
@@ -544,6 +542,15 @@ impl Host {
             _ => current.clone(),
         })
     }
+}
+
+/// The refusal of a run on a thread with runs in flight (`multitask_strategy` reject).
+pub(super) fn refused_busy<'a>(thread: &str, runs: impl Iterator<Item = &'a str>) -> HostError {
+    let ids: Vec<String> = runs.map(|id| format!("`{id}`")).collect();
+    HostError::Conflict(format!(
+        "thread `{thread}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
+        ids.join(", ")
+    ))
 }
 
 /// What a request does on a thread that stands at `latest`.

@@ -107,8 +107,16 @@ impl Session {
                     &super::lock_key(&r.thread),
                 ],
             )
-            .map(drop)
-            .map_err(|e| self.pg(e))
+            .map_err(|e| self.pg(e))?;
+        if r.status == RunStatus::Pending {
+            // Wakes the processes waiting for runs (`wait_for_runs`): after the row
+            // is in, so that they find it.
+            let notify = self.prepared("SELECT pg_notify('switchyard_runs', $1)")?;
+            self.client()?
+                .execute(&notify, &[&r.id])
+                .map_err(|e| self.pg(e))?;
+        }
+        Ok(())
     }
 
     pub(super) fn get_run(&mut self, run: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -146,7 +146,7 @@ fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreEr
             .query("SELECT version FROM switchyard.layout", &[])
             .map_err(pg)?;
         match rows.as_slice() {
-            [row] => row.get::<_, i32>(0),
+            [row] if row.try_get::<_, i32>(0).is_ok() => row.get::<_, i32>(0),
             _ => {
                 return Err(StoreError::PostgresForeign {
                     url: url.to_string(),

@@ -58,6 +58,15 @@ struct Session {
     /// The last failure said the connection is gone (the server ended it, or it
     /// broke), though the client may not know yet.
     broken: std::cell::Cell<bool>,
+    /// Inside a transaction begun with `begin`: a lost connection then fails the call
+    /// (which is tried again whole) rather than go on, outside it, on a new one.
+    in_transaction: bool,
+    /// The call is being made again, its first attempt's connection lost: what that
+    /// attempt wrote may have been committed before the answer was lost.
+    retrying: bool,
+    /// Threads whose claim was lost with a connection and taken by another process
+    /// before this one could take it again: their appends are refused.
+    unclaimed: HashSet<String>,
 }
 
 /// Connections a process opens: calls of different threads go on at once, each
@@ -131,6 +140,13 @@ impl Session {
     }
 
     fn reconnect(&mut self) -> Result<(), StoreError> {
+        if std::mem::take(&mut self.in_transaction) {
+            self.client = None;
+            return Err(StoreError::Postgres {
+                url: self.url.to_string(),
+                message: "the connection was lost in a transaction".into(),
+            });
+        }
         self.client = None;
         self.broken.set(false);
         self.statements.clear();
@@ -149,13 +165,47 @@ impl Session {
             }
         };
         for (key, thread) in &self.locks {
-            // Taken by another process meanwhile: its appends will conflict with ours,
-            // which stop rather than interleave.
-            let _ = client.execute("SELECT pg_try_advisory_lock($1)", &[key]);
-            let _ = thread;
+            // The old connection's server process may still be ending (and holding
+            // the lock) for a moment. Taken by another process meanwhile: this one's
+            // appends of the thread are refused from now on.
+            let mut taken = false;
+            for _ in 0..40 {
+                taken = client
+                    .query_one("SELECT pg_try_advisory_lock($1)", &[key])
+                    .ok()
+                    .and_then(|r| r.try_get::<_, bool>(0).ok())
+                    == Some(true);
+                if taken {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !taken {
+                self.unclaimed.insert(thread.clone());
+            }
         }
         self.client = Some(client);
         Ok(())
+    }
+
+    /// Begins a transaction of several calls (see `in_transaction`).
+    fn begin(&mut self) -> Result<(), StoreError> {
+        self.client()?
+            .batch_execute("BEGIN")
+            .map_err(|e| self.pg(e))?;
+        self.in_transaction = true;
+        Ok(())
+    }
+
+    /// Commits (or rolls back) what `begin` began.
+    fn end(&mut self, commit: bool) -> Result<(), StoreError> {
+        let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        let url = self.url.clone();
+        let ended = self
+            .client()
+            .and_then(|c| c.batch_execute(sql).map_err(|e| pg_error(&url, e)));
+        self.in_transaction = false;
+        ended
     }
 
     /// A prepared statement, kept for the connection's life.
@@ -277,6 +327,9 @@ impl PostgresStore {
                     written: Written::default(),
                     locks: HashMap::new(),
                     broken: std::cell::Cell::new(false),
+                    in_transaction: false,
+                    retrying: false,
+                    unclaimed: HashSet::new(),
                 };
                 // Ends when the store and its claims are dropped (the senders with them).
                 for job in queue {
@@ -331,7 +384,9 @@ impl PostgresStore {
         let job: Job = Box::new(move |s| {
             let mut result = f(s);
             if result.is_err() && s.lost() {
+                s.retrying = true;
                 result = f(s);
+                s.retrying = false;
             }
             let _ = tx.send(result);
         });
@@ -456,12 +511,14 @@ impl Checkpointer for PostgresStore {
         let name = thread.to_string();
         let taken = self.call_for(thread, move |s| {
             let key = lock_key(&name);
-            let lock = s.prepared("SELECT pg_try_advisory_lock($1)")?;
-            let got: bool = s
-                .client()?
-                .query_one(&lock, &[&key])
-                .map_err(|e| s.pg(e))?
-                .get(0);
+            // Held already when a lost connection made this call run again.
+            let got = if s.locks.contains_key(&key) {
+                true
+            } else {
+                let lock = s.prepared("SELECT pg_try_advisory_lock($1)")?;
+                let row = s.client()?.query_one(&lock, &[&key]).map_err(|e| s.pg(e))?;
+                col::<bool>(&row, 0, &s.url)?
+            };
             if !got {
                 let holder = s.prepared("SELECT pid FROM switchyard.claims WHERE thread = $1")?;
                 let pid = s
@@ -472,6 +529,7 @@ impl Checkpointer for PostgresStore {
                 return Ok(Some(u32::try_from(pid).unwrap_or(0)));
             }
             s.locks.insert(key, name.clone());
+            s.unclaimed.remove(&name);
             // What this process remembers of the thread may be stale: another process
             // may have run it since.
             s.written.forget(&name);

@@ -67,6 +67,13 @@ impl Session {
 
     /// Inserts one record, sharing large values the thread wrote before when `share`.
     pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
+        if self.unclaimed.contains(&*r.thread) {
+            // Its claim went with a lost connection and another process has it now.
+            return Err(StoreError::Claimed {
+                thread: r.thread.to_string(),
+                pid: 0,
+            });
+        }
         let graph = self.graph_id(&r.graph, &r.graph_hash)?;
         let mut fresh = Vec::new();
         let writes = self.written.encode(
@@ -109,12 +116,47 @@ impl Session {
             }
             // Another process appended this thread's next record first: two runs of
             // one thread at once. The later one stops rather than interleave.
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(StoreError::Conflict {
-                thread: r.thread.to_string(),
-                seq: r.seq,
-            }),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                if self.retrying && !self.in_transaction && self.wrote_already(r)? {
+                    return Ok(());
+                }
+                Err(StoreError::Conflict {
+                    thread: r.thread.to_string(),
+                    seq: r.seq,
+                })
+            }
             Err(e) => Err(self.pg(e)),
         }
+    }
+
+    /// Whether the record in `r`'s place is `r` itself: written by an attempt whose
+    /// connection was lost after the commit and before the answer, so the call was
+    /// made again. (The same run, step, node and instant: no other writer makes that
+    /// one, and a thread's claim keeps other writers out anyway.)
+    fn wrote_already(&mut self, r: &Checkpoint) -> Result<bool, StoreError> {
+        let there = self.prepared(
+            "SELECT run, step, at_ms, node, next FROM switchyard.checkpoints WHERE thread = $1 AND seq = $2",
+        )?;
+        let row = self
+            .client()?
+            .query_opt(&there, &[&&*r.thread, &int(r.seq)])
+            .map_err(|e| self.pg(e))?;
+        let Some(row) = row else { return Ok(false) };
+        let found: (i64, i64, i64, Option<&str>, Option<&str>) = (
+            col(&row, 0, &self.url)?,
+            col(&row, 1, &self.url)?,
+            col(&row, 2, &self.url)?,
+            col(&row, 3, &self.url)?,
+            col(&row, 4, &self.url)?,
+        );
+        Ok(found
+            == (
+                int(r.run),
+                int(r.step),
+                int(r.at_ms),
+                r.node.as_deref(),
+                r.next.as_deref(),
+            ))
     }
 
     /// Inserts records together, all or none (a fork or a copy). Values are written
@@ -122,15 +164,9 @@ impl Session {
     pub(super) fn insert_all(&mut self, records: &[Checkpoint]) -> Result<(), StoreError> {
         // Statements of a transaction run on the same connection; BEGIN and COMMIT as
         // statements keep the prepared ones usable inside it.
-        self.client()?
-            .batch_execute("BEGIN")
-            .map_err(|e| self.pg(e))?;
+        self.begin()?;
         let done = records.iter().try_for_each(|r| self.insert(r, false));
-        let end = match &done {
-            Ok(()) => "COMMIT",
-            Err(_) => "ROLLBACK",
-        };
-        let ended = self.client()?.batch_execute(end).map_err(|e| self.pg(e));
+        let ended = self.end(done.is_ok());
         for r in records {
             self.written.forget(&r.thread);
         }
@@ -307,9 +343,7 @@ impl Session {
     pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
         self.written.forget(&base.thread);
         let thread = &*base.thread;
-        self.client()?
-            .batch_execute("BEGIN")
-            .map_err(|e| self.pg(e))?;
+        self.begin()?;
         let done = (|| {
             // Locks the thread's latest row: an append racing this waits, then
             // conflicts with the base.
@@ -341,8 +375,7 @@ impl Session {
             self.insert(base, false)?;
             Ok(gone - 1)
         })();
-        let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
-        let ended = self.client()?.batch_execute(end).map_err(|e| self.pg(e));
+        let ended = self.end(done.is_ok());
         let gone = done?;
         ended?;
         Ok(gone)
