@@ -309,6 +309,7 @@ fn render(
     let format = match format {
         RenderFormat::Dot => Format::Dot,
         RenderFormat::Mermaid => Format::Mermaid,
+        RenderFormat::Svg => Format::Svg,
     };
     let text = render::render(spec, format);
     match output {

@@ -1,5 +1,6 @@
-//! Every graph in `graphs/` loads, checks clean and renders, and Graphviz accepts its
-//! DOT; each seed's graph keeps the shape its seed requires.
+//! Every graph in `graphs/` loads, checks clean and renders (our own SVG lays it out
+//! with no box over another), and Graphviz accepts its DOT; each seed's graph keeps the
+//! shape its seed requires.
 
 use crate::util::{examples, graphviz_svg};
 use switchyard::render::{Format, render};
@@ -51,7 +52,62 @@ fn every_example_validates_and_renders() {
         for node in &spec.nodes {
             assert!(mermaid.contains(&format!("n_{}", node.name.get_ref())));
         }
+        let own = render(&spec, Format::Svg);
+        let boxes = node_boxes(&own);
+        for node in &spec.nodes {
+            assert!(
+                boxes.iter().any(|(name, _)| name == node.name.get_ref()),
+                "{} missing from our own SVG of {}",
+                node.name.get_ref(),
+                path.display()
+            );
+        }
+        for (i, (a, ra)) in boxes.iter().enumerate() {
+            for (b, rb) in &boxes[i + 1..] {
+                let apart = ra[0] + ra[2] <= rb[0]
+                    || rb[0] + rb[2] <= ra[0]
+                    || ra[1] + ra[3] <= rb[1]
+                    || rb[1] + rb[3] <= ra[1];
+                assert!(
+                    apart,
+                    "{a} and {b} overlap in our SVG of {}",
+                    path.display()
+                );
+            }
+        }
+        assert!(
+            !own.contains("NaN") && !own.contains("inf"),
+            "{}",
+            path.display()
+        );
     }
+}
+
+/// Each node's box in our own SVG: its name, and x, y, width, height.
+fn node_boxes(svg: &str) -> Vec<(String, [f64; 4])> {
+    let attr = |tag: &str, name: &str| -> f64 {
+        let start = tag.find(&format!(" {name}=\"")).expect("the attribute") + name.len() + 3;
+        let end = start + tag[start..].find('"').expect("its end");
+        tag[start..end].parse().expect("a number")
+    };
+    svg.split("<g class=\"node ")
+        .skip(1)
+        .map(|g| {
+            let name_at = g.find("data-node=\"").expect("a name") + 11;
+            let name = &g[name_at..name_at + g[name_at..].find('"').unwrap()];
+            let rect = &g[g.find("<rect").expect("a box")..];
+            let rect = &rect[..rect.find("/>").unwrap()];
+            (
+                name.to_string(),
+                [
+                    attr(rect, "x"),
+                    attr(rect, "y"),
+                    attr(rect, "width"),
+                    attr(rect, "height"),
+                ],
+            )
+        })
+        .collect()
 }
 
 fn names_of(spec: &GraphSpec, kind: NodeKind) -> Vec<&str> {

@@ -30,6 +30,13 @@ fn showcase_mermaid() {
     insta::assert_snapshot!("showcase_mermaid", mermaid);
 }
 
+/// Laid out by Switchyard (no Graphviz), for the server's page: the same graph.
+#[test]
+fn showcase_svg() {
+    let svg = render(&spec("tests/fixtures/render/showcase.toml"), Format::Svg);
+    insta::assert_snapshot!("showcase_svg", svg);
+}
+
 #[test]
 fn a_subgraph_is_drawn_as_a_cluster_entered_from_its_node() {
     let spec = spec("tests/fixtures/run/parent.toml");

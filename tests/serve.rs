@@ -10,6 +10,7 @@ mod api;
 mod browser;
 mod cluster;
 mod hosting;
+mod page;
 mod sdk;
 mod seeds;
 pub(crate) mod server;

@@ -54,9 +54,9 @@ pub(crate) enum Command {
     /// the `tools_call` scenario, calls each one.
     #[command(hide = true)]
     McpConformanceClient { url: String },
-    /// Draw a graph as Graphviz DOT or a Mermaid flowchart.
+    /// Draw a graph as Graphviz DOT, a Mermaid flowchart, or an SVG picture.
     #[command(
-        after_help = "Examples:\n  switchyard render graphs/browser_agent.toml | dot -Tsvg > agent.svg\n  switchyard render graphs/tool_agent.toml --format mermaid -o agent.mmd"
+        after_help = "Examples:\n  switchyard render graphs/browser_agent.toml | dot -Tsvg > agent.svg\n  switchyard render graphs/tool_agent.toml --format mermaid -o agent.mmd\n  switchyard render graphs/tool_agent.toml --format svg -o agent.svg"
     )]
     Render {
         /// The graph file to draw.
@@ -418,6 +418,8 @@ pub(crate) enum ReportFormat {
 pub(crate) enum RenderFormat {
     Dot,
     Mermaid,
+    /// Laid out by Switchyard itself: no Graphviz needed.
+    Svg,
 }
 
 #[cfg(test)]

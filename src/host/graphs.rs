@@ -40,6 +40,10 @@ pub struct Drawing {
     pub json: serde_json::Value,
     pub mermaid: String,
     pub dot: String,
+    /// Laid out here, for the web page (no Graphviz on the server).
+    pub svg: String,
+    /// Each node's prompts and schemas, for the web page.
+    pub details: serde_json::Value,
     /// JSON Schemas of a run's input and of the state.
     pub input_schema: serde_json::Value,
     pub state_schema: serde_json::Value,
@@ -244,6 +248,8 @@ impl Graphs {
                             let drawing = Drawing {
                                 json: crate::render::json(spec),
                                 mermaid: crate::render::mermaid(spec),
+                                svg: crate::render::svg(spec),
+                                details: crate::render::details(spec),
                                 dot: crate::render::dot(spec),
                                 input_schema,
                                 state_schema,

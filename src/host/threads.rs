@@ -246,15 +246,25 @@ impl Host {
     }
 
     /// Copies a thread (its metadata and every checkpoint) into a new one.
-    pub fn copy_thread(&self, id: &str) -> Result<ThreadView, HostError> {
+    pub fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
         self.closing()?;
         let view = self.thread(id)?;
         let new = new_id();
         let store = &self.inner.store;
         let thread: Arc<str> = Arc::from(new.as_str());
-        let copy = store
-            .load(id)?
+        let records = store.load(id)?;
+        if let Some(seq) = upto
+            && !records.iter().any(|r| r.seq == seq)
+        {
+            return Err(HostError::NotFound(format!(
+                "thread `{id}` has no checkpoint number {seq}"
+            )));
+        }
+        // Up to a checkpoint: a fork, which a run with no input goes on from (a
+        // mid-run checkpoint resumes at its next node).
+        let copy = records
             .into_iter()
+            .filter(|r| upto.is_none_or(|seq| r.seq <= seq))
             .map(|mut r| {
                 r.thread = thread.clone();
                 r

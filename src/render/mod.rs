@@ -1,4 +1,4 @@
-//! Render: DOT and Mermaid drawings of a graph, from the file alone. Both read the same
+//! Render: DOT, Mermaid and SVG drawings of a graph, from the file alone. Both read the same
 //! [`Topology`] the checker analyses, so what is drawn is what is checked: no edge is
 //! guessed or simulated. Nodes are shaped and coloured by kind, route edges carry their
 //! case names (`default` for a route's default), edges are drawn and coloured by kind
@@ -6,13 +6,18 @@
 //! arrow, START and END stand out, interrupt nodes stand out, and unreachable nodes
 //! and unknown targets are flagged.
 
+mod details;
 mod dot;
 mod json;
+mod layout;
 mod mermaid;
+mod svg;
 
+pub use details::details;
 pub use dot::dot;
 pub use json::json;
 pub use mermaid::mermaid;
+pub use svg::svg;
 
 use crate::spec::{EdgeKind, GraphSpec, KindSpec, NodeKind, NodeSpec};
 use crate::topology::{LinkKind, Topology};
@@ -22,6 +27,8 @@ use crate::topology::{LinkKind, Topology};
 pub enum Format {
     Dot,
     Mermaid,
+    /// Laid out here: no Graphviz needed.
+    Svg,
 }
 
 /// Renders a graph in the given format.
@@ -29,6 +36,7 @@ pub fn render(spec: &GraphSpec, format: Format) -> String {
     match format {
         Format::Dot => dot(spec),
         Format::Mermaid => mermaid(spec),
+        Format::Svg => svg(spec),
     }
 }
 

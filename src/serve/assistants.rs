@@ -25,6 +25,7 @@ pub(super) fn routes() -> Router<AppState> {
         )
         .route("/assistants/{id}/graph", get(graph))
         .route("/assistants/{id}/schemas", get(schemas))
+        .route("/assistants/{id}/details", get(details))
         .route("/assistants/{id}/subgraphs", get(subgraphs))
         .route("/assistants/{id}/subgraphs/{namespace}", get(subgraphs))
         .route("/assistants/{id}/versions", post(versions))
@@ -132,7 +133,7 @@ struct GraphQuery {
     xray: Option<String>,
 }
 
-/// The graph's nodes and edges as JSON, or (`?format=mermaid|dot`) its drawing.
+/// The graph's nodes and edges as JSON, or (`?format=mermaid|dot|svg`) its drawing.
 async fn graph(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -157,12 +158,30 @@ async fn graph(
             drawing.dot.clone(),
         )
             .into_response(),
+        Some("svg") => (
+            [(header::CONTENT_TYPE, "image/svg+xml")],
+            drawing.svg.clone(),
+        )
+            .into_response(),
         Some(other) => {
             return Err(ApiError::invalid(format!(
-                "format `{other}` is not one of `json`, `mermaid`, `dot`"
+                "format `{other}` is not one of `json`, `mermaid`, `dot`, `svg`"
             )));
         }
     })
+}
+
+/// Switchyard's own: each node's kind, description, prompts and schemas, as the web
+/// page shows a selected node.
+async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    let s = served(&state, &id)?;
+    let drawing = s.drawing.ok_or_else(|| {
+        ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            format!("graph `{id}` has never validated, so its nodes are not known"),
+        )
+    })?;
+    Ok(axum::Json(drawing.details.clone()).into_response())
 }
 
 async fn schemas(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {

@@ -16,6 +16,7 @@ mod meta;
 mod runs;
 mod stream;
 mod threads;
+mod ui;
 mod wire;
 
 use crate::host::Host;
@@ -147,6 +148,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         ));
     let mut app = Router::new()
         .merge(meta::routes())
+        .merge(ui::routes())
         .merge(api)
         .fallback(meta::not_found)
         .with_state(state)

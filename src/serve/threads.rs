@@ -167,9 +167,25 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn copy(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let view = s.host.copy_thread(&id)?;
+/// A copy of the thread, or (`checkpoint_id`, Switchyard's own) a fork: its history
+/// up to that checkpoint.
+async fn copy(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Option<axum::Json<CopyBody>>,
+) -> ApiResult<Response> {
+    let upto = match body.and_then(|b| b.0.checkpoint_id) {
+        Some(c) => Some(seq_of(&c)?),
+        None => None,
+    };
+    let view = s.host.copy_thread(&id, upto)?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+struct CopyBody {
+    #[serde(default)]
+    checkpoint_id: Option<String>,
 }
 
 fn state_json(view: Option<StateView>) -> Json {

@@ -63,6 +63,14 @@ async fn assistants_are_the_served_graphs() {
             h.get("/assistants/three/graph?format=svg").await,
         ),
         (
+            "GET /assistants/three/graph?format=png",
+            h.get("/assistants/three/graph?format=png").await,
+        ),
+        (
+            "GET /assistants/chat/details",
+            h.get("/assistants/chat/details").await,
+        ),
+        (
             "GET /assistants/chat/schemas",
             h.get("/assistants/chat/schemas").await,
         ),

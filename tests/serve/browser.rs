@@ -31,7 +31,7 @@ fn decode(form: &str) -> String {
 }
 
 /// The shop with a gift-card form whose message the shop's server keeps.
-fn shop() -> (WebApp, Arc<Mutex<Vec<String>>>) {
+pub(super) fn shop() -> (WebApp, Arc<Mutex<Vec<String>>>) {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let kept = sent.clone();
     let app = WebApp::start("browser_agent/shop", move |r: &Request| {
@@ -58,7 +58,7 @@ fn shop() -> (WebApp, Arc<Mutex<Vec<String>>>) {
 }
 
 /// A planned action as the planner's schema has it.
-fn action(id: &str, kind: &str, fields: Json) -> String {
+pub(super) fn action(id: &str, kind: &str, fields: Json) -> String {
     let mut a = json!({
         "id": id, "kind": kind, "eid": null, "target": null, "text": null, "url": null,
         "direction": null, "seconds": null, "submit": null, "reason": "step"

@@ -1,0 +1,584 @@
+// Switchyard's web page: a client of the server's own API (the one LangGraph's SDKs
+// speak), written without a framework so that it ships inside the binary as it is.
+"use strict";
+
+const $ = (selector, root = document) => root.querySelector(selector);
+
+/// An element: attributes (`on*` are listeners, `text` its text) and children.
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "text") el.textContent = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const show = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 2));
+
+// ---- The API ---------------------------------------------------------------------
+
+let apiKey = localStorage.getItem("switchyard-api-key") || "";
+
+function headers() {
+  const out = { "content-type": "application/json" };
+  if (apiKey) out["x-api-key"] = apiKey;
+  return out;
+}
+
+async function api(method, path, body) {
+  const r = await fetch(path, {
+    method,
+    headers: headers(),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (r.status === 401) askKey();
+  const text = await r.text();
+  let data = text;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch (_) {
+    // Not JSON: a drawing, or a plain message.
+  }
+  if (!r.ok) throw new Error((data && data.detail) || text || r.statusText);
+  return data;
+}
+
+function askKey() {
+  const box = $("#key");
+  box.hidden = false;
+  $("#key-input").focus();
+}
+
+$("#key-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  apiKey = $("#key-input").value;
+  localStorage.setItem("switchyard-api-key", apiKey);
+  $("#key").hidden = true;
+  route();
+});
+
+/// Reads a run's server-sent events as they come: `onEvent(name, data)` for each.
+async function stream(path, body, onEvent) {
+  const r = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+  if (!r.ok) {
+    const text = await r.text();
+    let detail = text;
+    try {
+      detail = JSON.parse(text).detail || text;
+    } catch (_) {}
+    throw new Error(detail);
+  }
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (!data.length) continue;
+      let parsed = data.join("\n");
+      try {
+        parsed = JSON.parse(parsed);
+      } catch (_) {}
+      onEvent(name, parsed);
+    }
+  }
+}
+
+// ---- Graphs ----------------------------------------------------------------------
+
+let graphs = [];
+
+async function loadGraphs() {
+  graphs = await api("POST", "/assistants/search", { limit: 1000 });
+  graphs.sort((a, b) => a.graph_id.localeCompare(b.graph_id));
+  const side = $("#side");
+  side.replaceChildren(
+    h("h2", { text: "Graphs" }),
+    h(
+      "ul",
+      {},
+      graphs.map((g) =>
+        h(
+          "li",
+          {},
+          h(
+            "a",
+            { href: `#/graph/${encodeURIComponent(g.graph_id)}`, "data-graph": g.graph_id },
+            h("span", { text: g.graph_id }),
+            h("span", {
+              class: `badge ${g.metadata.valid ? "valid" : "invalid"}`,
+              text: g.metadata.valid ? "valid" : "invalid",
+            }),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function markCurrent(selector, value, attr) {
+  for (const a of document.querySelectorAll(selector)) {
+    if (a.getAttribute(attr) === value) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+async function graphPage(id) {
+  markCurrent("aside a", id, "data-graph");
+  const main = $("#main");
+  const g = await api("GET", `/assistants/${encodeURIComponent(id)}`);
+  const head = h(
+    "div",
+    {},
+    h("h1", {}, g.graph_id, " ", h("span", { class: `badge ${g.metadata.valid ? "valid" : "invalid"}`, text: g.metadata.valid ? "valid" : "invalid" })),
+    h("p", { class: "muted", text: `${g.metadata.file}${g.description ? " · " + g.description : ""}` }),
+  );
+  const parts = [head];
+  if (g.metadata.problems) {
+    parts.push(
+      h("h2", { text: g.metadata.hash ? "The file on disk does not validate (the last good version is served)" : "The file does not validate" }),
+      h("pre", { class: "diagnostics", role: "alert", text: g.metadata.problems }),
+    );
+  }
+  if (!g.metadata.hash) {
+    main.replaceChildren(...parts);
+    return;
+  }
+  const [svg, details, schemas] = await Promise.all([
+    api("GET", `/assistants/${encodeURIComponent(id)}/graph?format=svg`),
+    api("GET", `/assistants/${encodeURIComponent(id)}/details`),
+    api("GET", `/assistants/${encodeURIComponent(id)}/schemas`),
+  ]);
+  const drawing = h("div", { class: "drawing", "aria-label": "graph drawing" });
+  drawing.innerHTML = svg;
+  const nodePanel = h("div", { class: "panel", id: "node-details" }, h("p", { class: "muted", text: "Select a node to see its prompt, schema and rules." }));
+  const runArea = h("div", { id: "run" });
+  const form = inputForm(schemas.input_schema, async (input, maxSteps) => {
+    const thread = await api("POST", "/threads", { metadata: { graph_id: id } });
+    const body = { assistant_id: id, input };
+    if (maxSteps) body.max_steps = maxSteps;
+    await watchRun(runArea, drawing, id, details, thread.thread_id, body);
+  });
+  for (const node of drawing.querySelectorAll(".node")) {
+    const select = () => {
+      for (const n of drawing.querySelectorAll(".node.selected")) n.classList.remove("selected");
+      node.classList.add("selected");
+      nodeDetails(nodePanel, node.dataset.node, details.nodes[node.dataset.node]);
+    };
+    node.addEventListener("click", select);
+    node.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        select();
+      }
+    });
+  }
+  parts.push(
+    h("div", { class: "columns" }, h("div", {}, drawing, runArea), h("div", {}, h("div", { class: "panel" }, h("h2", { text: "Start a run" }), form), nodePanel)),
+  );
+  main.replaceChildren(...parts);
+}
+
+function nodeDetails(panel, name, d) {
+  if (!d) {
+    panel.replaceChildren(h("h2", { text: name }), h("p", { class: "muted", text: name.startsWith("__") ? "Where every run begins or ends." : "" }));
+    return;
+  }
+  const rows = [h("h2", {}, name, " ", h("span", { class: "badge", text: d.kind }))];
+  if (d.description) rows.push(h("p", { text: d.description }));
+  const block = (label, value) => {
+    if (value === null || value === undefined || (Array.isArray(value) && !value.length)) return;
+    rows.push(h("h3", { text: label }), h("pre", { text: show(value) }));
+  };
+  block("Model", d.model);
+  block("System prompt", d.system);
+  block("Prompt", d.prompt);
+  block("Output schema", d.schema);
+  block("Resume schema", d.resume_schema);
+  block("Rules", d.rules);
+  if (d.server) block("Tools", `${d.server}: ${d.tools.join(", ")}${d.side_effects ? " (side effects)" : ""}`);
+  panel.replaceChildren(...rows);
+}
+
+/// A form for a JSON Schema object: a field per property, typed by its schema.
+function schemaFields(schema) {
+  const props = (schema && schema.properties) || {};
+  const required = new Set((schema && schema.required) || []);
+  const fields = [];
+  for (const [name, s] of Object.entries(props)) {
+    const type = Array.isArray(s.type) ? s.type.find((t) => t !== "null") : s.type;
+    let input;
+    if (type === "boolean") input = h("input", { type: "checkbox", name, "data-type": type });
+    else if (type === "integer" || type === "number") input = h("input", { type: "number", name, "data-type": type, step: type === "integer" ? "1" : "any" });
+    else if (type === "string" && !s.enum) input = h("input", { type: "text", name, "data-type": type });
+    else input = h("textarea", { name, rows: 3, "data-type": "json", placeholder: "JSON" });
+    if (required.has(name) && type !== "boolean") input.required = true;
+    fields.push(h("label", {}, h("span", { text: `${name}${required.has(name) ? " *" : ""}` }), s.description ? h("span", { class: "muted", text: ` — ${s.description}` }) : null, input));
+  }
+  return fields;
+}
+
+/// The values of schemaFields' inputs; a field left empty is left out.
+function fieldValues(form) {
+  const out = {};
+  for (const el of form.querySelectorAll("[data-type]")) {
+    const type = el.dataset.type;
+    if (type === "boolean") {
+      out[el.name] = el.checked;
+      continue;
+    }
+    if (el.value === "") continue;
+    if (type === "integer" || type === "number") out[el.name] = Number(el.value);
+    else if (type === "json") {
+      try {
+        out[el.name] = JSON.parse(el.value);
+      } catch (_) {
+        out[el.name] = el.value;
+      }
+    } else out[el.name] = el.value;
+  }
+  return out;
+}
+
+function inputForm(schema, start) {
+  const error = h("div", { class: "error", role: "alert", hidden: true });
+  const steps = h("input", { type: "number", name: "max_steps", min: "1", step: "1" });
+  const button = h("button", { type: "submit", text: "Start run" });
+  const form = h(
+    "form",
+    { class: "inputs" },
+    schemaFields(schema),
+    h("label", {}, h("span", { text: "Max steps" }), h("span", { class: "muted", text: " — leave empty for the graph's own limit" }), steps),
+    h("div", { class: "row" }, button),
+    error,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.hidden = true;
+    button.disabled = true;
+    try {
+      const input = fieldValues(form);
+      delete input.max_steps;
+      await start(input, steps.value ? Number(steps.value) : null);
+    } catch (err) {
+      error.textContent = err.message;
+      error.hidden = false;
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
+// ---- Runs ------------------------------------------------------------------------
+
+/// Runs `body` on `thread` and shows it as it goes: the node at work highlighted, the
+/// path drawn, a step per node with what it wrote, its model and tool calls and its
+/// route; a stop button while it runs; the interrupt's form when it pauses.
+async function watchRun(area, drawing, graph, details, thread, body) {
+  for (const n of drawing.querySelectorAll(".node")) n.classList.remove("current", "visited");
+  for (const e of drawing.querySelectorAll(".edge")) e.classList.remove("taken");
+  const status = h("span", { class: "badge running", id: "run-status", text: "running" });
+  const stop = h("button", { type: "button", class: "danger", text: "Stop" });
+  const steps = h("ol", { class: "steps", "aria-live": "polite" });
+  const after = h("div");
+  area.replaceChildren(
+    h("div", { class: "panel" }, h("div", { class: "row" }, h("h2", { text: "Run" }), status, h("a", { href: `#/thread/${encodeURIComponent(thread)}`, text: `thread ${thread}` }), stop), steps, after),
+  );
+  await follow({ area, drawing, graph, details, thread, body, status, stop, steps, after });
+}
+
+async function follow(run) {
+  const { drawing, graph, details, thread, body, status, stop, steps, after } = run;
+  let runId = null;
+  let current = null;
+  let last = "__start__";
+  stop.disabled = false;
+  stop.onclick = async () => {
+    if (!runId) return;
+    stop.disabled = true;
+    await api("POST", `/threads/${encodeURIComponent(thread)}/runs/${runId}/cancel`, {});
+  };
+  const highlight = (node) => {
+    for (const n of drawing.querySelectorAll(".node.current")) n.classList.remove("current");
+    const el = drawing.querySelector(`.node[data-node="${CSS.escape(node)}"]`);
+    if (el) el.classList.add("current", "visited");
+    const edge = drawing.querySelector(`.edge[data-from="${CSS.escape(last)}"][data-to="${CSS.escape(node)}"]`);
+    if (edge) edge.classList.add("taken");
+    last = node;
+  };
+  const stepOf = (node) => {
+    const li = h("li", { "data-node": node }, h("div", { class: "what", text: node }), h("div", { class: "detail" }));
+    steps.append(li);
+    return li;
+  };
+  const detail = (text) => current && $(".detail", current).append(h("div", { text }));
+  after.replaceChildren();
+  try {
+    await stream(`/threads/${encodeURIComponent(thread)}/runs/stream`, { ...body, stream_mode: ["custom", "updates"] }, (name, data) => {
+      if (name === "metadata") runId = data.run_id;
+      if (name === "custom") {
+        switch (data.event) {
+          case "node_started":
+            current = stepOf(data.node);
+            highlight(data.node);
+            break;
+          case "llm_invocation":
+            detail(`model ${data.model}: ${data.tokens_in} tokens in, ${data.tokens_out} out${data.cache_hit ? ", from the cache" : ""}, ${data.latency_ms} ms`);
+            break;
+          case "tool_call":
+            detail(`tool ${data.server}/${data.tool}(${JSON.stringify(data.arguments)})${data.is_error ? " failed" : ""}, ${data.duration_ms} ms`);
+            break;
+          case "route_taken":
+            detail(`route → ${data.to}${data.case ? ` (case ${data.case})` : ""}`);
+            break;
+          case "node_failed":
+            detail(`failed: ${data.message}${data.handled ? " (handled)" : ""}`);
+            break;
+          case "interrupted":
+            detail("paused for an answer");
+            break;
+          default:
+        }
+      }
+      if (name === "updates") {
+        for (const [node, writes] of Object.entries(data)) {
+          if (node.startsWith("__") || !writes || typeof writes !== "object") continue;
+          const li = current && current.dataset.node === node ? current : stepOf(node);
+          const ul = h("ul", { class: "writes" }, Object.entries(writes).map(([k, v]) => h("li", { text: `${k} = ${JSON.stringify(v)}` })));
+          li.append(ul);
+        }
+      }
+      if (name === "error") detail(`error: ${data.message || show(data)}`);
+    });
+  } catch (err) {
+    after.replaceChildren(h("div", { class: "error", role: "alert", text: err.message }));
+  }
+  stop.disabled = true;
+  const state = await api("GET", `/threads/${encodeURIComponent(thread)}/state`);
+  const runs = await api("GET", `/threads/${encodeURIComponent(thread)}/runs`);
+  const mine = runs.find((r) => r.run_id === runId) || runs[0];
+  const paused = state.interrupts && state.interrupts.length;
+  const name = paused ? "paused" : mine ? mine.status : "unknown";
+  status.textContent = name;
+  status.className = `badge ${name}`;
+  for (const n of drawing.querySelectorAll(".node.current")) n.classList.remove("current");
+  if (state.next && state.next[0]) {
+    const el = drawing.querySelector(`.node[data-node="${CSS.escape(state.next[0])}"]`);
+    if (el) el.classList.add("current");
+  }
+  if (paused) {
+    after.append(answerForm(state, details, async (resume) => {
+      status.textContent = "running";
+      status.className = "badge running";
+      await follow({ ...run, body: { assistant_id: graph, command: { resume } } });
+    }));
+  } else if (mine && mine.error) {
+    after.append(h("div", { class: "error", role: "alert", text: mine.error }));
+  }
+}
+
+/// The form answering a paused thread's interrupt, built from its node's resume schema:
+/// yes / no buttons for a lone boolean, fields for the rest, a text box with none.
+function answerForm(state, details, send) {
+  const interrupt = state.interrupts[0];
+  const node = state.next && state.next[0];
+  const d = (details && details.nodes[node]) || {};
+  const schema = d.resume_schema && typeof d.resume_schema === "object" ? d.resume_schema : null;
+  const error = h("div", { class: "error", role: "alert", hidden: true });
+  const submit = async (value) => {
+    error.hidden = true;
+    try {
+      await send(value);
+    } catch (err) {
+      error.textContent = err.message;
+      error.hidden = false;
+    }
+  };
+  const props = (schema && schema.properties) || {};
+  const names = Object.keys(props);
+  const form = h("form", { class: "answer panel" }, h("h2", { text: `Waiting at ${node}` }), h("pre", { text: show(interrupt.value) }));
+  // One yes-or-no property (`confirmed`): Yes and No buttons, the other fields beside
+  // them filled from the payload where it has them (the `reference` being answered).
+  const flags = names.filter((n) => props[n].type === "boolean");
+  if (flags.length === 1) {
+    const flag = flags[0];
+    const rest = names.filter((n) => n !== flag);
+    const others = h("div", {}, schemaFields({ properties: Object.fromEntries(rest.map((n) => [n, props[n]])), required: (schema.required || []).filter((n) => n !== flag) }));
+    for (const el of others.querySelectorAll("[data-type]")) {
+      const given = interrupt.value && typeof interrupt.value === "object" ? interrupt.value[el.name] : undefined;
+      if (given !== undefined && given !== null) el.value = typeof given === "string" ? given : JSON.stringify(given);
+    }
+    form.append(
+      others,
+      h(
+        "div",
+        { class: "row" },
+        h("button", { type: "button", onclick: () => submit({ ...fieldValues(others), [flag]: true }), text: "Yes" }),
+        h("button", { type: "button", class: "secondary", onclick: () => submit({ ...fieldValues(others), [flag]: false }), text: "No" }),
+      ),
+    );
+  } else if (schema) {
+    form.append(...schemaFields(schema), h("div", { class: "row" }, h("button", { type: "submit", text: "Answer" })));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      submit(fieldValues(form));
+    });
+  } else {
+    const text = h("textarea", { name: "answer", rows: 3, "aria-label": "answer" });
+    form.append(text, h("div", { class: "row" }, h("button", { type: "submit", text: "Answer" })));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      let value = text.value;
+      try {
+        value = JSON.parse(value);
+      } catch (_) {}
+      submit(value);
+    });
+  }
+  form.append(error);
+  return form;
+}
+
+// ---- Threads ---------------------------------------------------------------------
+
+async function threadsPage() {
+  markCurrent("aside a", null, "data-graph");
+  const threads = await api("POST", "/threads/search", { limit: 200, sort_by: "updated_at", sort_order: "desc" });
+  const rows = threads.map((t) => {
+    const outcome = t.values && t.values.outcome;
+    return h(
+      "tr",
+      {},
+      h("td", {}, h("a", { href: `#/thread/${encodeURIComponent(t.thread_id)}`, text: t.thread_id })),
+      h("td", {}, h("span", { class: `badge ${threadStatus(t)}`, text: threadStatus(t) })),
+      h("td", { text: (t.metadata && (t.metadata.graph_id || t.metadata.assistant_id)) || "" }),
+      h("td", { text: outcome === undefined || outcome === null ? "" : show(outcome) }),
+      h("td", { class: "muted", text: t.updated_at }),
+    );
+  });
+  $("#main").replaceChildren(
+    h("h1", { text: "Threads" }),
+    threads.length
+      ? h("table", {}, h("thead", {}, h("tr", {}, ["Thread", "Status", "Graph", "Outcome", "Updated"].map((c) => h("th", { text: c })))), h("tbody", {}, rows))
+      : h("p", { class: "muted", text: "No threads yet: start a run from a graph." }),
+  );
+}
+
+/// running, paused, finished or failed, as people say it.
+function threadStatus(t) {
+  if (t.status === "busy") return "running";
+  if (t.status === "interrupted") return "paused";
+  if (t.status === "error") return "failed";
+  return t.values ? "finished" : "new";
+}
+
+async function threadPage(id) {
+  markCurrent("aside a", null, "data-graph");
+  const t = await api("GET", `/threads/${encodeURIComponent(id)}`);
+  const state = await api("GET", `/threads/${encodeURIComponent(id)}/state`);
+  const history = await api("GET", `/threads/${encodeURIComponent(id)}/history?limit=1000`);
+  const graph = t.metadata && (t.metadata.graph_id || t.metadata.assistant_id);
+  const view = h("div", { class: "panel", id: "checkpoint" }, h("h2", { text: "State" }), h("pre", { text: show(t.values) }));
+  const error = h("div", { class: "error", role: "alert", hidden: true });
+  const select = (row, c) => {
+    for (const r of document.querySelectorAll("tr.checkpoint")) r.setAttribute("aria-selected", "false");
+    row.setAttribute("aria-selected", "true");
+    const fork = h("button", {
+      type: "button",
+      class: "secondary",
+      text: "Fork from here",
+      onclick: async () => {
+        error.hidden = true;
+        try {
+          const copy = await api("POST", `/threads/${encodeURIComponent(id)}/copy`, { checkpoint_id: c.checkpoint_id });
+          location.hash = `#/thread/${encodeURIComponent(copy.thread_id)}`;
+        } catch (err) {
+          error.textContent = err.message;
+          error.hidden = false;
+        }
+      },
+    });
+    view.replaceChildren(h("h2", { text: `State at step ${c.metadata.step}` }), h("pre", { text: show(c.values) }), h("div", { class: "row" }, fork), error);
+  };
+  const rows = history.map((c) => {
+    const writes = c.metadata && c.metadata.writes ? Object.keys(c.metadata.writes).join(", ") : `(${(c.metadata && c.metadata.source) || "input"})`;
+    const row = h("tr", { class: "checkpoint", tabindex: "0", "aria-selected": "false", "data-checkpoint": c.checkpoint_id }, h("td", { text: c.metadata.step }), h("td", { text: writes }), h("td", { text: c.next.join(", ") }), h("td", { class: "muted", text: c.created_at }));
+    row.addEventListener("click", () => select(row, c));
+    row.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") select(row, c);
+    });
+    return row;
+  });
+  // Going on (from a fork, a stop, an interrupt) happens on the graph's page, where
+  // the drawing shows the run.
+  const goOn = async (body) => {
+    location.hash = `#/graph/${encodeURIComponent(graph)}`;
+    await waitFor(() => $("#run") && $(".drawing"));
+    const details = await api("GET", `/assistants/${encodeURIComponent(graph)}/details`);
+    await watchRun($("#run"), $(".drawing"), graph, details, id, body);
+  };
+  const status = threadStatus(t);
+  let next = null;
+  if (graph && status === "paused") {
+    const details = await api("GET", `/assistants/${encodeURIComponent(graph)}/details`);
+    next = answerForm(state, details, (resume) => goOn({ assistant_id: graph, command: { resume } }));
+  } else if (graph && status !== "running" && state.next && state.next.length) {
+    next = h("div", { class: "row" }, h("button", { type: "button", text: "Go on from here", onclick: () => goOn({ assistant_id: graph, input: null }).catch((err) => {
+      error.textContent = err.message;
+      error.hidden = false;
+    }) }));
+  }
+  $("#main").replaceChildren(
+    h("h1", {}, `Thread ${id} `, h("span", { class: `badge ${status}`, text: status })),
+    h("p", { class: "muted" }, graph ? h("a", { href: `#/graph/${encodeURIComponent(graph)}`, text: `graph ${graph}` }) : "", " "),
+    next,
+    h("div", { class: "columns" }, h("div", {}, h("h2", { text: "History" }), h("table", {}, h("thead", {}, h("tr", {}, ["Step", "Wrote", "Next", "At"].map((c) => h("th", { text: c })))), h("tbody", {}, rows))), view),
+  );
+}
+
+async function waitFor(ready) {
+  for (let i = 0; i < 100; i++) {
+    if (ready()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// ---- Routing ---------------------------------------------------------------------
+
+async function route() {
+  const hash = location.hash || "#/";
+  const [, page, arg] = hash.match(/^#\/([^/]*)\/?(.*)$/) || [];
+  markCurrent("nav a", page === "threads" || page === "thread" ? "nav-threads" : "nav-graphs", "id");
+  try {
+    await loadGraphs();
+    if (page === "graph" && arg) await graphPage(decodeURIComponent(arg));
+    else if (page === "threads") await threadsPage();
+    else if (page === "thread" && arg) await threadPage(decodeURIComponent(arg));
+    else if (graphs.length) await graphPage(graphs[0].graph_id);
+    else $("#main").replaceChildren(h("p", { text: "No graphs are served." }));
+  } catch (err) {
+    $("#main").replaceChildren(h("div", { class: "error", role: "alert", text: err.message }));
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,139 @@
+//! The web page at `/` in a real browser: Playwright from npm drives Debian's chromium
+//! (`tests/serve/page/*.mjs`; no browser is downloaded) against a `switchyard serve`
+//! child process. The script prints what the page showed, one JSON line per step, and
+//! saves screenshots under `target/page-screenshots/` (the test's artifacts).
+
+use super::server::serve;
+use crate::util::root;
+use std::time::Duration;
+
+/// Runs `tests/serve/page/<script>` against `url`; its lines.
+async fn browse(script: &str, url: &str) -> Vec<String> {
+    browse_with(script, url, &[]).await
+}
+
+async fn browse_with(script: &str, url: &str, env: &[(&str, &str)]) -> Vec<String> {
+    let playwright = root().join("node_modules/playwright-core/package.json");
+    assert!(
+        playwright.exists(),
+        "`{}` is missing: run `bash .ci/setup` (npm ci) for the page tests",
+        playwright.display()
+    );
+    let shots = root().join("target/page-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = tokio::process::Command::new(root().join("node_modules/.bin/node"))
+        .arg(root().join("tests/serve/page").join(script))
+        .current_dir(root())
+        .env("API_URL", url)
+        .env("SHOTS", &shots)
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("the browser script ends in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
+    // A graph that validates when the server starts, then is broken by an edit.
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(root().join("tests/fixtures/ui/approve.toml"))
+        .unwrap()
+        .replace("name = \"approve\"", "name = \"broken\"");
+    std::fs::write(dir.path().join("broken.toml"), &good).unwrap();
+    std::fs::create_dir(dir.path().join("schemas")).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/ui/schemas/confirm.json"),
+        dir.path().join("schemas/confirm.json"),
+    )
+    .unwrap();
+    let s = serve(&["tests/fixtures/ui", dir.path().to_str().unwrap()])
+        .start()
+        .await;
+    let h = s.http();
+    h.until("/assistants/broken", |a| a["metadata"]["valid"] == true)
+        .await;
+    std::fs::write(
+        dir.path().join("broken.toml"),
+        good.replace("entry = \"count\"", "entry = \"nowhere\""),
+    )
+    .unwrap();
+    h.until("/assistants/broken", |a| a["metadata"]["valid"] == false)
+        .await;
+
+    // The page and its files come from the binary.
+    let index = h.get("/").await;
+    assert_eq!(index.status, 200);
+    assert_eq!(
+        index.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(index.text.contains(r#"<script src="/ui/app.js"></script>"#));
+    assert!(!index.text.contains("http"), "nothing from the network");
+    assert_eq!(
+        h.get("/ui/app.js").await.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+
+    let lines = browse("approve.mjs", &s.url).await;
+    let text = lines
+        .join("\n")
+        .replace(&dir.path().display().to_string(), "[dir]");
+    insta::assert_snapshot!(text);
+}
+
+/// Seed 000's browser agent, started from the page with scripted model answers: it
+/// types a message into a shop's form and asks before the click that sends it. The
+/// confirmation is answered on the page: a wrong reference is refused and the thread
+/// waits still, then "Yes" sends the form.
+#[tokio::test]
+async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_click() {
+    use super::browser::{action, shop};
+    use crate::llm::server::{Server as Llm, completion};
+    use serde_json::json;
+    let (app, sent) = shop();
+    let page = format!("{}gift.html", app.url());
+    let message = "Happy birthday, Ada!";
+    let llm = Llm::start(vec![
+        completion(&action("a1", "navigate", json!({ "url": page })), 300, 40),
+        completion(
+            &action("a3", "type", json!({ "eid": "e6", "target": "Message", "text": message, "submit": false })),
+            300,
+            40,
+        ),
+        completion(
+            &action("a5", "click", json!({ "eid": "e7", "target": "Send gift card", "reason": "Send the card with the message." })),
+            300,
+            40,
+        ),
+        completion(
+            &action("a7", "stop", json!({ "text": "Sent the gift card with your message." })),
+            300,
+            40,
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(&["graphs/browser_agent.toml"])
+        .env("OPENAI_BASE_URL", llm.url())
+        .env(
+            "PLAYWRIGHT_MCP_OUTPUT_DIR",
+            dir.path().join("playwright").to_str().unwrap(),
+        )
+        .start()
+        .await;
+    let goal = format!("Send a gift card from {page} with the message '{message}'.");
+    let lines = browse_with("browser_agent.mjs", &s.url, &[("GOAL", &goal)]).await;
+    insta::assert_snapshot!(lines.join("\n"));
+    assert_eq!(*sent.lock().unwrap(), [message], "sent once, after the Yes");
+    assert_eq!(llm.seen().len(), 4);
+}

@@ -1,0 +1,106 @@
+// The web page in a real browser: Playwright from npm driving Debian's chromium (no
+// browser download) against the `switchyard serve` the Rust test started at $API_URL,
+// serving tests/fixtures/ui (approve.toml) and a directory $BROKEN_DIR where the test
+// breaks a graph. Prints what it saw, one JSON line per step; screenshots go to
+// $SHOTS.
+import { chromium } from "playwright-core";
+
+const url = process.env.API_URL;
+const shots = process.env.SHOTS;
+const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+const page = await context.newPage();
+const problems = [];
+page.on("console", (m) => {
+  if (m.type() === "error") problems.push(m.text());
+});
+page.on("pageerror", (e) => problems.push(e.message));
+page.setDefaultTimeout(15000);
+
+try {
+  // The graphs, with their status.
+  await page.goto(url + "/");
+  await page.waitForSelector("aside li");
+  const listed = await page.$$eval("aside li a", (as) => as.map((a) => a.textContent));
+  say("graphs", { listed });
+
+  // The drawing, and a node's details on selection (by keyboard).
+  await page.goto(url + "/#/graph/approve");
+  await page.waitForSelector(".drawing svg .node[data-node=confirm]");
+  const nodes = await page.$$eval(".drawing .node", (ns) => ns.map((n) => `${n.dataset.node}:${n.getAttribute("class")}`));
+  say("drawing", { nodes });
+  await page.focus(".drawing .node[data-node=confirm]");
+  await page.keyboard.press("Enter");
+  const details = await page.textContent("#node-details");
+  say("details", { details: details.replace(/\s+/g, " ").trim() });
+
+  // A run from the form: it counts, then waits at confirm, highlighted there.
+  await page.fill("form.inputs input[name=budget]", "3");
+  await page.click("text=Start run");
+  await page.waitForSelector("form.answer");
+  const current = await page.$$eval(".drawing .node.current", (ns) => ns.map((n) => n.dataset.node));
+  const visited = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
+  const taken = await page.$$eval(".drawing .edge.taken", (es) => es.map((e) => `${e.dataset.from}->${e.dataset.to}`));
+  const steps = await page.$$eval("ol.steps > li", (ls) => ls.map((l) => l.innerText.replace(/\s+/g, " ").trim()));
+  const status = await page.textContent("#run-status");
+  const waiting = await page.textContent("form.answer");
+  say("paused", { current, visited, taken, steps, status, waiting: waiting.replace(/\s+/g, " ").trim() });
+  await page.screenshot({ path: `${shots}/paused.png`, fullPage: true });
+
+  // Answered by a click: it goes on to its end.
+  await page.click("form.answer >> text=Yes");
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
+  const after = await page.$$eval("ol.steps > li", (ls) => ls.map((l) => l.dataset.node));
+  const end = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
+  say("answered", { steps: after, visited: end });
+
+  // Threads: the run's thread, finished; its history; the state at an earlier step.
+  await page.click("#nav-threads");
+  await page.waitForSelector("table tbody tr");
+  const threads = await page.$$eval("table tbody tr", (rs) => rs.map((r) => [...r.children].slice(1, 3).map((c) => c.textContent)));
+  say("threads", { threads });
+  await page.click("table tbody tr a");
+  await page.waitForSelector("tr.checkpoint");
+  const history = await page.$$eval("tr.checkpoint", (rs) => rs.map((r) => [...r.children].slice(0, 3).map((c) => c.textContent).join(" | ")));
+  say("history", { history });
+  await page.click("tr.checkpoint:has(td:text-is('1'))");
+  const earlier = await page.textContent("#checkpoint pre");
+  say("time travel", { state: JSON.parse(earlier) });
+
+  // A fork from there, gone on with: it counts again and pauses; "No" this time.
+  const original = await page.evaluate(() => location.hash);
+  await page.click("text=Fork from here");
+  await page.waitForFunction((was) => location.hash !== was && document.querySelectorAll("tr.checkpoint").length === 2, original);
+  const forked = await page.$$eval("tr.checkpoint", (rs) => rs.length);
+  await page.click("text=Go on from here");
+  await page.waitForSelector("form.answer");
+  const again = await page.$$eval("ol.steps > li", (ls) => ls.map((l) => l.dataset.node));
+  await page.click("form.answer >> text=No");
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
+  const kept = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
+  say("fork", { checkpoints: forked, steps: again, visited: kept });
+
+  // A graph whose edit broke it: its diagnostics on the page.
+  await page.goto(url + "/#/graph/broken");
+  await page.waitForSelector("pre.diagnostics");
+  const diagnostics = await page.textContent("pre.diagnostics");
+  const badge = await page.textContent("aside a[data-graph=broken] .badge");
+  say("broken", { badge, diagnostics });
+  await page.screenshot({ path: `${shots}/broken.png`, fullPage: true });
+
+  // A phone's width: still one column, nothing cut off sideways.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(url + "/#/graph/approve");
+  await page.waitForSelector(".drawing svg");
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  say("phone", { overflow });
+  await page.screenshot({ path: `${shots}/phone.png`, fullPage: true });
+} finally {
+  say("console", { problems });
+  await browser.close();
+}

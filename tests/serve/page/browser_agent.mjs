@@ -1,0 +1,51 @@
+// Seed 000's browser agent from the web page: Playwright from npm driving Debian's
+// chromium against the `switchyard serve` at $API_URL (the model's answers scripted by
+// the Rust test). The run is started from the form with $GOAL, pauses at the
+// confirmation of the click that sends the form, a wrong answer is refused and the
+// thread stays paused, then "Yes" sends it. One JSON line per step.
+import { chromium } from "playwright-core";
+
+const url = process.env.API_URL;
+const shots = process.env.SHOTS;
+const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+const problems = [];
+page.on("console", (m) => {
+  if (m.type() === "error") problems.push(m.text());
+});
+page.on("pageerror", (e) => problems.push(e.message));
+page.setDefaultTimeout(60000);
+
+try {
+  await page.goto(url + "/#/graph/browser_agent");
+  await page.fill("form.inputs input[name=user_message]", process.env.GOAL);
+  await page.click("text=Start run");
+  await page.waitForSelector("form.answer");
+  const current = await page.$$eval(".drawing .node.current", (ns) => ns.map((n) => n.dataset.node));
+  const payload = JSON.parse(await page.textContent("form.answer pre"));
+  const reference = await page.inputValue("form.answer input[name=reference]");
+  say("paused", { current, kind: payload.kind, reference, status: await page.textContent("#run-status") });
+  await page.screenshot({ path: `${shots}/seed-000-confirm.png`, fullPage: true });
+
+  // An answer to another action: refused, said why, and the thread waits still.
+  await page.fill("form.answer input[name=reference]", "a9");
+  await page.click("form.answer >> text=Yes");
+  await page.waitForSelector("#run div.error[role=alert]:not([hidden])");
+  const refused = await page.textContent("#run div.error[role=alert]:not([hidden])");
+  await page.waitForSelector("form.answer input[name=reference]");
+  say("refused", { error: refused, status: await page.textContent("#run-status"), reference: await page.inputValue("form.answer input[name=reference]") });
+
+  await page.click("form.answer >> text=Yes");
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
+  const visited = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
+  const last = await page.$$eval("ol.steps > li", (ls) => ls.slice(-3).map((l) => l.dataset.node));
+  say("confirmed", { confirmedVisited: visited.includes("confirm_interrupt"), last });
+} finally {
+  say("console", { problems });
+  await browser.close();
+}
