@@ -211,6 +211,10 @@ pub(crate) enum Command {
         /// server takes it over from its last checkpoint.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
         run_lease: std::time::Duration,
+        /// Leave model calls' messages and replies out of run events (and so out of
+        /// streams, the page and the store's event log); only their sizes and timings stay.
+        #[arg(long)]
+        no_llm_content: bool,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,

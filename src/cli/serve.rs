@@ -27,6 +27,7 @@ pub(crate) struct ServeArgs {
     pub(crate) log_retention: Duration,
     pub(crate) thread_ttl: Option<Duration>,
     pub(crate) run_lease: Duration,
+    pub(crate) llm_content: bool,
     pub(crate) heartbeat: Duration,
     pub(crate) replay: Vec<PathBuf>,
     pub(crate) record: Option<PathBuf>,
@@ -81,6 +82,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 log_retention: args.log_retention,
                 thread_ttl: args.thread_ttl,
                 run_lease: args.run_lease,
+                llm_content: args.llm_content,
             },
         );
         let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();

@@ -290,6 +290,7 @@ impl Host {
             .with_max_steps(run.request.max_steps)
             .with_stop(run.stop.clone())
             .with_saved_events(true)
+            .with_llm_content(self.inner.llm_content)
             .with_events(tx);
         let work = async {
             let runner = &runner;

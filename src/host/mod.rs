@@ -62,6 +62,8 @@ pub struct HostOptions {
     /// With a store several processes share (Postgres): how long a claimed run stays
     /// this process's without a heartbeat, before another process takes it over.
     pub run_lease: Duration,
+    /// Model calls' events carry their messages and reply (the web page shows them).
+    pub llm_content: bool,
 }
 
 /// Something the host did that whoever runs it may want to log.
@@ -121,6 +123,7 @@ struct Inner {
     runs: Mutex<HashMap<String, Arc<RunHandle>>>,
     log_retention: Duration,
     thread_ttl: Option<Duration>,
+    llm_content: bool,
     closing: AtomicBool,
     notices: Mutex<Option<UnboundedSender<Notice>>>,
     /// Marks what this process hands out that the next one cannot honour (event ids).
@@ -158,6 +161,7 @@ impl Host {
                 runs: Mutex::new(HashMap::new()),
                 log_retention: options.log_retention,
                 thread_ttl: options.thread_ttl,
+                llm_content: options.llm_content,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
                 epoch,

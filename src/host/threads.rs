@@ -246,6 +246,15 @@ impl Host {
     }
 
     /// Copies a thread (its metadata and every checkpoint) into a new one.
+    /// The bytes and MIME type of a blob a tool's result was stored as
+    /// (`{"blob": "sha256:..."}` in state: a screenshot).
+    pub fn blob(&self, reference: &str) -> Result<(Vec<u8>, &'static str), HostError> {
+        self.inner
+            .tools
+            .blob(reference)
+            .ok_or_else(|| HostError::NotFound(format!("no blob `{reference}`")))
+    }
+
     pub fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
         self.closing()?;
         let view = self.thread(id)?;

@@ -51,6 +51,11 @@ impl ToolPool {
         }
     }
 
+    /// A blob MCP servers' results were stored as (a screenshot), by its reference.
+    pub(super) fn blob(&self, reference: &str) -> Option<(Vec<u8>, &'static str)> {
+        BlobStore::new(self.inner.blob_dir.clone()).get(reference)
+    }
+
     /// The client of `thread` for a run of `graph`, made when the thread has none (or
     /// had one for another graph version, which is stopped). Servers over the cap are
     /// stopped first, the idle thread unused longest first.

@@ -42,6 +42,24 @@ impl BlobStore {
         }))
     }
 
+    /// The bytes a reference (`sha256:<hex>`, as `put` returns it) names, and their MIME
+    /// type (from the file's extension); none when the store does not have them.
+    pub fn get(&self, reference: &str) -> Option<(Vec<u8>, &'static str)> {
+        let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+        // Only a hash names a file: nothing else can reach outside the directory.
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let hex = hex.to_ascii_lowercase();
+        let found = std::fs::read_dir(&self.dir).ok()?.find_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let ext = name.strip_prefix(&hex)?.strip_prefix('.')?.to_string();
+            (!ext.starts_with("tmp")).then_some(ext)
+        })?;
+        let bytes = std::fs::read(self.dir.join(format!("{hex}.{found}"))).ok()?;
+        Some((bytes, mime_of(&found)))
+    }
+
     /// Where the blob with this hash and MIME type lives.
     pub fn path_of(&self, sha256_hex: &str, mime_type: &str) -> PathBuf {
         self.dir
@@ -88,6 +106,28 @@ pub fn extension(mime_type: &str) -> &'static str {
     }
 }
 
+/// The MIME type of a blob file's extension (the inverse of [`extension`]).
+fn mime_of(extension: &str) -> &'static str {
+    match extension {
+        "png" => "image/png",
+        "jpg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "bmp" => "image/bmp",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "ogg" => "audio/ogg",
+        "flac" => "audio/flac",
+        "pdf" => "application/pdf",
+        "gz" => "application/gzip",
+        "zip" => "application/zip",
+        "json" => "application/json",
+        "txt" => "text/plain",
+        _ => "application/octet-stream",
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
@@ -113,6 +153,13 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(files, vec![format!("{hash}.txt")]);
+        // Read back by its reference; what is not a hash names nothing.
+        assert_eq!(
+            store.get(&format!("sha256:{hash}")),
+            Some((b"hello".to_vec(), "text/plain"))
+        );
+        assert_eq!(store.get(&format!("sha256:{}", "0".repeat(64))), None);
+        assert_eq!(store.get("sha256:../../etc/passwd"), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -51,6 +51,13 @@ pub enum Event {
         cache_hit: bool,
         latency_ms: u64,
         attempt: u32,
+        /// The messages sent, prompts rendered (only when the runner was asked for
+        /// content: [`super::Runner::with_llm_content`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        messages: Option<Vec<Json>>,
+        /// The model's answer: its text, or the tools it called (with content only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<Json>,
     },
     /// Every try of an LLM node failed and its `fallback` gave the output.
     LlmFallback {

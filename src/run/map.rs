@@ -49,6 +49,7 @@ impl Runner {
                     tools: cx.tools,
                     store: cx.store,
                     events: &events,
+                    llm_content: cx.llm_content,
                     item,
                     item_index: Some(index),
                 };

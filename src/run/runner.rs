@@ -51,6 +51,8 @@ pub struct Runner {
     pub(super) held: std::sync::Mutex<Option<Event>>,
     /// The store keeps records: without, they are built only for `Saved` events.
     pub(super) keep_records: bool,
+    /// LLM events carry the messages sent and the reply (see [`Runner::with_llm_content`]).
+    pub(super) llm_content: bool,
 }
 
 /// What a node's own work came to, before anything is written.
@@ -128,6 +130,7 @@ impl Runner {
             first_saved: AtomicBool::new(true),
             held: std::sync::Mutex::new(None),
             keep_records,
+            llm_content: false,
         }
     }
 
@@ -173,6 +176,15 @@ impl Runner {
     #[must_use]
     pub fn with_saved_events(mut self, values: bool) -> Self {
         self.saved = Some(values);
+        self
+    }
+
+    /// Puts what each model call was sent (its messages, prompts rendered) and what it
+    /// answered into its [`Event::LlmInvocation`], for a reader that shows them (the
+    /// server's page). Off by default: prompts can hold what a log should not.
+    #[must_use]
+    pub fn with_llm_content(mut self, content: bool) -> Self {
+        self.llm_content = content;
         self
     }
 
@@ -562,6 +574,7 @@ impl Runner {
             tools: &*self.tools,
             store: &*self.store,
             events,
+            llm_content: self.llm_content,
             item: None,
             item_index: None,
         };

@@ -21,6 +21,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/threads/count", post(count))
         .route("/threads/{id}", get(get_one).patch(patch).delete(delete))
         .route("/threads/{id}/copy", post(copy))
+        .route("/blobs/{reference}", get(blob))
         .route("/threads/{id}/state", get(state).post(update))
         .route("/threads/{id}/state/checkpoint", post(state_at_body))
         .route("/threads/{id}/state/{checkpoint_id}", get(state_at))
@@ -180,6 +181,13 @@ async fn copy(
     };
     let view = s.host.copy_thread(&id, upto)?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
+}
+
+/// Switchyard's own: a blob a tool's result was stored as (a screenshot), by the
+/// reference state holds (`sha256:<hex>`), with its MIME type.
+async fn blob(State(s): State<AppState>, Path(reference): Path<String>) -> ApiResult<Response> {
+    let (bytes, mime) = s.host.blob(&reference)?;
+    Ok(([(axum::http::header::CONTENT_TYPE, mime)], bytes).into_response())
 }
 
 #[derive(Deserialize, Default)]

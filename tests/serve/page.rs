@@ -136,4 +136,24 @@ async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_cl
     insta::assert_snapshot!(lines.join("\n"));
     assert_eq!(*sent.lock().unwrap(), [message], "sent once, after the Yes");
     assert_eq!(llm.seen().len(), 4);
+
+    // The screenshot the page showed, as the API hands it out; only a hash names one.
+    let h = s.http();
+    let threads = h.post("/threads/search", json!({})).await.json();
+    let shot = &threads[0]["values"]["last_screenshot"];
+    assert_eq!(shot["mime_type"], "image/png", "{shot}");
+    let png = h
+        .get(&format!("/blobs/{}", shot["blob"].as_str().unwrap()))
+        .await;
+    assert_eq!(png.status, 200);
+    assert_eq!(png.header("content-type"), Some("image/png"));
+    assert!(png.text.starts_with("\u{FFFD}PNG"), "a PNG");
+    let none = h.get("/blobs/sha256:..%2F..%2Fetc%2Fpasswd").await;
+    assert_eq!(
+        (none.status, none.json()),
+        (
+            404,
+            json!({ "detail": "no blob `sha256:../../etc/passwd`" })
+        )
+    );
 }

@@ -25,6 +25,8 @@ pub(crate) struct NodeCx<'a> {
     /// The run's store, for an llm node's cache.
     pub(crate) store: &'a dyn Checkpointer,
     pub(crate) events: &'a Option<UnboundedSender<Event>>,
+    /// LLM events carry the messages and the reply.
+    pub(crate) llm_content: bool,
     /// A mapped node's item, by the name the map gives it: what this run of the kind
     /// works on.
     pub(crate) item: Option<(Arc<str>, Arc<Json>)>,

@@ -123,6 +123,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             cache_hit: false,
             latency_ms: start.elapsed().as_millis() as u64,
             attempt,
+            messages: cx.llm_content.then(|| request.messages.clone()),
+            reply: cx.llm_content.then(|| reply_content(&reply)),
         });
         match offer.judge(&reply) {
             Ok(verdict) => {
@@ -426,8 +428,24 @@ fn from_cache(
         cache_hit: true,
         latency_ms: start.elapsed().as_millis() as u64,
         attempt: 1,
+        messages: None,
+        reply: cx.llm_content.then(|| output.clone()),
     });
     Some(done(body, Verdict { output, pseudo }, 0))
+}
+
+/// What a model answered, as an event shows it: its text (or refusal), and the tools
+/// it called.
+fn reply_content(reply: &crate::llm::LlmReply) -> Json {
+    json!({
+        "content": reply.content,
+        "refusal": reply.refusal,
+        "tool_calls": reply
+            .tool_calls
+            .iter()
+            .map(|c| json!({ "name": c.name, "arguments": c.arguments }))
+            .collect::<Vec<_>>(),
+    })
 }
 
 fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {

@@ -290,6 +290,29 @@ function inputForm(schema, start) {
 
 // ---- Runs ------------------------------------------------------------------------
 
+/// The image blobs a value holds (`{"blob": "sha256:...", "mime_type": "image/..."}`, as
+/// a screenshot tool's result is kept in state), a few levels down.
+function imageBlobs(value, out = [], depth = 0) {
+  if (!value || typeof value !== "object" || depth > 3) return out;
+  if (typeof value.blob === "string" && value.blob.startsWith("sha256:") && String(value.mime_type || "").startsWith("image/")) {
+    out.push(value.blob);
+    return out;
+  }
+  for (const v of Array.isArray(value) ? value : Object.values(value)) imageBlobs(v, out, depth + 1);
+  return out;
+}
+
+/// An image of a blob, fetched with the API key (an <img> alone could not send it).
+function blobImage(ref) {
+  const img = h("img", { class: "shot", alt: `screenshot ${ref.slice(7, 19)}`, "data-blob": ref });
+  fetch(`/blobs/${ref}`, { headers: headers() })
+    .then((r) => (r.ok ? r.blob() : null))
+    .then((b) => {
+      if (b) img.src = URL.createObjectURL(b);
+    });
+  return img;
+}
+
 /// Runs `body` on `thread` and shows it as it goes: the node at work highlighted, the
 /// path drawn, a step per node with what it wrote, its model and tool calls and its
 /// route; a stop button while it runs; the interrupt's form when it pauses.
@@ -343,6 +366,15 @@ async function follow(run) {
             break;
           case "llm_invocation":
             detail(`model ${data.model}: ${data.tokens_in} tokens in, ${data.tokens_out} out${data.cache_hit ? ", from the cache" : ""}, ${data.latency_ms} ms`);
+            if (current && data.messages) {
+              const text = data.messages.map((m) => `${m.role}: ${typeof m.content === "string" ? m.content : show(m.content)}`).join("\n\n");
+              $(".detail", current).append(h("details", { class: "prompt" }, h("summary", { text: "Prompt" }), h("pre", { text })));
+            }
+            if (current && data.reply) {
+              const r = data.reply;
+              const text = r.content !== undefined ? [r.content, r.refusal && `refused: ${r.refusal}`, ...(r.tool_calls || []).map((c) => `${c.name}(${c.arguments})`)].filter(Boolean).join("\n") : show(r);
+              $(".detail", current).append(h("details", { class: "reply" }, h("summary", { text: "Reply" }), h("pre", { text })));
+            }
             break;
           case "tool_call":
             detail(`tool ${data.server}/${data.tool}(${JSON.stringify(data.arguments)})${data.is_error ? " failed" : ""}, ${data.duration_ms} ms`);
@@ -364,7 +396,7 @@ async function follow(run) {
           if (node.startsWith("__") || !writes || typeof writes !== "object") continue;
           const li = current && current.dataset.node === node ? current : stepOf(node);
           const ul = h("ul", { class: "writes" }, Object.entries(writes).map(([k, v]) => h("li", { text: `${k} = ${JSON.stringify(v)}` })));
-          li.append(ul);
+          li.append(ul, ...imageBlobs(writes).map(blobImage));
         }
       }
       if (name === "error") detail(`error: ${data.message || show(data)}`);
@@ -415,7 +447,9 @@ function answerForm(state, details, send) {
   };
   const props = (schema && schema.properties) || {};
   const names = Object.keys(props);
-  const form = h("form", { class: "answer panel" }, h("h2", { text: `Waiting at ${node}` }), h("pre", { text: show(interrupt.value) }));
+  // What the person is asked about, and what the run last saw (a screenshot).
+  const seen = imageBlobs(state.values).slice(-1).map(blobImage);
+  const form = h("form", { class: "answer panel" }, h("h2", { text: `Waiting at ${node}` }), h("pre", { text: show(interrupt.value) }), ...seen);
   // One yes-or-no property (`confirmed`): Yes and No buttons, the other fields beside
   // them filled from the payload where it has them (the `reference` being answered).
   const flags = names.filter((n) => props[n].type === "boolean");

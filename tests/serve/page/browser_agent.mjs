@@ -29,7 +29,18 @@ try {
   const current = await page.$$eval(".drawing .node.current", (ns) => ns.map((n) => n.dataset.node));
   const payload = JSON.parse(await page.textContent("form.answer pre"));
   const reference = await page.inputValue("form.answer input[name=reference]");
-  say("paused", { current, kind: payload.kind, reference, status: await page.textContent("#run-status") });
+  // The page the run last saw, from the blob store, beside the question.
+  await page.waitForFunction(() => {
+    const img = document.querySelector("form.answer img.shot");
+    return img && img.complete && img.naturalWidth > 0;
+  });
+  const screenshot = await page.$eval("form.answer img.shot", (img) => img.naturalWidth > 100 && img.dataset.blob.startsWith("sha256:"));
+  const stepShots = await page.$$eval("ol.steps img.shot", (imgs) => imgs.length > 0);
+  // Each model call with what it was sent and what it answered.
+  const calls = await page.$$eval("ol.steps details.reply pre", (ps) => ps.map((p) => JSON.parse(p.textContent).kind));
+  const prompts = await page.$$eval("ol.steps details.prompt pre", (ps) => ps.map((p) => p.textContent.startsWith("system: ")));
+  say("model", { replies: calls, promptsStartWithSystem: prompts });
+  say("paused", { current, kind: payload.kind, reference, status: await page.textContent("#run-status"), screenshot, stepShots });
   await page.screenshot({ path: `${shots}/seed-000-confirm.png`, fullPage: true });
 
   // An answer to another action: refused, said why, and the thread waits still.
