@@ -388,6 +388,12 @@ async function follow(run) {
           case "interrupted":
             detail("paused for an answer");
             break;
+          case "limit_reached":
+            detail(`the ${data.limit} limit was reached${data.to ? `: on to ${data.to}` : ""}`);
+            break;
+          case "stopped":
+            detail("stopped here");
+            break;
           default:
         }
       }

@@ -85,6 +85,27 @@ try {
   const kept = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
   say("fork", { checkpoints: forked, steps: again, visited: kept });
 
+  // A step limit from the form: the run ends when it is reached.
+  await page.goto(url + "/#/graph/approve");
+  await page.reload();
+  await page.fill("form.inputs input[name=budget]", "100");
+  await page.fill("form.inputs input[name=max_steps]", "4");
+  await page.click("text=Start run");
+  await page.waitForFunction(() => {
+    const s = document.querySelector("#run-status");
+    return s && s.textContent !== "running";
+  });
+  const limited = await page.$$eval("ol.steps > li", (ls) => ls.map((l) => l.innerText.replace(/\s+/g, " ").trim()));
+  say("max steps", { status: await page.textContent("#run-status"), steps: limited });
+
+  // The stop button: a run that would count for ever ends where it was stopped.
+  await page.goto(url + "/#/graph/spin");
+  await page.click("text=Start run");
+  await page.waitForSelector("ol.steps > li");
+  await page.click("#run button.danger");
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent !== "running");
+  say("stopped", { status: await page.textContent("#run-status"), disabled: await page.$eval("#run button.danger", (b) => b.disabled) });
+
   // A graph whose edit broke it: its diagnostics on the page.
   await page.goto(url + "/#/graph/broken");
   await page.waitForSelector("pre.diagnostics");
