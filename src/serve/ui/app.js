@@ -354,9 +354,11 @@ async function follow(run) {
     return li;
   };
   const detail = (text) => current && $(".detail", current).append(h("div", { text }));
+  // The state before each node, to show what its writes changed.
+  let before = null;
   after.replaceChildren();
   try {
-    await stream(`/threads/${encodeURIComponent(thread)}/runs/stream`, { ...body, stream_mode: ["custom", "updates"] }, (name, data) => {
+    await stream(`/threads/${encodeURIComponent(thread)}/runs/stream`, { ...body, stream_mode: ["custom", "updates", "values"] }, (name, data) => {
       if (name === "metadata") runId = data.run_id;
       if (name === "custom") {
         switch (data.event) {
@@ -401,10 +403,19 @@ async function follow(run) {
         for (const [node, writes] of Object.entries(data)) {
           if (node.startsWith("__") || !writes || typeof writes !== "object") continue;
           const li = current && current.dataset.node === node ? current : stepOf(node);
-          const ul = h("ul", { class: "writes" }, Object.entries(writes).map(([k, v]) => h("li", { text: `${k} = ${JSON.stringify(v)}` })));
+          const ul = h(
+            "ul",
+            { class: "writes" },
+            Object.entries(writes).map(([k, v]) => {
+              const was = before && k in before ? JSON.stringify(before[k]) : undefined;
+              const now = JSON.stringify(v);
+              return h("li", { text: was === undefined || was === now ? `${k} = ${now}` : `${k}: ${was} → ${now}` });
+            }),
+          );
           li.append(ul, ...imageBlobs(writes).map(blobImage));
         }
       }
+      if (name === "values") before = data;
       if (name === "error") detail(`error: ${data.message || show(data)}`);
     });
   } catch (err) {
