@@ -38,6 +38,7 @@ pub mod source;
 pub mod spec;
 pub mod store;
 pub mod suggestion;
+pub mod telemetry;
 pub mod topology;
 
 pub use diagnostic::{Diagnostic, Severity};

@@ -18,4 +18,5 @@ mod seeds_browser;
 mod seeds_tools;
 mod serve;
 mod store;
+mod telemetry;
 mod util;

@@ -215,6 +215,14 @@ pub(crate) enum Command {
         /// streams, the page and the store's event log); only their sizes and timings stay.
         #[arg(long)]
         no_llm_content: bool,
+        /// Export OpenTelemetry traces of every run over OTLP/HTTP to this collector (a
+        /// base URL, or one ending in `/v1/traces`); without it,
+        /// `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
+        #[arg(long, value_name = "URL")]
+        otlp: Option<String>,
+        /// Put prompts, replies and tool arguments into the spans.
+        #[arg(long)]
+        otlp_content: bool,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,
@@ -364,6 +372,13 @@ pub(crate) struct CommonArgs {
     /// Answer LLM requests from a recording, with no network.
     #[arg(long, value_name = "FILE")]
     pub(crate) replay: Option<PathBuf>,
+    /// Export OpenTelemetry traces over OTLP/HTTP to this collector (a base URL, or
+    /// one ending in `/v1/traces`); without it, `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
+    #[arg(long, value_name = "URL")]
+    pub(crate) otlp: Option<String>,
+    /// Put prompts, replies and tool arguments into the spans (and the model events).
+    #[arg(long)]
+    pub(crate) otlp_content: bool,
 }
 
 impl From<CommonArgs> for super::run::Common {
@@ -375,6 +390,7 @@ impl From<CommonArgs> for super::run::Common {
             }),
             max_steps: c.max_steps,
             json: c.json,
+            trace: switchyard::telemetry::TraceOptions::resolve(c.otlp.as_deref(), c.otlp_content),
             llm: switchyard::llm::LlmOptions {
                 record: c.record,
                 replay: c.replay,

@@ -17,6 +17,8 @@ pub(crate) struct Common {
     pub(crate) store: StoreArg,
     pub(crate) max_steps: Option<u64>,
     pub(crate) json: bool,
+    /// Where traces go, when anywhere.
+    pub(crate) trace: Option<switchyard::telemetry::TraceOptions>,
     pub(crate) llm: switchyard::llm::LlmOptions,
 }
 
@@ -139,6 +141,7 @@ struct Session {
     file: PathBuf,
     store: StoreArg,
     json: bool,
+    trace: Option<switchyard::telemetry::TraceOptions>,
     /// The flags a printed resume command repeats, so the run goes on as it started
     /// (a replayed run is not resumed against the real endpoint).
     carried: Vec<String>,
@@ -160,6 +163,7 @@ impl Session {
         let llm = switchyard::llm::llm_client(&graph, &common.llm)?;
         let mut runner = Runner::new(Arc::new(graph), store)
             .with_max_steps(common.max_steps)
+            .with_llm_content(common.trace.as_ref().is_some_and(|t| t.content))
             .with_llm(llm);
         let events = runner.events();
         let mut tools = McpClient::new(&root, BlobStore::new(common.store.blob_dir()));
@@ -190,12 +194,33 @@ impl Session {
             file,
             store: common.store.clone(),
             json: common.json,
+            trace: common.trace.clone(),
             carried,
         })
     }
 
     fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
         super::runtime()?.block_on(async move {
+            let tracer = self.trace.take().map(switchyard::telemetry::Tracer::start);
+            self.envelope.tracer = tracer.clone();
+            let result = self.drive_on(thread, start).await;
+            if let Some(t) = tracer {
+                // Sent before the process ends; a collector that is down costs a warning.
+                let (failed, last) = t.flush().await;
+                if failed > 0 {
+                    eprintln!(
+                        "warning: {failed} trace export{} failed: {}",
+                        if failed == 1 { "" } else { "s" },
+                        last.unwrap_or_default()
+                    );
+                }
+            }
+            result
+        })
+    }
+
+    async fn drive_on(&mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
+        {
             let stop_asked = watch_signals(self.runner.stop_handle());
             let interactive = std::io::stdin().is_terminal() && !self.json;
             let mut lines = interactive.then(stdin_lines);
@@ -259,7 +284,7 @@ impl Session {
                     Err(e) => return Err(e.into()),
                 }
             }
-        })
+        }
     }
 
     /// Asks the person at the terminal; `None` when stdin closed. A timed-out
@@ -404,11 +429,12 @@ fn now_ms() -> u64 {
 pub(crate) const EVENTS_VERSION: u64 = 1;
 
 /// What each NDJSON line carries besides its event: the thread and the run, from the
-/// run's `run_started` (its first event).
+/// run's `run_started` (its first event); and the tracer every event also goes to.
 #[derive(Default)]
 pub(crate) struct Envelope {
     thread: Option<Arc<str>>,
     run: Option<u64>,
+    pub(crate) tracer: Option<switchyard::telemetry::Tracer>,
 }
 
 impl Envelope {
@@ -457,6 +483,9 @@ async fn pump<T>(
 }
 
 fn print_event(e: &Event, json: bool, envelope: &mut Envelope) {
+    if let Some(t) = &envelope.tracer {
+        t.observe("cli", e);
+    }
     // A closed stdout or stderr must not turn into a panic; the run goes on.
     if json {
         if let Some(line) = envelope.line(e) {

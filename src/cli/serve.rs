@@ -28,6 +28,7 @@ pub(crate) struct ServeArgs {
     pub(crate) thread_ttl: Option<Duration>,
     pub(crate) run_lease: Duration,
     pub(crate) llm_content: bool,
+    pub(crate) trace: Option<switchyard::telemetry::TraceOptions>,
     pub(crate) heartbeat: Duration,
     pub(crate) replay: Vec<PathBuf>,
     pub(crate) record: Option<PathBuf>,
@@ -70,6 +71,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             let paths = args.paths.clone();
             tokio::task::spawn_blocking(move || Graphs::load(paths)).await?
         };
+        let tracer = args.trace.clone().map(switchyard::telemetry::Tracer::start);
         let host = Host::new(
             graphs,
             HostOptions {
@@ -83,6 +85,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 thread_ttl: args.thread_ttl,
                 run_lease: args.run_lease,
                 llm_content: args.llm_content,
+                tracer: tracer.clone(),
             },
         );
         let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -168,6 +171,15 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
         // Every notice of the shutdown (the runs it ended) is printed before `stopped`.
         host.close_notices();
+        if let Some(t) = &tracer {
+            let (failed, last) = t.flush().await;
+            if failed > 0 {
+                let _ = tx.send(
+                    serde_json::json!({ "notice": "traces_lost", "exports": failed, "error": last })
+                        .to_string(),
+                );
+            }
+        }
         let _ = tokio::time::timeout(Duration::from_secs(5), forwarding).await;
         let _ = tx.send(serde_json::json!({ "notice": "stopped" }).to_string());
         let _ = tx.0.send(None);

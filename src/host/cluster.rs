@@ -238,6 +238,9 @@ impl Host {
     /// A driven run's event: in its log, and, for processes following it, kept to be
     /// written to the store by [`Host::save_events`].
     pub(super) fn record_event(&self, run: &RunHandle, event: Event) {
+        if let Some(t) = &self.inner.tracer {
+            t.observe(&run.id, &event);
+        }
         if self.cluster().is_some() {
             // Under the lock, so that the events kept are in the log's order.
             let mut unsaved = lock(&run.unsaved);

@@ -64,6 +64,8 @@ pub struct HostOptions {
     pub run_lease: Duration,
     /// Model calls' events carry their messages and reply (the web page shows them).
     pub llm_content: bool,
+    /// Every run's events also go here, to be exported as traces.
+    pub tracer: Option<crate::telemetry::Tracer>,
 }
 
 /// Something the host did that whoever runs it may want to log.
@@ -124,6 +126,7 @@ struct Inner {
     log_retention: Duration,
     thread_ttl: Option<Duration>,
     llm_content: bool,
+    tracer: Option<crate::telemetry::Tracer>,
     closing: AtomicBool,
     notices: Mutex<Option<UnboundedSender<Notice>>>,
     /// Marks what this process hands out that the next one cannot honour (event ids).
@@ -162,6 +165,7 @@ impl Host {
                 log_retention: options.log_retention,
                 thread_ttl: options.thread_ttl,
                 llm_content: options.llm_content,
+                tracer: options.tracer,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
                 epoch,

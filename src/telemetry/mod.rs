@@ -1,0 +1,192 @@
+//! OpenTelemetry traces of runs, exported over OTLP/HTTP (JSON): a span per run, node,
+//! model call and tool call, named and attributed as the GenAI semantic conventions say
+//! (`invoke_agent`, `chat`, `execute_tool`; `gen_ai.usage.input_tokens`, ...). Off
+//! unless asked for (`--otlp URL`, or `OTEL_EXPORTER_OTLP_ENDPOINT`). Spans are made
+//! from the run's events ([`Spans`]), so the runner knows nothing of tracing; they are
+//! sent when each run ends, by a task of their own, so a slow collector never slows a
+//! run. Prompt and completion content go into spans only when asked (`content`).
+
+mod spans;
+
+pub use spans::{Span, Spans};
+
+use crate::run::Event;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+/// Where traces go and what they carry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceOptions {
+    /// The URL spans are posted to (`.../v1/traces`).
+    pub endpoint: String,
+    /// Prompts, replies and tool arguments go into spans.
+    pub content: bool,
+    /// `service.name` of the resource.
+    pub service: String,
+}
+
+impl TraceOptions {
+    /// From `--otlp URL` when given, else the standard environment variables:
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the URL as it is), or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base, `/v1/traces` added); none without either.
+    /// `OTEL_SERVICE_NAME` names the service (`switchyard` by default).
+    pub fn resolve(flag: Option<&str>, content: bool) -> Option<TraceOptions> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let endpoint = match flag {
+            Some(url) => traces_url(url),
+            None => match env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+                Some(url) => url,
+                None => traces_url(&env("OTEL_EXPORTER_OTLP_ENDPOINT")?),
+            },
+        };
+        Some(TraceOptions {
+            endpoint,
+            content,
+            service: env("OTEL_SERVICE_NAME").unwrap_or_else(|| "switchyard".into()),
+        })
+    }
+}
+
+/// A collector's base URL as the traces URL (one that names its path is kept).
+fn traces_url(base: &str) -> String {
+    let base = base.trim_end_matches('/');
+    if base.ends_with("/v1/traces") {
+        base.to_string()
+    } else {
+        format!("{base}/v1/traces")
+    }
+}
+
+enum Message {
+    Event {
+        key: String,
+        at_ms: u64,
+        event: Event,
+    },
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Takes events of runs and exports their spans. Cheap to clone; clones share the
+/// exporter.
+#[derive(Clone)]
+pub struct Tracer {
+    tx: UnboundedSender<Message>,
+    failures: Arc<AtomicU64>,
+    last_error: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Tracer {
+    /// Starts the exporter on the current Tokio runtime.
+    pub fn start(options: TraceOptions) -> Tracer {
+        let (tx, mut rx) = unbounded_channel::<Message>();
+        let failures = Arc::new(AtomicU64::new(0));
+        let last_error = Arc::new(std::sync::Mutex::new(None));
+        let (failed, last) = (failures.clone(), last_error.clone());
+        // reqwest is built without a TLS provider of its own: ours, as for LLM calls.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .build()
+                .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
+            let mut spans = Spans::new(options.content);
+            while let Some(m) = rx.recv().await {
+                match m {
+                    Message::Event { key, at_ms, event } => {
+                        let Some(done) = spans.event(&key, at_ms, &event) else {
+                            continue;
+                        };
+                        let sent = match &client {
+                            Ok(c) => export(c, &options, &done).await,
+                            Err(e) => Err(e.clone()),
+                        };
+                        if let Err(e) = sent {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        }
+                    }
+                    Message::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        Tracer {
+            tx,
+            failures,
+            last_error,
+        }
+    }
+
+    /// One event of the run under `key` (any id that tells concurrent runs apart).
+    pub fn observe(&self, key: &str, event: &Event) {
+        // Deltas are many and say nothing a span keeps.
+        if matches!(event, Event::TextDelta { .. } | Event::Saved { .. }) {
+            return;
+        }
+        let _ = self.tx.send(Message::Event {
+            key: key.to_string(),
+            at_ms: now_ms(),
+            event: event.clone(),
+        });
+    }
+
+    /// Waits until every span of the runs that ended so far has been sent (or failed);
+    /// how many exports failed, and the last failure.
+    pub async fn flush(&self) -> (u64, Option<String>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Message::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+        (
+            self.failures.load(Ordering::SeqCst),
+            self.last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// Posts one run's spans; why it failed.
+async fn export(
+    client: &reqwest::Client,
+    options: &TraceOptions,
+    spans: &[Span],
+) -> Result<(), String> {
+    let body = json!({
+        "resourceSpans": [{
+            "resource": { "attributes": [
+                { "key": "service.name", "value": { "stringValue": options.service } },
+                { "key": "service.version", "value": { "stringValue": env!("CARGO_PKG_VERSION") } },
+            ] },
+            "scopeSpans": [{
+                "scope": { "name": "switchyard", "version": env!("CARGO_PKG_VERSION") },
+                "spans": spans.iter().map(Span::to_otlp).collect::<Vec<_>>(),
+            }],
+        }],
+    });
+    let response = client
+        .post(&options.endpoint)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| format!("cannot send traces to {}: {e}", options.endpoint))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "the collector at {} answered {}",
+            options.endpoint,
+            response.status()
+        ));
+    }
+    Ok(())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,190 @@
+//! OpenTelemetry traces over OTLP/HTTP: `switchyard run --otlp URL` against a receiver
+//! on 127.0.0.1 (the scripted HTTP server, answering 200), what arrives decoded with
+//! the official OTLP definitions (`opentelemetry-proto`'s JSON mapping): one span per
+//! run, node, model call and tool call, named and attributed by the GenAI conventions.
+
+use crate::llm::server::{Answer, Server, completion};
+use crate::util::switchyard;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span;
+
+/// A collector that takes `n` exports.
+async fn collector(n: usize) -> Server {
+    let ok = || Answer::Body {
+        status: 200,
+        headers: Vec::new(),
+        body: "{}".into(),
+    };
+    Server::start((0..n).map(|_| ok()).collect()).await
+}
+
+/// Runs the traced graph with `extra` flags, the model answering from `llm`.
+async fn run_traced(llm: &Server, extra: &[&str]) -> crate::util::Output {
+    let mut args = vec![
+        "run",
+        "tests/fixtures/telemetry/traced.toml",
+        "--input",
+        r#"{"question": "2 + 2?"}"#,
+        "--thread",
+        "t1",
+        "--store",
+        "memory",
+    ];
+    args.extend_from_slice(extra);
+    let cmd = switchyard(&args).env("OPENAI_BASE_URL", llm.url());
+    tokio::task::spawn_blocking(move || cmd.run())
+        .await
+        .unwrap()
+}
+
+/// The spans of every export, as a tree: name, status, then attributes.
+fn tree(collector: &Server) -> String {
+    let mut spans: Vec<Span> = Vec::new();
+    for seen in collector.seen() {
+        assert_eq!(seen.path, "/v1/traces");
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        let request: ExportTraceServiceRequest = serde_json::from_value(seen.body.clone())
+            .unwrap_or_else(|e| panic!("not OTLP JSON ({e}): {}", seen.body));
+        for resource in request.resource_spans {
+            let service = resource.resource.unwrap().attributes;
+            assert_eq!(service[0].key, "service.name");
+            for scope in resource.scope_spans {
+                assert_eq!(scope.scope.unwrap().name, "switchyard");
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    let trace = spans[0].trace_id.clone();
+    assert!(
+        spans.iter().all(|s| s.trace_id == trace),
+        "one trace per run"
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.start_time_unix_nano <= s.end_time_unix_nano)
+    );
+    let mut out = String::new();
+    fn print(spans: &[Span], parent: &[u8], depth: usize, out: &mut String) {
+        let mut children: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == parent)
+            .collect();
+        children.sort_by_key(|s| (s.start_time_unix_nano, s.name.clone()));
+        for s in children {
+            let status = s.status.as_ref().map_or(0, |st| st.code);
+            out.push_str(&format!(
+                "{}{} (kind {}, status {status})\n",
+                "  ".repeat(depth),
+                s.name,
+                s.kind
+            ));
+            for a in &s.attributes {
+                let value = match a.value.as_ref().and_then(|v| v.value.clone()) {
+                    Some(Value::StringValue(v)) => format!("{v:?}"),
+                    Some(Value::IntValue(v)) => v.to_string(),
+                    Some(Value::BoolValue(v)) => v.to_string(),
+                    Some(Value::DoubleValue(v)) => v.to_string(),
+                    other => format!("{other:?}"),
+                };
+                out.push_str(&format!("{}  . {} = {value}\n", "  ".repeat(depth), a.key));
+            }
+            print(spans, &s.span_id, depth + 1, out);
+        }
+    }
+    print(&spans, &[], 0, &mut out);
+    out
+}
+
+#[tokio::test]
+async fn a_run_is_traced_with_a_span_per_run_node_model_call_and_tool_call() {
+    let llm = Server::start(vec![completion(r#"{"text": "four"}"#, 12, 3)]).await;
+    let otlp = collector(1).await;
+    let base = otlp.url().trim_end_matches("/v1").to_string();
+    let out = run_traced(&llm, &["--otlp", &base]).await.code(0);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    assert_eq!(otlp.seen().len(), 1, "one export, when the run ended");
+    insta::assert_snapshot!(tree(&otlp));
+}
+
+#[tokio::test]
+async fn content_goes_into_spans_only_when_asked_and_a_collector_that_is_down_costs_a_warning() {
+    let llm = Server::start(vec![completion(r#"{"text": "four"}"#, 12, 3)]).await;
+    let otlp = collector(1).await;
+    let url = otlp.url().replace("/v1", "/v1/traces");
+    run_traced(&llm, &["--otlp", &url, "--otlp-content"])
+        .await
+        .code(0);
+    let text = tree(&otlp);
+    assert!(
+        text.contains(r#". gen_ai.input.messages = "[{\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"content\":\"Answer in a word: 2 + 2?\"}]}]""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#". gen_ai.output.messages = "[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"{\\\"text\\\": \\\"four\\\"}\"}]}]""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#". gen_ai.tool.call.arguments = "{\"message\":\"four\"}""#),
+        "{text}"
+    );
+
+    // Nothing listens there: the run is not held up, and says so once it ends.
+    let llm = Server::start(vec![completion(r#"{"text": "four"}"#, 12, 3)]).await;
+    let out = run_traced(&llm, &["--otlp", "http://127.0.0.1:9"])
+        .await
+        .code(0);
+    assert!(
+        out.stderr.contains(
+            "warning: 1 trace export failed: cannot send traces to http://127.0.0.1:9/v1/traces"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `switchyard serve --otlp`: each run the server drives is a trace, its thread the
+/// conversation.
+#[tokio::test]
+async fn the_server_traces_the_runs_it_drives() {
+    let otlp = collector(1).await;
+    let base = otlp.url().trim_end_matches("/v1").to_string();
+    let s = crate::serve::server::serve(&["tests/fixtures/serve/three.toml"])
+        .arg("--otlp")
+        .arg(&base)
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", serde_json::json!({ "thread_id": "traced" }))
+        .await;
+    let done = h
+        .post(
+            "/threads/traced/runs/wait",
+            serde_json::json!({ "assistant_id": "three", "input": { "input": "x" } }),
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    for _ in 0..100 {
+        if !otlp.seen().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let text = tree(&otlp);
+    let names: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('.'))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "invoke_agent three (kind 1, status 0)",
+            "node a (kind 1, status 0)",
+            "node b (kind 1, status 0)",
+            "node c (kind 1, status 0)",
+        ]
+    );
+    assert!(text.contains(r#". gen_ai.conversation.id = "traced""#), "{text}");
+}
