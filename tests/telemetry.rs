@@ -186,5 +186,8 @@ async fn the_server_traces_the_runs_it_drives() {
             "node c (kind 1, status 0)",
         ]
     );
-    assert!(text.contains(r#". gen_ai.conversation.id = "traced""#), "{text}");
+    assert!(
+        text.contains(r#". gen_ai.conversation.id = "traced""#),
+        "{text}"
+    );
 }

@@ -40,6 +40,9 @@ pub struct PostgresStore {
     held: Arc<Mutex<HashSet<String>>>,
     /// For `wait_for_runs`: the listening connection's news, made on first use.
     heard: Mutex<Option<Arc<queue::Heard>>>,
+    /// A connection for lease renewals alone, made on first use: a heartbeat waits
+    /// behind no claim, sweep or page of history, so a busy process keeps its leases.
+    leases: Mutex<Option<mpsc::Sender<Job>>>,
     config: postgres::Config,
 }
 
@@ -282,6 +285,7 @@ impl PostgresStore {
             url: shown,
             held: Arc::default(),
             heard: Mutex::new(None),
+            leases: Mutex::new(None),
             config,
         })
     }
@@ -651,7 +655,18 @@ impl Checkpointer for PostgresStore {
         until_ms: u64,
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
         let (worker, runs) = (worker.to_string(), runs.to_vec());
-        self.call(move |s| s.renew_leases(&worker, &runs, until_ms))
+        let jobs = {
+            let mut slot = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(j) => j.clone(),
+                None => {
+                    let j = Self::connection(&self.config, &self.url, false)?;
+                    *slot = Some(j.clone());
+                    j
+                }
+            }
+        };
+        self.call_on(&jobs, move |s| s.renew_leases(&worker, &runs, until_ms))
     }
 
     fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
