@@ -301,6 +301,18 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     store.delete_run("r1").unwrap();
     assert_eq!(store.get_run("r1").unwrap(), None);
 
+    // A run refused on a busy thread (`reject`) names the runs in its way, writes nothing.
+    let r4 = run_record("r4", "t2", RunStatus::Pending, 13);
+    assert_eq!(
+        store.put_run_unless_busy(&r4).unwrap(),
+        Err(vec!["r3".to_string()])
+    );
+    assert_eq!(store.get_run("r4").unwrap(), None);
+    let r5 = run_record("r5", "t5", RunStatus::Pending, 14);
+    assert_eq!(store.put_run_unless_busy(&r5).unwrap(), Ok(()));
+    assert_eq!(store.get_run("r5").unwrap(), Some(r5));
+    store.delete_run("r5").unwrap();
+
     // Deleting a thread removes its records, its entry and its runs, nothing else.
     store.append(record("t1", 0, "n", json!(1))).unwrap();
     store.delete_thread("t1").unwrap();

@@ -108,11 +108,29 @@ impl Host {
         store.put_thread(&thread_record)?;
         // The handle first: this process's dispatcher may claim the run as soon as it
         // is stored, and must drive the handle the caller follows, not one of its own.
+        let reject = request.multitask_strategy == Multitask::Reject;
         let run = RunHandle::new(record.clone(), request);
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
-        if let Err(e) = store.put_run(&record) {
-            lock(&self.inner.runs).remove(&run.id);
-            return Err(e.into());
+        // With `reject`, the check above may be stale (another process may have taken
+        // a run for the thread since): the store checks again as it writes.
+        let put = if reject {
+            store.put_run_unless_busy(&record)
+        } else {
+            store.put_run(&record).map(Ok)
+        };
+        match put {
+            Ok(Ok(())) => {}
+            Ok(Err(busy)) => {
+                lock(&self.inner.runs).remove(&run.id);
+                return Err(super::runs::refused_busy(
+                    &thread_id,
+                    busy.iter().map(String::as_str),
+                ));
+            }
+            Err(e) => {
+                lock(&self.inner.runs).remove(&run.id);
+                return Err(e.into());
+            }
         }
         self.spawn_mirror(run.clone());
         if let Some(c) = self.cluster() {

@@ -360,6 +360,21 @@ pub trait Checkpointer: Send + Sync {
 
     /// Creates or replaces a run.
     fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Creates a run unless its thread has a run pending or running (a `reject`
+    /// multitask strategy): their ids then, and nothing written. A store several
+    /// processes share makes the check and the write one step.
+    fn put_run_unless_busy(&self, run: &RunRecord) -> Result<Result<(), Vec<String>>, StoreError> {
+        let busy: Vec<String> = self
+            .runs(&run.thread)?
+            .into_iter()
+            .filter(|r| r.status.in_flight())
+            .map(|r| r.id)
+            .collect();
+        if !busy.is_empty() {
+            return Ok(Err(busy));
+        }
+        self.put_run(run).map(Ok)
+    }
     fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The runs of a thread, oldest first.
     fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;

@@ -61,6 +61,50 @@ fn sql(db: &str, query: &str) -> String {
     .unwrap()
 }
 
+/// Runs asked of two servers at once for one idle thread, `reject` each: one is taken,
+/// the others refused naming it, whichever server each went to.
+#[tokio::test]
+async fn a_thread_takes_one_run_however_many_servers_are_asked_at_once() {
+    let db = crate::postgres::database();
+    let dir = tempfile::tempdir().unwrap();
+    let w = workers(&db, 2, dir.path()).await;
+    let (a, b) = (w[0].http(), w[1].http());
+    a.post("/threads", json!({ "thread_id": "race" })).await;
+    let asks = (0..8).map(|i| {
+        let h = if i % 2 == 0 { a.clone() } else { b.clone() };
+        async move {
+            h.post(
+                "/threads/race/runs",
+                json!({ "assistant_id": "spin", "input": { "label": "r" }, "multitask_strategy": "reject" }),
+            )
+            .await
+        }
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    let taken: Vec<String> = answers
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(|r| r.json()["run_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        taken.len(),
+        1,
+        "{:?}",
+        answers.iter().map(|r| &r.text).collect::<Vec<_>>()
+    );
+    for r in answers.iter().filter(|r| r.status != 200) {
+        assert_eq!(r.status, 409, "{}", r.text);
+        assert!(r.text.contains(&taken[0]), "{}", r.text);
+    }
+    let runs = a.get("/threads/race/runs").await.json();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    a.post(
+        &format!("/threads/race/runs/{}/cancel", taken[0]),
+        json!({}),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn servers_on_one_database_share_runs_streams_answers_and_cancels() {
     let db = crate::postgres::database();

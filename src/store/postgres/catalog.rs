@@ -82,13 +82,6 @@ impl Session {
                  kwargs = excluded.kwargs, multitask = excluded.multitask, error = excluded.error, first_seq = excluded.first_seq",
         )?;
         let (metadata, kwargs) = (r.metadata.to_string(), r.kwargs.to_string());
-        if r.status == RunStatus::Pending {
-            // Wakes the processes waiting for runs (`wait_for_runs`), once this commits.
-            let notify = self.prepared("SELECT pg_notify('switchyard_runs', $1)")?;
-            self.client()?
-                .execute(&notify, &[&r.id])
-                .map_err(|e| self.pg(e))?;
-        }
         self.client()?
             .execute(
                 &put,
@@ -117,6 +110,43 @@ impl Session {
                 .map_err(|e| self.pg(e))?;
         }
         Ok(())
+    }
+
+    /// Stores a new run unless its thread has one pending or running: those runs' ids
+    /// then, and nothing written. One transaction under a lock of the thread's (in a
+    /// key space of its own, apart from the claims'), so two processes taking runs for
+    /// one thread at once cannot both find it idle.
+    pub(super) fn put_run_unless_busy(
+        &mut self,
+        r: &RunRecord,
+    ) -> Result<Result<(), Vec<String>>, StoreError> {
+        self.begin()?;
+        let done = (|| {
+            let lock = self.prepared("SELECT pg_advisory_xact_lock(1398362692, $1)")?;
+            let key = super::lock_key(&r.thread) as i32;
+            self.client()?
+                .execute(&lock, &[&key])
+                .map_err(|e| self.pg(e))?;
+            let busy = self.prepared(
+                "SELECT id FROM switchyard.runs WHERE thread = $1 AND status IN ('pending', 'running') ORDER BY created_ms, id",
+            )?;
+            let rows = self
+                .client()?
+                .query(&busy, &[&r.thread])
+                .map_err(|e| self.pg(e))?;
+            if !rows.is_empty() {
+                return rows
+                    .iter()
+                    .map(|row| col(row, 0, &self.url))
+                    .collect::<Result<Vec<String>, _>>()
+                    .map(Err);
+            }
+            self.put_run(r).map(Ok)
+        })();
+        let ended = self.end(matches!(done, Ok(Ok(()))));
+        let done = done?;
+        ended?;
+        Ok(done)
     }
 
     pub(super) fn get_run(&mut self, run: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -614,6 +614,11 @@ impl Checkpointer for PostgresStore {
         self.call_for(&run.id.clone(), move |s| s.put_run(&run))
     }
 
+    fn put_run_unless_busy(&self, run: &RunRecord) -> Result<Result<(), Vec<String>>, StoreError> {
+        let run = run.clone();
+        self.call_for(&run.id.clone(), move |s| s.put_run_unless_busy(&run))
+    }
+
     fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         let run = run.to_string();
         self.call_for(&run.clone(), move |s| s.get_run(&run))
