@@ -1168,7 +1168,7 @@ async fn a_changed_tool_list_is_listed_again() {
     };
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots", "meta"]
+        ["grow", "roots", "meta", "wait", "cancelled"]
     );
     // Every call carries its idempotency key in `_meta`.
     let meta = client
@@ -1197,7 +1197,47 @@ async fn a_changed_tool_list_is_listed_again() {
     // without waiting for a call of a name the old list does not have.
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots", "meta", "extra"]
+        ["grow", "roots", "meta", "wait", "cancelled", "extra"]
+    );
+    client.shutdown().await;
+}
+
+/// A call that runs past its node's timeout is cancelled at the server too
+/// (`notifications/cancelled`), not left running there.
+#[tokio::test]
+async fn a_timed_out_call_is_cancelled_at_the_server() {
+    need_npm_packages();
+    let client = McpClient::new(root(), BlobStore::new(temp_dir("cancel")));
+    let server = stdio(
+        "waiting",
+        "node_modules/.bin/node",
+        &["tests/servers/growing_tools.mjs"],
+    );
+    let call = |tool: &str, timeout: Option<std::time::Duration>| ToolRequest {
+        server: server.clone(),
+        tool: tool.into(),
+        arguments: json!({}),
+        timeout,
+        idempotency_key: "t/0/1/0".into(),
+    };
+    let started = std::time::Instant::now();
+    let waited = client
+        .call(&call("wait", Some(std::time::Duration::from_millis(300))))
+        .await;
+    assert!(waited.is_err(), "{waited:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let mut seen = json!([]);
+    for _ in 0..50 {
+        seen = client.call(&call("cancelled", None)).await.unwrap().content;
+        if seen.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The server's record of it: the call's request, and why (rmcp's words).
+    assert_eq!(
+        seen,
+        json!([{ "request": "2", "reason": "request abandoned by the caller" }])
     );
     client.shutdown().await;
 }

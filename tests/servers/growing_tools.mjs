@@ -1,16 +1,32 @@
 // A stdio MCP server whose tool list grows: `grow` adds the tool `extra` and tells
 // the client its list changed (notifications/tools/list_changed). `roots` answers with
 // the client's declared roots capability and the roots it lists (roots/list). `meta`
-// answers with the idempotency key the call's `_meta` carries.
+// answers with the idempotency key the call's `_meta` carries. `wait` waits ten seconds
+// unless the client cancels it (notifications/cancelled), which `cancelled` then lists.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const tool = (name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } });
-const tools = [tool("grow"), tool("roots"), tool("meta")];
+const tools = [tool("grow"), tool("roots"), tool("meta"), tool("wait"), tool("cancelled")];
+const cancelled = [];
 const server = new Server({ name: "growing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
-server.setRequestHandler(CallToolRequestSchema, async (request) => {
+server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  if (request.params.name === "wait") {
+    await new Promise((done) => {
+      const timer = setTimeout(done, 10000);
+      extra.signal.addEventListener("abort", () => {
+        cancelled.push({ request: String(extra.requestId), reason: String(extra.signal.reason ?? "") });
+        clearTimeout(timer);
+        done();
+      });
+    });
+    return { content: [{ type: "text", text: "waited" }] };
+  }
+  if (request.params.name === "cancelled") {
+    return { content: [{ type: "text", text: JSON.stringify(cancelled) }] };
+  }
   if (request.params.name === "roots") {
     const declared = server.getClientCapabilities()?.roots !== undefined;
     const roots = declared ? (await server.listRoots()).roots : null;
