@@ -457,7 +457,12 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
         let result = async {
             let tools = client.list_tools(&server).await?;
             println!("{} tools", tools.len());
-            if scenario == "tools_call" {
+            // A scenario that asks for input: accepted with nothing filled in, which is
+            // what a person does who takes the server's defaults.
+            let answer = scenario.starts_with("elicitation").then(|| {
+                std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
+            });
+            if scenario == "tools_call" || answer.is_some() {
                 for t in tools {
                     let request = ToolRequest {
                         server: server.clone(),
@@ -465,6 +470,7 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
                         arguments: switchyard::mcp::example_arguments(&t.input_schema),
                         timeout: None,
                         idempotency_key: format!("conformance/{}", t.name),
+                        answer: answer.clone(),
                     };
                     let reply = client.call(&request).await?;
                     println!("{}: {}", t.name, reply.content);

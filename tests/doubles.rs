@@ -119,6 +119,7 @@ impl ToolClient for ScriptedTools {
             None => Err(ToolError {
                 message: format!("no tool `{}`", request.tool),
                 transient: false,
+                asked: None,
             }),
         }
     }

@@ -194,6 +194,7 @@ impl ToolClient for SlowFiles {
             return Err(ToolError {
                 message: format!("no file `{path}`"),
                 transient: false,
+                asked: None,
             });
         }
         Ok(ToolReply {

@@ -511,6 +511,7 @@ impl ToolClient for FsTools {
         Err(ToolError {
             message: format!("no calls in this test ({})", request.tool),
             transient: false,
+            asked: None,
         })
     }
 }

@@ -630,6 +630,7 @@ async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
         arguments: json!({}),
         timeout: None,
         idempotency_key: "t/0/1/0".into(),
+        answer: None,
     };
     let e = client.call(&request).await.expect_err("nothing to start");
     assert!(!e.transient);
@@ -724,6 +725,8 @@ fn tools_lists_each_servers_tools_with_their_schemas() {
             "toggle-simulated-logging",
             "toggle-subscriber-updates",
             "trigger-long-running-operation",
+            // Offered because the client declares that it takes elicitations.
+            "trigger-elicitation-request",
             "simulate-research-query",
         ]
     );
@@ -764,7 +767,7 @@ fn tools_lists_each_servers_tools_with_their_schemas() {
     assert_eq!(
         head,
         [
-            "everything: 13 tools",
+            "everything: 14 tools",
             "  echo",
             "    Echoes back the input string",
             r#"    input: {"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"message":{"type":"string","description":"Message to echo"}},"required":["message"]}"#,
@@ -855,6 +858,12 @@ tests/fixtures/mcp/err_online.toml: 5 errors
 /// `switchyard mcp-conformance-client`, under Node 22 from npm.
 #[track_caller]
 fn conformance(scenario: &str, check: &str, description: &str) {
+    conformance_checks(scenario, &[(check, description)]);
+}
+
+/// Runs a client scenario of the suite; every check it reports must be one of `expected`
+/// (id and description), in order, each a success.
+fn conformance_checks(scenario: &str, expected: &[(&str, &str)]) {
     need_npm_packages();
     let cwd = temp_dir(&format!("conformance-{scenario}"));
     let out = Command::new(root().join("node_modules/.bin/node"))
@@ -879,10 +888,15 @@ fn conformance(scenario: &str, check: &str, description: &str) {
             (!rest.starts_with("INFO")).then(|| format!("{} {rest}", id.trim()))
         })
         .collect();
+    let wanted: Vec<String> = expected
+        .iter()
+        .map(|(check, description)| format!("{check} SUCCESS {description}"))
+        .collect();
+    let n = expected.len();
     assert!(
         out.status.success()
-            && stderr.contains("Passed: 1/1, 0 failed, 0 warnings")
-            && checks == [format!("{check} SUCCESS {description}")],
+            && stderr.contains(&format!("Passed: {n}/{n}, 0 failed, 0 warnings"))
+            && checks == wanted,
         "conformance scenario `{scenario}` failed ({}): {checks:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         out.status
     );
@@ -912,6 +926,36 @@ fn conformance_initialize() {
         "initialize",
         "mcp-client-initialization",
         "Validates that MCP client properly initializes with server",
+    );
+}
+
+/// An elicitation accepted with nothing filled in takes the schema's defaults.
+#[test]
+fn conformance_elicitation_defaults() {
+    conformance_checks(
+        "elicitation-sep1034-client-defaults",
+        &[
+            (
+                "client-elicitation-sep1034-string-default",
+                "Client applies string default value for elicitation",
+            ),
+            (
+                "client-elicitation-sep1034-integer-default",
+                "Client applies integer default value for elicitation",
+            ),
+            (
+                "client-elicitation-sep1034-number-default",
+                "Client applies number default value for elicitation",
+            ),
+            (
+                "client-elicitation-sep1034-enum-default",
+                "Client applies enum default value for elicitation",
+            ),
+            (
+                "client-elicitation-sep1034-boolean-default",
+                "Client applies boolean default value for elicitation",
+            ),
+        ],
     );
 }
 
@@ -1168,7 +1212,7 @@ async fn a_changed_tool_list_is_listed_again() {
     };
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots", "meta", "wait", "cancelled"]
+        ["grow", "roots", "meta", "wait", "cancelled", "ask"]
     );
     // Every call carries its idempotency key in `_meta`.
     let meta = client
@@ -1178,6 +1222,7 @@ async fn a_changed_tool_list_is_listed_again() {
             arguments: json!({}),
             timeout: None,
             idempotency_key: "t/0/3/1".into(),
+            answer: None,
         })
         .await
         .unwrap();
@@ -1189,6 +1234,7 @@ async fn a_changed_tool_list_is_listed_again() {
             arguments: json!({}),
             timeout: None,
             idempotency_key: "t/0/4/0".into(),
+            answer: None,
         })
         .await
         .unwrap();
@@ -1197,7 +1243,7 @@ async fn a_changed_tool_list_is_listed_again() {
     // without waiting for a call of a name the old list does not have.
     assert_eq!(
         names(client.list_tools(&server).await.unwrap()),
-        ["grow", "roots", "meta", "wait", "cancelled", "extra"]
+        ["grow", "roots", "meta", "wait", "cancelled", "ask", "extra"]
     );
     client.shutdown().await;
 }
@@ -1219,6 +1265,7 @@ async fn a_timed_out_call_is_cancelled_at_the_server() {
         arguments: json!({}),
         timeout,
         idempotency_key: "t/0/1/0".into(),
+        answer: None,
     };
     let started = std::time::Instant::now();
     let waited = client
@@ -1256,6 +1303,7 @@ async fn a_server_gets_the_roots_the_graph_declares_and_none_otherwise() {
                     arguments: json!({}),
                     timeout: None,
                     idempotency_key: "t/0/1/0".into(),
+                    answer: None,
                 })
                 .await
                 .unwrap();
@@ -1285,4 +1333,132 @@ async fn a_server_gets_the_roots_the_graph_declares_and_none_otherwise() {
         })
     );
     client.shutdown().await;
+}
+
+/// A server that asks the person for input mid-call (an elicitation): the run pauses
+/// with what it asked; an answer that does not fit the server's schema is refused and
+/// the thread stays paused; a fitting one goes back to the server when the node runs
+/// again, and a declined one too.
+#[test]
+fn an_elicitation_pauses_the_run_and_the_answer_goes_back_to_the_server() {
+    need_npm_packages();
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let graph = "tests/fixtures/mcp/elicit.toml";
+    let paused = switchyard(&["run", graph, "--thread", "e1", "--store", &store, "--json"])
+        .run()
+        .code(4);
+    let asked: Vec<Json> = paused
+        .stdout
+        .lines()
+        .map(crate::util::event_line)
+        .filter(|e| e["event"] == "interrupted")
+        .collect();
+    assert_eq!(
+        crate::util::without_envelope(&asked[0]),
+        json!({
+            "event": "interrupted",
+            "node": "greet",
+            "payload": {
+                "kind": "elicitation",
+                "server": "growing",
+                "tool": "ask",
+                "message": "Who is asking?",
+                "requested_schema": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "minLength": 1 } },
+                    "required": ["name"],
+                },
+            },
+        })
+    );
+    let refused = switchyard(&[
+        "resume",
+        "--thread",
+        "e1",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"name": ""}"#,
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        refused.stderr.lines().last(),
+        Some(
+            r#"error: the payload does not fit the resume schema of `greet`: at `/name`: "" is shorter than 1 character"#
+        )
+    );
+    let done = switchyard(&[
+        "resume",
+        "--thread",
+        "e1",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "accept", "content": {"name": "Ada"}}"#,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(done.stdout, "hello Ada\n");
+
+    // Declined: the server hears it, and says what it does then.
+    switchyard(&["run", graph, "--thread", "e2", "--store", &store])
+        .run()
+        .code(4);
+    let declined = switchyard(&[
+        "resume",
+        "--thread",
+        "e2",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "decline"}"#,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(declined.stdout, "decline\n");
+}
+
+/// Through the server: the thread keeps its MCP server while paused, and the answer
+/// given with `command: {resume}` reaches it.
+#[tokio::test]
+async fn an_elicitation_is_answered_through_the_server() {
+    need_npm_packages();
+    let s = crate::serve::server::serve(&["tests/fixtures/mcp/elicit.toml"])
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "e" })).await;
+    let paused = h
+        .post(
+            "/threads/e/runs/wait",
+            json!({ "assistant_id": "elicit", "input": {} }),
+        )
+        .await
+        .json();
+    assert_eq!(
+        paused["__interrupt__"][0]["value"]["message"], "Who is asking?",
+        "{paused}"
+    );
+    let refused = h
+        .post(
+            "/threads/e/runs/wait",
+            json!({ "assistant_id": "elicit", "command": { "resume": { "nom": "Ada" } } }),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text);
+    assert!(
+        refused.text.contains("\\\"name\\\" is a required property"),
+        "{}",
+        refused.text
+    );
+    let done = h
+        .post(
+            "/threads/e/runs/wait",
+            json!({ "assistant_id": "elicit", "command": { "resume": { "name": "Ada" } } }),
+        )
+        .await
+        .json();
+    assert_eq!(done["greeting"], "hello Ada", "{done}");
 }

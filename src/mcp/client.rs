@@ -238,7 +238,13 @@ impl McpClient {
         schema.check(&server.name, &request.arguments)?;
         let arguments = request.arguments.as_object().cloned().unwrap_or_default();
         let result = match session
-            .call(&request.tool, arguments, timeout, &request.idempotency_key)
+            .call(
+                &request.tool,
+                arguments,
+                timeout,
+                &request.idempotency_key,
+                request.answer.as_deref(),
+            )
             .await
         {
             Err(e @ McpError::Gone { .. }) => {

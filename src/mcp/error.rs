@@ -25,6 +25,14 @@ impl std::fmt::Display for ArgumentProblem {
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
+    /// The server asked for a person's input (an elicitation) the call could not go on
+    /// without: `{message, requested_schema}`.
+    #[error("server `{server}` asked for input during `{tool}`: {}", asked["message"].as_str().unwrap_or("(no message)"))]
+    InputRequired {
+        server: String,
+        tool: String,
+        asked: serde_json::Value,
+    },
     #[error("cannot start server `{server}`: {message}")]
     Spawn { server: String, message: String },
     #[error("server `{server}` failed the MCP handshake: {message}")]
@@ -123,6 +131,10 @@ impl From<McpError> for ToolError {
         ToolError {
             transient: e.is_transient(),
             message: e.to_string(),
+            asked: match e {
+                McpError::InputRequired { asked, .. } => Some(asked),
+                _ => None,
+            },
         }
     }
 }

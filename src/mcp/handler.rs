@@ -1,6 +1,8 @@
 //! What the client does with what a server sends it unasked: progress of a call
 //! becomes a `tool_progress` event, and a changed tool list is listed again before
-//! the next call (so a node offers, and calls, what the server offers now).
+//! the next call (so a node offers, and calls, what the server offers now). A request
+//! for a person's input (an elicitation) is answered with what the run was resumed
+//! with, or, without one, noted (the call then pauses the run for it) and cancelled.
 
 use super::event_sink::EventSink;
 use super::session::client_info;
@@ -11,9 +13,11 @@ use rmcp::ErrorData;
 // (`LATEST_WITH_INITIALIZE`), which still has them.
 #[allow(deprecated)]
 use rmcp::model::{
-    ClientConfig, ListRootsResult, ProgressNotificationParam, Root, RootsCapabilities,
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, ListRootsResult, ProgressNotificationParam, Root, RootsCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,6 +28,18 @@ pub(crate) struct Handler {
     roots: Vec<std::path::PathBuf>,
     /// Set when the server said its tool list changed.
     pub(crate) tools_changed: Arc<AtomicBool>,
+    /// Elicitations: the answer the next one gets, and what one asked without one.
+    pub(crate) asking: Arc<std::sync::Mutex<Asking>>,
+}
+
+/// A session's elicitations (see [`Handler`]).
+#[derive(Default)]
+pub(crate) struct Asking {
+    /// `{"action": "accept", "content": {...}}`, `{"action": "decline" | "cancel"}`, or
+    /// the content alone (accepted).
+    pub(crate) answer: Option<Json>,
+    /// `{message, requested_schema}` (or `{message, url}`) of a request no answer met.
+    pub(crate) asked: Option<Json>,
 }
 
 impl Handler {
@@ -33,6 +49,7 @@ impl Handler {
             events: events.clone(),
             roots: roots.to_vec(),
             tools_changed: Arc::new(AtomicBool::new(false)),
+            asking: Arc::default(),
         }
     }
 }
@@ -43,7 +60,60 @@ impl ClientHandler for Handler {
         if !self.roots.is_empty() {
             info.capabilities.roots = Some(RootsCapabilities::default());
         }
+        // Forms a person answers: the run pauses for them (URLs are not opened).
+        info.capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
         info
+    }
+
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + Send + '_ {
+        let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+        let result = match asking.answer.take() {
+            Some(answer) => {
+                let action = match answer.get("action").and_then(Json::as_str) {
+                    Some("decline") => ElicitationAction::Decline,
+                    Some("cancel") => ElicitationAction::Cancel,
+                    _ => ElicitationAction::Accept,
+                };
+                let content = match action {
+                    ElicitationAction::Accept => {
+                        let mut content = match answer.get("action") {
+                            Some(_) => answer.get("content").cloned().unwrap_or(json!({})),
+                            None => answer,
+                        };
+                        with_defaults(&mut content, &request);
+                        Some(content)
+                    }
+                    _ => None,
+                };
+                match content {
+                    Some(c) => ElicitResult::new(action).with_content(c),
+                    None => ElicitResult::new(action),
+                }
+            }
+            None => {
+                asking.asked = Some(match request {
+                    ElicitRequestParams::FormElicitationParams {
+                        message,
+                        requested_schema,
+                        ..
+                    } => json!({
+                        "message": message,
+                        "requested_schema": serde_json::to_value(requested_schema).unwrap_or_default(),
+                    }),
+                    ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                        json!({ "message": message, "url": url })
+                    }
+                    other => serde_json::to_value(other).unwrap_or_default(),
+                });
+                ElicitResult::new(ElicitationAction::Cancel)
+            }
+        };
+        std::future::ready(Ok(result))
     }
 
     #[allow(deprecated)]
@@ -84,5 +154,31 @@ impl ClientHandler for Handler {
     ) -> impl Future<Output = ()> + Send + '_ {
         self.tools_changed.store(true, Ordering::SeqCst);
         std::future::ready(())
+    }
+}
+
+/// Fields an accepted answer leaves out take the defaults the server's schema gives
+/// them (SEP-1034), so "accept" with nothing filled in means "the defaults".
+fn with_defaults(content: &mut Json, request: &ElicitRequestParams) {
+    let ElicitRequestParams::FormElicitationParams {
+        requested_schema, ..
+    } = request
+    else {
+        return;
+    };
+    let Ok(schema) = serde_json::to_value(requested_schema) else {
+        return;
+    };
+    let (Json::Object(fields), Some(Json::Object(properties))) =
+        (content, schema.get("properties"))
+    else {
+        return;
+    };
+    for (name, property) in properties {
+        if let Some(default) = property.get("default")
+            && !fields.contains_key(name)
+        {
+            fields.insert(name.clone(), default.clone());
+        }
     }
 }

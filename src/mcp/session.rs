@@ -49,6 +49,8 @@ pub(crate) struct Session {
     service: RunningService<RoleClient, Handler>,
     /// Set by the server's `notifications/tools/list_changed`.
     tools_changed: Arc<AtomicBool>,
+    /// The server's elicitations (see `Handler`).
+    asking: Arc<std::sync::Mutex<super::handler::Asking>>,
     pub(crate) pid: Option<u32>,
     /// Set when a call found the connection closed.
     dead: AtomicBool,
@@ -83,6 +85,7 @@ impl Session {
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let handler = Handler::new(&name, &server.roots, events);
         let tools_changed = handler.tools_changed.clone();
+        let asking = handler.asking.clone();
         let (pid, connecting) = match &server.transport {
             ServerTransport::Stdio {
                 command,
@@ -211,6 +214,7 @@ impl Session {
             server: name,
             service,
             tools_changed,
+            asking,
             pid,
             dead: AtomicBool::new(false),
             tools: tokio::sync::Mutex::new(None),
@@ -284,7 +288,13 @@ impl Session {
         arguments: serde_json::Map<String, Json>,
         timeout: Duration,
         idempotency_key: &str,
+        answer: Option<&Json>,
     ) -> Result<Json, McpError> {
+        {
+            let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+            asking.answer = answer.cloned();
+            asking.asked = None;
+        }
         let mut meta = rmcp::model::RequestMetaObject::new();
         meta.0.0.insert(
             IDEMPOTENCY_KEY.to_string(),
@@ -303,6 +313,20 @@ impl Session {
             }
             Ok(r) => r.map_err(|e| self.service_error(e, &format!("`{tool}`"), Some(timeout)))?,
         };
+        let asked = {
+            let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+            asking.answer = None;
+            asking.asked.take()
+        };
+        if let Some(asked) = asked {
+            // What the tool answered without the input is not its result: the run
+            // pauses for a person, and the call is made again with the answer.
+            return Err(McpError::InputRequired {
+                server: self.server.clone(),
+                tool: tool.to_string(),
+                asked,
+            });
+        }
         serde_json::to_value(&result).map_err(|e| McpError::BadReply {
             server: self.server.clone(),
             message: e.to_string(),

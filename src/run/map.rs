@@ -50,6 +50,7 @@ impl Runner {
                     store: cx.store,
                     events: &events,
                     llm_content: cx.llm_content,
+                    answer: cx.answer.clone(),
                     item,
                     item_index: Some(index),
                 };

@@ -9,7 +9,7 @@ use super::record::reference_text;
 use super::runner::{Flow, Live, Outcome, Routed, RunError, Runner, now_ms};
 use crate::graph::{Body, NodeId, Target};
 use crate::store::{Pending, Status, StoreError, Write};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,19 @@ impl Runner {
                 payload: payload.unwrap_or(Json::Null),
             });
         }
+        if matches!(node.body, Body::Mcp(_))
+            && pending.payload.get("kind").and_then(Json::as_str) == Some("elicitation")
+        {
+            let answer = check_elicited(&node.name, &pending.payload, payload)?;
+            let mut live = live;
+            live.answer = Some((id, Arc::new(answer)));
+            // The node runs again; its server, asking again, gets the answer.
+            return Ok(Resumption::Continue {
+                live,
+                next: Target::Node(id),
+                passed: None,
+            });
+        }
         let Body::Interrupt(body) = &node.body else {
             return Err(RunError::GraphChanged {
                 thread: live.thread.to_string(),
@@ -323,4 +336,33 @@ impl Runner {
             }
         }
     }
+}
+
+/// An answer to what an MCP server asked (an elicitation): `{"action": "accept",
+/// "content": {...}}`, `{"action": "decline"}`, `{"action": "cancel"}`, or the content
+/// alone (accepted). Accepted content must fit the schema the server sent.
+fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Json, RunError> {
+    let payload = payload.ok_or_else(|| RunError::MissingPayload {
+        node: node.to_string(),
+    })?;
+    let invalid = |errors: String| RunError::InvalidPayload {
+        node: node.to_string(),
+        errors,
+    };
+    let content = match payload.get("action").and_then(Json::as_str) {
+        Some("accept") => payload.get("content").cloned().unwrap_or(json!({})),
+        Some("decline" | "cancel") => return Ok(payload),
+        Some(other) => {
+            return Err(invalid(format!(
+                "`action` is `{other}`; it is `accept`, `decline` or `cancel`"
+            )));
+        }
+        None => payload.clone(),
+    };
+    if let Some(schema) = asked.get("requested_schema") {
+        let validator = jsonschema::validator_for(schema)
+            .map_err(|e| invalid(format!("the server's schema cannot be used: {e}")))?;
+        crate::json_schema::check(&validator, &content).map_err(invalid)?;
+    }
+    Ok(payload)
 }

@@ -85,6 +85,9 @@ pub(super) struct Live {
     pub(super) error: Arc<Json>,
     /// The node whose `before` breakpoint was just answered: it runs without pausing again.
     pub(super) past_breakpoint: Option<NodeId>,
+    /// The answer to what a node's MCP server asked (elicitation), for that node's run
+    /// again on resume.
+    pub(super) answer: Option<(NodeId, Arc<Json>)>,
     /// How to take back the writes of the node being applied (see `apply`).
     pub(super) undo: Vec<super::state::Undo>,
     /// Inside parallel branches: where each branch is, and where they meet.
@@ -543,7 +546,14 @@ impl Runner {
     pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
         // Only an event reports how long the node took.
         let start = self.events.is_some().then(Instant::now);
-        let work = self.work(live, id, self.run_info(live), &self.events).await;
+        let answer = live
+            .answer
+            .take()
+            .filter(|(node, _)| *node == id)
+            .map(|(_, a)| a);
+        let work = self
+            .work_answered(live, id, self.run_info(live), &self.events, answer)
+            .await;
         self.finish_work(live, id, work, start)
     }
 
@@ -556,6 +566,18 @@ impl Runner {
         id: NodeId,
         run: super::scope::RunInfo,
         events: &Option<UnboundedSender<Event>>,
+    ) -> Work {
+        self.work_answered(live, id, run, events, None).await
+    }
+
+    /// [`Runner::work`], with the answer to what the node's server asked last time.
+    pub(super) async fn work_answered(
+        &self,
+        live: &Live,
+        id: NodeId,
+        run: super::scope::RunInfo,
+        events: &Option<UnboundedSender<Event>>,
+        answer: Option<Arc<Json>>,
     ) -> Work {
         let node = self.graph.node(id);
         if let Some(tx) = events {
@@ -575,6 +597,7 @@ impl Runner {
             store: &*self.store,
             events,
             llm_content: self.llm_content,
+            answer,
             item: None,
             item_index: None,
         };

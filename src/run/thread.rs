@@ -194,6 +194,7 @@ impl Runner {
             limited: last.is_some_and(|r| r.limited),
             error: Arc::new(last.and_then(|r| r.error.clone()).unwrap_or(Json::Null)),
             past_breakpoint: None,
+            answer: None,
             undo: Vec::new(),
             frontier: None,
             branch: None,

@@ -145,7 +145,7 @@ outcome = "VERSION"
 async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_version() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ask.toml");
-    std::fs::write(&file, ASK.replace("VERSION", "one")).unwrap();
+    write_whole(&file, ASK.replace("VERSION", "one")).unwrap();
     let s = serve(&[dir.path().to_str().unwrap()])
         .arg("--watch")
         .arg("50ms")
@@ -171,7 +171,7 @@ async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_versi
     );
     let hash = |a: &Json| a["metadata"]["hash"].clone();
     let v1 = h.get("/assistants/ask").await.json();
-    std::fs::write(&file, ASK.replace("VERSION", "two")).unwrap();
+    write_whole(&file, ASK.replace("VERSION", "two")).unwrap();
     let v2 = h.until("/assistants/ask", |a| a["version"] == 2).await;
     assert_ne!(hash(&v1), hash(&v2));
     assert_eq!(
@@ -198,7 +198,7 @@ async fn an_edited_graph_serves_new_threads_and_running_threads_keep_their_versi
     assert_eq!(resume("new").await, "two");
 
     // A broken edit: the previous version serves on, and the assistant says why.
-    std::fs::write(
+    write_whole(
         &file,
         ASK.replace("VERSION", "three")
             .replace("next = \"done\"", "next = \"gone\""),
@@ -743,4 +743,12 @@ async fn threads_that_ended_longer_ago_than_the_ttl_are_deleted() {
         expired,
         [json!({ "notice": "thread_expired", "thread": "done" })]
     );
+}
+
+/// Writes `text` to `path` as editors do, whole (a temporary file renamed over it): the
+/// watcher must not read a half-written file and report what is not there.
+fn write_whole(path: &std::path::Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }

@@ -3,12 +3,13 @@
 // the client's declared roots capability and the roots it lists (roots/list). `meta`
 // answers with the idempotency key the call's `_meta` carries. `wait` waits ten seconds
 // unless the client cancels it (notifications/cancelled), which `cancelled` then lists.
+// `ask` asks the client for a name (elicitation/create) and greets it.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const tool = (name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } });
-const tools = [tool("grow"), tool("roots"), tool("meta"), tool("wait"), tool("cancelled")];
+const tools = [tool("grow"), tool("roots"), tool("meta"), tool("wait"), tool("cancelled"), tool("ask")];
 const cancelled = [];
 const server = new Server({ name: "growing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
@@ -23,6 +24,14 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       });
     });
     return { content: [{ type: "text", text: "waited" }] };
+  }
+  if (request.params.name === "ask") {
+    const answer = await server.elicitInput({
+      message: "Who is asking?",
+      requestedSchema: { type: "object", properties: { name: { type: "string", minLength: 1 } }, required: ["name"] },
+    });
+    const text = answer.action === "accept" ? `hello ${answer.content.name}` : answer.action;
+    return { content: [{ type: "text", text }] };
   }
   if (request.params.name === "cancelled") {
     return { content: [{ type: "text", text: JSON.stringify(cancelled) }] };

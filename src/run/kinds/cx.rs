@@ -27,6 +27,9 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) events: &'a Option<UnboundedSender<Event>>,
     /// LLM events carry the messages and the reply.
     pub(crate) llm_content: bool,
+    /// The answer to what the node's MCP server asked when the node last ran (an
+    /// elicitation), given on resume.
+    pub(crate) answer: Option<Arc<Json>>,
     /// A mapped node's item, by the name the map gives it: what this run of the kind
     /// works on.
     pub(crate) item: Option<(Arc<str>, Arc<Json>)>,

@@ -22,6 +22,9 @@ pub struct ToolRequest {
     /// node). Sent in the call's `_meta` as `switchyard/idempotencyKey`, so a tool with
     /// side effects can do them once.
     pub idempotency_key: String,
+    /// The answer to an elicitation the server made when this call was last made (the
+    /// run paused for it): given to the server when it asks again.
+    pub answer: Option<Arc<Json>>,
 }
 
 /// A tool's result: the content to write, and whether the tool reported an error.
@@ -37,6 +40,10 @@ pub struct ToolError {
     pub message: String,
     /// Worth retrying (a timeout, a dropped connection), under the node's `retry`.
     pub transient: bool,
+    /// The server asked for input the call cannot go on without (an elicitation:
+    /// `{message, requested_schema}`): the run pauses for a person's answer, and the
+    /// node runs again with it.
+    pub asked: Option<Json>,
 }
 
 /// A tool a server offers, as its `tools/list` describes it.
@@ -72,6 +79,7 @@ impl ToolClient for NoTools {
                 server.name
             ),
             transient: false,
+            asked: None,
         })
     }
 
@@ -82,6 +90,7 @@ impl ToolClient for NoTools {
                 request.tool, request.server.name
             ),
             transient: false,
+            asked: None,
         })
     }
 }
@@ -132,6 +141,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             arguments,
             timeout: cx.node.timeout,
             idempotency_key,
+            answer: cx.answer.clone(),
         };
         let retry = cx.node.retry.clone();
         let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));
@@ -195,6 +205,18 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                     writes.push((out, content.clone()));
                 }
                 results.push(content);
+            }
+            Err(ToolError {
+                asked: Some(asked), ..
+            }) => {
+                // The server needs a person: the run pauses; the answer comes back to it
+                // when the node runs again on resume.
+                let mut payload =
+                    json!({ "kind": "elicitation", "server": server.name, "tool": tool });
+                if let (Json::Object(p), Json::Object(a)) = (&mut payload, asked) {
+                    p.extend(a);
+                }
+                return Step::Pause { payload };
             }
             Err(e) => {
                 // The MCP client's messages name the tool already; other clients' may not.

@@ -451,7 +451,9 @@ function answerForm(state, details, send) {
   const interrupt = state.interrupts[0];
   const node = state.next && state.next[0];
   const d = (details && details.nodes[node]) || {};
-  const schema = d.resume_schema && typeof d.resume_schema === "object" ? d.resume_schema : null;
+  // An MCP server's question (an elicitation) carries its own schema.
+  const asked = interrupt.value && interrupt.value.kind === "elicitation" ? interrupt.value.requested_schema : null;
+  const schema = asked || (d.resume_schema && typeof d.resume_schema === "object" ? d.resume_schema : null);
   const error = h("div", { class: "error", role: "alert", hidden: true });
   const submit = async (value) => {
     error.hidden = true;
