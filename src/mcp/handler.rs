@@ -40,6 +40,11 @@ pub(crate) struct Asking {
     pub(crate) answer: Option<Json>,
     /// `{message, requested_schema}` (or `{message, url}`) of a request no answer met.
     pub(crate) asked: Option<Json>,
+    /// Calls to the server in flight: a question asked while several are cannot be told
+    /// apart from the calls (the protocol does not say which asked).
+    pub(crate) in_flight: usize,
+    /// A question came while several calls were in flight.
+    pub(crate) ambiguous: bool,
 }
 
 impl Handler {
@@ -96,6 +101,9 @@ impl ClientHandler for Handler {
                 }
             }
             None => {
+                if asking.in_flight > 1 {
+                    asking.ambiguous = true;
+                }
                 asking.asked = Some(match request {
                     ElicitRequestParams::FormElicitationParams {
                         message,

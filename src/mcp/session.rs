@@ -292,9 +292,24 @@ impl Session {
     ) -> Result<Json, McpError> {
         {
             let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
-            asking.answer = answer.cloned();
-            asking.asked = None;
+            asking.in_flight += 1;
+            if asking.in_flight == 1 {
+                asking.asked = None;
+                asking.ambiguous = false;
+                asking.answer = answer.cloned();
+            } else if answer.is_some() {
+                asking.answer = answer.cloned();
+            }
         }
+        // However the call ends (a timeout, a stop dropping it), it is no longer in flight.
+        struct InFlight<'a>(&'a std::sync::Mutex<super::handler::Asking>);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                let mut asking = self.0.lock().unwrap_or_else(|e| e.into_inner());
+                asking.in_flight = asking.in_flight.saturating_sub(1);
+            }
+        }
+        let in_flight = InFlight(&self.asking);
         let mut meta = rmcp::model::RequestMetaObject::new();
         meta.0.0.insert(
             IDEMPOTENCY_KEY.to_string(),
@@ -313,11 +328,24 @@ impl Session {
             }
             Ok(r) => r.map_err(|e| self.service_error(e, &format!("`{tool}`"), Some(timeout)))?,
         };
-        let asked = {
+        drop(in_flight);
+        let (asked, ambiguous) = {
             let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
-            asking.answer = None;
-            asking.asked.take()
+            let ambiguous = asking.ambiguous && asking.asked.is_some();
+            if asking.in_flight == 0 {
+                asking.answer = None;
+                asking.ambiguous = false;
+            }
+            (asking.asked.take(), ambiguous)
         };
+        if ambiguous {
+            return Err(McpError::BadReply {
+                server: self.server.clone(),
+                message: format!(
+                    "it asked for a person's input during `{tool}` while other calls to it were in flight, so which call asked cannot be told; a node whose server asks must call it one at a time"
+                ),
+            });
+        }
         if let Some(asked) = asked {
             // What the tool answered without the input is not its result: the run
             // pauses for a person, and the call is made again with the answer.

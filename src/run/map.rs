@@ -50,7 +50,9 @@ impl Runner {
                     store: cx.store,
                     events: &events,
                     llm_content: cx.llm_content,
-                    answer: cx.answer.clone(),
+                    // A mapped node cannot pause for a server's question (its items run
+                    // at once): none of them is given an answer.
+                    answer: None,
                     item,
                     item_index: Some(index),
                 };
@@ -126,12 +128,18 @@ fn fold(node: &Node, map: &MapPlan, count: usize, steps: Vec<Step>) -> Step {
                     writes: kept,
                 };
             }
-            // The checker allows a map only on kinds that neither pause nor end a run.
+            // The checker allows a map only on kinds that neither pause nor end a run; an
+            // MCP server that asks a person for input (an elicitation) pauses a node.
             Step::Pause { .. } | Step::FailRun { .. } => {
                 return Step::Fail {
                     message: format!(
-                        "item {} of {count}: a mapped node cannot pause or end the run",
-                        i + 1
+                        "item {} of {count}: a mapped node cannot pause or end the run{}",
+                        i + 1,
+                        if matches!(step, Step::Pause { .. }) {
+                            " (its server asked for a person's input)"
+                        } else {
+                            ""
+                        }
                     ),
                     tokens: total,
                     writes: kept,

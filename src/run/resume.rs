@@ -175,6 +175,9 @@ impl Runner {
             let answer = check_elicited(&node.name, &pending.payload, payload)?;
             let mut live = live;
             live.answer = Some((id, Arc::new(answer)));
+            // The node runs again as the same step: its calls keep their idempotency
+            // keys, so a tool that acted before the question can tell.
+            live.step = live.step.saturating_sub(1);
             // The node runs again; its server, asking again, gets the answer.
             return Ok(Resumption::Continue {
                 live,
@@ -359,6 +362,19 @@ fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Jso
         }
         None => payload.clone(),
     };
+    let mut content = content;
+    if let (Json::Object(fields), Some(Json::Object(properties))) =
+        (&mut content, asked.pointer("/requested_schema/properties"))
+    {
+        // Fields left out take the server's defaults (as the client sends them).
+        for (name, p) in properties {
+            if let Some(d) = p.get("default")
+                && !fields.contains_key(name)
+            {
+                fields.insert(name.clone(), d.clone());
+            }
+        }
+    }
     if let Some(schema) = asked.get("requested_schema") {
         let validator = jsonschema::validator_for(schema)
             .map_err(|e| invalid(format!("the server's schema cannot be used: {e}")))?;

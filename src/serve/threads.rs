@@ -173,9 +173,17 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 async fn copy(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    body: Option<axum::Json<CopyBody>>,
+    body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    let upto = match body.and_then(|b| b.0.checkpoint_id) {
+    // No body, or an empty one (some clients send a JSON content type with nothing):
+    // a whole copy.
+    let body: CopyBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CopyBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("the copy request's body: {e}")))?
+    };
+    let upto = match body.checkpoint_id {
         Some(c) => Some(seq_of(&c)?),
         None => None,
     };
@@ -186,8 +194,22 @@ async fn copy(
 /// Switchyard's own: a blob a tool's result was stored as (a screenshot), by the
 /// reference state holds (`sha256:<hex>`), with its MIME type.
 async fn blob(State(s): State<AppState>, Path(reference): Path<String>) -> ApiResult<Response> {
+    use axum::http::header;
     let (bytes, mime) = s.host.blob(&reference)?;
-    Ok(([(axum::http::header::CONTENT_TYPE, mime)], bytes).into_response())
+    // A tool's bytes, not the server's: never run as a page of this origin (an SVG
+    // could hold a script).
+    Ok((
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "sandbox; default-src 'none'",
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 #[derive(Deserialize, Default)]

@@ -13,9 +13,24 @@ const INDEX: &str = include_str!("ui/index.html");
 const SCRIPT: &str = include_str!("ui/app.js");
 const STYLE: &str = include_str!("ui/app.css");
 
+/// The page runs only its own script and is not framed by other sites (its buttons
+/// answer interrupts).
+const PAGE_POLICY: &str = "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'";
+
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(|| file("text/html; charset=utf-8", INDEX)))
+        .route(
+            "/",
+            get(|| async {
+                (
+                    [
+                        (header::CONTENT_SECURITY_POLICY, PAGE_POLICY),
+                        (header::X_FRAME_OPTIONS, "DENY"),
+                    ],
+                    file("text/html; charset=utf-8", INDEX).await,
+                )
+            }),
+        )
         .route(
             "/ui/app.js",
             get(|| file("text/javascript; charset=utf-8", SCRIPT)),

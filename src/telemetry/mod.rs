@@ -73,6 +73,7 @@ enum Message {
 #[derive(Clone)]
 pub struct Tracer {
     tx: UnboundedSender<Message>,
+    content: bool,
     failures: Arc<AtomicU64>,
     last_error: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -84,6 +85,7 @@ impl Tracer {
         let failures = Arc::new(AtomicU64::new(0));
         let last_error = Arc::new(std::sync::Mutex::new(None));
         let (failed, last) = (failures.clone(), last_error.clone());
+        let content = options.content;
         // reqwest is built without a TLS provider of its own: ours, as for LLM calls.
         let _ = rustls::crypto::ring::default_provider().install_default();
         tokio::spawn(async move {
@@ -114,6 +116,7 @@ impl Tracer {
         });
         Tracer {
             tx,
+            content,
             failures,
             last_error,
         }
@@ -125,10 +128,20 @@ impl Tracer {
         if matches!(event, Event::TextDelta { .. } | Event::Saved { .. }) {
             return;
         }
+        let mut event = event.clone();
+        if !self.content
+            && let Event::LlmInvocation {
+                messages, reply, ..
+            } = &mut event
+        {
+            // Not wanted in spans: not kept while the run goes on either.
+            *messages = None;
+            *reply = None;
+        }
         let _ = self.tx.send(Message::Event {
             key: key.to_string(),
             at_ms: now_ms(),
-            event: event.clone(),
+            event,
         });
     }
 

@@ -354,14 +354,18 @@ fn finish(
     }
 }
 
-/// A fresh id: the random bits of a UUIDv7 (never all zero, which OTLP forbids).
+/// A fresh id, every byte of it spread: the digest of a UUIDv7 (its time and random
+/// bits) and a counter (never all zero, which OTLP forbids).
 fn new_id<const N: usize>() -> [u8; N] {
-    let bytes = uuid::Uuid::now_v7().into_bytes();
+    use sha2::Digest;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(uuid::Uuid::now_v7().as_bytes());
+    hasher.update(n.to_le_bytes());
+    let digest = hasher.finalize();
     let mut out = [0u8; N];
-    // The last bytes are random in a v7; the first hold the time, which differs too.
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = bytes[(16 - N + i) % 16] ^ bytes[i % 6];
-    }
+    out.copy_from_slice(&digest[..N]);
     if out.iter().all(|b| *b == 0) {
         out[N - 1] = 1;
     }

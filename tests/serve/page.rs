@@ -79,6 +79,13 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
     );
     assert!(index.text.contains(r#"<script src="/ui/app.js"></script>"#));
     assert!(!index.text.contains("http"), "nothing from the network");
+    assert_eq!(index.header("x-frame-options"), Some("DENY"));
+    assert_eq!(
+        index.header("content-security-policy"),
+        Some(
+            "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+        )
+    );
     assert_eq!(
         h.get("/ui/app.js").await.header("content-type"),
         Some("text/javascript; charset=utf-8")
@@ -89,6 +96,30 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
         .join("\n")
         .replace(&dir.path().display().to_string(), "[dir]");
     insta::assert_snapshot!(text);
+
+    // A copy with no body copies the whole thread; an unknown checkpoint is named.
+    h.post("/threads", serde_json::json!({ "thread_id": "c" }))
+        .await;
+    h.post(
+        "/threads/c/runs/wait",
+        serde_json::json!({ "assistant_id": "approve", "input": { "budget": 1 } }),
+    )
+    .await;
+    let whole = h.post_raw("/threads/c/copy", "").await;
+    assert_eq!(whole.status, 200, "{}", whole.text);
+    let missing = h
+        .post(
+            "/threads/c/copy",
+            serde_json::json!({ "checkpoint_id": "00000000-0000-7000-8000-0000000003e7" }),
+        )
+        .await;
+    assert_eq!(
+        (missing.status, missing.json()),
+        (
+            404,
+            serde_json::json!({ "detail": "thread `c` has no checkpoint number 999" })
+        )
+    );
 }
 
 /// Seed 000's browser agent, started from the page with scripted model answers: it
@@ -147,6 +178,12 @@ async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_cl
         .await;
     assert_eq!(png.status, 200);
     assert_eq!(png.header("content-type"), Some("image/png"));
+    // A tool's bytes are never run as a page of the server's origin.
+    assert_eq!(png.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        png.header("content-security-policy"),
+        Some("sandbox; default-src 'none'")
+    );
     assert!(png.text.starts_with("\u{FFFD}PNG"), "a PNG");
     let none = h.get("/blobs/sha256:..%2F..%2Fetc%2Fpasswd").await;
     assert_eq!(

@@ -304,11 +304,14 @@ function imageBlobs(value, out = [], depth = 0) {
 
 /// An image of a blob, fetched with the API key (an <img> alone could not send it).
 function blobImage(ref) {
+  if (!/^sha256:[0-9a-f]{64}$/.test(ref)) return h("span", { class: "muted", text: "(not a blob reference)" });
   const img = h("img", { class: "shot", alt: `screenshot ${ref.slice(7, 19)}`, "data-blob": ref });
   fetch(`/blobs/${ref}`, { headers: headers() })
     .then((r) => (r.ok ? r.blob() : null))
     .then((b) => {
-      if (b) img.src = URL.createObjectURL(b);
+      if (!b) return;
+      img.src = URL.createObjectURL(b);
+      img.addEventListener("load", () => URL.revokeObjectURL(img.src), { once: true });
     });
   return img;
 }
@@ -455,13 +458,18 @@ function answerForm(state, details, send) {
   const asked = interrupt.value && interrupt.value.kind === "elicitation" ? interrupt.value.requested_schema : null;
   const schema = asked || (d.resume_schema && typeof d.resume_schema === "object" ? d.resume_schema : null);
   const error = h("div", { class: "error", role: "alert", hidden: true });
+  // One answer at a time: the buttons wait while it is sent.
   const submit = async (value) => {
     error.hidden = true;
+    const buttons = [...form.querySelectorAll("button")];
+    for (const b of buttons) b.disabled = true;
     try {
       await send(value);
     } catch (err) {
       error.textContent = err.message;
       error.hidden = false;
+    } finally {
+      for (const b of buttons) b.disabled = false;
     }
   };
   const props = (schema && schema.properties) || {};
@@ -506,6 +514,10 @@ function answerForm(state, details, send) {
       } catch (_) {}
       submit(value);
     });
+  }
+  if (asked) {
+    // A server's question may be declined: the server hears so and goes on its way.
+    form.append(h("div", { class: "row" }, h("button", { type: "button", class: "secondary", onclick: () => submit({ action: "decline" }), text: "Decline" })));
   }
   form.append(error);
   return form;
