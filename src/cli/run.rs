@@ -205,6 +205,7 @@ impl Session {
             self.envelope.tracer = tracer.clone();
             let result = self.drive_on(thread, start).await;
             if let Some(t) = tracer {
+                t.end("cli");
                 // Sent before the process ends; a collector that is down costs a warning.
                 let (failed, last) = t.flush().await;
                 if failed > 0 {

@@ -155,6 +155,10 @@ impl Host {
     /// Tells everyone a run ended: its end first, then its log closes (a reader that
     /// sees the log closed finds the end set), and a stateless run's thread goes.
     pub(super) fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
+        if let Some(t) = &self.inner.tracer {
+            // Its trace is sent even when the run ended without its last event.
+            t.end(&run.id);
+        }
         let temporary =
             run.request.temporary && !run.request.on_completion_keep && !end.status.in_flight();
         if temporary {

@@ -152,7 +152,10 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
                 .collect();
             keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             order[r] = keyed.into_iter().map(|(_, _, v)| v).collect();
-            set_positions(&order, &mut pos);
+            // Only this row moved.
+            for (i, v) in order[r].iter().enumerate() {
+                pos[*v] = i as f64;
+            }
         }
     }
 

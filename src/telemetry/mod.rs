@@ -60,6 +60,8 @@ fn traces_url(base: &str) -> String {
 }
 
 enum Message {
+    /// The run under `key` is over, whatever its events said.
+    End(String),
     Event {
         key: String,
         at_ms: u64,
@@ -108,6 +110,19 @@ impl Tracer {
                             *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                         }
                     }
+                    Message::End(key) => {
+                        let Some(done) = spans.end(&key, now_ms()) else {
+                            continue;
+                        };
+                        let sent = match &client {
+                            Ok(c) => export(c, &options, &done).await,
+                            Err(e) => Err(e.clone()),
+                        };
+                        if let Err(e) = sent {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        }
+                    }
                     Message::Flush(done) => {
                         let _ = done.send(());
                     }
@@ -128,6 +143,11 @@ impl Tracer {
         if matches!(event, Event::TextDelta { .. } | Event::Saved { .. }) {
             return;
         }
+        // A subgraph node's child run: a trace of its own, under a key of its own.
+        if let Event::Subgraph { node, inner } = event {
+            self.observe(&format!("{key}/{node}"), inner);
+            return;
+        }
         let mut event = event.clone();
         if !self.content
             && let Event::LlmInvocation {
@@ -143,6 +163,12 @@ impl Tracer {
             at_ms: now_ms(),
             event,
         });
+    }
+
+    /// The run under `key` is over: a run that ended without its last event (a store
+    /// error) is closed and sent all the same, and nothing of it is kept.
+    pub fn end(&self, key: &str) {
+        let _ = self.tx.send(Message::End(key.to_string()));
     }
 
     /// Waits until every span of the runs that ended so far has been sent (or failed);

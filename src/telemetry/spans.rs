@@ -261,6 +261,19 @@ impl Spans {
         None
     }
 
+    /// Ends the run under `key` if it is still open (it ended without its last event):
+    /// its spans, the run's marked as an error.
+    pub fn end(&mut self, key: &str, at_ms: u64) -> Option<Vec<Span>> {
+        self.close(
+            key,
+            at_ms,
+            Some((
+                "ended".into(),
+                Some("the run ended without finishing".into()),
+            )),
+        )
+    }
+
     /// Ends the run under `key` and everything still open in it.
     fn close(
         &mut self,
