@@ -21,6 +21,7 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[derive(Clone)]
 pub(crate) struct Handler {
     server: String,
     events: EventSink,

@@ -15,6 +15,7 @@ mod env_vars;
 mod error;
 mod event_sink;
 mod handler;
+mod oauth;
 pub mod online;
 mod reply;
 mod session;

@@ -145,7 +145,8 @@ impl Session {
                     ));
                 }
                 let fut = handler.serve(child);
-                let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(fut);
+                let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
+                    Box::pin(async move { fut.await.map_err(|e| ConnectError::Rmcp(Box::new(e))) });
                 (pid, serve)
             }
             ServerTransport::Http { url, headers } => {
@@ -165,8 +166,33 @@ impl Session {
                     value.set_sensitive(true);
                     config.custom_headers.insert(header, value);
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
-                (None, Box::pin(handler.serve(transport)) as _)
+                // A server that answers 401 gets OAuth: discovery, registration and a
+                // token, then the handshake again with it; unless the graph gives it a
+                // token of its own, which the 401 then refused.
+                let oauth = !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+                let again = handler.clone();
+                let url = url.clone();
+                let retry_config = config.clone();
+                let connecting = async move {
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    match handler.serve(transport).await {
+                        Err(e) if oauth && super::oauth::wants_authorization(&e) => {
+                            let client = super::oauth::authorized_client(url.as_str())
+                                .await
+                                .map_err(ConnectError::OAuth)?;
+                            let transport =
+                                StreamableHttpClientTransport::with_client(client, retry_config);
+                            again
+                                .serve(transport)
+                                .await
+                                .map_err(|e| ConnectError::Rmcp(Box::new(e)))
+                        }
+                        other => other.map_err(|e| ConnectError::Rmcp(Box::new(e))),
+                    }
+                };
+                (None, Box::pin(connecting) as _)
             }
         };
         let service = match tokio::time::timeout(handshake_timeout, connecting).await {
@@ -486,4 +512,14 @@ fn written_url(server: &Server) -> &str {
         ServerTransport::Http { url, .. } => url,
         ServerTransport::Stdio { .. } => "",
     }
+}
+
+/// Why a connection could not be made: the handshake (rmcp's words), or the OAuth flow
+/// a server that answered 401 asked for.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("{0}")]
+    Rmcp(Box<rmcp::service::ClientInitializeError>),
+    #[error("{0}")]
+    OAuth(String),
 }
