@@ -141,7 +141,12 @@ function markCurrent(selector, value, attr) {
   }
 }
 
-async function graphPage(id) {
+/// Which route call is the latest: an earlier one still waiting on the API renders
+/// nothing when it is done (its page is no longer the one asked for).
+let routes = 0;
+const stale = (turn) => turn !== routes;
+
+async function graphPage(id, turn = routes) {
   markCurrent("aside a", id, "data-graph");
   const main = $("#main");
   const g = await api("GET", `/assistants/${encodeURIComponent(id)}`);
@@ -159,7 +164,7 @@ async function graphPage(id) {
     );
   }
   if (!g.metadata.hash) {
-    main.replaceChildren(...parts);
+    if (!stale(turn)) main.replaceChildren(...parts);
     return;
   }
   const [svg, details, schemas] = await Promise.all([
@@ -194,7 +199,7 @@ async function graphPage(id) {
   parts.push(
     h("div", { class: "columns" }, h("div", {}, drawing, runArea), h("div", {}, h("div", { class: "panel" }, h("h2", { text: "Start a run" }), form), nodePanel)),
   );
-  main.replaceChildren(...parts);
+  if (!stale(turn)) main.replaceChildren(...parts);
 }
 
 function nodeDetails(panel, name, d) {
@@ -525,7 +530,7 @@ function answerForm(state, details, send) {
 
 // ---- Threads ---------------------------------------------------------------------
 
-async function threadsPage() {
+async function threadsPage(turn = routes) {
   markCurrent("aside a", null, "data-graph");
   const threads = await api("POST", "/threads/search", { limit: 200, sort_by: "updated_at", sort_order: "desc" });
   const rows = threads.map((t) => {
@@ -540,6 +545,7 @@ async function threadsPage() {
       h("td", { class: "muted", text: t.updated_at }),
     );
   });
+  if (stale(turn)) return;
   $("#main").replaceChildren(
     h("h1", { text: "Threads" }),
     threads.length
@@ -556,7 +562,7 @@ function threadStatus(t) {
   return t.values ? "finished" : "new";
 }
 
-async function threadPage(id) {
+async function threadPage(id, turn = routes) {
   markCurrent("aside a", null, "data-graph");
   const t = await api("GET", `/threads/${encodeURIComponent(id)}`);
   const state = await api("GET", `/threads/${encodeURIComponent(id)}/state`);
@@ -612,6 +618,7 @@ async function threadPage(id) {
       error.hidden = false;
     }) }));
   }
+  if (stale(turn)) return;
   $("#main").replaceChildren(
     h("h1", {}, `Thread ${id} `, h("span", { class: `badge ${status}`, text: status })),
     h("p", { class: "muted" }, graph ? h("a", { href: `#/graph/${encodeURIComponent(graph)}`, text: `graph ${graph}` }) : "", " "),
@@ -630,19 +637,22 @@ async function waitFor(ready) {
 // ---- Routing ---------------------------------------------------------------------
 
 async function route() {
+  const turn = ++routes;
   const hash = location.hash || "#/";
   const [, page, arg] = hash.match(/^#\/([^/]*)\/?(.*)$/) || [];
   markCurrent("nav a", page === "threads" || page === "thread" ? "nav-threads" : "nav-graphs", "id");
   try {
     await loadGraphs();
-    if (page === "graph" && arg) await graphPage(decodeURIComponent(arg));
-    else if (page === "threads") await threadsPage();
-    else if (page === "thread" && arg) await threadPage(decodeURIComponent(arg));
-    else if (graphs.length) await graphPage(graphs[0].graph_id);
+    if (page === "graph" && arg) await graphPage(decodeURIComponent(arg), turn);
+    else if (page === "threads") await threadsPage(turn);
+    else if (page === "thread" && arg) await threadPage(decodeURIComponent(arg), turn);
+    else if (graphs.length) await graphPage(graphs[0].graph_id, turn);
     else $("#main").replaceChildren(h("p", { text: "No graphs are served." }));
   } catch (err) {
-    $("#main").replaceChildren(h("div", { class: "error", role: "alert", text: err.message }));
+    if (!stale(turn)) $("#main").replaceChildren(h("div", { class: "error", role: "alert", text: err.message }));
   }
+  // Says which route the page shows, once it shows it (tests wait for it).
+  if (!stale(turn)) document.body.dataset.shown = hash;
 }
 
 window.addEventListener("hashchange", route);

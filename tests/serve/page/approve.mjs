@@ -21,16 +21,21 @@ page.on("console", (m) => {
 });
 page.on("pageerror", (e) => problems.push(e.message));
 page.setDefaultTimeout(15000);
+// Opens a route of the page and waits until the page shows it (not an earlier one).
+const go = async (hash) => {
+  await page.goto(`${url}/${hash}`);
+  await page.waitForFunction((h) => document.body.dataset.shown === h, hash || "#/");
+};
 
 try {
   // The graphs, with their status.
-  await page.goto(url + "/");
+  await go("");
   await page.waitForSelector("aside li");
   const listed = await page.$$eval("aside li a", (as) => as.map((a) => a.textContent));
   say("graphs", { listed });
 
   // The drawing, and a node's details on selection (by keyboard).
-  await page.goto(url + "/#/graph/approve");
+  await go("#/graph/approve");
   await page.waitForSelector(".drawing svg .node[data-node=confirm]");
   const nodes = await page.$$eval(".drawing .node", (ns) => ns.map((n) => `${n.dataset.node}:${n.getAttribute("class")}`));
   say("drawing", { nodes });
@@ -61,6 +66,7 @@ try {
 
   // Threads: the run's thread, finished; its history; the state at an earlier step.
   await page.click("#nav-threads");
+  await page.waitForFunction(() => document.body.dataset.shown === "#/threads");
   await page.waitForSelector("table tbody tr");
   const threads = await page.$$eval("table tbody tr", (rs) => rs.map((r) => [...r.children].slice(1, 3).map((c) => c.textContent)));
   say("threads", { threads });
@@ -86,8 +92,9 @@ try {
   say("fork", { checkpoints: forked, steps: again, visited: kept });
 
   // A step limit from the form: the run ends when it is reached.
-  await page.goto(url + "/#/graph/approve");
+  await go("#/graph/approve");
   await page.reload();
+  await page.waitForFunction(() => document.body.dataset.shown === "#/graph/approve");
   await page.fill("form.inputs input[name=budget]", "100");
   await page.fill("form.inputs input[name=max_steps]", "4");
   await page.click("text=Start run");
@@ -99,7 +106,7 @@ try {
   say("max steps", { status: await page.textContent("#run-status"), steps: limited });
 
   // The stop button: a run that would count for ever ends where it was stopped.
-  await page.goto(url + "/#/graph/spin");
+  await go("#/graph/spin");
   await page.click("text=Start run");
   await page.waitForSelector("ol.steps > li");
   await page.click("#run button.danger");
@@ -107,7 +114,7 @@ try {
   say("stopped", { status: await page.textContent("#run-status"), disabled: await page.$eval("#run button.danger", (b) => b.disabled) });
 
   // A graph whose edit broke it: its diagnostics on the page.
-  await page.goto(url + "/#/graph/broken");
+  await go("#/graph/broken");
   await page.waitForSelector("pre.diagnostics");
   const diagnostics = await page.textContent("pre.diagnostics");
   const badge = await page.textContent("aside a[data-graph=broken] .badge");
@@ -116,7 +123,7 @@ try {
 
   // A phone's width: still one column, nothing cut off sideways.
   await page.setViewportSize({ width: 390, height: 844 });
-  await page.goto(url + "/#/graph/approve");
+  await go("#/graph/approve");
   await page.waitForSelector(".drawing svg");
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   say("phone", { overflow });

@@ -23,6 +23,7 @@ page.setDefaultTimeout(60000);
 
 try {
   await page.goto(url + "/#/graph/browser_agent");
+  await page.waitForFunction(() => document.body.dataset.shown === "#/graph/browser_agent");
   await page.fill("form.inputs input[name=user_message]", process.env.GOAL);
   await page.click("text=Start run");
   await page.waitForSelector("form.answer");
