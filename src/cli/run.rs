@@ -322,7 +322,9 @@ impl Session {
             std::io::stderr().flush()?;
             let line = match pending.deadline_ms {
                 Some(deadline) => {
-                    let left = deadline.saturating_sub(now_ms());
+                    // A millisecond past it: the resume that follows must find the
+                    // time run out (the deadline is wall-clock, the wait monotonic).
+                    let left = deadline.saturating_sub(now_ms()) + 1;
                     match tokio::time::timeout(std::time::Duration::from_millis(left), lines.recv())
                         .await
                     {

@@ -191,7 +191,7 @@ impl Runner {
                 why: format!("`{}` is no longer an interrupt", node.name),
             });
         };
-        if pending.deadline_ms.is_some_and(|d| now_ms() > d)
+        if pending.deadline_ms.is_some_and(|d| now_ms() >= d)
             && let Some(to) = body.on_timeout
         {
             return Ok(Resumption::TimedOut { live, node: id, to });
