@@ -124,7 +124,7 @@ impl SqliteStore {
         }
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        match retry_busy(|| layout(&conn))? {
+        match retry_busy(|| layout_at_once(&conn))? {
             Layout::Current => {}
             l @ Layout::Other { .. } => return Err(refused(path, l)),
             Layout::Empty | Layout::Older(_) | Layout::Unfinished => {
@@ -139,7 +139,7 @@ impl SqliteStore {
                     bring_forward(&tx, &layout(&tx)?)?;
                     tx.commit()
                 })?;
-                if let l @ Layout::Other { .. } = retry_busy(|| layout(&conn))? {
+                if let l @ Layout::Other { .. } = retry_busy(|| layout_at_once(&conn))? {
                     return Err(refused(path, l));
                 }
             }
@@ -196,10 +196,10 @@ impl SqliteStore {
         // A WAL store needs its shared-memory file; on a read-only mount that cannot be
         // made, the file is read as it is (`immutable`).
         let conn = Connection::open_with_flags(uri(""), flags)
-            .and_then(|c| layout(&c).map(|_| c))
+            .and_then(|c| layout_at_once(&c).map(|_| c))
             .or_else(|_| Connection::open_with_flags(uri("&immutable=1"), flags))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        match layout(&conn)? {
+        match layout_at_once(&conn)? {
             Layout::Current => {}
             // Bringing it forward would write.
             Layout::Older(found) => {
@@ -520,4 +520,15 @@ impl Checkpointer for SqliteStore {
     fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
         catalog::runs_in_flight(self)
     }
+}
+
+/// The layout as one moment of the file shows it: the version and the tables read in
+/// one transaction. Read apart, another process's first open could commit between
+/// the two (version 0, then its tables with rows in them), and the store would look
+/// like another program's.
+fn layout_at_once(conn: &Connection) -> Result<Layout, rusqlite::Error> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Deferred)?;
+    let found = layout(&tx)?;
+    tx.commit()?;
+    Ok(found)
 }
