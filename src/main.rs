@@ -465,12 +465,13 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
             if scenario == "tools_call" || answer.is_some() {
                 for t in tools {
                     let request = ToolRequest {
-                        server: server.clone(),
-                        tool: t.name.clone(),
-                        arguments: switchyard::mcp::example_arguments(&t.input_schema),
-                        timeout: None,
-                        idempotency_key: format!("conformance/{}", t.name),
                         answer: answer.clone(),
+                        ..ToolRequest::new(
+                            server.clone(),
+                            t.name.clone(),
+                            switchyard::mcp::example_arguments(&t.input_schema),
+                            format!("conformance/{}", t.name),
+                        )
                     };
                     let reply = client.call(&request).await?;
                     println!("{}: {}", t.name, reply.content);

@@ -624,14 +624,12 @@ async fn a_server_that_answers_garbage_or_does_not_exist_is_a_clear_error() {
         "{}",
         e.message
     );
-    let request = ToolRequest {
-        server: stdio("missing", "no-such-mcp-server", &[]),
-        tool: "x".into(),
-        arguments: json!({}),
-        timeout: None,
-        idempotency_key: "t/0/1/0".into(),
-        answer: None,
-    };
+    let request = ToolRequest::new(
+        stdio("missing", "no-such-mcp-server", &[]),
+        "x",
+        json!({}),
+        "t/0/1/0",
+    );
     let e = client.call(&request).await.expect_err("nothing to start");
     assert!(!e.transient);
     assert_eq!(
@@ -1250,26 +1248,22 @@ async fn a_changed_tool_list_is_listed_again() {
     );
     // Every call carries its idempotency key in `_meta`.
     let meta = client
-        .call(&ToolRequest {
-            server: server.clone(),
-            tool: "meta".into(),
-            arguments: json!({}),
-            timeout: None,
-            idempotency_key: "t/0/3/1".into(),
-            answer: None,
-        })
+        .call(&ToolRequest::new(
+            server.clone(),
+            "meta",
+            json!({}),
+            "t/0/3/1",
+        ))
         .await
         .unwrap();
     assert_eq!(meta.content, json!("t/0/3/1"));
     let grown = client
-        .call(&ToolRequest {
-            server: server.clone(),
-            tool: "grow".into(),
-            arguments: json!({}),
-            timeout: None,
-            idempotency_key: "t/0/4/0".into(),
-            answer: None,
-        })
+        .call(&ToolRequest::new(
+            server.clone(),
+            "grow",
+            json!({}),
+            "t/0/4/0",
+        ))
         .await
         .unwrap();
     assert_eq!(grown.content, json!("grow done"));
@@ -1294,12 +1288,8 @@ async fn a_timed_out_call_is_cancelled_at_the_server() {
         &["tests/servers/growing_tools.mjs"],
     );
     let call = |tool: &str, timeout: Option<std::time::Duration>| ToolRequest {
-        server: server.clone(),
-        tool: tool.into(),
-        arguments: json!({}),
         timeout,
-        idempotency_key: "t/0/1/0".into(),
-        answer: None,
+        ..ToolRequest::new(server.clone(), tool, json!({}), "t/0/1/0")
     };
     let started = std::time::Instant::now();
     let waited = client
@@ -1331,14 +1321,7 @@ async fn a_server_gets_the_roots_the_graph_declares_and_none_otherwise() {
         let client = &client;
         async move {
             let reply = client
-                .call(&ToolRequest {
-                    server,
-                    tool: "roots".into(),
-                    arguments: json!({}),
-                    timeout: None,
-                    idempotency_key: "t/0/1/0".into(),
-                    answer: None,
-                })
+                .call(&ToolRequest::new(server, "roots", json!({}), "t/0/1/0"))
                 .await
                 .unwrap();
             reply.content
@@ -1434,7 +1417,8 @@ fn an_elicitation_pauses_the_run_and_the_answer_goes_back_to_the_server() {
     ])
     .run()
     .code(0);
-    assert_eq!(done.stdout, "hello Ada\n");
+    // The node ran again as the step it was: the call kept its idempotency key.
+    assert_eq!(done.stdout, "hello Ada [e1/0/1/0]\n");
 
     // Declined: the server hears it, and says what it does then.
     switchyard(&["run", graph, "--thread", "e2", "--store", &store])
@@ -1494,5 +1478,5 @@ async fn an_elicitation_is_answered_through_the_server() {
         )
         .await
         .json();
-    assert_eq!(done["greeting"], "hello Ada", "{done}");
+    assert_eq!(done["greeting"], "hello Ada [e/0/1/0]", "{done}");
 }

@@ -90,15 +90,12 @@ impl Host {
                         in_flight.iter().map(|r| r.id.as_str()),
                     ));
                 }
-                Multitask::Enqueue => {}
-                Multitask::Interrupt | Multitask::Rollback => {
-                    let action = if request.multitask_strategy == Multitask::Rollback {
-                        CancelAction::Rollback
-                    } else {
-                        CancelAction::Interrupt
-                    };
-                    for r in &in_flight {
-                        self.cancel_shared(r, action)?;
+                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
+                    // Enqueue asks nothing of them; interrupt and rollback stop them.
+                    if let Some(action) = request.multitask_strategy.cancel_action() {
+                        for r in &in_flight {
+                            self.cancel_shared(r, action)?;
+                        }
                     }
                 }
             }

@@ -88,6 +88,16 @@ impl Multitask {
         }
     }
 
+    /// What the runs in the way are asked to do: stop (`interrupt`), or stop and take
+    /// back what they wrote (`rollback`); none for the other strategies.
+    pub fn cancel_action(self) -> Option<CancelAction> {
+        match self {
+            Multitask::Interrupt => Some(CancelAction::Interrupt),
+            Multitask::Rollback => Some(CancelAction::Rollback),
+            Multitask::Reject | Multitask::Enqueue => None,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "reject" => Multitask::Reject,

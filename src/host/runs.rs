@@ -201,21 +201,18 @@ impl Host {
                             .map(|r| r.id.as_str()),
                     ));
                 }
-                Multitask::Enqueue => {}
-                Multitask::Interrupt | Multitask::Rollback => {
-                    let action = if request.multitask_strategy == Multitask::Rollback {
-                        CancelAction::Rollback
-                    } else {
-                        CancelAction::Interrupt
-                    };
-                    let waiting: Vec<_> = queue.waiting.drain(..).collect();
-                    if let Some(r) = &queue.running {
-                        r.request_cancel(action);
-                    }
-                    for r in waiting {
-                        r.request_cancel(action);
-                        let end = self.end_unstarted(&r);
-                        self.close_run(&r, end);
+                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
+                    // Enqueue asks nothing of them; interrupt and rollback stop them.
+                    if let Some(action) = request.multitask_strategy.cancel_action() {
+                        let waiting: Vec<_> = queue.waiting.drain(..).collect();
+                        if let Some(r) = &queue.running {
+                            r.request_cancel(action);
+                        }
+                        for r in waiting {
+                            r.request_cancel(action);
+                            let end = self.end_unstarted(&r);
+                            self.close_run(&r, end);
+                        }
                     }
                 }
             }

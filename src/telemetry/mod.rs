@@ -96,36 +96,23 @@ impl Tracer {
                 .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
             let mut spans = Spans::new(options.content);
             while let Some(m) = rx.recv().await {
-                match m {
-                    Message::Event { key, at_ms, event } => {
-                        let Some(done) = spans.event(&key, at_ms, &event) else {
-                            continue;
-                        };
-                        let sent = match &client {
-                            Ok(c) => export(c, &options, &done).await,
-                            Err(e) => Err(e.clone()),
-                        };
-                        if let Err(e) = sent {
-                            failed.fetch_add(1, Ordering::SeqCst);
-                            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        }
-                    }
-                    Message::End(key) => {
-                        let Some(done) = spans.end(&key, now_ms()) else {
-                            continue;
-                        };
-                        let sent = match &client {
-                            Ok(c) => export(c, &options, &done).await,
-                            Err(e) => Err(e.clone()),
-                        };
-                        if let Err(e) = sent {
-                            failed.fetch_add(1, Ordering::SeqCst);
-                            *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        }
-                    }
+                // A run's spans once it has ended, however it ended.
+                let ended = match m {
                     Message::Flush(done) => {
                         let _ = done.send(());
+                        continue;
                     }
+                    Message::Event { key, at_ms, event } => spans.event(&key, at_ms, &event),
+                    Message::End(key) => spans.end(&key, now_ms()),
+                };
+                let Some(done) = ended else { continue };
+                let sent = match &client {
+                    Ok(c) => export(c, &options, &done).await,
+                    Err(e) => Err(e.clone()),
+                };
+                if let Err(e) = sent {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                    *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
             }
         });

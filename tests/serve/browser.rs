@@ -69,12 +69,10 @@ pub(super) fn action(id: &str, kind: &str, fields: Json) -> String {
     a.to_string()
 }
 
-#[tokio::test]
-async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
-    let (app, sent) = shop();
-    let page = format!("{}gift.html", app.url());
-    let message = "Happy birthday, Ada!";
-    let llm = Llm::start(vec![
+/// The model's four answers that send a gift card from `page` with `message`: open the
+/// page, type the message, click send (the action a person confirms), stop.
+pub(super) async fn gift_llm(page: &str, message: &str) -> Llm {
+    Llm::start(vec![
         completion(&action("a1", "navigate", json!({ "url": page })), 300, 40),
         completion(
             &action("a3", "type", json!({ "eid": "e6", "target": "Message", "text": message, "submit": false })),
@@ -92,7 +90,15 @@ async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
             40,
         ),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
+    let (app, sent) = shop();
+    let page = format!("{}gift.html", app.url());
+    let message = "Happy birthday, Ada!";
+    let llm = gift_llm(&page, message).await;
     let dir = tempfile::tempdir().unwrap();
     let s = serve(&["graphs/browser_agent.toml"])
         .env("OPENAI_BASE_URL", llm.url())

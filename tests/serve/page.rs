@@ -128,31 +128,12 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
 /// waits still, then "Yes" sends the form.
 #[tokio::test]
 async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_click() {
-    use super::browser::{action, shop};
-    use crate::llm::server::{Server as Llm, completion};
+    use super::browser::shop;
     use serde_json::json;
     let (app, sent) = shop();
     let page = format!("{}gift.html", app.url());
     let message = "Happy birthday, Ada!";
-    let llm = Llm::start(vec![
-        completion(&action("a1", "navigate", json!({ "url": page })), 300, 40),
-        completion(
-            &action("a3", "type", json!({ "eid": "e6", "target": "Message", "text": message, "submit": false })),
-            300,
-            40,
-        ),
-        completion(
-            &action("a5", "click", json!({ "eid": "e7", "target": "Send gift card", "reason": "Send the card with the message." })),
-            300,
-            40,
-        ),
-        completion(
-            &action("a7", "stop", json!({ "text": "Sent the gift card with your message." })),
-            300,
-            40,
-        ),
-    ])
-    .await;
+    let llm = super::browser::gift_llm(&page, message).await;
     let dir = tempfile::tempdir().unwrap();
     let s = serve(&["graphs/browser_agent.toml"])
         .env("OPENAI_BASE_URL", llm.url())

@@ -3,7 +3,8 @@
 // the client's declared roots capability and the roots it lists (roots/list). `meta`
 // answers with the idempotency key the call's `_meta` carries. `wait` waits ten seconds
 // unless the client cancels it (notifications/cancelled), which `cancelled` then lists.
-// `ask` asks the client for a name (elicitation/create) and greets it.
+// `ask` asks the client for a name (elicitation/create) and greets it, naming the
+// idempotency key of the call that got the answer.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -30,7 +31,8 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       message: "Who is asking?",
       requestedSchema: { type: "object", properties: { name: { type: "string", minLength: 1 } }, required: ["name"] },
     });
-    const text = answer.action === "accept" ? `hello ${answer.content.name}` : answer.action;
+    const key = request.params._meta?.["switchyard/idempotencyKey"];
+    const text = answer.action === "accept" ? `hello ${answer.content.name} [${key}]` : answer.action;
     return { content: [{ type: "text", text }] };
   }
   if (request.params.name === "cancelled") {

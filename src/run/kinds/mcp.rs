@@ -27,6 +27,25 @@ pub struct ToolRequest {
     pub answer: Option<Arc<Json>>,
 }
 
+impl ToolRequest {
+    /// A call with no timeout of its own (the client's default) and no answer to give.
+    pub fn new(
+        server: Server,
+        tool: impl Into<String>,
+        arguments: Json,
+        idempotency_key: impl Into<String>,
+    ) -> Self {
+        ToolRequest {
+            server,
+            tool: tool.into(),
+            arguments,
+            timeout: None,
+            idempotency_key: idempotency_key.into(),
+            answer: None,
+        }
+    }
+}
+
 /// A tool's result: the content to write, and whether the tool reported an error.
 #[derive(Debug, Clone)]
 pub struct ToolReply {
@@ -136,12 +155,9 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             idempotency_key.push_str(&format!("/{i}"));
         }
         let request = ToolRequest {
-            server: server.clone(),
-            tool: tool.clone(),
-            arguments,
             timeout: cx.node.timeout,
-            idempotency_key,
             answer: cx.answer.clone(),
+            ..ToolRequest::new(server.clone(), tool.clone(), arguments, idempotency_key)
         };
         let retry = cx.node.retry.clone();
         let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));
