@@ -439,16 +439,34 @@ fn tools(path: &std::path::Path, only: Option<&str>, format: ReportFormat) -> an
 
 /// The client side of the MCP conformance suite (`npx @modelcontextprotocol/conformance
 /// client --command "switchyard mcp-conformance-client"`): the suite appends the URL and
-/// names the scenario in `MCP_CONFORMANCE_SCENARIO`.
+/// names the scenario in `MCP_CONFORMANCE_SCENARIO` and gives the credentials a
+/// scenario hands out in `MCP_CONFORMANCE_CONTEXT`, which become the server's OAuth
+/// settings as a graph would write them.
 fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
     use switchyard::graph::{Server, ServerTransport};
     use switchyard::run::ToolRequest;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let said = |k: &str| context.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let oauth = switchyard::spec::OAuth {
+        client_credentials: scenario.starts_with("auth/client-credentials"),
+        client_id: said("client_id"),
+        client_secret: said("client_secret"),
+        private_key: said("private_key_pem"),
+        signing_algorithm: said("signing_algorithm"),
+        scopes: Vec::new(),
+        // The suite's name for this client, taken by servers that accept one.
+        client_metadata_url: Some("https://conformance-test.local/client-metadata.json".into()),
+    };
     let server = Server {
         name: "conformance".into(),
         transport: ServerTransport::Http {
             url: url.into(),
             headers: Vec::new(),
+            oauth,
         },
         roots: Vec::new(),
     };
@@ -462,20 +480,20 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
             let answer = scenario.starts_with("elicitation").then(|| {
                 std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
             });
-            if scenario == "tools_call" || answer.is_some() {
-                for t in tools {
-                    let request = ToolRequest {
-                        answer: answer.clone(),
-                        ..ToolRequest::new(
-                            server.clone(),
-                            t.name.clone(),
-                            switchyard::mcp::example_arguments(&t.input_schema),
-                            format!("conformance/{}", t.name),
-                        )
-                    };
-                    let reply = client.call(&request).await?;
-                    println!("{}: {}", t.name, reply.content);
-                }
+            // Every tool is called: scenarios check what happens on a call (a
+            // result, more scope asked for, a stream resumed).
+            for t in tools {
+                let request = ToolRequest {
+                    answer: answer.clone(),
+                    ..ToolRequest::new(
+                        server.clone(),
+                        t.name.clone(),
+                        switchyard::mcp::example_arguments(&t.input_schema),
+                        format!("conformance/{}", t.name),
+                    )
+                };
+                let reply = client.call(&request).await?;
+                println!("{}: {}", t.name, reply.content);
             }
             Ok::<_, switchyard::run::ToolError>(())
         }

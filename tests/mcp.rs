@@ -567,6 +567,7 @@ async fn http_server_that_is_not_there_is_a_transient_connect_error() {
         transport: ServerTransport::Http {
             url: format!("http://127.0.0.1:{port}/mcp"),
             headers: Vec::new(),
+            oauth: Default::default(),
         },
         roots: Vec::new(),
     };
@@ -873,17 +874,24 @@ fn conformance_checks(scenario: &str, expected: &[(&str, &str)]) {
 /// Runs a client scenario of the suite, which must pass with no failure and no
 /// warning; the checks it reports (`id STATUS description`, INFO lines left out).
 fn conformance_report(scenario: &str) -> Vec<String> {
+    let client = format!(
+        "{} mcp-conformance-client",
+        env!("CARGO_BIN_EXE_switchyard")
+    );
+    conformance_report_of(scenario, &client, &[])
+}
+
+/// The suite's report of `scenario` against `client` (a command line the suite
+/// appends the server's URL to), started with `env`.
+fn conformance_report_of(scenario: &str, client: &str, env: &[(&str, String)]) -> Vec<String> {
     need_npm_packages();
     let cwd = temp_dir(&format!("conformance-{scenario}"));
     let out = Command::new(root().join("node_modules/.bin/node"))
         .arg(root().join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
-        .args(["client", "--scenario", scenario, "--command"])
-        .arg(format!(
-            "{} mcp-conformance-client",
-            env!("CARGO_BIN_EXE_switchyard")
-        ))
+        .args(["client", "--scenario", scenario, "--command", client])
         .current_dir(&cwd)
         .env("NO_COLOR", "1")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("the conformance suite runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -894,7 +902,11 @@ fn conformance_report(scenario: &str) -> Vec<String> {
         .filter_map(|l| {
             let (id, rest) = l.split_once(" [")?.1.split_once(']')?;
             let rest = rest.trim();
-            (!rest.starts_with("INFO")).then(|| format!("{} {rest}", id.trim()))
+            // Only the suite's own lines: the client's stderr is echoed too.
+            let status = rest.split(' ').next()?;
+            ["SUCCESS", "FAILURE", "WARNING"]
+                .contains(&status)
+                .then(|| format!("{} {rest}", id.trim()))
         })
         .collect();
     let n = checks.len();
@@ -936,16 +948,43 @@ fn conformance_initialize() {
     );
 }
 
-/// OAuth 2.1: the authorization scenarios of the suite that pass, each with every check
-/// it reports (a snapshot per scenario): discovery in its variants, dynamic
-/// registration, PKCE, the token endpoint's authentication methods, scopes, resource
-/// indicators, offline access. docs/mcp-conformance.md says why the others do not.
+/// A tool's response stream that the server closes early is resumed as SEP-1699 says:
+/// a GET after the `retry` interval the server sent, with `Last-Event-ID`, and the
+/// result read from it.
+#[test]
+fn conformance_sse_retry() {
+    assert_eq!(
+        conformance_report("sse-retry"),
+        [
+            "client-sse-graceful-reconnect SUCCESS Client reconnects via GET after SSE stream is closed gracefully",
+            "client-sse-retry-timing SUCCESS Client MUST respect the retry field, waiting the given number of milliseconds before attempting to reconnect",
+            "client-sse-last-event-id SUCCESS Client SHOULD send Last-Event-ID header on reconnection for resumability",
+        ]
+    );
+}
+
+/// OAuth 2.1: every authorization scenario of the suite, each with every check it
+/// reports (a snapshot per scenario): discovery in its variants (from the challenge,
+/// a tenant path, the 2025-03-26 layouts), client registration (dynamic, pre-registered,
+/// a client-ID metadata document), PKCE, the token endpoint's authentication methods,
+/// scopes (from the challenge, the metadata, a step-up, a bounded retry), resource
+/// indicators, offline access, and the client-credentials grant with a secret and a
+/// signed assertion.
 #[test]
 fn conformance_oauth() {
     for scenario in [
         "auth/metadata-default",
         "auth/metadata-var1",
         "auth/metadata-var2",
+        "auth/metadata-var3",
+        "auth/basic-cimd",
+        "auth/scope-from-www-authenticate",
+        "auth/scope-step-up",
+        "auth/scope-retry-limit",
+        "auth/pre-registration",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/client-credentials-jwt",
+        "auth/client-credentials-basic",
         "auth/scope-from-scopes-supported",
         "auth/scope-omitted-when-undefined",
         "auth/token-endpoint-auth-basic",
@@ -958,6 +997,52 @@ fn conformance_oauth() {
     ] {
         let checks = conformance_report(scenario);
         insta::assert_snapshot!(scenario.replace('/', "_"), checks.join("\n"));
+    }
+}
+
+/// A graph's `[servers.x.oauth]` settings, with their `${...}` read from the
+/// environment, reach the flow: the client-credentials grant with a secret (HTTP Basic)
+/// and with a signed assertion, and a pre-registered client's authorization code.
+#[test]
+fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
+    let fixtures = root().join("tests/fixtures/mcp/oauth");
+    let client = format!(
+        "{} {}",
+        root().join("node_modules/.bin/node").display(),
+        fixtures.join("client.mjs").display()
+    );
+    for (graph, scenario, proof) in [
+        (
+            "client_credentials.toml",
+            "auth/client-credentials-basic",
+            "client-credentials-basic-auth SUCCESS Client successfully authenticated with client_secret_basic",
+        ),
+        (
+            "signed_assertion.toml",
+            "auth/client-credentials-jwt",
+            "client-credentials-jwt-verified SUCCESS Client successfully authenticated with signed JWT assertion",
+        ),
+        (
+            "pre_registered.toml",
+            "auth/pre-registration",
+            "pre-registration-auth SUCCESS Client correctly used pre-registered credentials when server does not support DCR",
+        ),
+    ] {
+        let env = [
+            ("SWITCHYARD", env!("CARGO_BIN_EXE_switchyard").to_string()),
+            ("GRAPH", fixtures.join(graph).display().to_string()),
+        ];
+        let checks = conformance_report_of(scenario, &client, &env);
+        assert!(
+            checks.iter().any(|c| c == proof),
+            "{graph}: no `{proof}` in {checks:#?}"
+        );
+        assert!(
+            checks
+                .iter()
+                .any(|c| c.starts_with("valid-bearer-token SUCCESS")),
+            "{graph}: {checks:#?}"
+        );
     }
 }
 
@@ -1097,6 +1182,7 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
         transport: ServerTransport::Http {
             url: format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
             headers: Vec::new(),
+            oauth: Default::default(),
         },
         roots: Vec::new(),
     };

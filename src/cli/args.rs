@@ -50,8 +50,8 @@ pub(crate) enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
-    /// An MCP client for the conformance suite: connects to URL, lists the tools and, in
-    /// the `tools_call` scenario, calls each one.
+    /// An MCP client for the conformance suite: connects to URL, lists the tools and
+    /// calls each one, with the credentials the scenario hands out.
     #[command(hide = true)]
     McpConformanceClient { url: String },
     /// Draw a graph as Graphviz DOT, a Mermaid flowchart, or an SVG picture.

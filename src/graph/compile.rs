@@ -143,9 +143,14 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
                         .as_ref()
                         .map_or_else(|| spec.root.clone(), |c| spec.resolve(c.get_ref())),
                 },
-                Transport::Http { url, headers } => ServerTransport::Http {
+                Transport::Http {
+                    url,
+                    headers,
+                    oauth,
+                } => ServerTransport::Http {
                     url: url.get_ref().clone(),
                     headers: headers.clone(),
+                    oauth: oauth.clone(),
                 },
             },
         })

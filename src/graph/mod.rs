@@ -336,6 +336,9 @@ pub enum ServerTransport {
         url: String,
         /// Sent with every request, as written (`${...}` expanded when it starts).
         headers: Vec<(String, String)>,
+        /// How to authorize when the server answers 401 (as written, `${...}`
+        /// expanded when it starts).
+        oauth: crate::spec::OAuth,
     },
 }
 

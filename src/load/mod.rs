@@ -7,12 +7,13 @@
 mod node;
 mod reader;
 mod sampling;
+mod server;
 
 use crate::diagnostic::Diagnostic;
 use crate::source::{FileId, Sources};
 use crate::spec::{
-    FieldSpec, FieldType, GraphHeader, GraphSpec, LlmDefaults, Reducer, ServerSpec, Sp, TYPE_NAMES,
-    Transport, parse_field_type,
+    FieldSpec, FieldType, GraphHeader, GraphSpec, LlmDefaults, Reducer, Sp, TYPE_NAMES,
+    parse_field_type,
 };
 use crate::suggestion::help_for;
 use reader::{Table, to_json};
@@ -68,7 +69,7 @@ pub fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded {
     let mut top = Table::new(file, "the graph file", doc.span(), doc.get_ref());
     let header = read_header(&mut top, &mut diags);
     let llm = read_llm(&mut top, &mut diags);
-    let servers = read_named(&mut top, "servers", &mut diags, read_server);
+    let servers = read_named(&mut top, "servers", &mut diags, server::read_server);
     let mut state = read_named(&mut top, "state", &mut diags, read_field);
     read_consts(&mut top, &mut state, &mut diags);
     let nodes = read_named(&mut top, "nodes", &mut diags, node::read_node);
@@ -282,155 +283,6 @@ fn check_name(file: FileId, name: &Sp<String>, section: &str, diags: &mut Vec<Di
             }),
         );
     }
-}
-
-fn read_server(
-    file: FileId,
-    name: Sp<String>,
-    v: &reader::Value<'_>,
-    diags: &mut Vec<Diagnostic>,
-) -> Option<ServerSpec> {
-    let DeValue::Table(table) = v.get_ref() else {
-        return None;
-    };
-    let mut t = Table::new(
-        file,
-        format!("`[servers.{}]`", name.get_ref()),
-        v.span(),
-        table,
-    );
-    let command = t.str("command", diags);
-    let url = t.str("url", diags);
-    let args = t
-        .strings("args", diags)
-        .into_iter()
-        .map(Sp::into_inner)
-        .collect();
-    let env = match t.table("env", diags) {
-        Some(mut env) => env
-            .drain()
-            .into_iter()
-            .filter_map(|(k, v)| match v.get_ref() {
-                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
-                other => {
-                    diags.push(env.wrong_type(k.get_ref(), v.span(), "a string", other));
-                    None
-                }
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    let cwd = t.str("cwd", diags);
-    let headers: Vec<(String, String)> = match t.table("headers", diags) {
-        Some(mut h) => h
-            .drain()
-            .into_iter()
-            .filter_map(|(k, v)| match v.get_ref() {
-                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
-                other => {
-                    diags.push(h.wrong_type(k.get_ref(), v.span(), "a string", other));
-                    None
-                }
-            })
-            .collect(),
-        None => Vec::new(),
-    };
-    let headers_span = t.key_span("headers");
-    let roots = t.strings("roots", diags);
-    let description = t
-        .str("description", diags)
-        .map(Sp::into_inner)
-        .unwrap_or_default();
-    let stdio_keys = ["args", "env", "cwd"]
-        .into_iter()
-        .filter(|k| t.has(k))
-        .collect::<Vec<_>>();
-    t.finish(
-        &[
-            "command",
-            "args",
-            "env",
-            "cwd",
-            "url",
-            "headers",
-            "roots",
-            "description",
-        ],
-        diags,
-    );
-    if let (Some(span), true) = (&headers_span, url.is_none()) {
-        diags.push(
-            Diagnostic::error(
-                "server-transport",
-                file,
-                span.clone(),
-                "`headers` only applies to HTTP servers",
-            )
-            .label("ignored with `command`")
-            .help("give a stdio server what it needs through `env`"),
-        );
-    }
-    let transport = match (command, url) {
-        (Some(command), None) => Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        },
-        (None, Some(url)) => {
-            if let Some(k) = stdio_keys.first() {
-                let span = t.key_span(k).unwrap_or(url.span());
-                diags.push(
-                    Diagnostic::error(
-                        "server-transport",
-                        file,
-                        span,
-                        format!("`{k}` only applies to stdio servers"),
-                    )
-                    .label("ignored with `url`")
-                    .help("remove it, or start the server with `command` instead of `url`"),
-                );
-            }
-            Transport::Http { url, headers }
-        }
-        (Some(command), Some(url)) => {
-            diags.push(
-                Diagnostic::error(
-                    "server-transport",
-                    file,
-                    url.span(),
-                    format!("server `{}` has both `command` and `url`", name.get_ref()),
-                )
-                .label("second transport")
-                .help("a server is either a stdio child (`command`) or a streamable-HTTP endpoint (`url`), not both"),
-            );
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            }
-        }
-        (None, None) => {
-            diags.push(
-                Diagnostic::error(
-                    "server-transport",
-                    file,
-                    name.span(),
-                    format!("server `{}` has neither `command` nor `url`", name.get_ref()),
-                )
-                .label("no transport")
-                .help("add `command = \"...\"` for a stdio server or `url = \"http://...\"` for streamable HTTP"),
-            );
-            return None;
-        }
-    };
-    Some(ServerSpec {
-        name,
-        transport,
-        description,
-        roots,
-    })
 }
 
 fn read_field(

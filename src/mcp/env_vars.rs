@@ -1,5 +1,5 @@
-//! `${NAME}` and `${NAME:-default}` in a server's `command`, `args`, `env` values and
-//! `url`, expanded from the environment when the server starts, so one graph file can
+//! `${NAME}` and `${NAME:-default}` in a server's `command`, `args`, `env` values,
+//! `url`, headers and OAuth settings, expanded from the environment when the server starts, so one graph file can
 //! point its servers somewhere else per run (a workspace directory, a port).
 
 use super::error::McpError;
@@ -35,7 +35,11 @@ pub(crate) fn expand_server(
             env_remove: env_remove.clone(),
             cwd: cwd.clone(),
         },
-        ServerTransport::Http { url, headers } => ServerTransport::Http {
+        ServerTransport::Http {
+            url,
+            headers,
+            oauth,
+        } => ServerTransport::Http {
             url: expand(url, lookup).map_err(|m| fail("url", m))?,
             headers: headers
                 .iter()
@@ -46,6 +50,26 @@ pub(crate) fn expand_server(
                     ))
                 })
                 .collect::<Result<_, McpError>>()?,
+            oauth: {
+                let one = |v: &Option<String>| {
+                    v.as_deref()
+                        .map(|v| expand(v, lookup).map_err(|m| fail("oauth", m)))
+                        .transpose()
+                };
+                crate::spec::OAuth {
+                    client_credentials: oauth.client_credentials,
+                    client_id: one(&oauth.client_id)?,
+                    client_secret: one(&oauth.client_secret)?,
+                    private_key: one(&oauth.private_key)?,
+                    signing_algorithm: oauth.signing_algorithm.clone(),
+                    scopes: oauth
+                        .scopes
+                        .iter()
+                        .map(|s| expand(s, lookup).map_err(|m| fail("oauth", m)))
+                        .collect::<Result<_, _>>()?,
+                    client_metadata_url: one(&oauth.client_metadata_url)?,
+                }
+            },
         },
     };
     Ok(Server {

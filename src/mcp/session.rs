@@ -149,7 +149,11 @@ impl Session {
                     Box::pin(async move { fut.await.map_err(|e| ConnectError::Rmcp(Box::new(e))) });
                 (pid, serve)
             }
-            ServerTransport::Http { url, headers } => {
+            ServerTransport::Http {
+                url,
+                headers,
+                oauth,
+            } => {
                 // reqwest is built with rustls but no crypto provider (for the LLM
                 // client's sake); building any client without one installed panics.
                 let _ = rustls::crypto::ring::default_provider().install_default();
@@ -166,31 +170,25 @@ impl Session {
                     value.set_sensitive(true);
                     config.custom_headers.insert(header, value);
                 }
-                // A server that answers 401 gets OAuth: discovery, registration and a
-                // token, then the handshake again with it; unless the graph gives it a
-                // token of its own, which the 401 then refused.
-                let oauth = !headers
+                // A server that answers 401 gets OAuth, in the middle of whichever
+                // request it refused (the handshake or a later call); unless the graph
+                // gives it a token of its own, which the 401 then refused.
+                let oauth_wanted = !headers
                     .iter()
                     .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
-                let again = handler.clone();
-                let url = url.clone();
-                let retry_config = config.clone();
                 let connecting = async move {
-                    let transport = StreamableHttpClientTransport::from_config(config);
-                    match handler.serve(transport).await {
-                        Err(e) if oauth && super::oauth::wants_authorization(&e) => {
-                            let client = super::oauth::authorized_client(url.as_str())
-                                .await
-                                .map_err(ConnectError::OAuth)?;
-                            let transport =
-                                StreamableHttpClientTransport::with_client(client, retry_config);
-                            again
-                                .serve(transport)
-                                .await
-                                .map_err(|e| ConnectError::Rmcp(Box::new(e)))
-                        }
-                        other => other.map_err(|e| ConnectError::Rmcp(Box::new(e))),
-                    }
+                    let served = if oauth_wanted {
+                        let client = super::oauth::Authorizing::new(url, oauth.clone())
+                            .map_err(ConnectError::OAuth)?;
+                        handler
+                            .serve(StreamableHttpClientTransport::with_client(client, config))
+                            .await
+                    } else {
+                        handler
+                            .serve(StreamableHttpClientTransport::from_config(config))
+                            .await
+                    };
+                    served.map_err(|e| ConnectError::Rmcp(Box::new(e)))
                 };
                 (None, Box::pin(connecting) as _)
             }
@@ -208,18 +206,35 @@ impl Session {
                     // The URL as the file writes it: its `${...}` values (a token in the
                     // query) stay out of errors, events and checkpoints.
                     (
-                        ServerTransport::Http { url, headers },
+                        ServerTransport::Http {
+                            url,
+                            headers,
+                            oauth,
+                        },
                         ServerTransport::Http {
                             url: as_written,
                             headers: written_headers,
+                            oauth: written_oauth,
                         },
                     ) => {
-                        // The URL and headers as the file writes them: their `${...}`
-                        // values (a token) stay out of errors, events and checkpoints.
+                        // The URL, headers and OAuth secrets as the file writes them:
+                        // their `${...}` values (a token, a client secret, a key) stay
+                        // out of errors, events and checkpoints.
                         let mut message = message.replace(url.as_str(), as_written);
-                        for ((_, value), (_, written)) in headers.iter().zip(written_headers) {
+                        let secrets = [
+                            (&oauth.client_secret, &written_oauth.client_secret),
+                            (&oauth.private_key, &written_oauth.private_key),
+                        ];
+                        let secrets = secrets
+                            .iter()
+                            .filter_map(|(v, w)| Some((v.as_deref()?, w.as_deref()?)));
+                        let headers = headers
+                            .iter()
+                            .zip(written_headers)
+                            .map(|((_, v), (_, w))| (v.as_str(), w.as_str()));
+                        for (value, written) in headers.chain(secrets) {
                             if value != written && value.len() >= 4 {
-                                message = message.replace(value.as_str(), written);
+                                message = message.replace(value, written);
                             }
                         }
                         McpError::Connect {

@@ -114,7 +114,34 @@ pub enum Transport {
         /// Sent with every request (`Authorization = "Bearer ${TOKEN}"`); values may
         /// read the environment.
         headers: Vec<(String, String)>,
+        /// How to authorize when the server asks for OAuth (`[servers.x.oauth]`);
+        /// none: the authorization-code flow with dynamic registration.
+        oauth: OAuth,
     },
+}
+
+/// How Switchyard authorizes itself with an HTTP server that answers 401. Every string
+/// may read the environment (`${SECRET}`), expanded when the server starts; secrets
+/// never reach events, checkpoints or messages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OAuth {
+    /// `client_credentials`: a machine's own grant (no person, no redirect), with
+    /// `client_secret` or `private_key`; otherwise the authorization-code flow.
+    pub client_credentials: bool,
+    /// A client registered with the authorization server beforehand; none: a
+    /// client-ID metadata document when `client_metadata_url` is given and the
+    /// server takes one, else dynamic registration.
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// A PKCS#8 PEM key for `private_key_jwt` client authentication (RFC 7523).
+    pub private_key: Option<String>,
+    /// `ES256` (the default), `ES384` or `RS256`.
+    pub signing_algorithm: Option<String>,
+    /// The scopes asked for; none: chosen from the server's challenge and metadata.
+    pub scopes: Vec<String>,
+    /// An HTTPS URL naming this client (SEP-991), used as its client ID where the
+    /// authorization server accepts one.
+    pub client_metadata_url: Option<String>,
 }
 
 #[derive(Debug)]

@@ -1,0 +1,312 @@
+//! A `[servers.NAME]` table: how the server is reached (a stdio child or a
+//! streamable-HTTP URL) and, for HTTP, its headers and OAuth settings.
+
+use super::reader::{self, Table};
+use crate::diagnostic::Diagnostic;
+use crate::source::FileId;
+use crate::spec::{OAuth, ServerSpec, Sp, Transport};
+use toml::de::DeValue;
+
+pub(super) fn read_server(
+    file: FileId,
+    name: Sp<String>,
+    v: &reader::Value<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<ServerSpec> {
+    let DeValue::Table(table) = v.get_ref() else {
+        return None;
+    };
+    let mut t = Table::new(
+        file,
+        format!("`[servers.{}]`", name.get_ref()),
+        v.span(),
+        table,
+    );
+    let command = t.str("command", diags);
+    let url = t.str("url", diags);
+    let args = t
+        .strings("args", diags)
+        .into_iter()
+        .map(Sp::into_inner)
+        .collect();
+    let env = match t.table("env", diags) {
+        Some(mut env) => env
+            .drain()
+            .into_iter()
+            .filter_map(|(k, v)| match v.get_ref() {
+                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
+                other => {
+                    diags.push(env.wrong_type(k.get_ref(), v.span(), "a string", other));
+                    None
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let cwd = t.str("cwd", diags);
+    let headers: Vec<(String, String)> = match t.table("headers", diags) {
+        Some(mut h) => h
+            .drain()
+            .into_iter()
+            .filter_map(|(k, v)| match v.get_ref() {
+                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
+                other => {
+                    diags.push(h.wrong_type(k.get_ref(), v.span(), "a string", other));
+                    None
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let headers_span = t.key_span("headers");
+    let oauth_span = t.key_span("oauth");
+    let oauth = match t.table("oauth", diags) {
+        Some(o) => read_oauth(o, &headers, diags),
+        None => OAuth::default(),
+    };
+    let roots = t.strings("roots", diags);
+    let description = t
+        .str("description", diags)
+        .map(Sp::into_inner)
+        .unwrap_or_default();
+    let stdio_keys = ["args", "env", "cwd"]
+        .into_iter()
+        .filter(|k| t.has(k))
+        .collect::<Vec<_>>();
+    t.finish(
+        &[
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "url",
+            "headers",
+            "oauth",
+            "roots",
+            "description",
+        ],
+        diags,
+    );
+    if let (Some(span), true) = (&oauth_span, url.is_none()) {
+        diags.push(
+            Diagnostic::error(
+                "server-transport",
+                file,
+                span.clone(),
+                "`oauth` only applies to HTTP servers",
+            )
+            .label("ignored with `command`")
+            .help("give a stdio server its credentials through `env`"),
+        );
+    }
+    if let (Some(span), true) = (&headers_span, url.is_none()) {
+        diags.push(
+            Diagnostic::error(
+                "server-transport",
+                file,
+                span.clone(),
+                "`headers` only applies to HTTP servers",
+            )
+            .label("ignored with `command`")
+            .help("give a stdio server what it needs through `env`"),
+        );
+    }
+    let transport = match (command, url) {
+        (Some(command), None) => Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        },
+        (None, Some(url)) => {
+            if let Some(k) = stdio_keys.first() {
+                let span = t.key_span(k).unwrap_or(url.span());
+                diags.push(
+                    Diagnostic::error(
+                        "server-transport",
+                        file,
+                        span,
+                        format!("`{k}` only applies to stdio servers"),
+                    )
+                    .label("ignored with `url`")
+                    .help("remove it, or start the server with `command` instead of `url`"),
+                );
+            }
+            Transport::Http {
+                url,
+                headers,
+                oauth,
+            }
+        }
+        (Some(command), Some(url)) => {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    url.span(),
+                    format!("server `{}` has both `command` and `url`", name.get_ref()),
+                )
+                .label("second transport")
+                .help("a server is either a stdio child (`command`) or a streamable-HTTP endpoint (`url`), not both"),
+            );
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            }
+        }
+        (None, None) => {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    name.span(),
+                    format!("server `{}` has neither `command` nor `url`", name.get_ref()),
+                )
+                .label("no transport")
+                .help("add `command = \"...\"` for a stdio server or `url = \"http://...\"` for streamable HTTP"),
+            );
+            return None;
+        }
+    };
+    Some(ServerSpec {
+        name,
+        transport,
+        description,
+        roots,
+    })
+}
+
+/// `[servers.x.oauth]`: checked here for what cannot work together, so a graph that
+/// loads has settings the flow can use.
+fn read_oauth(
+    mut t: Table<'_, '_>,
+    headers: &[(String, String)],
+    diags: &mut Vec<Diagnostic>,
+) -> OAuth {
+    let grant = t.str("grant", diags);
+    let client_id = t.str("client_id", diags);
+    let client_secret = t.str("client_secret", diags);
+    let private_key = t.str("private_key", diags);
+    let signing_algorithm = t.str("signing_algorithm", diags);
+    let scopes = t.strings("scopes", diags);
+    let client_metadata_url = t.str("client_metadata_url", diags);
+    t.finish(
+        &[
+            "grant",
+            "client_id",
+            "client_secret",
+            "private_key",
+            "signing_algorithm",
+            "scopes",
+            "client_metadata_url",
+        ],
+        diags,
+    );
+    let mut problem = |span: std::ops::Range<usize>, message: String, help: &str| {
+        diags.push(
+            Diagnostic::error("bad-oauth", t.file, span, message)
+                .label("here")
+                .help(help.to_string()),
+        );
+    };
+    let client_credentials = match &grant {
+        Some(g) if g.get_ref() == "client_credentials" => true,
+        Some(g) if g.get_ref() == "authorization_code" => false,
+        Some(g) => {
+            problem(
+                g.span(),
+                format!("unknown grant `{}` in {}", g.get_ref(), t.what),
+                "`grant` is `authorization_code` (the default) or `client_credentials`",
+            );
+            false
+        }
+        None => false,
+    };
+    if let Some((k, _)) = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        problem(
+            t.span.clone(),
+            format!("{} is given beside an `{k}` header", t.what),
+            "a server gets either a token of its own in `headers` or OAuth, not both",
+        );
+    }
+    if client_credentials && client_id.is_none() {
+        problem(
+            t.span.clone(),
+            format!(
+                "the `client_credentials` grant in {} needs `client_id`",
+                t.what
+            ),
+            "add the client ID the authorization server issued, with `client_secret` or `private_key`",
+        );
+    }
+    if client_credentials && client_secret.is_none() && private_key.is_none() {
+        problem(
+            t.span.clone(),
+            format!(
+                "the `client_credentials` grant in {} needs `client_secret` or `private_key`",
+                t.what
+            ),
+            "add `client_secret = \"${SECRET}\"`, or `private_key = \"${KEY_PEM}\"` for private_key_jwt",
+        );
+    }
+    if let (Some(secret), Some(_)) = (&client_secret, &private_key) {
+        problem(
+            secret.span(),
+            format!("{} has both `client_secret` and `private_key`", t.what),
+            "a client authenticates with one of them",
+        );
+    }
+    if let (Some(key), false) = (&private_key, client_credentials) {
+        problem(
+            key.span(),
+            format!(
+                "`private_key` in {} needs `grant = \"client_credentials\"`",
+                t.what
+            ),
+            "a signed client assertion is used for the client-credentials grant",
+        );
+    }
+    if let (Some(secret), None) = (&client_secret, &client_id) {
+        problem(
+            secret.span(),
+            format!("`client_secret` in {} needs `client_id`", t.what),
+            "a secret belongs to a client registered beforehand; add its `client_id`",
+        );
+    }
+    if let Some(alg) = &signing_algorithm
+        && !["ES256", "ES384", "RS256"].contains(&alg.get_ref().as_str())
+    {
+        problem(
+            alg.span(),
+            format!(
+                "unknown `signing_algorithm` `{}` in {}",
+                alg.get_ref(),
+                t.what
+            ),
+            "Switchyard signs with `ES256` (the default), `ES384` or `RS256`",
+        );
+    }
+    if let Some(url) = &client_metadata_url
+        && !url.get_ref().starts_with("https://")
+    {
+        problem(
+            url.span(),
+            format!("`client_metadata_url` in {} is not an HTTPS URL", t.what),
+            "a client-ID metadata document is named by an `https://` URL with a path",
+        );
+    }
+    OAuth {
+        client_credentials,
+        client_id: client_id.map(Sp::into_inner),
+        client_secret: client_secret.map(Sp::into_inner),
+        private_key: private_key.map(Sp::into_inner),
+        signing_algorithm: signing_algorithm.map(Sp::into_inner),
+        scopes: scopes.into_iter().map(Sp::into_inner).collect(),
+        client_metadata_url: client_metadata_url.map(Sp::into_inner),
+    }
+}

@@ -1,0 +1,360 @@
+//! Getting a token for one server: discovery seeded by its challenge, then the grant
+//! the graph's settings choose; and a wider one when the server wants more scope.
+
+use super::assertion;
+use crate::spec::OAuth;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
+    OAuthClientConfig,
+};
+
+/// Where the authorization server is asked to send the code. Nothing listens there:
+/// the redirect is read from the authorization response itself.
+const REDIRECT_URI: &str = "http://localhost/switchyard/oauth/callback";
+
+/// Wider-scope grants after a 403, over a connection's life: a server that keeps
+/// refusing is not asked forever (the spec's advice; the conformance suite allows
+/// three authorizations in all).
+const MAX_UPGRADES: u32 = 2;
+
+/// What one server's authorization has reached.
+pub(super) struct Authorization {
+    url: String,
+    settings: OAuth,
+    /// Follows no redirect: the authorization endpoint's answer carries the code.
+    http: reqwest::Client,
+    metadata: Option<AuthorizationMetadata>,
+    /// The authorization-code grant's state: its token, refreshed when it expires.
+    manager: Option<AuthorizationManager>,
+    /// A client-credentials token (no refresh: the grant is asked again).
+    token: Option<String>,
+    /// The scopes the last grant asked for.
+    scopes: Vec<String>,
+    upgrades: u32,
+}
+
+impl Authorization {
+    pub(super) fn new(url: &str, settings: OAuth, http: reqwest::Client) -> Self {
+        Self {
+            url: url.to_string(),
+            settings,
+            http,
+            metadata: None,
+            manager: None,
+            token: None,
+            scopes: Vec::new(),
+            upgrades: 0,
+        }
+    }
+
+    /// The token to send, if any yet.
+    pub(super) async fn token(&self) -> Result<Option<String>, String> {
+        if let Some(token) = &self.token {
+            return Ok(Some(token.clone()));
+        }
+        let Some(manager) = &self.manager else {
+            return Ok(None);
+        };
+        match manager.get_access_token().await {
+            Ok(token) => Ok(Some(token)),
+            Err(AuthError::AuthorizationRequired) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// After a 401 to a request that carried `sent`: a new token, from the whole flow
+    /// (unless another request has already got one since).
+    pub(super) async fn authorize(
+        &mut self,
+        sent: Option<&str>,
+        challenge: &str,
+    ) -> Result<String, String> {
+        if let Some(current) = self.token().await?
+            && sent != Some(current.as_str())
+        {
+            return Ok(current);
+        }
+        self.manager = None;
+        self.token = None;
+        let mut manager = AuthorizationManager::new_allowing_private_addresses(self.url.as_str())
+            .await
+            .map_err(|e| e.to_string())?;
+        let metadata = self.discover(&manager, challenge).await?;
+        manager.set_metadata(metadata.clone());
+        let scopes = if self.settings.scopes.is_empty() {
+            let mut scopes = manager.select_scopes(None, &[]);
+            if self.settings.client_credentials {
+                // Refresh tokens are for a person's grant.
+                scopes.retain(|s| s != "offline_access");
+            }
+            scopes
+        } else {
+            self.settings.scopes.clone()
+        };
+        let token = if self.settings.client_credentials {
+            let token = self.client_credentials(&metadata, &scopes).await?;
+            self.token = Some(token.clone());
+            token
+        } else {
+            let client = self.client(&mut manager, &metadata, &scopes).await?;
+            manager
+                .configure_client(client)
+                .map_err(|e| e.to_string())?;
+            let token = self.code(&manager, &scopes).await?;
+            self.manager = Some(manager);
+            token
+        };
+        self.metadata = Some(metadata);
+        self.scopes = scopes;
+        Ok(token)
+    }
+
+    /// After a 403 `insufficient_scope` naming `required`: a token for the wider
+    /// scope, or none when asking again cannot help (the scope was asked for already,
+    /// or the upgrades are spent).
+    pub(super) async fn upgrade(
+        &mut self,
+        sent: Option<&str>,
+        required: Option<&str>,
+    ) -> Result<Option<String>, String> {
+        if let Some(current) = self.token().await?
+            && sent != Some(current.as_str())
+        {
+            return Ok(Some(current));
+        }
+        let Some(metadata) = self.metadata.clone() else {
+            return Ok(None);
+        };
+        let mut wider = self.scopes.clone();
+        for scope in required.unwrap_or_default().split_whitespace() {
+            if !wider.iter().any(|s| s == scope) {
+                wider.push(scope.to_string());
+            }
+        }
+        if wider.len() == self.scopes.len() || self.upgrades >= MAX_UPGRADES {
+            return Ok(None);
+        }
+        self.upgrades += 1;
+        let token = if self.settings.client_credentials {
+            let token = self.client_credentials(&metadata, &wider).await?;
+            self.token = Some(token.clone());
+            token
+        } else {
+            let Some(manager) = &self.manager else {
+                return Ok(None);
+            };
+            self.code(manager, &wider).await?
+        };
+        self.scopes = wider;
+        Ok(Some(token))
+    }
+
+    /// Authorization-server metadata, found from the challenge's resource-metadata URL
+    /// or the well-known locations. A 2025-03-26 server (no resource metadata) whose
+    /// metadata at its own root names an issuer under a path of the same origin is
+    /// taken as it is: that layout predates the issuer check.
+    async fn discover(
+        &self,
+        manager: &AuthorizationManager,
+        challenge: &str,
+    ) -> Result<AuthorizationMetadata, String> {
+        match manager
+            .resolve_metadata_from_challenge(Some(challenge))
+            .await
+        {
+            Ok(resolution) => Ok(resolution.metadata),
+            Err(mismatch @ AuthError::AuthorizationServerMismatch { .. }) => {
+                let refused = || format!("discovery failed: {mismatch}");
+                let server = reqwest::Url::parse(&self.url).map_err(|_| refused())?;
+                let at = server
+                    .join("/.well-known/oauth-authorization-server")
+                    .map_err(|_| refused())?;
+                let response = self.http.get(at).send().await.map_err(|_| refused())?;
+                if !response.status().is_success() {
+                    return Err(refused());
+                }
+                let metadata: AuthorizationMetadata =
+                    response.json().await.map_err(|_| refused())?;
+                let issuer = metadata
+                    .issuer
+                    .as_deref()
+                    .and_then(|i| reqwest::Url::parse(i).ok());
+                match issuer {
+                    Some(issuer) if issuer.origin() == server.origin() => Ok(metadata),
+                    _ => Err(refused()),
+                }
+            }
+            Err(e) => Err(format!("discovery failed: {e}")),
+        }
+    }
+
+    /// Who this client is to the authorization server: registered beforehand, named
+    /// by its metadata document where the server takes one, or registered now.
+    async fn client(
+        &self,
+        manager: &mut AuthorizationManager,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<OAuthClientConfig, String> {
+        if let Some(id) = &self.settings.client_id {
+            let mut config = OAuthClientConfig::new(id, REDIRECT_URI).with_scopes(scopes.to_vec());
+            if let Some(secret) = &self.settings.client_secret {
+                config = config.with_client_secret(secret);
+            }
+            return Ok(config);
+        }
+        let takes_document = metadata
+            .additional_fields
+            .get("client_id_metadata_document_supported")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if let (Some(url), true) = (&self.settings.client_metadata_url, takes_document) {
+            return Ok(OAuthClientConfig::new(url, REDIRECT_URI)
+                .with_scopes(scopes.to_vec())
+                .with_application_type("native"));
+        }
+        let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        manager
+            .register_client("switchyard", REDIRECT_URI, &refs)
+            .await
+            .map_err(|e| format!("dynamic client registration failed: {e}"))
+    }
+
+    /// The authorization-code grant for `scopes`: the authorization endpoint visited as
+    /// a browser would, its redirect read rather than followed, the code exchanged.
+    async fn code(
+        &self,
+        manager: &AuthorizationManager,
+        scopes: &[String],
+    ) -> Result<String, String> {
+        let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        let authorize = manager
+            .get_authorization_url(&refs)
+            .await
+            .map_err(|e| e.to_string())?;
+        let response = self
+            .http
+            .get(&authorize)
+            .send()
+            .await
+            .map_err(|e| format!("the authorization endpoint cannot be reached: {e}"))?;
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .filter(|l| l.starts_with(REDIRECT_URI))
+            .ok_or_else(|| {
+                format!(
+                    "the authorization server wants a person to sign in (it answered {} rather than sending back a code); Switchyard opens no browser, so give the server a token with `headers = {{ Authorization = \"Bearer ${{TOKEN}}\" }}` instead",
+                    response.status()
+                )
+            })?;
+        let callback =
+            AuthorizationCallback::from_redirect_url(location).map_err(|e| e.to_string())?;
+        manager
+            .exchange_code_for_token_with_issuer(
+                &callback.code,
+                &callback.csrf_token,
+                callback.issuer.as_deref(),
+            )
+            .await
+            .map_err(|e| format!("the token request failed: {e}"))?;
+        manager.get_access_token().await.map_err(|e| e.to_string())
+    }
+
+    /// The client-credentials grant (RFC 6749 4.4) for `scopes`, the client
+    /// authenticated by a signed assertion or its secret (HTTP Basic unless the server
+    /// offers only the secret in the body).
+    async fn client_credentials(
+        &self,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<String, String> {
+        let id = self.settings.client_id.as_deref().unwrap_or_default();
+        // Built whole before anything is awaited: the serializer is not `Send`.
+        let (body, request) = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "client_credentials");
+            form.append_pair("resource", &self.url);
+            if !scopes.is_empty() {
+                form.append_pair("scope", &scopes.join(" "));
+            }
+            let mut request = self.http.post(&metadata.token_endpoint);
+            if let Some(key) = &self.settings.private_key {
+                // The audience is the authorization server's issuer (RFC 7523 3, as
+                // RFC 8414 names it), not its token endpoint.
+                let audience = metadata
+                .issuer
+                .clone()
+                .ok_or("the authorization server's metadata names no issuer, which a client assertion is addressed to")?;
+                let algorithm = self
+                    .settings
+                    .signing_algorithm
+                    .as_deref()
+                    .unwrap_or("ES256");
+                let jwt = assertion::sign(key, algorithm, id, &audience)?;
+                form.append_pair("client_id", id);
+                form.append_pair(
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                );
+                form.append_pair("client_assertion", &jwt);
+            } else if let Some(secret) = &self.settings.client_secret {
+                let offered = |m: &str| {
+                    metadata
+                        .additional_fields
+                        .get("token_endpoint_auth_methods_supported")
+                        .and_then(|v| v.as_array())
+                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
+                };
+                if offered("client_secret_post") && !offered("client_secret_basic") {
+                    form.append_pair("client_id", id);
+                    form.append_pair("client_secret", secret);
+                } else {
+                    // RFC 6749 2.3.1: both form-encoded before they are joined.
+                    let encode =
+                        |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                    request = request.basic_auth(encode(id), Some(encode(secret)));
+                }
+            }
+            (form.finish(), request)
+        };
+        let response = request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("the token endpoint cannot be reached: {e}"))?;
+        let status = response.status();
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
+        if !status.is_success() {
+            let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            return Err(format!(
+                "the client-credentials grant was refused ({status}): {} {}",
+                said("error"),
+                said("error_description")
+            )
+            .trim_end()
+            .to_string());
+        }
+        let kind = body
+            .get("token_type")
+            .and_then(|t| t.as_str())
+            .unwrap_or("");
+        if !kind.eq_ignore_ascii_case("bearer") {
+            return Err(format!(
+                "the token endpoint gave a `{kind}` token, not a bearer token"
+            ));
+        }
+        body.get("access_token")
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| "the token endpoint's answer has no access_token".to_string())
+    }
+}

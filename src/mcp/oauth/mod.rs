@@ -1,0 +1,25 @@
+//! OAuth 2.1 for HTTP servers that ask for it, per the MCP authorization spec.
+//!
+//! Authorization is reactive: requests go out without a token until the server
+//! answers 401; its challenge (`WWW-Authenticate`, with the resource-metadata URL and
+//! the scope it wants) then drives discovery and the grant, in the middle of the
+//! request, which is sent again with the token. A 403 `insufficient_scope` later asks
+//! for the wider scope the same way, a bounded number of times. Two grants:
+//!
+//! - the authorization code with PKCE (rmcp's support: metadata discovery, client
+//!   registration by a pre-registered ID, a client-ID metadata document or dynamic
+//!   registration, the token exchange and its refresh). Switchyard opens no browser:
+//!   the step completes when the authorization server sends the browser straight back
+//!   (a pre-approved client); one that wants a person to sign in is an error that says
+//!   so, with the way out.
+//! - client credentials (a machine's own grant), with a client secret (HTTP Basic, or
+//!   in the body where only that is offered) or a signed assertion (`private_key_jwt`).
+//!
+//! Tokens and secrets live in this process's memory only: never in events,
+//! checkpoints or messages.
+
+mod assertion;
+mod flow;
+mod transport;
+
+pub(crate) use transport::Authorizing;

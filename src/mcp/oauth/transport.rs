@@ -1,0 +1,218 @@
+//! The HTTP client rmcp's streamable-HTTP transport sends through: reqwest's, with the
+//! server's token added, and authorization done when the server asks for it (a 401,
+//! or a 403 for a wider scope), in the middle of the request that was refused.
+
+use super::flow::Authorization;
+use crate::spec::OAuth;
+use futures_util::stream::BoxStream;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::auth::AuthError;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type Error = StreamableHttpError<reqwest::Error>;
+
+#[derive(Clone)]
+pub(crate) struct Authorizing {
+    http: reqwest::Client,
+    /// Held across a grant, so requests refused at once wait for one authorization
+    /// and then use its token.
+    auth: Arc<tokio::sync::Mutex<Authorization>>,
+}
+
+impl Authorizing {
+    pub(crate) fn new(url: &str, settings: OAuth) -> Result<Self, String> {
+        let oauth_http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            http: reqwest::Client::new(),
+            auth: Arc::new(tokio::sync::Mutex::new(Authorization::new(
+                url, settings, oauth_http,
+            ))),
+        })
+    }
+
+    /// `call` with the current token; on a 401, authorized once and sent again; on a
+    /// 403 for more scope, sent again with a wider grant while that may help.
+    async fn call<T, F, Fut>(&self, given: Option<String>, call: F) -> Result<T, Error>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let mut token = match given {
+            Some(token) => Some(token),
+            None => self.auth.lock().await.token().await.map_err(refused)?,
+        };
+        let mut authorized = false;
+        loop {
+            match call(token.clone()).await {
+                Err(StreamableHttpError::AuthRequired(challenge)) if !authorized => {
+                    authorized = true;
+                    let mut auth = self.auth.lock().await;
+                    token = Some(
+                        auth.authorize(token.as_deref(), &challenge.www_authenticate_header)
+                            .await
+                            .map_err(refused)?,
+                    );
+                }
+                Err(StreamableHttpError::InsufficientScope(e)) => {
+                    let mut auth = self.auth.lock().await;
+                    match auth
+                        .upgrade(token.as_deref(), e.required_scope.as_deref())
+                        .await
+                        .map_err(refused)?
+                    {
+                        Some(wider) => token = Some(wider),
+                        None => {
+                            return Err(refused(format!(
+                                "the server refuses the request for want of scope `{}` (403 insufficient_scope), and a wider grant did not help or is not allowed",
+                                e.required_scope.as_deref().unwrap_or("?")
+                            )));
+                        }
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Why authorization failed, as rmcp carries it (the text holds no token or secret).
+fn refused(message: String) -> Error {
+    StreamableHttpError::Auth(AuthError::AuthorizationFailed(message))
+}
+
+impl StreamableHttpClient for Authorizing {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        self.call(auth_header, |token| {
+            self.http.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        self.call(auth_header, |token| {
+            self.http.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.call(auth_header, |token| {
+            self.http.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        self.call(auth_header, |token| {
+            self.http.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
