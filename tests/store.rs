@@ -558,7 +558,7 @@ fn sqlite_durability_is_normal_unless_asked_full() {
 }
 
 #[test]
-fn a_claims_lock_file_goes_when_the_claim_ends() {
+fn claims_share_one_lock_file_and_end_with_their_holder() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
     let store = SqliteStore::open(&db).unwrap();
@@ -577,17 +577,32 @@ fn a_claims_lock_file_goes_when_the_claim_ends() {
     for i in 0..100 {
         claims.push(store.claim(&format!("t{i}")).unwrap());
     }
-    assert_eq!(files().len(), 100);
-    // Another process (here: connection) is refused while one is held.
+    // One file however many threads are claimed or have ever been.
+    assert_eq!(files(), ["claims"]);
+    // Another process (here: connection) is refused while one is held, and so is the
+    // same store asked twice; both name this process.
     let other = SqliteStore::open(&db).unwrap();
-    assert!(other.claim("t7").is_err());
-    drop(claims);
-    assert_eq!(files(), Vec::<String>::new());
-    // A thread claimed again after its lock file went is claimed as before.
+    let pid = std::process::id();
+    for (who, store) in [("other", &other), ("same", &store)] {
+        match store.claim("t7") {
+            Err(StoreError::Claimed { thread, pid: p }) => {
+                assert_eq!((thread.as_str(), p), ("t7", pid), "{who}")
+            }
+            r => panic!("{who}: {r:?}"),
+        }
+    }
+    // The others stay claimed when one ends.
+    claims.remove(7);
     let again = other.claim("t7").unwrap();
-    assert_eq!(files().len(), 1);
+    assert!(other.claim("t8").is_err());
+    drop(claims);
     drop(again);
-    assert_eq!(files(), Vec::<String>::new());
+    assert_eq!(files(), ["claims"]);
+    // Every claim ended: every thread can be claimed again, by either store.
+    for i in 0..100 {
+        drop(other.claim(&format!("t{i}")).unwrap());
+        drop(store.claim(&format!("t{i}")).unwrap());
+    }
 }
 
 #[test]

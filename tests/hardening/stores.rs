@@ -305,34 +305,39 @@ fn a_gap_in_a_threads_records_is_reported_not_resumed_past() {
 
 #[test]
 fn the_loser_of_a_thread_claim_names_the_real_owner() {
+    use nix::fcntl::{FcntlArg, fcntl};
+    use nix::libc;
     use sha2::{Digest, Sha256};
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let store = SqliteStore::open(&db).unwrap();
-    // The owner has locked the claim and not yet written its pid: a loser looking now
-    // must wait for it rather than name nobody.
-    let name: String = Sha256::digest(b"c")
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    // Another process holds thread `c`: its lock on the thread's range, as long as its
+    // pid and one, in the store's lock file.
     let locks = dir.path().join("s.db.locks");
     std::fs::create_dir_all(&locks).unwrap();
-    let path = locks.join(format!("{name}.lock"));
-    let owner = std::fs::File::create(&path).unwrap();
-    owner.try_lock().unwrap();
-    let writer = std::thread::spawn({
-        let path = path.clone();
-        move || {
-            std::thread::sleep(Duration::from_millis(40));
-            std::fs::write(path, "4242").unwrap();
-        }
-    });
+    let owner = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(locks.join("claims"))
+        .unwrap();
+    let d = Sha256::digest(b"c");
+    let slot = u64::from_be_bytes([0, 0, 0, d[0], d[1], d[2], d[3], d[4]]);
+    let range = |kind: i32| libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: (slot << 23) as i64,
+        l_len: 4243,
+        l_pid: 0,
+    };
+    fcntl(&owner, FcntlArg::F_OFD_SETLK(&range(libc::F_WRLCK))).unwrap();
     match store.claim("c") {
         Err(StoreError::Claimed { thread, pid }) => assert_eq!((thread.as_str(), pid), ("c", 4242)),
         other => panic!("{other:?}"),
     }
-    writer.join().unwrap();
-    drop(owner);
+    // Other threads are free meanwhile.
+    drop(store.claim("d").unwrap());
+    fcntl(&owner, FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK))).unwrap();
     store.claim("c").unwrap();
 }

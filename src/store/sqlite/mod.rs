@@ -4,6 +4,7 @@
 //! out other processes.
 
 mod catalog;
+mod claims;
 mod layout;
 mod records;
 
@@ -12,9 +13,7 @@ use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, Th
 use layout::{Layout, VERSION, bring_forward, layout};
 use rusqlite::Connection;
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -64,8 +63,8 @@ impl From<Durability> for SqliteOptions {
 /// concerned (a crash or SIGKILL loses nothing).
 pub struct SqliteStore {
     inner: Mutex<Inner>,
-    /// Where the per-thread lock files of claims go: `<file>.locks/`.
-    locks: PathBuf,
+    /// Who runs which thread: locks in `<file>.locks/claims`.
+    claims: Arc<claims::Claims>,
 }
 
 /// A graph file and its hash.
@@ -162,7 +161,7 @@ impl SqliteStore {
         inner.compress = options.compress;
         Ok(SqliteStore {
             inner: Mutex::new(inner),
-            locks: locks_dir(path),
+            claims: claims::Claims::new(locks_dir(path)),
         })
     }
 
@@ -219,7 +218,7 @@ impl SqliteStore {
         }
         Ok(SqliteStore {
             inner: Mutex::new(Inner::new(conn)),
-            locks: locks_dir(path),
+            claims: claims::Claims::new(locks_dir(path)),
         })
     }
 
@@ -302,29 +301,6 @@ fn patiently<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, Store
     }
 }
 
-/// A claim's lock file: removed when the claim ends, while it is still locked, so the
-/// lock directory holds a file per thread being run, not per thread ever run.
-struct LockFile {
-    path: PathBuf,
-    _file: std::fs::File,
-}
-
-impl Drop for LockFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Whether `file` is still the file at `path`: a claimer that opened a lock file just
-/// before its holder removed it would otherwise lock a file nobody else sees.
-fn same_file(file: &std::fs::File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
-
 impl Checkpointer for SqliteStore {
     fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
         let mut inner = self.conn();
@@ -383,77 +359,11 @@ impl Checkpointer for SqliteStore {
     }
 
     fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
-        // A lock file per thread beside the database, locked with flock: the kernel
-        // releases it when its holder exits, however it exits (SIGKILL, a crash), and
-        // it works across PID namespaces, unlike a recorded process id.
-        let dir = self.locks.clone();
-        let name = hex::encode(&Sha256::digest(thread.as_bytes())[..16]);
-        let path = dir.join(format!("{name}.lock"));
-        let lock_error = |source| StoreError::Lock {
-            path: path.clone(),
-            source,
-        };
-        loop {
-            let open = || {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
-            };
-            // The directory is made when a claim first finds it missing.
-            let file = match open() {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(&dir).map_err(|source| StoreError::Create {
-                        path: dir.clone(),
-                        source,
-                    })?;
-                    open()
-                }
-                other => other,
-            }
-            .map_err(lock_error)?;
-            match file.try_lock() {
-                Ok(()) if !same_file(&file, &path) => {
-                    // Its holder removed it as we opened it: claim the new one.
-                    continue;
-                }
-                Ok(()) => {
-                    // Who holds it, for the message another process shows: written in
-                    // place, padded to the widest pid, over whatever a killed holder
-                    // left. (Truncating first would make ext4 flush the file when it
-                    // is closed, which costs a claim ten times more.)
-                    use std::os::unix::fs::FileExt;
-                    file.write_all_at(format!("{:<10}", std::process::id()).as_bytes(), 0)
-                        .map_err(lock_error)?;
-                    // What this process remembers of the thread may be stale: another
-                    // process may have run it since.
-                    self.conn().forget(thread);
-                    return Ok(Claim::holding(LockFile { path, _file: file }));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    // The owner writes its pid just after it locks: a loser that reads
-                    // in between looks again, briefly, so it names the real owner.
-                    let mut pid = 0;
-                    for _ in 0..50 {
-                        let mut text = String::new();
-                        let _ = std::fs::File::open(&path)
-                            .and_then(|mut f| f.read_to_string(&mut text));
-                        if let Ok(p) = text.trim().parse::<u32>() {
-                            pid = p;
-                            break;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                    return Err(StoreError::Claimed {
-                        thread: thread.to_string(),
-                        pid,
-                    });
-                }
-                Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
-            }
-        }
+        let claim = self.claims.claim(thread)?;
+        // What this process remembers of the thread may be stale: another process may
+        // have run it since.
+        self.conn().forget(thread);
+        Ok(claim)
     }
 
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
