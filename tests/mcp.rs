@@ -884,6 +884,12 @@ fn conformance_report(scenario: &str) -> Vec<String> {
 /// The suite's report of `scenario` against `client` (a command line the suite
 /// appends the server's URL to), started with `env`.
 fn conformance_report_of(scenario: &str, client: &str, env: &[(&str, String)]) -> Vec<String> {
+    conformance_run(scenario, client, env).0
+}
+
+/// The suite's checks of `scenario`, and its whole report (the client's stderr
+/// included).
+fn conformance_run(scenario: &str, client: &str, env: &[(&str, String)]) -> (Vec<String>, String) {
     need_npm_packages();
     let cwd = temp_dir(&format!("conformance-{scenario}"));
     let out = Command::new(root().join("node_modules/.bin/node"))
@@ -918,7 +924,7 @@ fn conformance_report_of(scenario: &str, client: &str, env: &[(&str, String)]) -
         "conformance scenario `{scenario}` failed ({}): {checks:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
         out.status
     );
-    checks
+    (checks, stderr)
 }
 
 /// The suite colours its report whatever the terminal; the escapes are removed.
@@ -998,6 +1004,23 @@ fn conformance_oauth() {
         let checks = conformance_report(scenario);
         insta::assert_snapshot!(scenario.replace('/', "_"), checks.join("\n"));
     }
+}
+
+/// A server that keeps refusing a scope already granted is authorized once, then the
+/// request fails with why, as the server's refusal (it is not restarted for it).
+#[test]
+fn a_scope_that_granting_does_not_satisfy_is_refused_with_why() {
+    let client = format!(
+        "{} mcp-conformance-client",
+        env!("CARGO_BIN_EXE_switchyard")
+    );
+    let (_, report) = conformance_run("auth/scope-retry-limit", &client, &[]);
+    assert!(
+        report.contains(
+            "error: server `conformance` refused `tools/list`: OAuth: the server refuses the request for want of scope `mcp:admin` (403 insufficient_scope), and a wider grant did not help or is not allowed"
+        ),
+        "{report}"
+    );
 }
 
 /// A graph's `[servers.x.oauth]` settings, with their `${...}` read from the

@@ -291,12 +291,21 @@ fn read_oauth(
             "Switchyard signs with `ES256` (the default), `ES384` or `RS256`",
         );
     }
+    // An HTTPS URL with a path (SEP-991), unless it reads the environment.
     if let Some(url) = &client_metadata_url
-        && !url.get_ref().starts_with("https://")
+        && !url.get_ref().starts_with("${")
+        && !url
+            .get_ref()
+            .strip_prefix("https://")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty())
     {
         problem(
             url.span(),
-            format!("`client_metadata_url` in {} is not an HTTPS URL", t.what),
+            format!(
+                "`client_metadata_url` in {} is not an HTTPS URL with a path",
+                t.what
+            ),
             "a client-ID metadata document is named by an `https://` URL with a path",
         );
     }

@@ -419,6 +419,23 @@ impl Session {
                 what: what.to_string(),
                 message: data.message.to_string(),
             },
+            // Authorization that failed in the middle of a request (a refused grant,
+            // a scope the server will not take): the server is alive and said no, so
+            // it is not restarted for it.
+            ServiceError::TransportSend(_)
+                if e.to_string().contains("OAuth authorization failed: ") =>
+            {
+                let text = e.to_string();
+                let why = text
+                    .split_once("OAuth authorization failed: ")
+                    .map_or(text.as_str(), |(_, why)| why)
+                    .trim_end_matches(')');
+                McpError::Refused {
+                    server,
+                    what: what.to_string(),
+                    message: format!("OAuth: {why}"),
+                }
+            }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 self.dead.store(true, Ordering::SeqCst);
                 McpError::Gone {

@@ -123,7 +123,7 @@ pub enum Transport {
 /// How Switchyard authorizes itself with an HTTP server that answers 401. Every string
 /// may read the environment (`${SECRET}`), expanded when the server starts; secrets
 /// never reach events, checkpoints or messages.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct OAuth {
     /// `client_credentials`: a machine's own grant (no person, no redirect), with
     /// `client_secret` or `private_key`; otherwise the authorization-code flow.
@@ -142,6 +142,23 @@ pub struct OAuth {
     /// An HTTPS URL naming this client (SEP-991), used as its client ID where the
     /// authorization server accepts one.
     pub client_metadata_url: Option<String>,
+}
+
+/// The secret and the key shown as set or not, never as they are: a `Debug` print of a
+/// graph (a log line, a panic message) must not carry them.
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "<hidden>");
+        f.debug_struct("OAuth")
+            .field("client_credentials", &self.client_credentials)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &hidden(&self.client_secret))
+            .field("private_key", &hidden(&self.private_key))
+            .field("signing_algorithm", &self.signing_algorithm)
+            .field("scopes", &self.scopes)
+            .field("client_metadata_url", &self.client_metadata_url)
+            .finish()
+    }
 }
 
 #[derive(Debug)]

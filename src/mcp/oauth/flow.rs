@@ -31,7 +31,13 @@ pub(super) struct Authorization {
     /// The scopes the last grant asked for.
     scopes: Vec<String>,
     upgrades: u32,
+    /// The last flow that failed and when: asked again within `RETRY_AFTER`, the same
+    /// answer (requests that waited for it, a stream reconnecting in a loop) rather
+    /// than another registration and grant.
+    failed: Option<(std::time::Instant, String)>,
 }
+
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Authorization {
     pub(super) fn new(url: &str, settings: OAuth, http: reqwest::Client) -> Self {
@@ -44,6 +50,7 @@ impl Authorization {
             token: None,
             scopes: Vec::new(),
             upgrades: 0,
+            failed: None,
         }
     }
 
@@ -69,11 +76,28 @@ impl Authorization {
         sent: Option<&str>,
         challenge: &str,
     ) -> Result<String, String> {
-        if let Some(current) = self.token().await?
+        // A token another request got meanwhile; a token that cannot be read (its
+        // refresh failed) is replaced by the flow.
+        if let Ok(Some(current)) = self.token().await
             && sent != Some(current.as_str())
         {
             return Ok(current);
         }
+        if let Some((when, why)) = &self.failed
+            && when.elapsed() < RETRY_AFTER
+        {
+            return Err(why.clone());
+        }
+        let result = self.grant(challenge).await;
+        self.failed = match &result {
+            Err(why) => Some((std::time::Instant::now(), why.clone())),
+            Ok(_) => None,
+        };
+        result
+    }
+
+    /// The whole flow: discovery, then the grant.
+    async fn grant(&mut self, challenge: &str) -> Result<String, String> {
         self.manager = None;
         self.token = None;
         let mut manager = AuthorizationManager::new_allowing_private_addresses(self.url.as_str())
@@ -86,6 +110,13 @@ impl Authorization {
             if self.settings.client_credentials {
                 // Refresh tokens are for a person's grant.
                 scopes.retain(|s| s != "offline_access");
+            }
+            // A grant again (the token expired or was revoked) keeps the wider
+            // scope steps up had added.
+            for s in &self.scopes {
+                if !scopes.contains(s) {
+                    scopes.push(s.clone());
+                }
             }
             scopes
         } else {
@@ -150,42 +181,61 @@ impl Authorization {
     }
 
     /// Authorization-server metadata, found from the challenge's resource-metadata URL
-    /// or the well-known locations. A 2025-03-26 server (no resource metadata) whose
-    /// metadata at its own root names an issuer under a path of the same origin is
-    /// taken as it is: that layout predates the issuer check.
+    /// or the well-known locations.
+    ///
+    /// One exception to the issuer check: a 2025-03-26 server (no resource metadata)
+    /// whose metadata, at the root of its own origin, names as issuer a path of that
+    /// origin (`http://host/oauth`), with every endpoint on that origin. That layout
+    /// predates the check; nothing outside the server's origin is trusted for it.
     async fn discover(
         &self,
         manager: &AuthorizationManager,
         challenge: &str,
     ) -> Result<AuthorizationMetadata, String> {
-        match manager
+        let mismatch = match manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await
         {
-            Ok(resolution) => Ok(resolution.metadata),
-            Err(mismatch @ AuthError::AuthorizationServerMismatch { .. }) => {
-                let refused = || format!("discovery failed: {mismatch}");
-                let server = reqwest::Url::parse(&self.url).map_err(|_| refused())?;
-                let at = server
-                    .join("/.well-known/oauth-authorization-server")
-                    .map_err(|_| refused())?;
-                let response = self.http.get(at).send().await.map_err(|_| refused())?;
-                if !response.status().is_success() {
-                    return Err(refused());
-                }
-                let metadata: AuthorizationMetadata =
-                    response.json().await.map_err(|_| refused())?;
-                let issuer = metadata
-                    .issuer
-                    .as_deref()
-                    .and_then(|i| reqwest::Url::parse(i).ok());
-                match issuer {
-                    Some(issuer) if issuer.origin() == server.origin() => Ok(metadata),
-                    _ => Err(refused()),
-                }
-            }
-            Err(e) => Err(format!("discovery failed: {e}")),
+            Ok(resolution) => return Ok(resolution.metadata),
+            Err(e @ AuthError::AuthorizationServerMismatch { .. }) => e,
+            Err(e) => return Err(format!("discovery failed: {e}")),
+        };
+        let refused = || format!("discovery failed: {mismatch}");
+        let AuthError::AuthorizationServerMismatch {
+            expected_issuer,
+            received_issuer,
+        } = &mismatch
+        else {
+            return Err(refused());
+        };
+        let server = reqwest::Url::parse(&self.url).map_err(|_| refused())?;
+        let origin = server.origin();
+        let same_origin = |u: &str| reqwest::Url::parse(u).is_ok_and(|u| u.origin() == origin);
+        let at_root = reqwest::Url::parse(expected_issuer)
+            .is_ok_and(|u| u.origin() == origin && matches!(u.path(), "" | "/"));
+        let issuer_below = reqwest::Url::parse(received_issuer)
+            .is_ok_and(|u| u.origin() == origin && !matches!(u.path(), "" | "/"));
+        if !at_root || !issuer_below {
+            return Err(refused());
         }
+        let at = server
+            .join("/.well-known/oauth-authorization-server")
+            .map_err(|_| refused())?;
+        let response = self.http.get(at).send().await.map_err(|_| refused())?;
+        if !response.status().is_success() {
+            return Err(refused());
+        }
+        let metadata: AuthorizationMetadata = response.json().await.map_err(|_| refused())?;
+        let endpoints_here = same_origin(&metadata.authorization_endpoint)
+            && same_origin(&metadata.token_endpoint)
+            && metadata
+                .registration_endpoint
+                .as_deref()
+                .is_none_or(same_origin);
+        if metadata.issuer.as_deref() != Some(received_issuer.as_str()) || !endpoints_here {
+            return Err(refused());
+        }
+        Ok(metadata)
     }
 
     /// Who this client is to the authorization server: registered beforehand, named
@@ -232,12 +282,12 @@ impl Authorization {
             .get_authorization_url(&refs)
             .await
             .map_err(|e| e.to_string())?;
-        let response = self
-            .http
-            .get(&authorize)
-            .send()
-            .await
-            .map_err(|e| format!("the authorization endpoint cannot be reached: {e}"))?;
+        let response = self.http.get(&authorize).send().await.map_err(|e| {
+            format!(
+                "the authorization endpoint cannot be reached: {}",
+                e.without_url()
+            )
+        })?;
         let location = response
             .headers()
             .get(reqwest::header::LOCATION)
@@ -271,11 +321,40 @@ impl Authorization {
         scopes: &[String],
     ) -> Result<String, String> {
         let id = self.settings.client_id.as_deref().unwrap_or_default();
+        // The secret or the assertion goes over HTTPS only, or between two loopback
+        // addresses (a server on this machine), as rmcp's own grant requires.
+        let loopback = |u: &reqwest::Url| {
+            u.host_str().is_some_and(|h| {
+                h == "localhost"
+                    || h.trim_matches(['[', ']'])
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            })
+        };
+        let endpoint = reqwest::Url::parse(&metadata.token_endpoint).map_err(|_| {
+            format!(
+                "the token endpoint `{}` is not a URL",
+                metadata.token_endpoint
+            )
+        })?;
+        let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
+        if endpoint.scheme() != "https"
+            && !(endpoint.scheme() == "http" && loopback(&endpoint) && loopback(&server))
+        {
+            return Err(format!(
+                "the token endpoint `{}` is not HTTPS; the client's credentials are not sent there",
+                metadata.token_endpoint
+            ));
+        }
+        // The resource indicator (RFC 8707) names the server, not its query.
+        let mut resource = server;
+        resource.set_query(None);
+        resource.set_fragment(None);
         // Built whole before anything is awaited: the serializer is not `Send`.
         let (body, request) = {
             let mut form = form_urlencoded::Serializer::new(String::new());
             form.append_pair("grant_type", "client_credentials");
-            form.append_pair("resource", &self.url);
+            form.append_pair("resource", resource.as_str());
             if !scopes.is_empty() {
                 form.append_pair("scope", &scopes.join(" "));
             }
@@ -327,7 +406,7 @@ impl Authorization {
             .body(body)
             .send()
             .await
-            .map_err(|e| format!("the token endpoint cannot be reached: {e}"))?;
+            .map_err(|e| format!("the token endpoint cannot be reached: {}", e.without_url()))?;
         let status = response.status();
         let body: serde_json::Value = response
             .json()

@@ -28,12 +28,17 @@ pub(crate) struct Authorizing {
 
 impl Authorizing {
     pub(crate) fn new(url: &str, settings: OAuth) -> Result<Self, String> {
+        // The authorization server's endpoints: no redirect followed (the authorization
+        // endpoint's answer carries the code), and none waited on forever, since the
+        // server's other requests wait for the grant.
         let oauth_http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Self {
-            http: reqwest::Client::new(),
+            http: mcp_http()?,
             auth: Arc::new(tokio::sync::Mutex::new(Authorization::new(
                 url, settings, oauth_http,
             ))),
@@ -52,7 +57,9 @@ impl Authorizing {
             None => self.auth.lock().await.token().await.map_err(refused)?,
         };
         let mut authorized = false;
-        loop {
+        // Each round is a grant or a token another request got meanwhile; a server that
+        // keeps refusing fresh tokens is not asked forever.
+        for _ in 0..4 {
             match call(token.clone()).await {
                 Err(StreamableHttpError::AuthRequired(challenge)) if !authorized => {
                     authorized = true;
@@ -82,7 +89,38 @@ impl Authorizing {
                 other => return other,
             }
         }
+        Err(refused(
+            "the server kept refusing the request with fresh tokens".to_string(),
+        ))
     }
+}
+
+/// The MCP server's own requests, made as rmcp's default client makes them: only
+/// same-origin 307 and 308 redirects are followed (a 301-303 would turn the POST into a
+/// bodyless GET; another origin would be sent the session id and the graph's headers),
+/// and no idle connections kept (a reused one can stall ~40 ms on delayed ACKs).
+fn mcp_http() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let keeps_body = matches!(
+                attempt.status(),
+                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+            );
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if !keeps_body || !same_origin {
+                attempt.stop()
+            } else if attempt.previous().len() > 10 {
+                attempt.error("more than 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        }))
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// Why authorization failed, as rmcp carries it (the text holds no token or secret).
