@@ -113,10 +113,9 @@ impl Runner {
     /// when the snapshot was made by this graph, else by replaying every record. The
     /// cost of resuming a thread does not grow with its history.
     pub(super) fn load_live(&self, thread: &str) -> Result<(Live, Option<Checkpoint>), RunError> {
-        if let Some(snap) = self.store.snapshot(thread)?
+        if let (Some(snap), records) = self.store.resume_point(thread)?
             && snap.graph_hash == self.graph_hash
         {
-            let records = self.store.load_from(thread, snap.seq)?;
             // The snapshot's own record first: a snapshot of a record a rollback removed
             // since is not used.
             if records.first().is_some_and(|r| r.seq == snap.seq) {

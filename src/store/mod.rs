@@ -317,6 +317,19 @@ pub trait Checkpointer: Send + Sync {
         let _ = thread;
         Ok(None)
     }
+    /// The thread's latest snapshot and its records from the snapshot's on, read
+    /// together (one read transaction where the store has them): what a resume needs.
+    /// Without a snapshot, no records.
+    fn resume_point(
+        &self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot>, Vec<Checkpoint>), StoreError> {
+        let Some(snapshot) = self.snapshot(thread)? else {
+            return Ok((None, Vec::new()));
+        };
+        let records = self.load_from(thread, snapshot.seq)?;
+        Ok((Some(snapshot), records))
+    }
     /// The value cached under `key` (an llm node's `cache`), unless it expired before
     /// `now_ms` (Unix milliseconds). The cache lives beside the checkpoints so it lasts
     /// as long as they do; a store without one never hits.

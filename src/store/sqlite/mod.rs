@@ -350,6 +350,25 @@ impl Checkpointer for SqliteStore {
         self.conn().snapshot(thread)
     }
 
+    fn resume_point(
+        &self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot>, Vec<Checkpoint>), StoreError> {
+        let mut inner = self.conn();
+        // One read transaction rather than one per statement: the snapshot and the
+        // records after it agree, and the WAL's read lock is taken once.
+        inner.conn.prepare_cached("BEGIN")?.execute([])?;
+        let read = (|| {
+            let Some(snapshot) = inner.snapshot(thread)? else {
+                return Ok((None, Vec::new()));
+            };
+            let records = inner.select(thread, snapshot.seq, false)?;
+            Ok((Some(snapshot), records))
+        })();
+        inner.conn.prepare_cached("COMMIT")?.execute([])?;
+        read
+    }
+
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
         catalog::cache_get(self, key, now_ms)
     }

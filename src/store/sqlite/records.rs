@@ -234,34 +234,39 @@ impl Inner {
     }
 
     pub(super) fn snapshot(&mut self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        // The snapshot with the check that the records up to it are all there,
+        // numbered from 0 (or from a base): a thread whose history has a gap or an odd
+        // record is read whole, which reports it. The first record's source is read only
+        // when the first is not 0.
         let row = self
             .conn
-            .prepare_cached("SELECT seq, graph, state FROM snapshots WHERE thread = ?1")?
+            .prepare_cached(
+                "SELECT s.seq, s.graph, s.state, c.n, c.first,
+                        CASE WHEN c.first <> 0 THEN
+                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                        END
+                 FROM snapshots s,
+                      (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
+                       WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
+                 WHERE s.thread = ?1",
+            )?
             .query_row([thread], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, i64>(1)?,
                     unpack(thread, r.get_ref(2)?, "snapshot"),
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
                 ))
             })
             .optional()?;
-        let Some((seq, graph, state)) = row else {
+        let Some((seq, graph, state, count, first, first_source)) = row else {
             return Ok(None);
         };
         let state = state?;
         let seq =
             u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
-        // The records up to it must all be there, numbered from 0: a thread whose
-        // history has a gap or an odd record is read whole, which reports it.
-        let (count, first, first_source): (i64, Option<i64>, Option<String>) = self
-            .conn
-            .prepare_cached(
-                "SELECT count(*), min(seq), (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                 FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
-            )?
-            .query_row(params![thread, int(seq)], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
         if !snapshot_whole(seq, count, first, first_source.as_deref()) {
             return Ok(None);
         }
