@@ -191,3 +191,68 @@ async fn the_server_traces_the_runs_it_drives() {
         "{text}"
     );
 }
+
+/// A slow collector holds back neither the runs nor each other: the runs that end while
+/// an export is in flight are sent together in the next one.
+#[tokio::test]
+async fn runs_that_end_during_a_slow_export_are_sent_together() {
+    let ok = || Answer::Body {
+        status: 200,
+        headers: Vec::new(),
+        body: "{}".into(),
+    };
+    let otlp = Server::start(vec![
+        Answer::Slow(std::time::Duration::from_millis(800), Box::new(ok())),
+        ok(),
+    ])
+    .await;
+    let base = otlp.url().trim_end_matches("/v1").to_string();
+    let s = crate::serve::server::serve(&["tests/fixtures/serve/three.toml"])
+        .arg("--otlp")
+        .arg(&base)
+        .start()
+        .await;
+    let h = s.http();
+    for thread in ["first", "second", "third"] {
+        h.post("/threads", serde_json::json!({ "thread_id": thread }))
+            .await;
+        let done = h
+            .post(
+                &format!("/threads/{thread}/runs/wait"),
+                serde_json::json!({ "assistant_id": "three", "input": { "input": "x" } }),
+            )
+            .await;
+        assert_eq!(done.status, 200, "{}", done.text);
+    }
+    for _ in 0..250 {
+        if otlp.seen().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Which threads' runs each export carried.
+    let threads: Vec<Vec<String>> = otlp
+        .seen()
+        .iter()
+        .map(|seen| {
+            let request: ExportTraceServiceRequest =
+                serde_json::from_value(seen.body.clone()).unwrap();
+            let mut threads: Vec<String> = request
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans)
+                .filter(|s| s.name.starts_with("invoke_agent"))
+                .flat_map(|s| s.attributes)
+                .filter(|a| a.key == "gen_ai.conversation.id")
+                .filter_map(|a| match a.value.and_then(|v| v.value) {
+                    Some(Value::StringValue(s)) => Some(s),
+                    _ => None,
+                })
+                .collect();
+            threads.sort();
+            threads
+        })
+        .collect();
+    assert_eq!(threads, [vec!["first"], vec!["second", "third"]]);
+}

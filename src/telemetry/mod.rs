@@ -59,6 +59,16 @@ fn traces_url(base: &str) -> String {
     }
 }
 
+/// Ended runs waiting to be sent, at most: beyond it a run's spans are dropped rather
+/// than kept in memory for a collector that does not keep up.
+const EXPORT_QUEUE: usize = 256;
+
+/// What the sending task is given.
+enum Outgoing {
+    Spans(Vec<Span>),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 enum Message {
     /// The run under `key` is over, whatever its events said.
     End(String),
@@ -86,33 +96,65 @@ impl Tracer {
         let (tx, mut rx) = unbounded_channel::<Message>();
         let failures = Arc::new(AtomicU64::new(0));
         let last_error = Arc::new(std::sync::Mutex::new(None));
-        let (failed, last) = (failures.clone(), last_error.clone());
         let content = options.content;
         // reqwest is built without a TLS provider of its own: ours, as for LLM calls.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // Spans are made as events come and sent by a task of their own, so a slow
+        // collector holds back neither the runs nor the making of spans: ended runs
+        // wait in a bounded queue, are sent together when several wait, and are
+        // dropped (counted as a failed export) when the queue is full.
+        let (out, mut queued) = tokio::sync::mpsc::channel::<Outgoing>(EXPORT_QUEUE);
+        let (failed, last) = (failures.clone(), last_error.clone());
         tokio::spawn(async move {
             let client = reqwest::Client::builder()
                 .build()
                 .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
-            let mut spans = Spans::new(options.content);
+            while let Some(first) = queued.recv().await {
+                let mut batch = Vec::new();
+                let mut flushed = Vec::new();
+                let mut next = Some(first);
+                while let Some(item) = next {
+                    match item {
+                        Outgoing::Spans(spans) => batch.extend(spans),
+                        Outgoing::Flush(done) => flushed.push(done),
+                    }
+                    next = queued.try_recv().ok();
+                }
+                if !batch.is_empty() {
+                    let sent = match &client {
+                        Ok(c) => export(c, &options, &batch).await,
+                        Err(e) => Err(e.clone()),
+                    };
+                    if let Err(e) = sent {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                        *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    }
+                }
+                for done in flushed {
+                    let _ = done.send(());
+                }
+            }
+        });
+        let (failed, last) = (failures.clone(), last_error.clone());
+        tokio::spawn(async move {
+            let mut spans = Spans::new(content);
             while let Some(m) = rx.recv().await {
                 // A run's spans once it has ended, however it ended.
                 let ended = match m {
                     Message::Flush(done) => {
-                        let _ = done.send(());
+                        // After every run queued before it has been sent.
+                        let _ = out.send(Outgoing::Flush(done)).await;
                         continue;
                     }
                     Message::Event { key, at_ms, event } => spans.event(&key, at_ms, &event),
                     Message::End(key) => spans.end(&key, now_ms()),
                 };
                 let Some(done) = ended else { continue };
-                let sent = match &client {
-                    Ok(c) => export(c, &options, &done).await,
-                    Err(e) => Err(e.clone()),
-                };
-                if let Err(e) = sent {
+                if out.try_send(Outgoing::Spans(done)).is_err() {
                     failed.fetch_add(1, Ordering::SeqCst);
-                    *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                        "the collector keeps {EXPORT_QUEUE} ended runs waiting: a run's spans were dropped"
+                    ));
                 }
             }
         });
