@@ -19,6 +19,16 @@ async fn collector(n: usize) -> Server {
     Server::start((0..n).map(|_| ok()).collect()).await
 }
 
+/// `switchyard serve` of the three-node graph, exporting its traces to `otlp`.
+async fn traced_server(otlp: &Server) -> crate::serve::server::Serve {
+    let base = otlp.url().trim_end_matches("/v1").to_string();
+    crate::serve::server::serve(&["tests/fixtures/serve/three.toml"])
+        .arg("--otlp")
+        .arg(&base)
+        .start()
+        .await
+}
+
 /// Runs the traced graph with `extra` flags, the model answering from `llm`.
 async fn run_traced(llm: &Server, extra: &[&str]) -> crate::util::Output {
     let mut args = vec![
@@ -149,12 +159,7 @@ async fn content_goes_into_spans_only_when_asked_and_a_collector_that_is_down_co
 #[tokio::test]
 async fn the_server_traces_the_runs_it_drives() {
     let otlp = collector(1).await;
-    let base = otlp.url().trim_end_matches("/v1").to_string();
-    let s = crate::serve::server::serve(&["tests/fixtures/serve/three.toml"])
-        .arg("--otlp")
-        .arg(&base)
-        .start()
-        .await;
+    let s = traced_server(&otlp).await;
     let h = s.http();
     h.post("/threads", serde_json::json!({ "thread_id": "traced" }))
         .await;
@@ -201,17 +206,13 @@ async fn runs_that_end_during_a_slow_export_are_sent_together() {
         headers: Vec::new(),
         body: "{}".into(),
     };
+    // Its first export answered late.
     let otlp = Server::start(vec![
         Answer::Slow(std::time::Duration::from_millis(800), Box::new(ok())),
         ok(),
     ])
     .await;
-    let base = otlp.url().trim_end_matches("/v1").to_string();
-    let s = crate::serve::server::serve(&["tests/fixtures/serve/three.toml"])
-        .arg("--otlp")
-        .arg(&base)
-        .start()
-        .await;
+    let s = traced_server(&otlp).await;
     let h = s.http();
     for thread in ["first", "second", "third"] {
         h.post("/threads", serde_json::json!({ "thread_id": thread }))
