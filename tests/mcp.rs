@@ -585,6 +585,42 @@ async fn http_server_that_is_not_there_is_a_transient_connect_error() {
     );
 }
 
+/// A server that redirects elsewhere does not get the graph's headers sent there: a
+/// redirect to another origin is not followed (nor a 302, which would turn the POST
+/// into a GET without its message); the error says what the server answered.
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_not_followed_with_the_headers() {
+    use crate::llm::server::{Answer, Server as Scripted};
+    let elsewhere = Scripted::start(Vec::new()).await;
+    let target = elsewhere.url().replace("/v1", "/mcp");
+    let redirect = |status| Answer::Body {
+        status,
+        headers: vec![("location".into(), target.clone())],
+        body: String::new(),
+    };
+    for status in [307, 302] {
+        let here = Scripted::start(vec![redirect(status)]).await;
+        let client = McpClient::new(root(), BlobStore::new(temp_dir("redirect")));
+        let server = Server {
+            name: "moved".into(),
+            transport: ServerTransport::Http {
+                url: here.url().replace("/v1", "/mcp"),
+                headers: vec![("X-Api-Key".into(), "k-123".into())],
+                oauth: Default::default(),
+            },
+            roots: Vec::new(),
+        };
+        let e = client
+            .list_tools(&server)
+            .await
+            .expect_err("the redirect is not followed");
+        assert!(e.message.contains(&status.to_string()), "{status}: {}", e.message);
+        assert_eq!(here.seen().len(), 1, "{status}");
+        assert_eq!(here.seen()[0].header("x-api-key"), Some("k-123"));
+        assert!(elsewhere.seen().is_empty(), "{status}: {:?}", elsewhere.seen());
+    }
+}
+
 fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
     Server {
         name: name.into(),
