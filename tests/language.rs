@@ -129,8 +129,8 @@ async fn a_fail_node_fails_the_run_with_its_outcome_and_message() {
         (Status::Failed, Some("no_goal"), Some("refuse"))
     );
     assert_eq!(
-        last.error,
-        Some(json!({ "node": "refuse", "message": "the goal is empty (after 0 of 3 steps)" }))
+        last.error.as_deref(),
+        Some(&json!({ "node": "refuse", "message": "the goal is empty (after 0 of 3 steps)" }))
     );
     drop(r);
     let mut finished = None;

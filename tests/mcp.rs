@@ -614,10 +614,18 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_headers() {
             .list_tools(&server)
             .await
             .expect_err("the redirect is not followed");
-        assert!(e.message.contains(&status.to_string()), "{status}: {}", e.message);
+        assert!(
+            e.message.contains(&status.to_string()),
+            "{status}: {}",
+            e.message
+        );
         assert_eq!(here.seen().len(), 1, "{status}");
         assert_eq!(here.seen()[0].header("x-api-key"), Some("k-123"));
-        assert!(elsewhere.seen().is_empty(), "{status}: {:?}", elsewhere.seen());
+        assert!(
+            elsewhere.seen().is_empty(),
+            "{status}: {:?}",
+            elsewhere.seen()
+        );
     }
 }
 

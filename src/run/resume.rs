@@ -88,13 +88,17 @@ impl Runner {
                 })
             }
             Status::Interrupted => {
-                let pending = last.pending.clone().ok_or_else(|| StoreError::Corrupt {
-                    thread: thread.into(),
-                    message: format!(
-                        "checkpoint {} is interrupted and has no pending interrupt",
-                        last.seq
-                    ),
-                })?;
+                let pending =
+                    last.pending
+                        .as_deref()
+                        .cloned()
+                        .ok_or_else(|| StoreError::Corrupt {
+                            thread: thread.into(),
+                            message: format!(
+                                "checkpoint {} is interrupted and has no pending interrupt",
+                                last.seq
+                            ),
+                        })?;
                 // Interrupts of parallel branches that asked together: the answer's
                 // `reference` says which it answers (the first, without one).
                 let wanted = payload

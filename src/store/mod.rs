@@ -149,7 +149,7 @@ pub struct Checkpoint {
     pub next: Option<Arc<str>>,
     pub writes: Vec<Write>,
     pub status: Status,
-    pub pending: Option<Pending>,
+    pub pending: Option<Box<Pending>>,
     pub outcome: Option<String>,
     /// The graph file that wrote it (absolute), so `state` and `history` need no file.
     pub graph: Arc<str>,
@@ -159,7 +159,7 @@ pub struct Checkpoint {
     pub limited: bool,
     /// `run.error` after this step: the failure an `on_error` edge is handling.
     #[serde(default)]
-    pub error: Option<Json>,
+    pub error: Option<Box<Json>>,
     /// Tokens used and wall time spent in this run so far, so budgets hold across pauses.
     pub tokens: u64,
     pub elapsed_ms: u64,

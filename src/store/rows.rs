@@ -66,7 +66,7 @@ pub(super) fn pending_and_error(
         .map(serde_json::to_string)
         .transpose()
         .map_err(|e| corrupt(&r.thread, e))?;
-    Ok((pending, r.error.as_ref().map(Json::to_string)))
+    Ok((pending, r.error.as_deref().map(Json::to_string)))
 }
 
 /// A count read back: a negative one makes the record corrupt.

@@ -418,7 +418,7 @@ fn decode(thread: &Arc<str>, row: &postgres::Row, url: &str) -> Result<Row, Stor
         writes: Vec::new(),
         status: Status::parse(status)
             .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
-        pending,
+        pending: pending.map(Box::new),
         outcome: col(row, 8, url)?,
         graph: Arc::from(""),
         graph_hash: Arc::from(""),
@@ -426,7 +426,7 @@ fn decode(thread: &Arc<str>, row: &postgres::Row, url: &str) -> Result<Row, Stor
         elapsed_ms: n(11, "elapsed_ms")?,
         at_ms: n(12, "at_ms")?,
         limited: col(row, 13, url)?,
-        error,
+        error: error.map(Box::new),
         source: Source::parse(source)
             .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
     };

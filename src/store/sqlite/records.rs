@@ -310,7 +310,7 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Row, StoreError>
         writes: Vec::new(),
         status: Status::parse(&status)
             .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
-        pending,
+        pending: pending.map(Box::new),
         outcome: row.get(8)?,
         graph: Arc::from(""),
         graph_hash: Arc::from(""),
@@ -318,7 +318,7 @@ fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Row, StoreError>
         elapsed_ms: count(11, "elapsed_ms")?,
         at_ms: count(12, "at_ms")?,
         limited: row.get(13)?,
-        error,
+        error: error.map(Box::new),
         source: Source::parse(&source)
             .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
     };
