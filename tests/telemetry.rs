@@ -147,7 +147,7 @@ async fn content_goes_into_spans_only_when_asked_and_a_collector_that_is_down_co
         .code(0);
     assert!(
         out.stderr.contains(
-            "warning: 1 trace export failed: cannot send traces to http://127.0.0.1:9/v1/traces"
+            "warning: the run's traces were not sent: cannot send traces to http://127.0.0.1:9/v1/traces"
         ),
         "{}",
         out.stderr
@@ -208,7 +208,7 @@ async fn runs_that_end_during_a_slow_export_are_sent_together() {
     };
     // Its first export answered late.
     let otlp = Server::start(vec![
-        Answer::Slow(std::time::Duration::from_millis(800), Box::new(ok())),
+        Answer::Slow(std::time::Duration::from_millis(2500), Box::new(ok())),
         ok(),
     ])
     .await;

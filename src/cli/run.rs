@@ -210,8 +210,7 @@ impl Session {
                 let (failed, last) = t.flush().await;
                 if failed > 0 {
                     eprintln!(
-                        "warning: {failed} trace export{} failed: {}",
-                        if failed == 1 { "" } else { "s" },
+                        "warning: the run's traces were not sent: {}",
                         last.unwrap_or_default()
                     );
                 }

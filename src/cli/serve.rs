@@ -175,7 +175,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             let (failed, last) = t.flush().await;
             if failed > 0 {
                 let _ = tx.send(
-                    serde_json::json!({ "notice": "traces_lost", "exports": failed, "error": last })
+                    serde_json::json!({ "notice": "traces_lost", "runs": failed, "error": last })
                         .to_string(),
                 );
             }

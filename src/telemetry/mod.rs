@@ -63,6 +63,10 @@ fn traces_url(base: &str) -> String {
 /// than kept in memory for a collector that does not keep up.
 const EXPORT_QUEUE: usize = 256;
 
+/// Runs sent in one request at most: a collector's size limit or a timeout loses no
+/// more than these.
+const EXPORT_BATCH: u64 = 32;
+
 /// What the sending task is given.
 enum Outgoing {
     Spans(Vec<Span>),
@@ -110,15 +114,28 @@ impl Tracer {
                 .build()
                 .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
             while let Some(first) = queued.recv().await {
+                // The runs waiting, up to a batch; a flush answered once what came
+                // before it is sent.
                 let mut batch = Vec::new();
-                let mut flushed = Vec::new();
+                let mut runs = 0;
+                let mut flushed = None;
                 let mut next = Some(first);
                 while let Some(item) = next {
                     match item {
-                        Outgoing::Spans(spans) => batch.extend(spans),
-                        Outgoing::Flush(done) => flushed.push(done),
+                        Outgoing::Spans(spans) => {
+                            batch.extend(spans);
+                            runs += 1;
+                        }
+                        Outgoing::Flush(done) => {
+                            flushed = Some(done);
+                            break;
+                        }
                     }
-                    next = queued.try_recv().ok();
+                    next = if runs < EXPORT_BATCH {
+                        queued.try_recv().ok()
+                    } else {
+                        None
+                    };
                 }
                 if !batch.is_empty() {
                     let sent = match &client {
@@ -126,11 +143,11 @@ impl Tracer {
                         Err(e) => Err(e.clone()),
                     };
                     if let Err(e) = sent {
-                        failed.fetch_add(1, Ordering::SeqCst);
+                        failed.fetch_add(runs, Ordering::SeqCst);
                         *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                     }
                 }
-                for done in flushed {
+                if let Some(done) = flushed {
                     let _ = done.send(());
                 }
             }
@@ -151,10 +168,14 @@ impl Tracer {
                 };
                 let Some(done) = ended else { continue };
                 if out.try_send(Outgoing::Spans(done)).is_err() {
+                    // The collector's own error, if it gave one, says more than this.
                     failed.fetch_add(1, Ordering::SeqCst);
-                    *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                        "the collector keeps {EXPORT_QUEUE} ended runs waiting: a run's spans were dropped"
-                    ));
+                    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+                    if last.is_none() {
+                        *last = Some(format!(
+                            "the collector keeps {EXPORT_QUEUE} ended runs waiting: a run's spans were dropped"
+                        ));
+                    }
                 }
             }
         });
@@ -201,7 +222,8 @@ impl Tracer {
     }
 
     /// Waits until every span of the runs that ended so far has been sent (or failed);
-    /// how many exports failed, and the last failure.
+    /// how many runs' spans were lost (an export that failed, a full queue), and the
+    /// last failure.
     pub async fn flush(&self) -> (u64, Option<String>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         if self.tx.send(Message::Flush(tx)).is_ok() {

@@ -341,3 +341,53 @@ fn the_loser_of_a_thread_claim_names_the_real_owner() {
     fcntl(&owner, FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK))).unwrap();
     store.claim("c").unwrap();
 }
+
+/// A classic POSIX lock on a thread's range (another program's) is named by its pid.
+#[test]
+fn a_classic_lock_on_a_claims_range_names_its_process() {
+    use nix::fcntl::{FcntlArg, fcntl};
+    use nix::libc;
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    drop(store.claim("warm").unwrap());
+    let other = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("s.db.locks/claims"))
+        .unwrap();
+    let d = Sha256::digest(b"c");
+    let slot = u64::from_be_bytes([0, 0, 0, d[0], d[1], d[2], d[3], d[4]]);
+    // Inside the range, not at its start.
+    let classic = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: (slot << 23) as i64 + 7,
+        l_len: 1,
+        l_pid: 0,
+    };
+    fcntl(&other, FcntlArg::F_SETLK(&classic)).unwrap();
+    match store.claim("c") {
+        Err(StoreError::Claimed { pid, .. }) => assert_eq!(pid, std::process::id()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A lock file removed under an open store is made again, not locked where no other
+/// process looks: two stores still exclude each other.
+#[test]
+fn a_removed_claims_file_is_made_again_and_still_excludes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let a = SqliteStore::open(&db).unwrap();
+    let b = SqliteStore::open(&db).unwrap();
+    drop(a.claim("warm").unwrap());
+    std::fs::remove_file(dir.path().join("s.db.locks/claims")).unwrap();
+    let held = a.claim("t").unwrap();
+    assert!(
+        matches!(b.claim("t"), Err(StoreError::Claimed { .. })),
+        "both stores hold `t`"
+    );
+    drop(held);
+    b.claim("t").unwrap();
+}

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// Each thread's range starts at its slot times this: wider than any pid (Linux's
 /// `PID_MAX_LIMIT` is 2^22), so ranges of different threads never touch.
@@ -31,26 +31,42 @@ const SLOT_BITS: u32 = 23;
 pub(super) struct Claims {
     /// `<file>.locks/`.
     dir: PathBuf,
-    /// The lock file, opened at the first claim (a store only read never makes it).
-    file: OnceLock<File>,
+    state: Mutex<State>,
+}
+
+struct State {
     /// The slots this store holds.
-    held: Mutex<HashSet<u64>>,
+    held: HashSet<u64>,
+    /// The lock file, opened at the first claim (a store only read never makes it),
+    /// with its device and inode then.
+    file: Option<(Arc<File>, u64, u64)>,
 }
 
 impl Claims {
     pub(super) fn new(dir: PathBuf) -> Arc<Self> {
         Arc::new(Claims {
             dir,
-            file: OnceLock::new(),
-            held: Mutex::new(HashSet::new()),
+            state: Mutex::new(State {
+                held: HashSet::new(),
+                file: None,
+            }),
         })
     }
 
-    fn file(&self) -> Result<&File, StoreError> {
-        if let Some(file) = self.file.get() {
-            return Ok(file);
-        }
+    /// The lock file. It must still be the file at its path: one removed or replaced
+    /// under an open store would have it lock a file no other process sees.
+    fn file(&self, state: &mut State) -> Result<Arc<File>, StoreError> {
+        use std::os::unix::fs::MetadataExt;
         let path = self.dir.join("claims");
+        if let Some((file, dev, ino)) = &state.file
+            && std::fs::metadata(&path).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino)
+        {
+            return Ok(file.clone());
+        }
+        let failed = |source| StoreError::Lock {
+            path: path.clone(),
+            source,
+        };
         let open = || {
             std::fs::OpenOptions::new()
                 .read(true)
@@ -70,11 +86,11 @@ impl Claims {
             }
             other => other,
         }
-        .map_err(|source| StoreError::Lock {
-            path: path.clone(),
-            source,
-        })?;
-        Ok(self.file.get_or_init(|| file))
+        .map_err(failed)?;
+        let meta = file.metadata().map_err(failed)?;
+        let file = Arc::new(file);
+        state.file = Some((file.clone(), meta.dev(), meta.ino()));
+        Ok(file)
     }
 
     /// Claims `thread` for this process, or says which process holds it.
@@ -89,34 +105,46 @@ impl Claims {
                 pid,
             })
         };
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if held.contains(&slot) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.held.contains(&slot) {
             return refused(std::process::id());
         }
-        let file = self.file()?;
+        let file = self.file(&mut state)?;
         let start = (slot << SLOT_BITS) as i64;
         let mine = lock(libc::F_WRLCK, start, i64::from(std::process::id()) + 1);
-        loop {
-            match fcntl(file, FcntlArg::F_OFD_SETLK(&mine)) {
+        // A holder that lets go between the attempt and the question is tried again;
+        // a bounded number of times, as the lock of this store's claims is held.
+        for _ in 0..100 {
+            match fcntl(&*file, FcntlArg::F_OFD_SETLK(&mine)) {
                 Ok(_) => {
-                    held.insert(slot);
+                    state.held.insert(slot);
                     return Ok(Claim::holding(Held {
                         claims: self.clone(),
                         slot,
+                        file,
                     }));
                 }
                 Err(Errno::EAGAIN | Errno::EACCES) => {
-                    let mut theirs = lock(libc::F_WRLCK, start, 1);
-                    fcntl(file, FcntlArg::F_OFD_GETLK(&mut theirs)).map_err(|e| self.error(e))?;
+                    let mut theirs = mine;
+                    fcntl(&*file, FcntlArg::F_OFD_GETLK(&mut theirs)).map_err(|e| self.error(e))?;
                     if i32::from(theirs.l_type) == libc::F_UNLCK {
-                        // Released in between: try again.
                         continue;
                     }
-                    return refused(u32::try_from(theirs.l_len - 1).unwrap_or(0));
+                    // A classic POSIX lock names its process; a claim's OFD lock
+                    // (reported as pid -1) carries it in its length.
+                    let pid = if theirs.l_pid > 0 {
+                        theirs.l_pid as u32
+                    } else if theirs.l_start == start {
+                        u32::try_from(theirs.l_len - 1).unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    return refused(pid);
                 }
                 Err(e) => return Err(self.error(e)),
             }
         }
+        Err(self.error(Errno::EAGAIN))
     }
 
     fn error(&self, e: Errno) -> StoreError {
@@ -137,25 +165,24 @@ fn lock(kind: i32, start: i64, len: i64) -> libc::flock {
     }
 }
 
-/// A claim held: its range unlocked when it ends.
+/// A claim held: its range unlocked when it ends, on the file it was locked on.
 struct Held {
     claims: Arc<Claims>,
     slot: u64,
+    file: Arc<File>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         // Unlocked before the slot leaves the set, under its lock: a claim of the same
         // thread through this store in between would otherwise have its lock undone.
-        let mut held = self.claims.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(file) = self.claims.file.get() {
-            let whole = lock(
-                libc::F_UNLCK,
-                (self.slot << SLOT_BITS) as i64,
-                1 << SLOT_BITS,
-            );
-            let _ = fcntl(file, FcntlArg::F_OFD_SETLK(&whole));
-        }
-        held.remove(&self.slot);
+        let mut state = self.claims.state.lock().unwrap_or_else(|e| e.into_inner());
+        let whole = lock(
+            libc::F_UNLCK,
+            (self.slot << SLOT_BITS) as i64,
+            1 << SLOT_BITS,
+        );
+        let _ = fcntl(&*self.file, FcntlArg::F_OFD_SETLK(&whole));
+        state.held.remove(&self.slot);
     }
 }

@@ -223,7 +223,14 @@ impl SqliteStore {
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Every transaction begins and ends under one hold of the lock, so one still
+        // open here was left by a panic or a failed COMMIT: ended, or every later write
+        // of this store would go into it (and be lost) or wait on it.
+        if !inner.conn.is_autocommit() {
+            let _ = inner.conn.execute_batch("ROLLBACK");
+        }
+        inner
     }
 }
 
