@@ -1274,15 +1274,21 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
 
 /// `tests/servers/auth_http.mjs` on a free port, wanting `token`; killed on drop.
 fn auth_server(token: &str) -> HttpServer {
+    node_server("tests/servers/auth_http.mjs", &[("AUTH_TOKEN", token)])
+}
+
+/// A node script of tests/servers on a free port (`PORT`), with `env`, once it
+/// listens; killed on drop.
+fn node_server(script: &str, env: &[(&str, &str)]) -> HttpServer {
     need_npm_packages();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
     let child = Command::new(root().join("node_modules/.bin/node"))
-        .arg("tests/servers/auth_http.mjs")
+        .arg(script)
         .env("PORT", port.to_string())
-        .env("AUTH_TOKEN", token)
+        .envs(env.iter().copied())
         .current_dir(root())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -1632,4 +1638,95 @@ async fn an_elicitation_is_answered_through_the_server() {
         .await
         .json();
     assert_eq!(done["greeting"], "hello Ada [e/0/1/0]", "{done}");
+}
+
+/// An authorization server that wants a person: the run says where to sign in (a
+/// `sign_in` event with the URL), waits, and goes on once the person has; the browser
+/// comes back to a loopback port of Switchyard's, which answers it. The token is in no
+/// event. A person who declines ends the run with the authorization server's words.
+#[test]
+fn a_person_signs_in_at_the_url_the_run_gives_and_the_run_goes_on() {
+    use std::io::BufRead;
+    let server = node_server("tests/servers/oauth_person.mjs", &[]);
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let get = |url: String| rt.block_on(async { http.get(url).send().await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    for (click, code) in [("approve", 0), ("deny", 1)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["run", "tests/fixtures/mcp/oauth/person.toml", "--json"])
+            .args(["--store", &store, "--thread", click])
+            .env("PERSON_MCP_URL", format!("{base}/mcp"))
+            .current_dir(root())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let url = loop {
+            let line = lines.next().expect("a sign_in event").unwrap();
+            let event: Json = crate::util::event_line(&line);
+            seen.push(line);
+            if event["event"] == "sign_in" {
+                assert_eq!(event["server"], "person");
+                break event["url"].as_str().unwrap().to_string();
+            }
+        };
+        assert!(url.starts_with(&format!("{base}/authorize?")), "{url}");
+        // The person's click, and the browser sent back to Switchyard.
+        let state = reqwest::Url::parse(&url)
+            .unwrap()
+            .query_pairs()
+            .find(|(k, _)| k == "state")
+            .unwrap()
+            .1
+            .to_string();
+        let clicked = get(format!("{base}/{click}?state={state}"));
+        assert_eq!(clicked.status(), 302);
+        let back = clicked.headers()["location"].to_str().unwrap().to_string();
+        assert!(back.starts_with("http://127.0.0.1:"), "{back}");
+        let page = get(back);
+        assert_eq!(page.status(), 200);
+        let text = rt.block_on(page.text()).unwrap();
+        assert!(
+            text.contains("Switchyard has the answer for server <b>person</b>"),
+            "{text}"
+        );
+        seen.extend(lines.map(|l| l.unwrap()));
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(code), "{click}: {stderr}\n{seen:#?}");
+        let all = seen.join("\n");
+        assert!(!all.contains("tok-person") && !stderr.contains("tok-person"));
+        let last: Json = crate::util::event_line(seen.last().unwrap());
+        if click == "approve" {
+            assert_eq!(last["event"], "run_finished", "{all}");
+            let state = crate::util::switchyard(&["state", "--thread", click, "--store", &store])
+                .run()
+                .code(0);
+            let state: Json = serde_json::from_str(&state.stdout).unwrap();
+            assert_eq!(
+                state["state"]["who"],
+                serde_json::json!({ "user": "ada" }),
+                "{state}"
+            );
+        } else {
+            assert!(
+                all.contains("the sign-in was refused (access_denied: Ada said no)")
+                    || stderr.contains("the sign-in was refused (access_denied: Ada said no)"),
+                "{stderr}\n{all}"
+            );
+        }
+    }
 }

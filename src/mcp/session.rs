@@ -86,6 +86,9 @@ impl Session {
         let handler = Handler::new(&name, &server.roots, events);
         let tools_changed = handler.tools_changed.clone();
         let asking = handler.asking.clone();
+        // Set while a person signs in to the server (OAuth): the handshake's time limit
+        // waits for them.
+        let signing_in = Arc::new(AtomicBool::new(false));
         let (pid, connecting) = match &server.transport {
             ServerTransport::Stdio {
                 command,
@@ -176,10 +179,18 @@ impl Session {
                 let oauth_wanted = !headers
                     .iter()
                     .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+                let (server_name, events, signing_in) =
+                    (name.clone(), events.clone(), signing_in.clone());
                 let connecting = async move {
                     let served = if oauth_wanted {
-                        let client = super::oauth::Authorizing::new(url, oauth.clone())
-                            .map_err(ConnectError::OAuth)?;
+                        let client = super::oauth::Authorizing::new(
+                            url,
+                            &server_name,
+                            oauth.clone(),
+                            events,
+                            signing_in,
+                        )
+                        .map_err(ConnectError::OAuth)?;
                         handler
                             .serve(StreamableHttpClientTransport::with_client(client, config))
                             .await
@@ -193,7 +204,7 @@ impl Session {
                 (None, Box::pin(connecting) as _)
             }
         };
-        let service = match tokio::time::timeout(handshake_timeout, connecting).await {
+        let service = match within(connecting, handshake_timeout, &signing_in).await {
             Err(_) => {
                 return Err(McpError::HandshakeTimeout {
                     server: name,
@@ -543,6 +554,23 @@ fn written_url(server: &Server) -> &str {
     match &server.transport {
         ServerTransport::Http { url, .. } => url,
         ServerTransport::Stdio { .. } => "",
+    }
+}
+
+/// `fut`'s outcome within `limit`, or `Err(())`; the limit starts again while
+/// `waiting` is set (a person signing in, who has a limit of their own).
+async fn within<T>(
+    fut: impl Future<Output = T>,
+    limit: Duration,
+    waiting: &AtomicBool,
+) -> Result<T, ()> {
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        match tokio::time::timeout(limit, &mut fut).await {
+            Ok(done) => return Ok(done),
+            Err(_) if waiting.load(Ordering::SeqCst) => continue,
+            Err(_) => return Err(()),
+        }
     }
 }
 

@@ -92,6 +92,12 @@ pub enum Event {
         total: Option<f64>,
         message: Option<String>,
     },
+    /// An MCP server wants a person to sign in (OAuth): `url` opened in a browser, the
+    /// run goes on once the authorization server sends the browser back to Switchyard.
+    SignIn {
+        server: String,
+        url: String,
+    },
     /// An MCP server exited or its connection dropped while the run needed it.
     ServerDied {
         server: String,
@@ -240,6 +246,9 @@ impl Event {
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default();
                 format!("      {server} progress {progress}{of}{says}")
+            }
+            Event::SignIn { server, url } => {
+                format!("      server {server} wants you to sign in: open {url}")
             }
             Event::ServerDied { server, message } => {
                 format!("      server {server} died: {message}")

@@ -2,15 +2,19 @@
 //! the graph's settings choose; and a wider one when the server wants more scope.
 
 use super::assertion;
+use super::callback::Callback;
+use crate::mcp::event_sink::EventSink;
+use crate::run::Event;
 use crate::spec::OAuth;
 use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
     OAuthClientConfig,
 };
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Where the authorization server is asked to send the code. Nothing listens there:
-/// the redirect is read from the authorization response itself.
-const REDIRECT_URI: &str = "http://localhost/switchyard/oauth/callback";
+/// How long a person has to sign in once the `sign_in` event is out.
+const SIGN_IN_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Wider-scope grants after a 403, over a connection's life: a server that keeps
 /// refusing is not asked forever (the spec's advice; the conformance suite allows
@@ -20,6 +24,13 @@ const MAX_UPGRADES: u32 = 2;
 /// What one server's authorization has reached.
 pub(super) struct Authorization {
     url: String,
+    /// The server's name, for the `sign_in` event.
+    server: String,
+    events: EventSink,
+    /// Set while a person is being waited for: the handshake's time limit waits too.
+    signing_in: Arc<AtomicBool>,
+    /// Where the browser comes back, bound at the first authorization-code grant.
+    callback: Option<Callback>,
     settings: OAuth,
     /// Follows no redirect: the authorization endpoint's answer carries the code.
     http: reqwest::Client,
@@ -40,9 +51,20 @@ pub(super) struct Authorization {
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Authorization {
-    pub(super) fn new(url: &str, settings: OAuth, http: reqwest::Client) -> Self {
+    pub(super) fn new(
+        url: &str,
+        server: &str,
+        settings: OAuth,
+        http: reqwest::Client,
+        events: EventSink,
+        signing_in: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             url: url.to_string(),
+            server: server.to_string(),
+            events,
+            signing_in,
+            callback: None,
             settings,
             http,
             metadata: None,
@@ -127,6 +149,9 @@ impl Authorization {
             self.token = Some(token.clone());
             token
         } else {
+            if self.callback.is_none() {
+                self.callback = Some(Callback::bind().await?);
+            }
             let client = self.client(&mut manager, &metadata, &scopes).await?;
             manager
                 .configure_client(client)
@@ -246,8 +271,9 @@ impl Authorization {
         metadata: &AuthorizationMetadata,
         scopes: &[String],
     ) -> Result<OAuthClientConfig, String> {
+        let redirect = self.redirect()?;
         if let Some(id) = &self.settings.client_id {
-            let mut config = OAuthClientConfig::new(id, REDIRECT_URI).with_scopes(scopes.to_vec());
+            let mut config = OAuthClientConfig::new(id, redirect).with_scopes(scopes.to_vec());
             if let Some(secret) = &self.settings.client_secret {
                 config = config.with_client_secret(secret);
             }
@@ -259,13 +285,13 @@ impl Authorization {
             .and_then(|v| v.as_bool())
             .unwrap_or(false);
         if let (Some(url), true) = (&self.settings.client_metadata_url, takes_document) {
-            return Ok(OAuthClientConfig::new(url, REDIRECT_URI)
+            return Ok(OAuthClientConfig::new(url, redirect)
                 .with_scopes(scopes.to_vec())
                 .with_application_type("native"));
         }
         let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
         manager
-            .register_client("switchyard", REDIRECT_URI, &refs)
+            .register_client("switchyard", redirect, &refs)
             .await
             .map_err(|e| format!("dynamic client registration failed: {e}"))
     }
@@ -288,19 +314,28 @@ impl Authorization {
                 e.without_url()
             )
         })?;
-        let location = response
+        let redirect = self.redirect()?;
+        let straight_back = response
             .headers()
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
-            .filter(|l| l.starts_with(REDIRECT_URI))
-            .ok_or_else(|| {
-                format!(
-                    "the authorization server wants a person to sign in (it answered {} rather than sending back a code); Switchyard opens no browser, so give the server a token with `headers = {{ Authorization = \"Bearer ${{TOKEN}}\" }}` instead",
-                    response.status()
-                )
-            })?;
+            .filter(|l| l.starts_with(redirect))
+            .map(str::to_string);
+        let location = match straight_back {
+            Some(location) => location,
+            None => self.wait_for_person(&authorize).await?,
+        };
+        let back = reqwest::Url::parse(&location).map_err(|e| e.to_string())?;
+        if let Some((_, error)) = back.query_pairs().find(|(k, _)| k == "error") {
+            let said = back
+                .query_pairs()
+                .find(|(k, _)| k == "error_description")
+                .map(|(_, d)| format!(": {d}"))
+                .unwrap_or_default();
+            return Err(format!("the sign-in was refused ({error}{said})"));
+        }
         let callback =
-            AuthorizationCallback::from_redirect_url(location).map_err(|e| e.to_string())?;
+            AuthorizationCallback::from_redirect_url(&location).map_err(|e| e.to_string())?;
         manager
             .exchange_code_for_token_with_issuer(
                 &callback.code,
@@ -310,6 +345,34 @@ impl Authorization {
             .await
             .map_err(|e| format!("the token request failed: {e}"))?;
         manager.get_access_token().await.map_err(|e| e.to_string())
+    }
+
+    fn redirect(&self) -> Result<&str, String> {
+        self.callback
+            .as_ref()
+            .map(Callback::redirect)
+            .ok_or_else(|| "no redirect listener for the sign-in".to_string())
+    }
+
+    /// The authorization server wants a person: the URL goes out as a `sign_in` event
+    /// and the browser's return is waited for, `SIGN_IN_WAIT` at most.
+    async fn wait_for_person(&self, authorize: &str) -> Result<String, String> {
+        let Some(callback) = &self.callback else {
+            return Err("no redirect listener for the sign-in".to_string());
+        };
+        self.events.emit(Event::SignIn {
+            server: self.server.clone(),
+            url: authorize.to_string(),
+        });
+        self.signing_in.store(true, Ordering::SeqCst);
+        let back = tokio::time::timeout(SIGN_IN_WAIT, callback.wait(&self.server)).await;
+        self.signing_in.store(false, Ordering::SeqCst);
+        back.unwrap_or_else(|_| {
+            Err(format!(
+                "nobody signed in within {} minutes (the authorization server wants a person to sign in at the URL of the `sign_in` event); for a run without a person, give the server a token with `headers = {{ Authorization = \"Bearer ${{TOKEN}}\" }}` or use `grant = \"client_credentials\"`",
+                SIGN_IN_WAIT.as_secs() / 60
+            ))
+        })
     }
 
     /// The client-credentials grant (RFC 6749 4.4) for `scopes`, the client

@@ -8,10 +8,11 @@
 //!
 //! - the authorization code with PKCE (rmcp's support: metadata discovery, client
 //!   registration by a pre-registered ID, a client-ID metadata document or dynamic
-//!   registration, the token exchange and its refresh). Switchyard opens no browser:
-//!   the step completes when the authorization server sends the browser straight back
-//!   (a pre-approved client); one that wants a person to sign in is an error that says
-//!   so, with the way out.
+//!   registration, the token exchange and its refresh). The browser is sent back to a
+//!   loopback port of this machine. An authorization server that sends it straight
+//!   back (a pre-approved client) needs nobody; one that wants a person to sign in gets
+//!   a `sign_in` event with the URL to open, and the flow waits for them (the
+//!   handshake's time limit waits too).
 //! - client credentials (a machine's own grant), with a client secret (HTTP Basic, or
 //!   in the body where only that is offered) or a signed assertion (`private_key_jwt`).
 //!
@@ -19,6 +20,7 @@
 //! checkpoints or messages.
 
 mod assertion;
+mod callback;
 mod flow;
 mod transport;
 

@@ -3,6 +3,7 @@
 //! or a 403 for a wider scope), in the middle of the request that was refused.
 
 use super::flow::Authorization;
+use crate::mcp::event_sink::EventSink;
 use crate::spec::OAuth;
 use futures_util::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -15,6 +16,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 type Error = StreamableHttpError<reqwest::Error>;
 
@@ -27,7 +29,15 @@ pub(crate) struct Authorizing {
 }
 
 impl Authorizing {
-    pub(crate) fn new(url: &str, settings: OAuth) -> Result<Self, String> {
+    /// For the server `server` at `url`; `events` gets a `sign_in` event when a person
+    /// must sign in, and `signing_in` is set while one is waited for.
+    pub(crate) fn new(
+        url: &str,
+        server: &str,
+        settings: OAuth,
+        events: EventSink,
+        signing_in: Arc<AtomicBool>,
+    ) -> Result<Self, String> {
         // The authorization server's endpoints: no redirect followed (the authorization
         // endpoint's answer carries the code), and none waited on forever, since the
         // server's other requests wait for the grant.
@@ -40,7 +50,7 @@ impl Authorizing {
         Ok(Self {
             http: mcp_http()?,
             auth: Arc::new(tokio::sync::Mutex::new(Authorization::new(
-                url, settings, oauth_http,
+                url, server, settings, oauth_http, events, signing_in,
             ))),
         })
     }

@@ -404,6 +404,15 @@ async function follow(run) {
           case "stopped":
             detail("stopped here");
             break;
+          case "sign_in":
+            // The authorization server's page, opened by the person; only a web URL
+            // becomes a link.
+            if (current && /^https?:\/\//.test(data.url)) {
+              $(".detail", current).append(
+                h("div", { class: "sign-in" }, `server ${data.server} wants you to sign in: `, h("a", { href: data.url, target: "_blank", rel: "noopener noreferrer", text: "open the sign-in page" })),
+              );
+            }
+            break;
           default:
         }
       }
