@@ -484,9 +484,9 @@ async fn memory_server_keeps_entities_in_its_file() {
 }
 
 /// The everything server in streamable-HTTP mode on a free port; killed on drop.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for HttpServer {
@@ -1279,7 +1279,7 @@ fn auth_server(token: &str) -> HttpServer {
 
 /// A node script of tests/servers on a free port (`PORT`), with `env`, once it
 /// listens; killed on drop.
-fn node_server(script: &str, env: &[(&str, &str)]) -> HttpServer {
+pub(crate) fn node_server(script: &str, env: &[(&str, &str)]) -> HttpServer {
     need_npm_packages();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -175,3 +175,24 @@ async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_cl
         )
     );
 }
+
+/// A server whose authorization server wants a person: the page's step links to the
+/// sign-in page, the person signs in in a new tab, and the run the page shows goes on.
+#[tokio::test]
+async fn a_sign_in_the_run_asks_for_is_a_link_on_the_page_and_the_run_goes_on() {
+    let person = tokio::task::spawn_blocking(|| {
+        crate::mcp::node_server("tests/servers/oauth_person.mjs", &[])
+    })
+    .await
+    .unwrap();
+    let s = serve(&["tests/fixtures/mcp/oauth/person.toml"])
+        .env(
+            "PERSON_MCP_URL",
+            &format!("http://127.0.0.1:{}/mcp", person.port),
+        )
+        .start()
+        .await;
+    let lines = browse("sign_in.mjs", &s.url).await;
+    insta::assert_snapshot!(lines.join("\n"));
+    drop(person);
+}

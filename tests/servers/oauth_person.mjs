@@ -63,9 +63,13 @@ http
       return json(res, 201, { ...asked, client_id: "person-client", token_endpoint_auth_method: "none" });
     }
     if (url.pathname === "/authorize") {
-      asked.set(url.searchParams.get("state"), url.searchParams);
+      const state = url.searchParams.get("state") ?? "";
+      asked.set(state, url.searchParams);
+      const hidden = state.replace(/[^A-Za-z0-9_-]/g, "");
       res.writeHead(200, { "content-type": "text/html" });
-      return res.end("<form action=/approve><button>Sign in as Ada</button></form>");
+      return res.end(
+        `<!doctype html><title>Sign in</title><form action=/approve><input type=hidden name=state value="${hidden}"><button>Sign in as Ada</button></form>`,
+      );
     }
     if (url.pathname === "/approve" || url.pathname === "/deny") {
       const q = asked.get(url.searchParams.get("state"));

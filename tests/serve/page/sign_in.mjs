@@ -1,0 +1,48 @@
+// A run whose MCP server's authorization server wants a person: started from the page,
+// whose step shows a link to the sign-in page; the person opens it (a new tab), signs
+// in there, the browser goes back to Switchyard's loopback port, and the run the page
+// shows goes on to its end. One JSON line per step.
+import { chromium } from "playwright-core";
+
+const url = process.env.API_URL;
+const shots = process.env.SHOTS;
+const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+const page = await context.newPage();
+const problems = [];
+page.on("console", (m) => {
+  if (m.type() === "error") problems.push(m.text());
+});
+page.on("pageerror", (e) => problems.push(e.message));
+page.setDefaultTimeout(60000);
+
+try {
+  await page.goto(url + "/#/graph/oauth_person");
+  await page.waitForFunction(() => document.body.dataset.shown === "#/graph/oauth_person");
+  await page.click("text=Start run");
+  const link = await page.waitForSelector("ol.steps .sign-in a");
+  const said = await page.textContent("ol.steps .sign-in");
+  const href = await link.getAttribute("href");
+  say("asked", { said, authorize: new URL(href).pathname, newTab: await link.getAttribute("target") });
+  await page.screenshot({ path: `${shots}/sign-in-asked.png`, fullPage: true });
+
+  const [signIn] = await Promise.all([context.waitForEvent("page"), link.click()]);
+  await signIn.waitForSelector("text=Sign in as Ada");
+  await signIn.click("text=Sign in as Ada");
+  await signIn.waitForSelector("text=you can close this tab");
+  const back = await signIn.textContent("body");
+  say("signed in", { back, at: new URL(signIn.url()).hostname });
+  await signIn.close();
+
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
+  const writes = await page.$$eval("ol.steps ul.writes li", (ls) => ls.map((l) => l.textContent));
+  say("done", { writes });
+} finally {
+  say("console", { problems });
+  await browser.close();
+}
