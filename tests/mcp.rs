@@ -1691,6 +1691,17 @@ fn a_person_signs_in_at_the_url_the_run_gives_and_the_run_goes_on() {
             .unwrap()
             .1
             .to_string();
+        // A request to Switchyard's port that is not this sign-in's (another state)
+        // is turned away, and the sign-in waited for still.
+        let redirect = reqwest::Url::parse(&url)
+            .unwrap()
+            .query_pairs()
+            .find(|(k, _)| k == "redirect_uri")
+            .unwrap()
+            .1
+            .to_string();
+        let forged = get(format!("{redirect}?code=stolen&state=forged"));
+        assert_eq!(forged.status(), 404);
         let clicked = get(format!("{base}/{click}?state={state}"));
         assert_eq!(clicked.status(), 302);
         let back = clicked.headers()["location"].to_str().unwrap().to_string();

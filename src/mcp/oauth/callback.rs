@@ -33,10 +33,11 @@ impl Callback {
         &self.redirect
     }
 
-    /// Waits for the browser to come back, answers it, and gives the URL it came to
-    /// (with the code, or the error the authorization server sent). Other requests (a
-    /// browser's favicon) are answered 404 and waited past.
-    pub(super) async fn wait(&self, server: &str) -> Result<String, String> {
+    /// Waits for the browser to come back with `state`, answers it, and gives the URL
+    /// it came to (with the code, or the error the authorization server sent). Other
+    /// requests (a browser's favicon, another `state`: not this sign-in's) are answered
+    /// 404 and waited past.
+    pub(super) async fn wait(&self, server: &str, state: &str) -> Result<String, String> {
         loop {
             let (mut stream, _) = self
                 .listener
@@ -58,7 +59,10 @@ impl Callback {
                 .and_then(|l| l.strip_prefix("GET "))
                 .and_then(|l| l.split(' ').next())
                 .unwrap_or("");
-            if !path.starts_with("/callback?") {
+            let ours = path.starts_with("/callback?")
+                && reqwest::Url::parse(&format!("http://127.0.0.1{path}"))
+                    .is_ok_and(|u| u.query_pairs().any(|(k, v)| k == "state" && v == state));
+            if !ours {
                 let _ = stream
                     .write_all(
                         b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",

@@ -365,7 +365,15 @@ impl Authorization {
             url: authorize.to_string(),
         });
         self.signing_in.store(true, Ordering::SeqCst);
-        let back = tokio::time::timeout(SIGN_IN_WAIT, callback.wait(&self.server)).await;
+        let state = reqwest::Url::parse(authorize)
+            .ok()
+            .and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == "state")
+                    .map(|(_, v)| v.into_owned())
+            })
+            .unwrap_or_default();
+        let back = tokio::time::timeout(SIGN_IN_WAIT, callback.wait(&self.server, &state)).await;
         self.signing_in.store(false, Ordering::SeqCst);
         back.unwrap_or_else(|_| {
             Err(format!(
