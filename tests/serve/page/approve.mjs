@@ -3,24 +3,9 @@
 // serving tests/fixtures/ui (approve.toml) and a directory $BROKEN_DIR where the test
 // breaks a graph. Prints what it saw, one JSON line per step; screenshots go to
 // $SHOTS.
-import { chromium } from "playwright-core";
+import { open, say, shots, url } from "./browser.mjs";
 
-const url = process.env.API_URL;
-const shots = process.env.SHOTS;
-const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-const page = await context.newPage();
-const problems = [];
-page.on("console", (m) => {
-  if (m.type() === "error") problems.push(m.text());
-});
-page.on("pageerror", (e) => problems.push(e.message));
-page.setDefaultTimeout(15000);
+const { browser, context, page, problems } = await open(15000);
 // Opens a route of the page and waits until the page shows it (not an earlier one).
 const go = async (hash) => {
   await page.goto(`${url}/${hash}`);

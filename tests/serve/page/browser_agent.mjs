@@ -3,23 +3,9 @@
 // the Rust test). The run is started from the form with $GOAL, pauses at the
 // confirmation of the click that sends the form, a wrong answer is refused and the
 // thread stays paused, then "Yes" sends it. One JSON line per step.
-import { chromium } from "playwright-core";
+import { open, say, shots, url } from "./browser.mjs";
 
-const url = process.env.API_URL;
-const shots = process.env.SHOTS;
-const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-});
-const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-const problems = [];
-page.on("console", (m) => {
-  if (m.type() === "error") problems.push(m.text());
-});
-page.on("pageerror", (e) => problems.push(e.message));
-page.setDefaultTimeout(60000);
+const { browser, page, problems } = await open(60000);
 
 try {
   await page.goto(url + "/#/graph/browser_agent");

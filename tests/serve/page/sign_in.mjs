@@ -2,24 +2,9 @@
 // whose step shows a link to the sign-in page; the person opens it (a new tab), signs
 // in there, the browser goes back to Switchyard's loopback port, and the run the page
 // shows goes on to its end. One JSON line per step.
-import { chromium } from "playwright-core";
+import { open, say, shots, url } from "./browser.mjs";
 
-const url = process.env.API_URL;
-const shots = process.env.SHOTS;
-const say = (step, what) => console.log(JSON.stringify({ step, ...what }));
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-const page = await context.newPage();
-const problems = [];
-page.on("console", (m) => {
-  if (m.type() === "error") problems.push(m.text());
-});
-page.on("pageerror", (e) => problems.push(e.message));
-page.setDefaultTimeout(60000);
+const { browser, context, page, problems } = await open(60000);
 
 try {
   await page.goto(url + "/#/graph/oauth_person");
