@@ -562,15 +562,11 @@ async fn http_server_that_is_not_there_is_a_transient_connect_error() {
         .expect("a free port")
         .port();
     let client = McpClient::new(root(), BlobStore::new(temp_dir("nohttp")));
-    let server = Server {
-        name: "nowhere".into(),
-        transport: ServerTransport::Http {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            headers: Vec::new(),
-            oauth: Default::default(),
-        },
-        roots: Vec::new(),
-    };
+    let server = http(
+        "nowhere",
+        format!("http://127.0.0.1:{port}/mcp"),
+        Vec::new(),
+    );
     let e = client
         .list_tools(&server)
         .await
@@ -601,15 +597,11 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_headers() {
     for status in [307, 302] {
         let here = Scripted::start(vec![redirect(status)]).await;
         let client = McpClient::new(root(), BlobStore::new(temp_dir("redirect")));
-        let server = Server {
-            name: "moved".into(),
-            transport: ServerTransport::Http {
-                url: here.url().replace("/v1", "/mcp"),
-                headers: vec![("X-Api-Key".into(), "k-123".into())],
-                oauth: Default::default(),
-            },
-            roots: Vec::new(),
-        };
+        let server = http(
+            "moved",
+            here.url().replace("/v1", "/mcp"),
+            vec![("X-Api-Key".into(), "k-123".into())],
+        );
         let e = client
             .list_tools(&server)
             .await
@@ -626,6 +618,19 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_headers() {
             "{status}: {:?}",
             elsewhere.seen()
         );
+    }
+}
+
+/// A streamable-HTTP server at `url`, sent `headers`, with no OAuth settings.
+fn http(name: &str, url: String, headers: Vec<(String, String)>) -> Server {
+    Server {
+        name: name.into(),
+        transport: ServerTransport::Http {
+            url,
+            headers,
+            oauth: Default::default(),
+        },
+        roots: Vec::new(),
     }
 }
 
@@ -1244,15 +1249,11 @@ async fn an_http_servers_url_shows_as_written_in_errors() {
         .port();
     let client = McpClient::new(root(), BlobStore::new(temp_dir("secreturl")));
     // A token in the query, from the environment (HOME stands in for a secret here).
-    let server = Server {
-        name: "nowhere".into(),
-        transport: ServerTransport::Http {
-            url: format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
-            headers: Vec::new(),
-            oauth: Default::default(),
-        },
-        roots: Vec::new(),
-    };
+    let server = http(
+        "nowhere",
+        format!("http://127.0.0.1:{port}/mcp?token=${{HOME}}"),
+        Vec::new(),
+    );
     let e = client
         .list_tools(&server)
         .await

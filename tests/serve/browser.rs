@@ -93,14 +93,25 @@ pub(super) async fn gift_llm(page: &str, message: &str) -> Llm {
     .await
 }
 
-#[tokio::test]
-async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
+/// Seed 000 served beside the gift shop, the model scripted to send a card with
+/// `message` (`gift_llm`); what the tests look at, and what must live as long.
+pub(super) struct Gift {
+    pub(super) serve: super::server::Serve,
+    pub(super) llm: Llm,
+    /// The shop's page the goal names.
+    pub(super) page: String,
+    /// The messages the shop was sent.
+    pub(super) sent: Arc<Mutex<Vec<String>>>,
+    pub(super) app: WebApp,
+    _dir: tempfile::TempDir,
+}
+
+pub(super) async fn gift_agent(message: &str) -> Gift {
     let (app, sent) = shop();
     let page = format!("{}gift.html", app.url());
-    let message = "Happy birthday, Ada!";
     let llm = gift_llm(&page, message).await;
     let dir = tempfile::tempdir().unwrap();
-    let s = serve(&["graphs/browser_agent.toml"])
+    let serve = serve(&["graphs/browser_agent.toml"])
         .env("OPENAI_BASE_URL", llm.url())
         .env(
             "PLAYWRIGHT_MCP_OUTPUT_DIR",
@@ -108,6 +119,21 @@ async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
         )
         .start()
         .await;
+    Gift {
+        serve,
+        llm,
+        page,
+        sent,
+        app,
+        _dir: dir,
+    }
+}
+
+#[tokio::test]
+async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
+    let message = "Happy birthday, Ada!";
+    let gift = gift_agent(message).await;
+    let (s, page, sent, llm) = (&gift.serve, &gift.page, &gift.sent, &gift.llm);
     let h = s.http();
     h.post("/threads", json!({ "thread_id": "gift" })).await;
     let paused = h
@@ -160,7 +186,8 @@ async fn a_paused_thread_keeps_its_browser_and_the_text_typed_into_its_form() {
         done["browser_tabs"]
     );
     // No page was opened again after the pause: the only navigation is the first.
-    let navigations: Vec<String> = app
+    let navigations: Vec<String> = gift
+        .app
         .requests()
         .into_iter()
         .filter(|r| r.starts_with("GET /gift.html"))

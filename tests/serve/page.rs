@@ -128,21 +128,10 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
 /// waits still, then "Yes" sends the form.
 #[tokio::test]
 async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_click() {
-    use super::browser::shop;
     use serde_json::json;
-    let (app, sent) = shop();
-    let page = format!("{}gift.html", app.url());
     let message = "Happy birthday, Ada!";
-    let llm = super::browser::gift_llm(&page, message).await;
-    let dir = tempfile::tempdir().unwrap();
-    let s = serve(&["graphs/browser_agent.toml"])
-        .env("OPENAI_BASE_URL", llm.url())
-        .env(
-            "PLAYWRIGHT_MCP_OUTPUT_DIR",
-            dir.path().join("playwright").to_str().unwrap(),
-        )
-        .start()
-        .await;
+    let gift = super::browser::gift_agent(message).await;
+    let (s, page, sent, llm) = (&gift.serve, &gift.page, &gift.sent, &gift.llm);
     let goal = format!("Send a gift card from {page} with the message '{message}'.");
     let lines = browse_with("browser_agent.mjs", &s.url, &[("GOAL", &goal)]).await;
     insta::assert_snapshot!(lines.join("\n"));
