@@ -1596,6 +1596,28 @@ fn an_elicitation_pauses_the_run_and_the_answer_goes_back_to_the_server() {
     .run()
     .code(0);
     assert_eq!(declined.stdout, "decline\n");
+
+    // Asked inside parallel branches: the answer goes to that branch's call.
+    let graph = "tests/fixtures/mcp/elicit_parallel.toml";
+    switchyard(&["run", graph, "--thread", "e3", "--store", &store])
+        .run()
+        .code(4);
+    let done = switchyard(&[
+        "resume",
+        "--thread",
+        "e3",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "accept", "content": {"name": "Ada"}}"#,
+    ])
+    .run()
+    .code(0);
+    // (Its idempotency key is the re-run's step, not the first call's: a branch that
+    // paused runs again in a superstep of its own.)
+    let (greeting, rest) = done.stdout.split_once(" [e3/0/").unwrap();
+    assert_eq!(greeting, "hello Ada");
+    assert!(rest.ends_with("/0] / plan, worked\n"), "{}", done.stdout);
 }
 
 /// Through the server: the thread keeps its MCP server while paused, and the answer

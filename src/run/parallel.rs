@@ -127,6 +127,8 @@ impl Runner {
                 });
                 futures_util::future::join_all(runs).await
             };
+            // A resumed elicitation's answer went to its branch's node.
+            live.answer = None;
             // An interrupt waits until the other branches' steps are applied: their work
             // is done, and a pause must not make them do it again. The first in
             // declaration order pauses the run; the others ask again, one at a time,

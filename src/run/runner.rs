@@ -546,14 +546,9 @@ impl Runner {
     pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
         // Only an event reports how long the node took.
         let start = self.events.is_some().then(Instant::now);
-        let answer = live
-            .answer
-            .take()
-            .filter(|(node, _)| *node == id)
-            .map(|(_, a)| a);
-        let work = self
-            .work_answered(live, id, self.run_info(live), &self.events, answer)
-            .await;
+        let work = self.work(live, id, self.run_info(live), &self.events).await;
+        // The answer went to the node it was for, or is for none now.
+        live.answer = None;
         self.finish_work(live, id, work, start)
     }
 
@@ -567,19 +562,14 @@ impl Runner {
         run: super::scope::RunInfo,
         events: &Option<UnboundedSender<Event>>,
     ) -> Work {
-        self.work_answered(live, id, run, events, None).await
-    }
-
-    /// [`Runner::work`], with the answer to what the node's server asked last time.
-    pub(super) async fn work_answered(
-        &self,
-        live: &Live,
-        id: NodeId,
-        run: super::scope::RunInfo,
-        events: &Option<UnboundedSender<Event>>,
-        answer: Option<Arc<Json>>,
-    ) -> Work {
         let node = self.graph.node(id);
+        // The answer to what the node's server asked last time (a resumed elicitation),
+        // in a branch of its own or not.
+        let answer = live
+            .answer
+            .as_ref()
+            .filter(|(node, _)| *node == id)
+            .map(|(_, a)| a.clone());
         if let Some(tx) = events {
             let _ = tx.send(Event::NodeStarted {
                 node: node.name.clone(),
