@@ -210,6 +210,38 @@ fn a_claim_holds_across_connections_and_goes_with_its_holder() {
     assert!(rows <= 1, "{rows} claims left");
 }
 
+/// A run whose lease ran out is taken over only when nobody holds its thread's claim:
+/// the claim query works the advisory lock's key out of the thread's name, and finds
+/// exactly the lock a claim takes (and none once it is released).
+#[test]
+fn the_run_queue_finds_a_threads_claim_by_its_name() {
+    let url = database();
+    let store = PostgresStore::open(&url).unwrap();
+    let held = |thread: &str| -> i64 {
+        connect(&url)
+            .query_one(
+                "SELECT count(*) FROM pg_locks l,
+                   (SELECT ('x' || left(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS key) k
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                   AND l.classid = ((k.key >> 32) & 4294967295)::oid
+                   AND l.objid = (k.key & 4294967295)::oid",
+                &[&thread],
+            )
+            .unwrap()
+            .get(0)
+    };
+    for thread in ["t", "thread with ünïcode", "019a-7f3c"] {
+        let claim = store.claim(thread).unwrap();
+        assert_eq!(held(thread), 1, "{thread}");
+        drop(claim);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while held(thread) != 0 {
+            assert!(std::time::Instant::now() < deadline, "{thread} still held");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
 fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
     let url = database();

@@ -75,8 +75,8 @@ impl Session {
 
     pub(super) fn put_run(&mut self, r: &RunRecord) -> Result<(), StoreError> {
         let put = self.prepared(
-            "INSERT INTO switchyard.runs (id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq, thread_key)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            "INSERT INTO switchyard.runs (id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
              ON CONFLICT (id) DO UPDATE SET thread = excluded.thread, assistant = excluded.assistant, status = excluded.status,
                  created_ms = excluded.created_ms, updated_ms = excluded.updated_ms, metadata = excluded.metadata,
                  kwargs = excluded.kwargs, multitask = excluded.multitask, error = excluded.error, first_seq = excluded.first_seq",
@@ -97,7 +97,6 @@ impl Session {
                     &r.multitask_strategy,
                     &r.error,
                     &r.first_seq.map(int),
-                    &super::lock_key(&r.thread),
                 ],
             )
             .map_err(|e| self.pg(e))?;

@@ -83,10 +83,7 @@ CREATE TABLE switchyard.runs (
     -- through another process.
     worker      TEXT,
     lease_ms    BIGINT,
-    cancel      TEXT,
-    -- The advisory lock key of its thread's claim: a run whose lease ran out is taken
-    -- over only when no process holds that lock any more.
-    thread_key  BIGINT
+    cancel      TEXT
 );
 CREATE INDEX runs_by_thread ON switchyard.runs (thread, created_ms);
 CREATE INDEX runs_by_status ON switchyard.runs (status, ord);

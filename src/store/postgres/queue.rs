@@ -8,9 +8,13 @@ use crate::store::{RunRecord, StoreError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// The columns `decode_run` reads, as the claim returns them.
+/// The columns `decode_run` reads, as the claim returns them. A run whose lease ran out
+/// is taken over only when no process holds its thread's claim: the advisory lock whose
+/// key is the first 8 bytes of the thread's SHA-256, as `lock_key` makes it (worked
+/// out here for those runs only, rather than kept in a column of its own).
 const CLAIM: &str = "WITH next AS (
     SELECT r.id, r.status AS was FROM switchyard.runs r
+    CROSS JOIN LATERAL (SELECT ('x' || left(encode(sha256(convert_to(r.thread, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS key) k
     WHERE r.assistant = ANY($4) AND ((r.status = 'pending'
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'running')
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'pending' AND o.ord < r.ord))
@@ -18,8 +22,8 @@ const CLAIM: &str = "WITH next AS (
            AND NOT EXISTS (SELECT 1 FROM pg_locks l
                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND l.classid = ((r.thread_key >> 32) & 4294967295)::oid
-                 AND l.objid = (r.thread_key & 4294967295)::oid)))
+                 AND l.classid = ((k.key >> 32) & 4294967295)::oid
+                 AND l.objid = (k.key & 4294967295)::oid)))
     ORDER BY r.ord
     LIMIT 1
     FOR UPDATE OF r SKIP LOCKED
