@@ -1,4 +1,4 @@
-//! Render: DOT, Mermaid and SVG drawings of a graph, from the file alone. Both read the same
+//! Render: DOT, Mermaid and SVG drawings of a graph, from the file alone. All read the same
 //! [`Topology`] the checker analyses, so what is drawn is what is checked: no edge is
 //! guessed or simulated. Nodes are shaped and coloured by kind, route edges carry their
 //! case names (`default` for a route's default), edges are drawn and coloured by kind
@@ -17,6 +17,7 @@ pub use details::details;
 pub use dot::dot;
 pub use json::json;
 pub use mermaid::mermaid;
+pub(crate) use svg::escape as xml_escape;
 pub use svg::svg;
 
 use crate::spec::{EdgeKind, GraphSpec, KindSpec, NodeKind, NodeSpec};

@@ -260,8 +260,14 @@ pub fn svg(spec: &GraphSpec) -> String {
     out
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
+/// Text for an XML or HTML document, in content or a double-quoted attribute. Control
+/// characters XML does not allow (a name in a graph that does not validate) are dropped,
+/// so the drawing still parses.
+pub(crate) fn escape(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

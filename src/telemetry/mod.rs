@@ -63,6 +63,9 @@ fn traces_url(base: &str) -> String {
 /// than kept in memory for a collector that does not keep up.
 const EXPORT_QUEUE: usize = 256;
 
+/// How long the end of a command waits for the last traces to be sent.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs sent in one request at most: a collector's size limit or a timeout loses no
 /// more than these.
 const EXPORT_BATCH: u64 = 32;
@@ -189,8 +192,8 @@ impl Tracer {
 
     /// One event of the run under `key` (any id that tells concurrent runs apart).
     pub fn observe(&self, key: &str, event: &Event) {
-        // Deltas are many and say nothing a span keeps.
-        if matches!(event, Event::TextDelta { .. } | Event::Saved { .. }) {
+        // Most events (deltas, stderr lines, routes) make no span: not copied at all.
+        if !Spans::wants(event) {
             return;
         }
         // A subgraph node's child run: a trace of its own, under a key of its own.
@@ -198,16 +201,30 @@ impl Tracer {
             self.observe(&format!("{key}/{node}"), inner);
             return;
         }
-        let mut event = event.clone();
-        if !self.content
-            && let Event::LlmInvocation {
-                messages, reply, ..
-            } = &mut event
-        {
-            // Not wanted in spans: not kept while the run goes on either.
-            *messages = None;
-            *reply = None;
-        }
+        let event = match event {
+            // The content not wanted in spans is not copied either.
+            Event::LlmInvocation {
+                node,
+                model,
+                tokens_in,
+                tokens_out,
+                cache_hit,
+                latency_ms,
+                attempt,
+                ..
+            } if !self.content => Event::LlmInvocation {
+                node: node.clone(),
+                model: model.clone(),
+                tokens_in: *tokens_in,
+                tokens_out: *tokens_out,
+                cache_hit: *cache_hit,
+                latency_ms: *latency_ms,
+                attempt: *attempt,
+                messages: None,
+                reply: None,
+            },
+            other => other.clone(),
+        };
         let _ = self.tx.send(Message::Event {
             key: key.to_string(),
             at_ms: now_ms(),
@@ -226,8 +243,18 @@ impl Tracer {
     /// last failure.
     pub async fn flush(&self) -> (u64, Option<String>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.tx.send(Message::Flush(tx)).is_ok() {
-            let _ = rx.await;
+        // Waited for a while, not for ever: a collector that takes no connection would
+        // hold up the command's end by every queued export's timeout.
+        if self.tx.send(Message::Flush(tx)).is_ok()
+            && tokio::time::timeout(FLUSH_WAIT, rx).await.is_err()
+        {
+            return (
+                self.failures.load(Ordering::SeqCst).max(1),
+                Some(format!(
+                    "the collector did not take the traces within {} s",
+                    FLUSH_WAIT.as_secs()
+                )),
+            );
         }
         (
             self.failures.load(Ordering::SeqCst),

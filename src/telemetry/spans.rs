@@ -264,14 +264,42 @@ impl Spans {
     /// Ends the run under `key` if it is still open (it ended without its last event):
     /// its spans, the run's marked as an error.
     pub fn end(&mut self, key: &str, at_ms: u64) -> Option<Vec<Span>> {
-        self.close(
-            key,
-            at_ms,
-            Some((
-                "ended".into(),
-                Some("the run ended without finishing".into()),
-            )),
-        )
+        // The run's subgraph children (`key/node`, deeper ones first) end with it: a
+        // child that failed sent no last event of its own.
+        let prefix = format!("{key}/");
+        let mut keys: Vec<String> = self
+            .runs
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| std::cmp::Reverse(k.len()));
+        keys.push(key.to_string());
+        let mut spans = Vec::new();
+        for k in keys {
+            let how = (
+                "ended".to_string(),
+                Some("the run ended without finishing".to_string()),
+            );
+            spans.extend(self.close(&k, at_ms, Some(how)).into_iter().flatten());
+        }
+        (!spans.is_empty()).then_some(spans)
+    }
+
+    /// Whether `event` makes or ends a span: the others are not sent to the exporter.
+    pub(crate) fn wants(event: &Event) -> bool {
+        match event {
+            Event::Subgraph { inner, .. } => Self::wants(inner),
+            Event::RunStarted { .. }
+            | Event::NodeStarted { .. }
+            | Event::NodeFinished { .. }
+            | Event::NodeFailed { .. }
+            | Event::LlmInvocation { .. }
+            | Event::ToolCall { .. }
+            | Event::Interrupted { .. }
+            | Event::RunFinished { .. } => true,
+            _ => false,
+        }
     }
 
     /// Ends the run under `key` and everything still open in it.
@@ -383,4 +411,59 @@ fn new_id<const N: usize>() -> [u8; N] {
         out[N - 1] = 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(graph: &str) -> Event {
+        Event::RunStarted {
+            thread: "t".into(),
+            graph: graph.into(),
+            run: 0,
+            resumed: false,
+        }
+    }
+
+    /// A run that ends without its last event takes its subgraph children with it: a
+    /// child that failed sent none of its own, and would be kept forever.
+    #[test]
+    fn a_run_ended_without_finishing_ends_its_subgraph_children() {
+        let mut spans = Spans::new(false);
+        spans.event("r", 1, &started("parent"));
+        spans.event("r/child", 2, &started("child"));
+        spans.event("r/child/inner", 3, &started("inner"));
+        spans.event("other", 3, &started("other"));
+        let ended = spans.end("r", 9).unwrap();
+        let names: Vec<&str> = ended.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "invoke_agent inner",
+                "invoke_agent child",
+                "invoke_agent parent"
+            ]
+        );
+        assert!(ended.iter().all(|s| s.end_ms == 9 && s.error.is_some()));
+        assert_eq!(spans.runs.keys().collect::<Vec<_>>(), ["other"]);
+    }
+
+    #[test]
+    fn only_events_that_make_spans_are_wanted() {
+        assert!(Spans::wants(&started("g")));
+        let delta = Event::TextDelta {
+            node: "n".into(),
+            text: "x".into(),
+        };
+        assert!(!Spans::wants(&delta));
+        assert!(!Spans::wants(&Event::Subgraph {
+            node: "n".into(),
+            inner: Box::new(delta),
+        }));
+        assert!(Spans::wants(&Event::Subgraph {
+            node: "n".into(),
+            inner: Box::new(started("g")),
+        }));
+    }
 }

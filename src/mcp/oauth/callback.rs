@@ -8,6 +8,9 @@ use tokio::net::TcpListener;
 /// The most of a request's head that is read: a redirect's request line is short.
 const MAX_HEAD: usize = 16 * 1024;
 
+/// How long a connection to the port may take to send its request.
+const READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(super) struct Callback {
     listener: TcpListener,
     redirect: String,
@@ -46,11 +49,18 @@ impl Callback {
                 .map_err(|e| format!("the sign-in's redirect listener failed: {e}"))?;
             let mut head = Vec::new();
             let mut buf = [0u8; 2048];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
-                match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
+            // A connection that sends nothing (a browser's preconnect) is given up on
+            // rather than holding the one the person's browser comes back on.
+            let reading = async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
                 }
+            };
+            if tokio::time::timeout(READ_WAIT, reading).await.is_err() {
+                continue;
             }
             let line = String::from_utf8_lossy(&head);
             let path = line
@@ -72,7 +82,7 @@ impl Callback {
             }
             let page = format!(
                 "<!doctype html><title>Switchyard</title><p>Switchyard has the answer for server <b>{}</b>; you can close this tab.</p>",
-                html_escape(server)
+                crate::render::xml_escape(server)
             );
             let _ = stream
                 .write_all(
@@ -87,11 +97,4 @@ impl Callback {
             return Ok(format!("{base}{path}"));
         }
     }
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
