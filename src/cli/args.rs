@@ -221,7 +221,7 @@ pub(crate) enum Command {
         #[arg(long, value_name = "URL")]
         otlp: Option<String>,
         /// Put prompts, replies and tool arguments into the spans.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_llm_content")]
         otlp_content: bool,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]

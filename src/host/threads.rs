@@ -245,7 +245,6 @@ impl Host {
         Ok(())
     }
 
-    /// Copies a thread (its metadata and every checkpoint) into a new one.
     /// The bytes and MIME type of a blob a tool's result was stored as
     /// (`{"blob": "sha256:..."}` in state: a screenshot).
     pub fn blob(&self, reference: &str) -> Result<(Vec<u8>, &'static str), HostError> {
@@ -255,6 +254,8 @@ impl Host {
             .ok_or_else(|| HostError::NotFound(format!("no blob `{reference}`")))
     }
 
+    /// Copies a thread (its metadata and every checkpoint, or those up to `upto`) into a
+    /// new one.
     pub fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
         self.closing()?;
         let view = self.thread(id)?;

@@ -173,16 +173,10 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 async fn copy(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> ApiResult<Response> {
     // No body, or an empty one (some clients send a JSON content type with nothing):
     // a whole copy.
-    let body: CopyBody = if body.iter().all(u8::is_ascii_whitespace) {
-        CopyBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::invalid(format!("the copy request's body: {e}")))?
-    };
+    Body(body): Body<CopyBody>,
+) -> ApiResult<Response> {
     let upto = match body.checkpoint_id {
         Some(c) => Some(seq_of(&c)?),
         None => None,

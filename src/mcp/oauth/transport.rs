@@ -138,6 +138,8 @@ fn refused(message: String) -> Error {
     StreamableHttpError::Auth(AuthError::AuthorizationFailed(message))
 }
 
+/// rmcp's transport calls the `_with_response_limits` and `_with_max_sse_event_size`
+/// forms; the plain ones the trait requires forward to them with the default limits.
 impl StreamableHttpClient for Authorizing {
     type Error = reqwest::Error;
 
@@ -156,28 +158,6 @@ impl StreamableHttpClient for Authorizing {
             auth_header,
             custom_headers,
             StreamableHttpResponseLimits::default(),
-        )
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let mut limits = StreamableHttpResponseLimits::default();
-        limits.max_sse_event_size = max_sse_event_size;
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
         )
         .await
     }
@@ -230,15 +210,14 @@ impl StreamableHttpClient for Authorizing {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.call(auth_header, |token| {
-            self.http.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
-        })
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
         .await
     }
 

@@ -203,12 +203,11 @@ impl Session {
     /// Commits (or rolls back) what `begin` began.
     fn end(&mut self, commit: bool) -> Result<(), StoreError> {
         let sql = if commit { "COMMIT" } else { "ROLLBACK" };
-        let url = self.url.clone();
-        let ended = self
-            .client()
-            .and_then(|c| c.batch_execute(sql).map_err(|e| pg_error(&url, e)));
+        // A COMMIT whose connection went is marked lost (`pg`), so the call is tried
+        // again on a new one.
+        let ended = self.client().map(|c| c.batch_execute(sql));
         self.in_transaction = false;
-        ended
+        ended?.map_err(|e| self.pg(e))
     }
 
     /// A prepared statement, kept for the connection's life.
