@@ -19,6 +19,20 @@ async fn collector(n: usize) -> Server {
     Server::start((0..n).map(|_| ok()).collect()).await
 }
 
+/// Waits until the collector has taken `n` exports (30 s at most), and says so.
+async fn exports(otlp: &Server, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while otlp.seen().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{n} exports expected, the collector took {}",
+            otlp.seen().len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(otlp.seen().len(), n, "more exports than expected");
+}
+
 /// `switchyard serve` of the three-node graph, exporting its traces to `otlp`.
 async fn traced_server(otlp: &Server) -> crate::serve::server::Serve {
     let base = otlp.url().trim_end_matches("/v1").to_string();
@@ -170,25 +184,20 @@ async fn the_server_traces_the_runs_it_drives() {
         )
         .await;
     assert_eq!(done.status, 200, "{}", done.text);
-    for _ in 0..100 {
-        if !otlp.seen().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    exports(&otlp, 1).await;
     let text = tree(&otlp);
     let names: Vec<&str> = text
         .lines()
         .filter(|l| !l.trim_start().starts_with('.'))
-        .map(str::trim)
         .collect();
+    // The nodes indented under the run: its children.
     assert_eq!(
         names,
         [
             "invoke_agent three (kind 1, status 0)",
-            "node a (kind 1, status 0)",
-            "node b (kind 1, status 0)",
-            "node c (kind 1, status 0)",
+            "  node a (kind 1, status 0)",
+            "  node b (kind 1, status 0)",
+            "  node c (kind 1, status 0)",
         ]
     );
     assert!(
@@ -206,31 +215,32 @@ async fn runs_that_end_during_a_slow_export_are_sent_together() {
         headers: Vec::new(),
         body: "{}".into(),
     };
-    // Its first export answered late.
-    let otlp = Server::start(vec![
-        Answer::Slow(std::time::Duration::from_millis(2500), Box::new(ok())),
-        ok(),
-    ])
-    .await;
+    // Its first export answered when the test lets it.
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let otlp = Server::start(vec![Answer::Held(gate.clone(), Box::new(ok())), ok()]).await;
     let s = traced_server(&otlp).await;
     let h = s.http();
-    for thread in ["first", "second", "third"] {
-        h.post("/threads", serde_json::json!({ "thread_id": thread }))
-            .await;
-        let done = h
-            .post(
-                &format!("/threads/{thread}/runs/wait"),
-                serde_json::json!({ "assistant_id": "three", "input": { "input": "x" } }),
-            )
-            .await;
-        assert_eq!(done.status, 200, "{}", done.text);
-    }
-    for _ in 0..250 {
-        if otlp.seen().len() == 2 {
-            break;
+    let run = |thread: &'static str| {
+        let h = &h;
+        async move {
+            h.post("/threads", serde_json::json!({ "thread_id": thread }))
+                .await;
+            let done = h
+                .post(
+                    &format!("/threads/{thread}/runs/wait"),
+                    serde_json::json!({ "assistant_id": "three", "input": { "input": "x" } }),
+                )
+                .await;
+            assert_eq!(done.status, 200, "{}", done.text);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    };
+    run("first").await;
+    exports(&otlp, 1).await;
+    // The first export is in flight, held: two runs end meanwhile.
+    run("second").await;
+    run("third").await;
+    gate.notify_one();
+    exports(&otlp, 2).await;
     // Which threads' runs each export carried.
     let threads: Vec<Vec<String>> = otlp
         .seen()

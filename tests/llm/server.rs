@@ -21,6 +21,8 @@ pub(crate) enum Answer {
     Stream(Vec<String>),
     /// Waits, then answers.
     Slow(Duration, Box<Answer>),
+    /// Answers once the test lets it (`notify_one`; a permit given early is kept).
+    Held(Arc<tokio::sync::Notify>, Box<Answer>),
     /// The status with a body that quotes every request header, as some proxies do.
     EchoHeaders(u16),
     /// Bytes that are not an HTTP response, then the connection closes.
@@ -264,6 +266,10 @@ async fn answer_with(
     match answer {
         Answer::Slow(wait, answer) => {
             tokio::time::sleep(wait).await;
+            Box::pin(answer_with(socket, *answer, request_headers)).await
+        }
+        Answer::Held(gate, answer) => {
+            gate.notified().await;
             Box::pin(answer_with(socket, *answer, request_headers)).await
         }
         Answer::Body {

@@ -100,13 +100,35 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
     // A copy with no body copies the whole thread; an unknown checkpoint is named.
     h.post("/threads", serde_json::json!({ "thread_id": "c" }))
         .await;
-    h.post(
-        "/threads/c/runs/wait",
-        serde_json::json!({ "assistant_id": "approve", "input": { "budget": 1 } }),
-    )
-    .await;
+    let ran = h
+        .post(
+            "/threads/c/runs/wait",
+            serde_json::json!({ "assistant_id": "approve", "input": { "budget": 1 } }),
+        )
+        .await;
+    assert_eq!(ran.status, 200, "{}", ran.text);
     let whole = h.post_raw("/threads/c/copy", "").await;
     assert_eq!(whole.status, 200, "{}", whole.text);
+    let copy = whole.json()["thread_id"].as_str().unwrap().to_string();
+    assert_ne!(copy, "c");
+    let history = |t: String| {
+        let h = &h;
+        async move {
+            let r = h
+                .post(&format!("/threads/{t}/history"), serde_json::json!({}))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["values"].clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    let (original, copied) = (history("c".into()).await, history(copy).await);
+    assert!(original.len() > 1, "{original:?}");
+    assert_eq!(copied, original, "every checkpoint's state, copied");
     let missing = h
         .post(
             "/threads/c/copy",
