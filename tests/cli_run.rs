@@ -1028,3 +1028,15 @@ fn prune_keeps_the_latest_checkpoint_and_the_thread_goes_on_the_same() {
         "error: thread `kept` has no checkpoints in this store\n"
     );
 }
+
+/// An MCP server's question at the terminal is answered with a plain line: its schema
+/// (one text field) shapes the answer as an interrupt's resume schema does.
+#[test]
+fn at_a_terminal_a_servers_question_is_answered_with_a_line() {
+    crate::mcp::need_npm_packages();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let out = run_in_pty("tests/fixtures/mcp/elicit.toml", &store, &["Ada\n"]);
+    assert!(out.contains("greet asks:\r\n"), "{out}");
+    assert!(out.ends_with("hello Ada [tty/0/1/0]\r\n"), "{out}");
+}

@@ -17,7 +17,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// Fails with the command that installs the npm test servers when they are missing.
 #[track_caller]
-fn need_npm_packages() {
+pub(crate) fn need_npm_packages() {
     for p in [
         "node_modules/.bin/node",
         "node_modules/@modelcontextprotocol/server-everything/dist/index.js",

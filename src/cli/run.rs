@@ -302,11 +302,18 @@ impl Session {
             .latest(thread)?
             .pending
             .context("the thread is not paused")?;
+        // An interrupt node's resume schema, or the schema an MCP server sent with its
+        // question (an elicitation, answered with the content alone).
         let schema = graph
             .node_id(node)
             .and_then(|id| match &graph.node(id).body {
                 Body::Interrupt(i) => i.resume_schema_json.clone(),
                 _ => None,
+            })
+            .or_else(|| {
+                (payload["kind"] == "elicitation")
+                    .then(|| payload.get("requested_schema").cloned().map(Arc::new))
+                    .flatten()
             });
         if pending.breakpoint.is_some() {
             eprint!("paused at breakpoint of `{node}`; press Enter to go on: ");

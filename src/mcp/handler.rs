@@ -80,25 +80,22 @@ impl ClientHandler for Handler {
         let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
         let result = match asking.answer.take() {
             Some(answer) => {
-                let action = match answer.get("action").and_then(Json::as_str) {
-                    Some("decline") => ElicitationAction::Decline,
-                    Some("cancel") => ElicitationAction::Cancel,
-                    _ => ElicitationAction::Accept,
-                };
-                let content = match action {
-                    ElicitationAction::Accept => {
-                        let mut content = match answer.get("action") {
-                            Some(_) => answer.get("content").cloned().unwrap_or(json!({})),
-                            None => answer,
-                        };
-                        with_defaults(&mut content, &request);
-                        Some(content)
+                use crate::run::elicitation::{Action, fill_defaults, parse};
+                // Checked when the run resumed; an answer given some other way (the
+                // conformance client's) is read the same, an unreadable one declined.
+                match parse(&answer) {
+                    Ok((Action::Accept, Some(mut content))) => {
+                        if let ElicitRequestParams::FormElicitationParams {
+                            requested_schema, ..
+                        } = &request
+                            && let Ok(schema) = serde_json::to_value(requested_schema)
+                        {
+                            fill_defaults(&mut content, &schema);
+                        }
+                        ElicitResult::new(ElicitationAction::Accept).with_content(content)
                     }
-                    _ => None,
-                };
-                match content {
-                    Some(c) => ElicitResult::new(action).with_content(c),
-                    None => ElicitResult::new(action),
+                    Ok((Action::Cancel, _)) => ElicitResult::new(ElicitationAction::Cancel),
+                    _ => ElicitResult::new(ElicitationAction::Decline),
                 }
             }
             None => {
@@ -163,31 +160,5 @@ impl ClientHandler for Handler {
     ) -> impl Future<Output = ()> + Send + '_ {
         self.tools_changed.store(true, Ordering::SeqCst);
         std::future::ready(())
-    }
-}
-
-/// Fields an accepted answer leaves out take the defaults the server's schema gives
-/// them (SEP-1034), so "accept" with nothing filled in means "the defaults".
-fn with_defaults(content: &mut Json, request: &ElicitRequestParams) {
-    let ElicitRequestParams::FormElicitationParams {
-        requested_schema, ..
-    } = request
-    else {
-        return;
-    };
-    let Ok(schema) = serde_json::to_value(requested_schema) else {
-        return;
-    };
-    let (Json::Object(fields), Some(Json::Object(properties))) =
-        (content, schema.get("properties"))
-    else {
-        return;
-    };
-    for (name, property) in properties {
-        if let Some(default) = property.get("default")
-            && !fields.contains_key(name)
-        {
-            fields.insert(name.clone(), default.clone());
-        }
     }
 }

@@ -1,6 +1,7 @@
 //! Run: the async interpreter, its state, checkpoints and events.
 
 pub mod answer;
+pub(crate) mod elicitation;
 pub mod event;
 pub mod kinds;
 mod map;

@@ -345,10 +345,11 @@ impl Runner {
     }
 }
 
-/// An answer to what an MCP server asked (an elicitation): `{"action": "accept",
-/// "content": {...}}`, `{"action": "decline"}`, `{"action": "cancel"}`, or the content
-/// alone (accepted). Accepted content must fit the schema the server sent.
+/// An answer to what an MCP server asked (an elicitation), checked: accepted content
+/// must fit the schema the server sent, once the fields it leaves out take their
+/// defaults. What goes back to the server is that answer made whole.
 fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Json, RunError> {
+    use super::elicitation::{Action, fill_defaults, parse};
     let payload = payload.ok_or_else(|| RunError::MissingPayload {
         node: node.to_string(),
     })?;
@@ -356,33 +357,16 @@ fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Jso
         node: node.to_string(),
         errors,
     };
-    let content = match payload.get("action").and_then(Json::as_str) {
-        Some("accept") => payload.get("content").cloned().unwrap_or(json!({})),
-        Some("decline" | "cancel") => return Ok(payload),
-        Some(other) => {
-            return Err(invalid(format!(
-                "`action` is `{other}`; it is `accept`, `decline` or `cancel`"
-            )));
-        }
-        None => payload.clone(),
+    let (action, content) = parse(&payload).map_err(invalid)?;
+    let (Action::Accept, Some(mut content)) = (action, content) else {
+        return Ok(payload);
     };
-    let mut content = content;
-    if let (Json::Object(fields), Some(Json::Object(properties))) =
-        (&mut content, asked.pointer("/requested_schema/properties"))
-    {
-        // Fields left out take the server's defaults (as the client sends them).
-        for (name, p) in properties {
-            if let Some(d) = p.get("default")
-                && !fields.contains_key(name)
-            {
-                fields.insert(name.clone(), d.clone());
-            }
-        }
-    }
-    if let Some(schema) = asked.get("requested_schema") {
-        let validator = jsonschema::validator_for(schema)
+    let schema = asked.get("requested_schema").cloned().unwrap_or(Json::Null);
+    fill_defaults(&mut content, &schema);
+    if !schema.is_null() {
+        let validator = jsonschema::validator_for(&schema)
             .map_err(|e| invalid(format!("the server's schema cannot be used: {e}")))?;
         crate::json_schema::check(&validator, &content).map_err(invalid)?;
     }
-    Ok(payload)
+    Ok(json!({ "action": "accept", "content": content }))
 }
