@@ -167,24 +167,29 @@ impl Session {
                 Err(e) => return Err(pg_error(&self.url, e)),
             }
         };
-        for (key, thread) in &self.locks {
-            // The old connection's server process may still be ending (and holding
-            // the lock) for a moment. Taken by another process meanwhile: this one's
-            // appends of the thread are refused from now on.
-            let mut taken = false;
-            for _ in 0..40 {
-                taken = client
+        // The claims held, taken again. The old connection's server process may still
+        // be ending (and holding them) for a moment: two seconds for all of them, not
+        // each, since every thread of this connection waits meanwhile. One another
+        // process took meanwhile is not held any more: this process's appends of the
+        // thread are refused from now on, and a claim asks Postgres again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let mut left: Vec<i64> = self.locks.keys().copied().collect();
+        loop {
+            left.retain(|key| {
+                client
                     .query_one("SELECT pg_try_advisory_lock($1)", &[key])
                     .ok()
                     .and_then(|r| r.try_get::<_, bool>(0).ok())
-                    == Some(true);
-                if taken {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                    != Some(true)
+            });
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                break;
             }
-            if !taken {
-                self.unclaimed.insert(thread.clone());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for key in left {
+            if let Some(thread) = self.locks.remove(&key) {
+                self.unclaimed.insert(thread);
             }
         }
         self.client = Some(client);
@@ -429,6 +434,7 @@ impl Drop for PgClaim {
         let released = self.jobs.send(Box::new(move |s: &mut Session| {
             let key = lock_key(&thread);
             s.locks.remove(&key);
+            s.unclaimed.remove(&thread);
             if let Ok(client) = s.client() {
                 let _ = client.execute(
                     "DELETE FROM switchyard.claims WHERE thread = $1 AND pid = $2",
@@ -514,6 +520,9 @@ impl Checkpointer for PostgresStore {
         let name = thread.to_string();
         let taken = self.call_for(thread, move |s| {
             let key = lock_key(&name);
+            // A lost connection is made again first, taking its claims again: what
+            // `locks` says after that is what this connection holds.
+            s.client()?;
             // Held already when a lost connection made this call run again.
             let got = if s.locks.contains_key(&key) {
                 true

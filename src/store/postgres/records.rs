@@ -162,6 +162,14 @@ impl Session {
     /// Inserts records together, all or none (a fork or a copy). Values are written
     /// whole: references would be to records of this copy.
     pub(super) fn insert_all(&mut self, records: &[Checkpoint]) -> Result<(), StoreError> {
+        // Tried again after a lost connection: a COMMIT whose answer was lost wrote
+        // them all (all or none), as its last record in place says.
+        if self.retrying
+            && let Some(last) = records.last()
+            && self.wrote_already(last)?
+        {
+            return Ok(());
+        }
         // Statements of a transaction run on the same connection; BEGIN and COMMIT as
         // statements keep the prepared ones usable inside it.
         self.begin()?;
