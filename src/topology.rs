@@ -172,6 +172,18 @@ impl Topology {
         }
     }
 
+    /// The vertex's id as the LangGraph API names it: `__start__`, `__end__`,
+    /// `__limit__`, or the node's name.
+    pub fn wire_id<'a>(&'a self, spec: &'a GraphSpec, ix: NodeIndex) -> &'a str {
+        match &self.graph[ix] {
+            Vertex::Start => "__start__",
+            Vertex::End => "__end__",
+            Vertex::Limit => "__limit__",
+            Vertex::Node(i) => spec.nodes[*i].name.get_ref(),
+            Vertex::Missing(n) => n,
+        }
+    }
+
     /// Spec nodes reachable from START.
     pub fn reachable(&self) -> Vec<bool> {
         let mut seen = vec![false; self.graph.node_count()];

@@ -8,13 +8,7 @@ use serde_json::{Value as Json, json};
 /// with their case names; `conditional` marks the edges a route chooses among.
 pub fn json(spec: &GraphSpec) -> Json {
     let topo = Topology::build(spec);
-    let id = |ix| match &topo.graph[ix] {
-        Vertex::Start => "__start__".to_string(),
-        Vertex::End => "__end__".to_string(),
-        Vertex::Limit => "__limit__".to_string(),
-        Vertex::Node(i) => spec.nodes[*i].name.get_ref().clone(),
-        Vertex::Missing(n) => n.clone(),
-    };
+    let id = |ix| topo.wire_id(spec, ix).to_string();
     let nodes: Vec<Json> = topo
         .graph
         .node_indices()

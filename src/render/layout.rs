@@ -31,6 +31,8 @@ const SWEEPS: usize = 4;
 pub(crate) struct Layout {
     pub places: Vec<Place>,
     pub bends: std::collections::HashMap<usize, Vec<(f64, f64)>>,
+    /// The edges (by index) that close a loop, drawn at the side.
+    pub back: std::collections::HashSet<usize>,
 }
 
 /// How wide the stand-in of an edge passing through a row is.
@@ -201,7 +203,11 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
         .into_iter()
         .map(|(e, chain)| (e, chain.into_iter().map(|d| at[d]).collect()))
         .collect();
-    Layout { places, bends }
+    Layout {
+        places,
+        bends,
+        back,
+    }
 }
 
 /// A vertex on the depth-first walk: its outgoing edges (id, target) and the next one.
@@ -209,8 +215,10 @@ type Walk = (NodeIndex, Vec<(usize, NodeIndex)>, usize);
 
 /// The edges (by index) that close a loop: found by a depth-first walk from START
 /// (then from any vertex it did not reach), an edge to a vertex still on the walk's
-/// path goes back.
-pub(crate) fn back_edges(topo: &Topology) -> std::collections::HashSet<usize> {
+/// path goes back. The walk takes each vertex's edges in the order they were written
+/// (petgraph's own walk takes them newest first), so which edge of a loop is drawn
+/// going back follows the file.
+fn back_edges(topo: &Topology) -> std::collections::HashSet<usize> {
     let n = topo.graph.node_count();
     // 0 unseen, 1 on the path, 2 done.
     let mut state = vec![0u8; n];

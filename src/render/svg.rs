@@ -1,4 +1,4 @@
-use super::layout::{Place, back_edges, layout};
+use super::layout::{Place, layout};
 use super::{Stroke, colours, label_lines, reachability, stroke};
 use crate::spec::GraphSpec;
 use crate::topology::{Topology, Vertex};
@@ -87,17 +87,9 @@ pub fn svg(spec: &GraphSpec) -> String {
 "##,
     );
 
-    let id = |ix: petgraph::graph::NodeIndex| -> String {
-        match &topo.graph[ix] {
-            Vertex::Start => "__start__".into(),
-            Vertex::End => "__end__".into(),
-            Vertex::Limit => "__limit__".into(),
-            Vertex::Missing(n) => n.clone(),
-            Vertex::Node(i) => spec.nodes[*i].name.get_ref().clone(),
-        }
-    };
+    let id = |ix: petgraph::graph::NodeIndex| topo.wire_id(spec, ix);
     // Edges first, so boxes lie over their ends.
-    let back = back_edges(&topo);
+    let back = &laid.back;
     // Loops taken so far on the left and on the right, and how far out the next goes.
     let mut lanes = (0usize, 0usize);
     let lane = |k: usize| 16.0 + (k as f64 * 9.0).min(LOOP_ROOM - 20.0);
@@ -174,8 +166,8 @@ pub fn svg(spec: &GraphSpec) -> String {
         let _ = write!(
             out,
             r#"<g class="edge" data-from="{}" data-to="{}"><path d="{path}" fill="none" stroke="{}" stroke-width="1.4"{dash} marker-end="url(#arrow)"/>"#,
-            escape(&id(edge.from)),
-            escape(&id(edge.to)),
+            escape(id(edge.from)),
+            escape(id(edge.to)),
             colour.unwrap_or("#4b5563"),
         );
         if let Some(label) = edge.label() {
@@ -233,7 +225,7 @@ pub fn svg(spec: &GraphSpec) -> String {
         let _ = write!(
             out,
             r#"<g class="node kind-{class}" data-node="{}" tabindex="0"><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" rx="{radius:.1}" fill="{fill}" stroke="{line}" stroke-width="{width}"{extra}/>"#,
-            escape(&id(ix)),
+            escape(id(ix)),
             p.width,
             p.height,
         );
