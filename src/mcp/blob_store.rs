@@ -51,13 +51,13 @@ impl BlobStore {
             return None;
         }
         let hex = hex.to_ascii_lowercase();
-        let found = std::fs::read_dir(&self.dir).ok()?.find_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let ext = name.strip_prefix(&hex)?.strip_prefix('.')?.to_string();
-            (!ext.starts_with("tmp")).then_some(ext)
-        })?;
-        let bytes = std::fs::read(self.dir.join(format!("{hex}.{found}"))).ok()?;
-        Some((bytes, mime_of(&found)))
+        // The file is `<hash>.<extension>`, one of the few there are: tried by name
+        // rather than by listing a directory of every blob.
+        let exts = TYPES.iter().map(|(ext, ..)| *ext).chain(["bin"]);
+        exts.into_iter().find_map(|ext| {
+            let bytes = std::fs::read(self.dir.join(format!("{hex}.{ext}"))).ok()?;
+            Some((bytes, mime_of(ext)))
+        })
     }
 
     /// Where the blob with this hash and MIME type lives.
@@ -78,6 +78,26 @@ impl BlobStore {
     }
 }
 
+/// The MIME types blobs are kept under their own extension, each with the names it
+/// is also sent as: one table for both directions.
+const TYPES: &[(&str, &str, &[&str])] = &[
+    ("png", "image/png", &[]),
+    ("jpg", "image/jpeg", &["image/jpg"]),
+    ("gif", "image/gif", &[]),
+    ("webp", "image/webp", &[]),
+    ("svg", "image/svg+xml", &[]),
+    ("bmp", "image/bmp", &[]),
+    ("wav", "audio/wav", &["audio/x-wav", "audio/wave"]),
+    ("mp3", "audio/mpeg", &["audio/mp3"]),
+    ("ogg", "audio/ogg", &[]),
+    ("flac", "audio/flac", &[]),
+    ("pdf", "application/pdf", &[]),
+    ("gz", "application/gzip", &[]),
+    ("zip", "application/zip", &[]),
+    ("json", "application/json", &[]),
+    ("txt", "text/plain", &[]),
+];
+
 /// The file extension for a MIME type; `bin` when it is not a common one.
 pub fn extension(mime_type: &str) -> &'static str {
     let essence = mime_type
@@ -86,46 +106,18 @@ pub fn extension(mime_type: &str) -> &'static str {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    match essence.as_str() {
-        "image/png" => "png",
-        "image/jpeg" | "image/jpg" => "jpg",
-        "image/gif" => "gif",
-        "image/webp" => "webp",
-        "image/svg+xml" => "svg",
-        "image/bmp" => "bmp",
-        "audio/wav" | "audio/x-wav" | "audio/wave" => "wav",
-        "audio/mpeg" | "audio/mp3" => "mp3",
-        "audio/ogg" => "ogg",
-        "audio/flac" => "flac",
-        "application/pdf" => "pdf",
-        "application/gzip" => "gz",
-        "application/zip" => "zip",
-        "application/json" => "json",
-        "text/plain" => "txt",
-        _ => "bin",
-    }
+    TYPES
+        .iter()
+        .find(|(_, mime, also)| *mime == essence || also.contains(&essence.as_str()))
+        .map_or("bin", |(ext, ..)| ext)
 }
 
 /// The MIME type of a blob file's extension (the inverse of [`extension`]).
 fn mime_of(extension: &str) -> &'static str {
-    match extension {
-        "png" => "image/png",
-        "jpg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "svg" => "image/svg+xml",
-        "bmp" => "image/bmp",
-        "wav" => "audio/wav",
-        "mp3" => "audio/mpeg",
-        "ogg" => "audio/ogg",
-        "flac" => "audio/flac",
-        "pdf" => "application/pdf",
-        "gz" => "application/gzip",
-        "zip" => "application/zip",
-        "json" => "application/json",
-        "txt" => "text/plain",
-        _ => "application/octet-stream",
-    }
+    TYPES
+        .iter()
+        .find(|(ext, ..)| *ext == extension)
+        .map_or("application/octet-stream", |(_, mime, _)| mime)
 }
 
 fn hex(bytes: &[u8]) -> String {
