@@ -193,6 +193,29 @@ impl<'a, 'i> Table<'a, 'i> {
         }
     }
 
+    /// A table of strings (`env`, `headers`): its entries in order, each one that is not
+    /// a string a diagnostic.
+    pub(crate) fn string_map(
+        &mut self,
+        key: &str,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Vec<(String, String)> {
+        let Some(mut table) = self.table(key, diags) else {
+            return Vec::new();
+        };
+        table
+            .drain()
+            .into_iter()
+            .filter_map(|(k, v)| match v.get_ref() {
+                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
+                other => {
+                    diags.push(table.wrong_type(k.get_ref(), v.span(), "a string", other));
+                    None
+                }
+            })
+            .collect()
+    }
+
     /// An array of strings.
     pub(crate) fn strings(&mut self, key: &str, diags: &mut Vec<Diagnostic>) -> Vec<Sp<String>> {
         let Some(items) = self.array(key, diags) else {

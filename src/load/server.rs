@@ -29,35 +29,9 @@ pub(super) fn read_server(
         .into_iter()
         .map(Sp::into_inner)
         .collect();
-    let env = match t.table("env", diags) {
-        Some(mut env) => env
-            .drain()
-            .into_iter()
-            .filter_map(|(k, v)| match v.get_ref() {
-                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
-                other => {
-                    diags.push(env.wrong_type(k.get_ref(), v.span(), "a string", other));
-                    None
-                }
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let env = t.string_map("env", diags);
     let cwd = t.str("cwd", diags);
-    let headers: Vec<(String, String)> = match t.table("headers", diags) {
-        Some(mut h) => h
-            .drain()
-            .into_iter()
-            .filter_map(|(k, v)| match v.get_ref() {
-                DeValue::String(s) => Some((k.into_inner(), s.to_string())),
-                other => {
-                    diags.push(h.wrong_type(k.get_ref(), v.span(), "a string", other));
-                    None
-                }
-            })
-            .collect(),
-        None => Vec::new(),
-    };
+    let headers = t.string_map("headers", diags);
     let headers_span = t.key_span("headers");
     let oauth_span = t.key_span("oauth");
     let oauth = match t.table("oauth", diags) {
