@@ -118,8 +118,7 @@ fn main() -> ExitCode {
             thread_ttl,
             run_lease,
             no_llm_content,
-            otlp,
-            otlp_content,
+            trace,
             heartbeat,
             replay,
             record,
@@ -144,7 +143,7 @@ fn main() -> ExitCode {
             thread_ttl,
             run_lease,
             llm_content: !no_llm_content,
-            trace: switchyard::telemetry::TraceOptions::resolve(otlp.as_deref(), otlp_content),
+            trace: trace.resolve(),
             heartbeat,
             replay,
             record,
@@ -446,10 +445,10 @@ fn mcp_conformance_client(url: &str) -> anyhow::Result<u8> {
     use switchyard::graph::{Server, ServerTransport};
     use switchyard::run::ToolRequest;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
-        .ok()
-        .and_then(|c| serde_json::from_str(&c).ok())
-        .unwrap_or_default();
+    let context: serde_json::Value = match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        Ok(c) => serde_json::from_str(&c).context("MCP_CONFORMANCE_CONTEXT is not JSON")?,
+        Err(_) => serde_json::Value::Null,
+    };
     let said = |k: &str| context.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let oauth = switchyard::spec::OAuth {
         client_credentials: scenario.starts_with("auth/client-credentials"),

@@ -213,16 +213,11 @@ pub(crate) enum Command {
         run_lease: std::time::Duration,
         /// Leave model calls' messages and replies out of run events (and so out of
         /// streams, the page and the store's event log); only their sizes and timings stay.
-        #[arg(long)]
+        /// (Not with `--otlp-content`: spans would have no content to carry.)
+        #[arg(long, conflicts_with = "otlp_content")]
         no_llm_content: bool,
-        /// Export OpenTelemetry traces of every run over OTLP/HTTP to this collector (a
-        /// base URL, or one ending in `/v1/traces`); without it,
-        /// `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
-        #[arg(long, value_name = "URL")]
-        otlp: Option<String>,
-        /// Put prompts, replies and tool arguments into the spans.
-        #[arg(long, conflicts_with = "no_llm_content")]
-        otlp_content: bool,
+        #[command(flatten)]
+        trace: TraceArgs,
         /// Send a heartbeat down a stream quiet for this long.
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
         heartbeat: std::time::Duration,
@@ -372,6 +367,13 @@ pub(crate) struct CommonArgs {
     /// Answer LLM requests from a recording, with no network.
     #[arg(long, value_name = "FILE")]
     pub(crate) replay: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) trace: TraceArgs,
+}
+
+/// Where traces go, for `run`, `resume` and `serve` alike.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TraceArgs {
     /// Export OpenTelemetry traces over OTLP/HTTP to this collector (a base URL, or
     /// one ending in `/v1/traces`); without it, `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
     #[arg(long, value_name = "URL")]
@@ -379,6 +381,12 @@ pub(crate) struct CommonArgs {
     /// Put prompts, replies and tool arguments into the spans (and the model events).
     #[arg(long)]
     pub(crate) otlp_content: bool,
+}
+
+impl TraceArgs {
+    pub(crate) fn resolve(&self) -> Option<switchyard::telemetry::TraceOptions> {
+        switchyard::telemetry::TraceOptions::resolve(self.otlp.as_deref(), self.otlp_content)
+    }
 }
 
 impl From<CommonArgs> for super::run::Common {
@@ -390,7 +398,7 @@ impl From<CommonArgs> for super::run::Common {
             }),
             max_steps: c.max_steps,
             json: c.json,
-            trace: switchyard::telemetry::TraceOptions::resolve(c.otlp.as_deref(), c.otlp_content),
+            trace: c.trace.resolve(),
             llm: switchyard::llm::LlmOptions {
                 record: c.record,
                 replay: c.replay,

@@ -51,23 +51,23 @@ pub(crate) fn expand_server(
                 })
                 .collect::<Result<_, McpError>>()?,
             oauth: {
-                let one = |v: &Option<String>| {
+                let one = |key: &str, v: &Option<String>| {
                     v.as_deref()
-                        .map(|v| expand(v, lookup).map_err(|m| fail("oauth", m)))
+                        .map(|v| expand(v, lookup).map_err(|m| fail(&format!("oauth.{key}"), m)))
                         .transpose()
                 };
                 crate::spec::OAuth {
                     client_credentials: oauth.client_credentials,
-                    client_id: one(&oauth.client_id)?,
-                    client_secret: one(&oauth.client_secret)?,
-                    private_key: one(&oauth.private_key)?,
+                    client_id: one("client_id", &oauth.client_id)?,
+                    client_secret: one("client_secret", &oauth.client_secret)?,
+                    private_key: one("private_key", &oauth.private_key)?,
                     signing_algorithm: oauth.signing_algorithm.clone(),
                     scopes: oauth
                         .scopes
                         .iter()
-                        .map(|s| expand(s, lookup).map_err(|m| fail("oauth", m)))
+                        .map(|s| expand(s, lookup).map_err(|m| fail("oauth.scopes", m)))
                         .collect::<Result<_, _>>()?,
-                    client_metadata_url: one(&oauth.client_metadata_url)?,
+                    client_metadata_url: one("client_metadata_url", &oauth.client_metadata_url)?,
                 }
             },
         },
@@ -197,6 +197,27 @@ mod tests {
         assert_eq!(
             expand("${X:-${WORKSPACE}}", &env).unwrap_err(),
             "the default in `${X:-${WORKSPACE}}` holds a `${`: defaults are plain text, not nested variables"
+        );
+    }
+
+    #[test]
+    fn an_oauth_setting_that_cannot_be_expanded_is_named() {
+        let server = Server {
+            name: "api".into(),
+            transport: ServerTransport::Http {
+                url: "http://127.0.0.1/mcp".into(),
+                headers: Vec::new(),
+                oauth: crate::spec::OAuth {
+                    client_id: Some("c".into()),
+                    client_secret: Some("${MISSING}".into()),
+                    ..Default::default()
+                },
+            },
+            roots: Vec::new(),
+        };
+        assert_eq!(
+            expand_server(&server, &env).unwrap_err().to_string(),
+            "cannot start server `api`: `oauth.client_secret`: the environment variable `MISSING` is not set (write `${MISSING:-default}` to give a default)"
         );
     }
 }
