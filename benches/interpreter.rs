@@ -352,6 +352,38 @@ impl Bench {
         )
     }
 
+    /// (c), against history length: `benches/graphs/long_history.toml` threads that
+    /// pause after `records` records (their state the same size), each resumed to its
+    /// first node by a runner that has not seen it; the best of `threads`.
+    fn resume_after(&self, records: usize, threads: usize, store: &str) -> Duration {
+        let cp = match store {
+            "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>,
+            _ => sqlite(&self.dir, &format!("history{records}")).0,
+        };
+        let counter = |cp: Arc<dyn Checkpointer>, browser: Arc<Browser>| {
+            Runner::new(graph("long_history"), cp).with_tools(browser)
+        };
+        let runner = counter(cp.clone(), Browser::new(false));
+        // The input record, one per count, the interrupt's.
+        let input = json!({ "limit": records - 2 });
+        for t in 0..threads {
+            let out = self
+                .block(runner.start(&format!("h{t}"), input.clone()))
+                .expect("start");
+            assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+        }
+        let mut best = Duration::MAX;
+        for t in 0..threads {
+            let browser = Browser::new(true);
+            let runner = counter(cp.clone(), browser.clone());
+            let start = Instant::now();
+            let _ = self.block(runner.resume(&format!("h{t}"), Some(json!("go")), false));
+            let first = browser.actions.lock().unwrap()[0];
+            best = best.min(first - start);
+        }
+        best
+    }
+
     /// (d): starts `threads` threads that pause at their first interrupt (after five
     /// loops); bytes per thread (RSS for memory, the file for SQLite), then the time to
     /// resume one to its first node, cold (a new runner) for SQLite.
@@ -516,6 +548,15 @@ fn main() {
                 us(trip),
                 us(first),
                 us(tenth),
+            );
+        }
+        for store in ["memory", "sqlite"] {
+            let short = bench.resume_after(32, 20, store);
+            let long = bench.resume_after(6_000, 20, store);
+            println!(
+                "(c) resume to the first node, {store:<6}: {:>7.1} us after 32 records, {:>7.1} us after 6,000 (target: the same)",
+                us(short),
+                us(long),
             );
         }
     }

@@ -774,3 +774,87 @@ fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
     alone.cache_put("k", &json!("answer"), 2_000).unwrap();
     assert_eq!(alone.cache_get("k", 1_000).unwrap(), None);
 }
+
+/// Whether a snapshot stands on every record before it is checked by counting them; a
+/// process counts the records it wrote in order or found whole only once, so a resume
+/// costs the same however long the history (`cargo bench --bench interpreter -- c`).
+/// `remove` deletes a record by hand, as another program would.
+fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn(u64)) {
+    let store = open();
+    for seq in 0..6 {
+        store.append(record("t", seq, "n", json!(seq))).unwrap();
+    }
+    let snap = Snapshot {
+        thread: "t".into(),
+        seq: 5,
+        graph: "/g.toml".into(),
+        graph_hash: "h".into(),
+        values: vec![("n".into(), Arc::new(json!(5)))],
+    };
+    store.put_snapshot(snap.clone()).unwrap();
+    let (found, records) = store.resume_point("t").unwrap();
+    assert_eq!(found, Some(snap.clone()));
+    assert_eq!(records, [record("t", 5, "n", json!(5))]);
+    // A record removed from the middle of the history: the next process finds the gap
+    // (and reads the thread whole, which reports it); this one, which knows the records
+    // were whole, resumes from the snapshot, which holds the whole state.
+    remove(2);
+    assert_eq!(store.snapshot("t").unwrap(), Some(snap.clone()));
+    let other = open();
+    assert_eq!(other.snapshot("t").unwrap(), None);
+    assert_eq!(
+        other.load("t").unwrap_err().to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: record 2 is missing"
+    );
+    // The records after are counted, and after a rollback all of them again.
+    store.append(record("t", 6, "n", json!(6))).unwrap();
+    assert_eq!(store.snapshot("t").unwrap(), Some(snap.clone()));
+    store.truncate("t", 6).unwrap();
+    assert_eq!(store.snapshot("t").unwrap(), None, "counted again");
+    // The first record is read every time.
+    let fresh = open();
+    for seq in 0..3 {
+        fresh.append(record("f", seq, "n", json!(seq))).unwrap();
+    }
+    fresh
+        .put_snapshot(Snapshot {
+            thread: "f".into(),
+            seq: 2,
+            ..snap.clone()
+        })
+        .unwrap();
+    assert!(fresh.snapshot("f").unwrap().is_some());
+    store.delete_thread("t").unwrap();
+    fresh.delete_thread("f").unwrap();
+}
+
+#[test]
+fn sqlite_counts_a_threads_records_once_per_process_not_at_every_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let remove = |seq: u64| {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute(
+                "DELETE FROM checkpoints WHERE thread = 't' AND seq = ?1",
+                [seq as i64],
+            )
+            .unwrap();
+    };
+    counts_records_once(&|| Arc::new(SqliteStore::open(&db).unwrap()), &remove);
+}
+
+#[test]
+fn postgres_counts_a_threads_records_once_per_process_not_at_every_resume() {
+    let url = crate::postgres::database();
+    let remove = |seq: u64| {
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .execute(
+                "DELETE FROM switchyard.checkpoints WHERE thread = 't' AND seq = $1",
+                &[&(seq as i64)],
+            )
+            .unwrap();
+    };
+    counts_records_once(&|| Arc::new(PostgresStore::open(&url).unwrap()), &remove);
+}

@@ -119,6 +119,72 @@ pub(super) fn snapshot_whole(
         && u64::try_from(count).ok() == Some(seq - first + 1)
 }
 
+/// [`snapshot_whole`] when this process found the thread's records whole up to
+/// `whole_to` before: `count` is of the records after it only, and `own` says whether
+/// the snapshot's own record is there.
+pub(super) fn snapshot_whole_after(
+    seq: u64,
+    count: i64,
+    first: Option<i64>,
+    first_source: Option<&str>,
+    whole_to: u64,
+    own: bool,
+) -> bool {
+    // The records from the first to `whole_to` (or to the snapshot's, if earlier) are
+    // there, as found before; a prune may have moved the first past `whole_to`.
+    let known = first
+        .and_then(|f| u64::try_from(f).ok())
+        .filter(|f| *f <= whole_to)
+        .map_or(0, |f| seq.min(whole_to) + 1 - f.min(seq + 1));
+    own && snapshot_whole(seq, count.saturating_add(int(known)), first, first_source)
+}
+
+/// Per thread, the record up to which this process knows its records are all there
+/// (it wrote them in order, or counted them), so that a resume counts only the ones
+/// after: its cost does not grow with the history. Kept across claims: Switchyard
+/// removes records only from a thread's end (a rollback, which forgets this), its
+/// start (a prune: the first record is read every time) or all of them, never from
+/// the middle; a gap made by hand after this process looked is found by the next
+/// process and by any whole read (`history`). The resume needs only the snapshot.
+#[derive(Default)]
+pub(super) struct WholeTo(FxHashMap<Arc<str>, u64>);
+
+impl WholeTo {
+    pub(super) fn get(&self, thread: &str) -> Option<u64> {
+        self.0.get(thread).copied()
+    }
+
+    /// The records of `thread` up to `seq` were found all there.
+    pub(super) fn found(&mut self, thread: &str, seq: u64) {
+        if let Some(w) = self.0.get_mut(thread) {
+            *w = (*w).max(seq);
+            return;
+        }
+        if self.0.len() >= REMEMBERED_THREADS {
+            self.0.clear();
+        }
+        self.0.insert(Arc::from(thread), seq);
+    }
+
+    /// Record `seq` of `thread` was just written: the next after those known whole, or
+    /// the first of a new thread.
+    pub(super) fn appended(&mut self, thread: &str, seq: u64) {
+        match self.0.get_mut(thread) {
+            Some(w) if *w + 1 == seq => *w = seq,
+            None if seq == 0 => self.found(thread, 0),
+            _ => {}
+        }
+    }
+
+    pub(super) fn forget(&mut self, thread: &str) {
+        self.0.remove(thread);
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
 /// One write as stored: a value, or the record that holds it.
 #[derive(Deserialize)]
 struct StoredWrite {

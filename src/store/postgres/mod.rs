@@ -13,7 +13,7 @@ mod layout;
 mod queue;
 mod records;
 
-use super::rows::Written;
+use super::rows::{WholeTo, Written};
 use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -55,6 +55,8 @@ struct Session {
     graph_ids: HashMap<GraphKey, i64>,
     graphs: HashMap<i64, GraphKey>,
     written: Written,
+    /// See [`WholeTo`].
+    whole_to: WholeTo,
     /// Advisory locks held for claims, by key: taken again after a reconnection (the
     /// server released them when the old connection went).
     locks: HashMap<i64, String>,
@@ -155,6 +157,7 @@ impl Session {
         self.statements.clear();
         // Another process may have written since: references must be to rows we know.
         self.written.clear();
+        self.whole_to.clear();
         let start = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
         let mut client = loop {
@@ -333,6 +336,7 @@ impl PostgresStore {
                     graph_ids: HashMap::new(),
                     graphs: HashMap::new(),
                     written: Written::default(),
+                    whole_to: WholeTo::default(),
                     locks: HashMap::new(),
                     broken: std::cell::Cell::new(false),
                     in_transaction: false,

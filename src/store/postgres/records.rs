@@ -4,7 +4,7 @@
 use super::{Session, col};
 use crate::store::rows::{
     Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
-    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
+    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole, snapshot_whole_after,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use postgres::error::SqlState;
@@ -111,6 +111,10 @@ impl Session {
             Ok(_) => {
                 if share {
                     self.written.remember(&r.thread, fresh);
+                }
+                // Inside a transaction the record may yet be rolled back.
+                if !self.in_transaction {
+                    self.whole_to.appended(&r.thread, r.seq);
                 }
                 Ok(())
             }
@@ -272,21 +276,34 @@ impl Session {
         let seq =
             u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
         // The records up to it must all be there, numbered from 0: a thread whose
-        // history has a gap or an odd record is read whole, which reports it.
+        // history has a gap or an odd record is read whole, which reports it. Those
+        // this process already knows are there are not counted again (`WholeTo`).
+        let whole_to = self.whole_to.get(thread);
         let counted = self.prepared(
-            "SELECT count(*), min(seq), (SELECT source FROM switchyard.checkpoints WHERE thread = $1 ORDER BY seq LIMIT 1)
-             FROM switchyard.checkpoints WHERE thread = $1 AND seq <= $2",
+            "SELECT (SELECT count(*) FROM switchyard.checkpoints WHERE thread = $1 AND seq > $3 AND seq <= $2),
+                    (SELECT min(seq) FROM switchyard.checkpoints WHERE thread = $1),
+                    (SELECT source FROM switchyard.checkpoints WHERE thread = $1 ORDER BY seq LIMIT 1),
+                    EXISTS (SELECT 1 FROM switchyard.checkpoints WHERE thread = $1 AND seq = $2)",
         )?;
         let row = self
             .client()?
-            .query_one(&counted, &[&thread, &int(seq)])
+            .query_one(&counted, &[&thread, &int(seq), &whole_to.map_or(-1, int)])
             .map_err(|e| self.pg(e))?;
         let url = &self.url;
-        let (n, first, first_source): (i64, Option<i64>, Option<String>) =
-            (col(&row, 0, url)?, col(&row, 1, url)?, col(&row, 2, url)?);
-        if !snapshot_whole(seq, n, first, first_source.as_deref()) {
+        let (n, first, first_source, own): (i64, Option<i64>, Option<String>, bool) = (
+            col(&row, 0, url)?,
+            col(&row, 1, url)?,
+            col(&row, 2, url)?,
+            col(&row, 3, url)?,
+        );
+        let whole = match whole_to {
+            None => snapshot_whole(seq, n, first, first_source.as_deref()),
+            Some(w) => snapshot_whole_after(seq, n, first, first_source.as_deref(), w, own),
+        };
+        if !whole {
             return Ok(None);
         }
+        self.whole_to.found(thread, seq);
         let (graph, graph_hash) = self.graph(thread, graph)?;
         let raw = parse_writes(thread, &state, "snapshot")?;
         let values = resolve(raw, &[], u64::MAX, |seq, field| {
@@ -308,6 +325,7 @@ impl Session {
     /// them.
     pub(super) fn truncate(&mut self, thread: &str, seq: u64) -> Result<(), StoreError> {
         self.written.forget(thread);
+        self.whole_to.forget(thread);
         let url = self.url.clone();
         let pg = |e| super::pg_error(&url, e);
         let mut tx = self.client()?.transaction().map_err(pg)?;
@@ -328,6 +346,7 @@ impl Session {
     /// would be unreadable.
     pub(super) fn delete_thread(&mut self, thread: &str) -> Result<(), StoreError> {
         self.written.forget(thread);
+        self.whole_to.forget(thread);
         let url = self.url.clone();
         let pg = |e| super::pg_error(&url, e);
         let mut tx = self.client()?.transaction().map_err(pg)?;
@@ -350,6 +369,7 @@ impl Session {
     /// See [`crate::store::Checkpointer::prune`].
     pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
         self.written.forget(&base.thread);
+        self.whole_to.forget(&base.thread);
         let thread = &*base.thread;
         self.begin()?;
         let done = (|| {

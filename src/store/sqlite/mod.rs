@@ -8,7 +8,7 @@ mod claims;
 mod layout;
 mod records;
 
-use super::rows::Written;
+use super::rows::{WholeTo, Written};
 use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
 use layout::{Layout, VERSION, bring_forward, layout};
 use rusqlite::Connection;
@@ -81,6 +81,8 @@ struct Inner {
     written: Written,
     /// See [`SqliteOptions::compress`].
     compress: bool,
+    /// See [`WholeTo`].
+    whole_to: WholeTo,
 }
 
 impl Inner {
@@ -91,6 +93,7 @@ impl Inner {
             graphs: HashMap::new(),
             written: Written::default(),
             compress: false,
+            whole_to: WholeTo::default(),
         }
     }
 }
@@ -332,6 +335,7 @@ impl Checkpointer for SqliteStore {
         })?;
         for r in &records {
             inner.forget(&r.thread);
+            inner.unverify(&r.thread);
         }
         Ok(())
     }
@@ -395,12 +399,14 @@ impl Checkpointer for SqliteStore {
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let mut inner = self.conn();
         inner.forget(thread);
+        inner.unverify(thread);
         patiently(|| records::truncate(&inner.conn, thread, seq))
     }
 
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         let mut inner = self.conn();
         inner.forget(thread);
+        inner.unverify(thread);
         // All of it or none of it: a half-deleted thread would be unreadable.
         patiently(|| {
             let tx = rusqlite::Transaction::new_unchecked(
@@ -418,6 +424,7 @@ impl Checkpointer for SqliteStore {
 
     fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
         let mut inner = self.conn();
+        inner.unverify(&base.thread);
         patiently(|| inner.prune(&base))
     }
 

@@ -4,7 +4,7 @@
 use super::Inner;
 use crate::store::rows::{
     Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
-    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
+    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole, snapshot_whole_after,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use rusqlite::types::ValueRef;
@@ -101,6 +101,11 @@ impl Inner {
         self.written.forget(thread);
     }
 
+    /// Forgets which of the thread's records were found whole (records were removed).
+    pub(super) fn unverify(&mut self, thread: &str) {
+        self.whole_to.forget(thread);
+    }
+
     /// Inserts one record, sharing large values the thread wrote before when `share`.
     pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
         let graph = self.graph_id(&r.graph, &r.graph_hash)?;
@@ -141,6 +146,11 @@ impl Inner {
             Ok(_) => {
                 if share {
                     self.written.remember(&r.thread, fresh);
+                }
+                // Inside a transaction (a copy, a prune) the record may yet be
+                // rolled back.
+                if self.conn.is_autocommit() {
+                    self.whole_to.appended(&r.thread, r.seq);
                 }
                 Ok(())
             }
@@ -237,39 +247,82 @@ impl Inner {
         // The snapshot with the check that the records up to it are all there,
         // numbered from 0 (or from a base): a thread whose history has a gap or an odd
         // record is read whole, which reports it. The first record's source is read only
-        // when the first is not 0.
-        let row = self
-            .conn
-            .prepare_cached(
-                "SELECT s.seq, s.graph, s.state, c.n, c.first,
-                        CASE WHEN c.first <> 0 THEN
-                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                        END
-                 FROM snapshots s,
-                      (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
-                       WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
-                 WHERE s.thread = ?1",
-            )?
-            .query_row([thread], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    unpack(thread, r.get_ref(2)?, "snapshot"),
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, Option<i64>>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                ))
-            })
-            .optional()?;
-        let Some((seq, graph, state, count, first, first_source)) = row else {
-            return Ok(None);
+        // when the first is not 0. Records this process already found whole are not
+        // counted again (`whole_to`): a resume costs the same however long the history.
+        let (seq, graph, state, whole) = match self.whole_to.get(thread) {
+            None => {
+                let row = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT s.seq, s.graph, s.state, c.n, c.first,
+                                CASE WHEN c.first <> 0 THEN
+                                    (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                                END
+                         FROM snapshots s,
+                              (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
+                               WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
+                         WHERE s.thread = ?1",
+                    )?
+                    .query_row([thread], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            unpack(thread, r.get_ref(2)?, "snapshot"),
+                            r.get::<_, i64>(3)?,
+                            r.get::<_, Option<i64>>(4)?,
+                            r.get::<_, Option<String>>(5)?,
+                        ))
+                    })
+                    .optional()?;
+                let Some((seq, graph, state, count, first, first_source)) = row else {
+                    return Ok(None);
+                };
+                let seq = snapshot_seq(thread, seq)?;
+                let whole = snapshot_whole(seq, count, first, first_source.as_deref());
+                (seq, graph, state, whole)
+            }
+            Some(whole_to) => {
+                // The first record as above; of the others only those after
+                // `whole_to`, and the snapshot's own.
+                let row = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT s.seq, s.graph, s.state,
+                                (SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq > ?2 AND seq <= s.seq),
+                                f.first,
+                                CASE WHEN f.first <> 0 THEN
+                                    (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                                END,
+                                EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq = s.seq)
+                         FROM snapshots s, (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
+                         WHERE s.thread = ?1",
+                    )?
+                    .query_row(params![thread, int(whole_to)], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            unpack(thread, r.get_ref(2)?, "snapshot"),
+                            r.get::<_, i64>(3)?,
+                            r.get::<_, Option<i64>>(4)?,
+                            r.get::<_, Option<String>>(5)?,
+                            r.get::<_, bool>(6)?,
+                        ))
+                    })
+                    .optional()?;
+                let Some((seq, graph, state, count, first, first_source, own)) = row else {
+                    return Ok(None);
+                };
+                let seq = snapshot_seq(thread, seq)?;
+                let whole =
+                    snapshot_whole_after(seq, count, first, first_source.as_deref(), whole_to, own);
+                (seq, graph, state, whole)
+            }
         };
-        let state = state?;
-        let seq =
-            u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
-        if !snapshot_whole(seq, count, first, first_source.as_deref()) {
+        if !whole {
             return Ok(None);
         }
+        let state = state?;
+        self.whole_to.found(thread, seq);
         let (graph, graph_hash) = self.graph(thread, graph)?;
         let raw = parse_writes(thread, &state, "snapshot")?;
         let values = resolve(raw, &[], u64::MAX, |seq, field| {
@@ -286,6 +339,11 @@ impl Inner {
             values,
         }))
     }
+}
+
+/// A snapshot's `seq` read back.
+fn snapshot_seq(thread: &str, seq: i64) -> Result<u64, StoreError> {
+    u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))
 }
 
 /// One row of `COLUMNS` as a checkpoint (its graph and writes to be filled in); a value
