@@ -249,74 +249,56 @@ impl Inner {
         // record is read whole, which reports it. The first record's source is read only
         // when the first is not 0. Records this process already found whole are not
         // counted again (`whole_to`): a resume costs the same however long the history.
-        let (seq, graph, state, whole) = match self.whole_to.get(thread) {
+        let whole_to = self.whole_to.get(thread);
+        let sql = match whole_to {
             None => {
-                let row = self
-                    .conn
-                    .prepare_cached(
-                        "SELECT s.seq, s.graph, s.state, c.n, c.first,
-                                CASE WHEN c.first <> 0 THEN
-                                    (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                                END
-                         FROM snapshots s,
-                              (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
-                               WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
-                         WHERE s.thread = ?1",
-                    )?
-                    .query_row([thread], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            unpack(thread, r.get_ref(2)?, "snapshot"),
-                            r.get::<_, i64>(3)?,
-                            r.get::<_, Option<i64>>(4)?,
-                            r.get::<_, Option<String>>(5)?,
-                        ))
-                    })
-                    .optional()?;
-                let Some((seq, graph, state, count, first, first_source)) = row else {
-                    return Ok(None);
-                };
-                let seq = snapshot_seq(thread, seq)?;
-                let whole = snapshot_whole(seq, count, first, first_source.as_deref());
-                (seq, graph, state, whole)
+                "SELECT s.seq, s.graph, s.state, c.n, c.first,
+                        CASE WHEN c.first <> 0 THEN
+                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                        END,
+                        1
+                 FROM snapshots s,
+                      (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
+                       WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
+                 WHERE s.thread = ?1 AND ?2 = ?2"
             }
-            Some(whole_to) => {
-                // The first record as above; of the others only those after
-                // `whole_to`, and the snapshot's own.
-                let row = self
-                    .conn
-                    .prepare_cached(
-                        "SELECT s.seq, s.graph, s.state,
-                                (SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq > ?2 AND seq <= s.seq),
-                                f.first,
-                                CASE WHEN f.first <> 0 THEN
-                                    (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                                END,
-                                EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq = s.seq)
-                         FROM snapshots s, (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
-                         WHERE s.thread = ?1",
-                    )?
-                    .query_row(params![thread, int(whole_to)], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            unpack(thread, r.get_ref(2)?, "snapshot"),
-                            r.get::<_, i64>(3)?,
-                            r.get::<_, Option<i64>>(4)?,
-                            r.get::<_, Option<String>>(5)?,
-                            r.get::<_, bool>(6)?,
-                        ))
-                    })
-                    .optional()?;
-                let Some((seq, graph, state, count, first, first_source, own)) = row else {
-                    return Ok(None);
-                };
-                let seq = snapshot_seq(thread, seq)?;
-                let whole =
-                    snapshot_whole_after(seq, count, first, first_source.as_deref(), whole_to, own);
-                (seq, graph, state, whole)
+            // The first record as above; of the others only those after `whole_to`,
+            // and the snapshot's own.
+            Some(_) => {
+                "SELECT s.seq, s.graph, s.state,
+                        (SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq > ?2 AND seq <= s.seq),
+                        f.first,
+                        CASE WHEN f.first <> 0 THEN
+                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                        END,
+                        EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq = s.seq)
+                 FROM snapshots s, (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
+                 WHERE s.thread = ?1"
             }
+        };
+        let row = self
+            .conn
+            .prepare_cached(sql)?
+            .query_row(params![thread, whole_to.map_or(-1, int)], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    unpack(thread, r.get_ref(2)?, "snapshot"),
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, bool>(6)?,
+                ))
+            })
+            .optional()?;
+        let Some((seq, graph, state, count, first, first_source, own)) = row else {
+            return Ok(None);
+        };
+        let seq =
+            u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
+        let whole = match whole_to {
+            None => snapshot_whole(seq, count, first, first_source.as_deref()),
+            Some(w) => snapshot_whole_after(seq, count, first, first_source.as_deref(), w, own),
         };
         if !whole {
             return Ok(None);
@@ -339,11 +321,6 @@ impl Inner {
             values,
         }))
     }
-}
-
-/// A snapshot's `seq` read back.
-fn snapshot_seq(thread: &str, seq: i64) -> Result<u64, StoreError> {
-    u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))
 }
 
 /// One row of `COLUMNS` as a checkpoint (its graph and writes to be filled in); a value
