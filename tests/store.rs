@@ -778,66 +778,73 @@ fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
 /// Whether a snapshot stands on every record before it is checked by counting them; a
 /// process counts the records it wrote in order or found whole only once, so a resume
 /// costs the same however long the history (`cargo bench --bench interpreter -- c`).
-/// `remove` deletes a record by hand, as another program would.
-fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn(u64)) {
+/// `remove` deletes a thread's record by hand, as another program would.
+fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn(&str, u64)) {
     let store = open();
     for seq in 0..6 {
         store.append(record("t", seq, "n", json!(seq))).unwrap();
     }
-    let snap = Snapshot {
-        thread: "t".into(),
-        seq: 5,
+    let snap = |thread: &str, seq: u64| Snapshot {
+        thread: thread.into(),
+        seq,
         graph: "/g.toml".into(),
         graph_hash: "h".into(),
-        values: vec![("n".into(), Arc::new(json!(5)))],
+        values: vec![("n".into(), Arc::new(json!(seq)))],
     };
-    store.put_snapshot(snap.clone()).unwrap();
+    store.put_snapshot(snap("t", 5)).unwrap();
     let (found, records) = store.resume_point("t").unwrap();
-    assert_eq!(found, Some(snap.clone()));
+    assert_eq!(found, Some(snap("t", 5)));
     assert_eq!(records, [record("t", 5, "n", json!(5))]);
     // A record removed from the middle of the history: the next process finds the gap
     // (and reads the thread whole, which reports it); this one, which knows the records
     // were whole, resumes from the snapshot, which holds the whole state.
-    remove(2);
-    assert_eq!(store.snapshot("t").unwrap(), Some(snap.clone()));
+    remove("t", 2);
+    assert_eq!(store.snapshot("t").unwrap(), Some(snap("t", 5)));
     let other = open();
     assert_eq!(other.snapshot("t").unwrap(), None);
     assert_eq!(
         other.load("t").unwrap_err().to_string(),
         "checkpoint store: a record of thread `t` is corrupt: record 2 is missing"
     );
-    // The records after are counted, and after a rollback all of them again.
-    store.append(record("t", 6, "n", json!(6))).unwrap();
-    assert_eq!(store.snapshot("t").unwrap(), Some(snap.clone()));
-    store.truncate("t", 6).unwrap();
-    assert_eq!(store.snapshot("t").unwrap(), None, "counted again");
-    // The first record is read every time.
-    let fresh = open();
-    for seq in 0..3 {
-        fresh.append(record("f", seq, "n", json!(seq))).unwrap();
+    // Another process goes on with the thread: this one counts the records it did not
+    // know of, and finds one of them gone.
+    for seq in 6..8 {
+        other.append(record("t", seq, "n", json!(seq))).unwrap();
     }
-    fresh
-        .put_snapshot(Snapshot {
-            thread: "f".into(),
-            seq: 2,
-            ..snap.clone()
-        })
-        .unwrap();
-    assert!(fresh.snapshot("f").unwrap().is_some());
+    other.put_snapshot(snap("t", 7)).unwrap();
+    assert_eq!(store.snapshot("t").unwrap(), Some(snap("t", 7)));
+    for seq in 8..10 {
+        other.append(record("t", seq, "n", json!(seq))).unwrap();
+    }
+    other.put_snapshot(snap("t", 9)).unwrap();
+    remove("t", 8);
+    assert_eq!(store.snapshot("t").unwrap(), None, "record 8 is gone");
+    // After a rollback all of them are counted again.
+    store.truncate("t", 8).unwrap();
+    store.put_snapshot(snap("t", 6)).unwrap();
+    assert_eq!(store.snapshot("t").unwrap(), None, "record 2 is gone");
+    // The first record is read every time.
+    for seq in 0..3 {
+        store.append(record("f", seq, "n", json!(seq))).unwrap();
+    }
+    store.put_snapshot(snap("f", 2)).unwrap();
+    assert_eq!(store.snapshot("f").unwrap(), Some(snap("f", 2)));
+    remove("f", 0);
+    assert_eq!(store.snapshot("f").unwrap(), None, "record 0 is gone");
     store.delete_thread("t").unwrap();
-    fresh.delete_thread("f").unwrap();
+    store.delete_thread("f").unwrap();
 }
 
 #[test]
 fn sqlite_counts_a_threads_records_once_per_process_not_at_every_resume() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let remove = |seq: u64| {
+    let remove = |thread: &str, seq: u64| {
         rusqlite::Connection::open(&db)
             .unwrap()
             .execute(
-                "DELETE FROM checkpoints WHERE thread = 't' AND seq = ?1",
-                [seq as i64],
+                "DELETE FROM checkpoints WHERE thread = ?1 AND seq = ?2",
+                rusqlite::params![thread, seq as i64],
             )
             .unwrap();
     };
@@ -847,12 +854,12 @@ fn sqlite_counts_a_threads_records_once_per_process_not_at_every_resume() {
 #[test]
 fn postgres_counts_a_threads_records_once_per_process_not_at_every_resume() {
     let url = crate::postgres::database();
-    let remove = |seq: u64| {
+    let remove = |thread: &str, seq: u64| {
         postgres::Client::connect(&url, postgres::NoTls)
             .unwrap()
             .execute(
-                "DELETE FROM switchyard.checkpoints WHERE thread = 't' AND seq = $1",
-                &[&(seq as i64)],
+                "DELETE FROM switchyard.checkpoints WHERE thread = $1 AND seq = $2",
+                &[&thread, &(seq as i64)],
             )
             .unwrap();
     };
