@@ -433,14 +433,7 @@ impl Session {
             // Authorization that failed in the middle of a request (a refused grant,
             // a scope the server will not take): the server is alive and said no, so
             // it is not restarted for it.
-            ServiceError::TransportSend(_)
-                if e.to_string().contains("OAuth authorization failed: ") =>
-            {
-                let text = e.to_string();
-                let why = text
-                    .split_once("OAuth authorization failed: ")
-                    .map_or(text.as_str(), |(_, why)| why)
-                    .trim_end_matches(')');
+            ServiceError::TransportSend(_) if let Some(why) = oauth_refusal(&e) => {
                 McpError::Refused {
                     server,
                     what: what.to_string(),
@@ -582,4 +575,22 @@ enum ConnectError {
     Rmcp(Box<rmcp::service::ClientInitializeError>),
     #[error("{0}")]
     OAuth(String),
+}
+
+/// Why authorization failed, when that is why a request could not be sent: the
+/// transport's `AuthError::AuthorizationFailed`, found along the error's sources (as
+/// rmcp's own `ServiceError::auth_challenge` finds a challenge), not in its text.
+fn oauth_refusal(e: &ServiceError) -> Option<&str> {
+    use rmcp::transport::auth::AuthError;
+    let ServiceError::TransportSend(error) = e else {
+        return None;
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = source {
+        if let Some(AuthError::AuthorizationFailed(why)) = current.downcast_ref::<AuthError>() {
+            return Some(why);
+        }
+        source = current.source();
+    }
+    None
 }
