@@ -152,11 +152,9 @@ pub fn dot(spec: &GraphSpec) -> String {
 
 fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) -> String {
     match &topo.graph[ix] {
-        Vertex::Start => quote("__start__"),
-        Vertex::End => quote("__end__"),
-        Vertex::Limit => quote("__limit__"),
+        // Apart from the nodes: a missing target may share a node's name.
         Vertex::Missing(n) => quote(&format!("__missing__{n}")),
-        Vertex::Node(i) => quote(spec.nodes[*i].name.get_ref()),
+        _ => quote(topo.wire_id(spec, ix)),
     }
 }
 

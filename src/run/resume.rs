@@ -361,10 +361,9 @@ fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Jso
     let (Action::Accept, Some(mut content)) = (action, content) else {
         return Ok(payload);
     };
-    let schema = asked.get("requested_schema").cloned().unwrap_or(Json::Null);
-    fill_defaults(&mut content, &schema);
-    if !schema.is_null() {
-        let validator = jsonschema::validator_for(&schema)
+    if let Some(schema) = asked.get("requested_schema").filter(|s| !s.is_null()) {
+        fill_defaults(&mut content, schema);
+        let validator = jsonschema::validator_for(schema)
             .map_err(|e| invalid(format!("the server's schema cannot be used: {e}")))?;
         crate::json_schema::check(&validator, &content).map_err(invalid)?;
     }

@@ -173,8 +173,6 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 async fn copy(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    // No body, or an empty one (some clients send a JSON content type with nothing):
-    // a whole copy.
     Body(body): Body<CopyBody>,
 ) -> ApiResult<Response> {
     let upto = match body.checkpoint_id {
