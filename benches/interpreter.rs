@@ -354,11 +354,22 @@ impl Bench {
 
     /// (c), against history length: `benches/graphs/long_history.toml` threads that
     /// pause after `records` records (their state the same size), each resumed to its
-    /// first node by a runner that has not seen it; the best of `threads`.
-    fn resume_after(&self, records: usize, threads: usize, store: &str) -> Duration {
-        let cp = match store {
-            "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>,
-            _ => sqlite(&self.dir, &format!("history{records}")).0,
+    /// first node by a runner that has not seen it; the best of `threads`. With
+    /// `reopened`, through a store opened anew, as another process would.
+    fn resume_after(
+        &self,
+        records: usize,
+        threads: usize,
+        store: &str,
+        reopened: bool,
+    ) -> Duration {
+        let (cp, db) = match store {
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            _ => {
+                let name = format!("history{records}-{reopened}");
+                let (cp, db) = sqlite(&self.dir, &name);
+                (cp, Some(db))
+            }
         };
         let counter = |cp: Arc<dyn Checkpointer>, browser: Arc<Browser>| {
             Runner::new(graph("long_history"), cp).with_tools(browser)
@@ -372,12 +383,19 @@ impl Bench {
                 .expect("start");
             assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
         }
+        let cp = match (reopened, db) {
+            (true, Some(db)) => {
+                Arc::new(SqliteStore::open(&db).expect("reopen")) as Arc<dyn Checkpointer>
+            }
+            _ => cp,
+        };
         let mut best = Duration::MAX;
         for t in 0..threads {
             let browser = Browser::new(true);
             let runner = counter(cp.clone(), browser.clone());
             let start = Instant::now();
-            let _ = self.block(runner.resume(&format!("h{t}"), Some(json!("go")), false));
+            self.block(runner.resume(&format!("h{t}"), Some(json!("go")), false))
+                .expect("resume");
             let first = browser.actions.lock().unwrap()[0];
             best = best.min(first - start);
         }
@@ -421,11 +439,8 @@ impl Bench {
             let browser = Browser::new(true);
             let runner = agent(cp.clone(), browser.clone());
             let start = Instant::now();
-            let _ = self.block(runner.resume(
-                &format!("d{t}"),
-                Some(json!({ "confirmed": true })),
-                false,
-            ));
+            self.block(runner.resume(&format!("d{t}"), Some(json!({ "confirmed": true })), false))
+                .expect("resume");
             let first = browser.actions.lock().unwrap()[0];
             best = best.min(first - start);
         }
@@ -550,11 +565,12 @@ fn main() {
                 us(tenth),
             );
         }
-        for store in ["memory", "sqlite"] {
-            let short = bench.resume_after(32, 20, store);
-            let long = bench.resume_after(6_000, 20, store);
+        for (store, reopened) in [("memory", false), ("sqlite", false), ("sqlite", true)] {
+            let short = bench.resume_after(32, 20, store, reopened);
+            let long = bench.resume_after(6_000, 20, store, reopened);
+            let how = if reopened { ", store opened anew" } else { "" };
             println!(
-                "(c) resume to the first node, {store:<6}: {:>7.1} us after 32 records, {:>7.1} us after 6,000 (target: the same)",
+                "(c) resume to the first node, {store:<6}{how}: {:>7.1} us after 32 records, {:>7.1} us after 6,000 (target: the same)",
                 us(short),
                 us(long),
             );
