@@ -775,10 +775,11 @@ fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
     assert_eq!(alone.cache_get("k", 1_000).unwrap(), None);
 }
 
-/// Whether a snapshot stands on every record before it is checked by counting them; a
+/// Postgres checks that a snapshot stands on every record before it by counting them; a
 /// process counts the records it wrote in order or found whole only once, so a resume
-/// costs the same however long the history (`cargo bench --bench interpreter -- c`).
-/// `remove` deletes a thread's record by hand, as another program would.
+/// costs the same however long the history, in that process (SQLite marks a thread
+/// whose record was removed instead, for every process: above). `remove` deletes a
+/// thread's record by hand, as another program would.
 fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn(&str, u64)) {
     let store = open();
     for seq in 0..6 {
@@ -793,7 +794,7 @@ fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn
     };
     store.put_snapshot(snap("t", 5)).unwrap();
     let (found, records) = store.resume_point("t").unwrap();
-    assert_eq!(found, Some(snap("t", 5)));
+    assert_eq!(found.map(Snapshot::parsed), Some(snap("t", 5)));
     assert_eq!(records, [record("t", 5, "n", json!(5))]);
     // A record removed from the middle of the history: the next process finds the gap
     // (and reads the thread whole, which reports it); this one, which knows the records
@@ -835,20 +836,103 @@ fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn
     store.delete_thread("f").unwrap();
 }
 
+/// SQLite marks a thread whose record something other than Switchyard removed (a
+/// trigger, `recount`), so that a resume finds a gap without counting the records
+/// before the snapshot, in any process: its cost does not grow with the history
+/// (`cargo bench --bench interpreter -- c`, a store opened anew).
 #[test]
-fn sqlite_counts_a_threads_records_once_per_process_not_at_every_resume() {
+fn sqlite_finds_a_record_removed_by_hand_at_once_without_counting() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let remove = |thread: &str, seq: u64| {
+    let sql = |statement: &str| {
         rusqlite::Connection::open(&db)
             .unwrap()
-            .execute(
-                "DELETE FROM checkpoints WHERE thread = ?1 AND seq = ?2",
-                rusqlite::params![thread, seq as i64],
-            )
+            .execute_batch(statement)
             .unwrap();
     };
-    counts_records_once(&|| Arc::new(SqliteStore::open(&db).unwrap()), &remove);
+    let marked = || -> Vec<String> {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .prepare("SELECT thread FROM recount ORDER BY thread")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let snap = |thread: &str, seq: u64| Snapshot {
+        thread: thread.into(),
+        seq,
+        graph: "/g.toml".into(),
+        graph_hash: "h".into(),
+        values: vec![("n".into(), Arc::new(json!(seq)))],
+    };
+    let store = SqliteStore::open(&db).unwrap();
+    for seq in 0..6 {
+        store.append(record("t", seq, "n", json!(seq))).unwrap();
+    }
+    store.put_snapshot(snap("t", 5)).unwrap();
+    // Switchyard's own removals leave no mark: a rollback, a prune, a delete.
+    store.truncate("t", 4).unwrap();
+    store.append(record("t", 4, "n", json!(4))).unwrap();
+    store.put_snapshot(snap("t", 4)).unwrap();
+    let base = Checkpoint {
+        source: Source::Base,
+        ..record("p", 2, "n", json!(2))
+    };
+    for seq in 0..3 {
+        store.append(record("p", seq, "n", json!(seq))).unwrap();
+    }
+    assert_eq!(store.prune(base).unwrap(), 2);
+    store.put_snapshot(snap("p", 2)).unwrap();
+    assert_eq!(marked(), Vec::<String>::new());
+    assert_eq!(store.snapshot("t").unwrap(), Some(snap("t", 4)));
+    assert_eq!(store.snapshot("p").unwrap(), Some(snap("p", 2)));
+    // A record removed by hand: this process finds it as any other does.
+    sql("DELETE FROM checkpoints WHERE thread = 't' AND seq = 2");
+    assert_eq!(marked(), ["t"]);
+    assert_eq!(store.snapshot("t").unwrap(), None);
+    assert_eq!(SqliteStore::open(&db).unwrap().snapshot("t").unwrap(), None);
+    assert_eq!(
+        store.load("t").unwrap_err().to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: record 2 is missing"
+    );
+    // A rollback after it keeps the mark: the record is no less missing.
+    store.truncate("t", 4).unwrap();
+    store.put_snapshot(snap("t", 3)).unwrap();
+    assert_eq!(store.snapshot("t").unwrap(), None);
+    assert_eq!(marked(), ["t"]);
+    // Renumbered by hand: marked too.
+    sql("UPDATE checkpoints SET seq = 7 WHERE thread = 'p' AND seq = 2");
+    assert_eq!(marked(), ["p", "t"]);
+    assert_eq!(store.snapshot("p").unwrap(), None);
+    // Deleted whole, a thread's name starts again unmarked; so does a new thread of
+    // a name whose records were all removed by hand.
+    store.delete_thread("t").unwrap();
+    sql("DELETE FROM checkpoints WHERE thread = 'p'");
+    assert_eq!(marked(), ["p"]);
+    for thread in ["t", "p"] {
+        for seq in 0..2 {
+            store.append(record(thread, seq, "n", json!(seq))).unwrap();
+        }
+        store.put_snapshot(snap(thread, 1)).unwrap();
+        assert_eq!(store.snapshot(thread).unwrap(), Some(snap(thread, 1)));
+    }
+    assert_eq!(marked(), Vec::<String>::new());
+    // A file made before the marks: its threads with a gap are marked when it opens.
+    for seq in 2..4 {
+        store.append(record("t", seq, "n", json!(seq))).unwrap();
+    }
+    store.put_snapshot(snap("t", 3)).unwrap();
+    drop(store);
+    sql(
+        "DROP TRIGGER checkpoint_removed; DROP TRIGGER checkpoint_moved; DROP TABLE recount;
+         DELETE FROM checkpoints WHERE thread = 't' AND seq = 1;",
+    );
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(marked(), ["t"]);
+    assert_eq!(store.snapshot("t").unwrap(), None);
+    assert_eq!(store.snapshot("p").unwrap(), Some(snap("p", 1)));
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod record;
 mod resume;
 mod runner;
 pub(crate) mod scope;
+pub(crate) mod slot;
 pub mod state;
 mod step;
 mod stop;

@@ -3,6 +3,7 @@
 //! that resolves attribute and index lookups on demand, so an expression that reads
 //! `planned_action.kind` costs the same whatever the size of the rest of the state.
 
+use super::slot::Slot;
 use crate::graph::Graph;
 use crate::spec::RUN_KEYS;
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
@@ -14,7 +15,7 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub(crate) struct Scope {
     pub(crate) graph: Arc<Graph>,
-    pub(crate) values: Arc<Vec<Arc<Json>>>,
+    pub(crate) values: Arc<Vec<Slot>>,
     /// `run`, made into a value when an expression reads it.
     pub(crate) run: RunInfo,
     pub(crate) result: Option<Value>,
@@ -48,7 +49,7 @@ impl Scope {
 /// it copied into a [`Scope`].
 pub(crate) struct ScopeRef<'a> {
     pub(crate) graph: &'a Arc<Graph>,
-    pub(crate) values: &'a Arc<Vec<Arc<Json>>>,
+    pub(crate) values: &'a Arc<Vec<Slot>>,
     pub(crate) run: &'a RunInfo,
     pub(crate) result: Option<&'a Value>,
     pub(crate) item: Option<(&'a str, &'a Arc<Json>)>,
@@ -64,7 +65,7 @@ impl ScopeRef<'_> {
             }
             _ => {
                 let id = self.graph.field_id(key)?;
-                Some(view(&self.values[id.0 as usize], Vec::new()))
+                Some(view(self.values[id.0 as usize].arc(), Vec::new()))
             }
         }
     }
@@ -89,7 +90,7 @@ impl crate::graph::Root for ScopeRef<'_> {
     }
 
     fn field(&self, id: crate::graph::FieldId, _name: &str) -> Option<Value> {
-        Some(view(self.values.get(id.0 as usize)?, Vec::new()))
+        Some(view(self.values.get(id.0 as usize)?.arc(), Vec::new()))
     }
 
     fn path(
@@ -98,7 +99,7 @@ impl crate::graph::Root for ScopeRef<'_> {
         _name: &str,
         path: &[crate::graph::PathSeg],
     ) -> Option<Value> {
-        json_path(self.values.get(id.0 as usize)?, path)
+        json_path(self.values.get(id.0 as usize)?.arc(), path)
     }
 }
 

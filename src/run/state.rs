@@ -4,6 +4,7 @@
 //! that appending to a list mutates it in place once nothing else holds it: the cost of
 //! a write does not grow with the length of the list.
 
+use super::slot::Slot;
 use crate::graph::{FieldId, Graph};
 use crate::spec::{FieldType, Reducer, is_message};
 use serde_json::Value as Json;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 pub struct State {
-    pub(crate) values: Arc<Vec<Arc<Json>>>,
+    pub(crate) values: Arc<Vec<Slot>>,
     /// For `messages` fields: message id -> position, so replacing by id is O(1).
     msg_index: HashMap<FieldId, HashMap<String, usize>>,
 }
@@ -21,7 +22,7 @@ pub struct State {
 #[derive(Clone)]
 pub(crate) enum Undo {
     /// The field held this value.
-    Was(FieldId, Arc<Json>),
+    Was(FieldId, Slot),
     /// The field was a list of `len` items, and these of them were replaced.
     Grown {
         field: FieldId,
@@ -44,7 +45,7 @@ impl State {
         let values = graph
             .fields
             .iter()
-            .map(|f| Arc::new(f.default.clone()))
+            .map(|f| Slot::Json(Arc::new(f.default.clone())))
             .collect();
         let mut s = State {
             values: Arc::new(values),
@@ -66,7 +67,7 @@ impl State {
         if let Json::Object(fields) = values {
             for (name, v) in fields {
                 if let Some(id) = graph.field_id(name) {
-                    s.slot(id, |slot| *slot = Arc::new(v.clone()));
+                    s.put(id, Slot::Json(Arc::new(v.clone())));
                 }
             }
         }
@@ -78,13 +79,16 @@ impl State {
         s
     }
 
-    /// The state a snapshot holds: its values as they are (shared), fields it lacks at
-    /// their defaults.
-    pub(crate) fn from_snapshot(graph: &Graph, values: &[(Arc<str>, Arc<Json>)]) -> Self {
+    /// The state a snapshot holds: its values as they are (shared, or text to be
+    /// parsed when read), fields it lacks at their defaults.
+    pub(crate) fn from_snapshot(
+        graph: &Graph,
+        values: impl IntoIterator<Item = (Arc<str>, Slot)>,
+    ) -> Self {
         let mut s = State::new(graph);
         for (name, v) in values {
-            if let Some(id) = graph.field_id(name) {
-                s.slot(id, |slot| *slot = v.clone());
+            if let Some(id) = graph.field_id(&name) {
+                s.put(id, v);
             }
         }
         for (i, f) in graph.fields.iter().enumerate() {
@@ -97,12 +101,11 @@ impl State {
 
     /// The state a pruned thread's base record holds (see `Runner::prune`).
     pub(crate) fn from_base(graph: &Graph, record: &crate::store::Checkpoint) -> Self {
-        let values: Vec<(Arc<str>, Arc<Json>)> = record
+        let values = record
             .writes
             .iter()
-            .map(|w| (w.field.clone(), w.value.clone()))
-            .collect();
-        State::from_snapshot(graph, &values)
+            .map(|w| (w.field.clone(), Slot::Json(w.value.clone())));
+        State::from_snapshot(graph, values)
     }
 
     /// Applies a checkpoint record's writes through the reducers, as a replay of the
@@ -222,7 +225,7 @@ impl State {
         {
             return Err(fail(format!("does not accept the value written: {e}")));
         }
-        self.slot(field, |slot| *slot = value);
+        self.put(field, Slot::Json(value));
         Ok(())
     }
 
@@ -374,8 +377,10 @@ impl State {
         undo: &mut Vec<Undo>,
     ) -> Result<(), WriteError> {
         let reducer = graph.field(field).reducer;
-        let note = match (reducer, self.get(field)) {
-            (Reducer::Append | Reducer::Messages, Json::Array(list)) => {
+        // A replaced value is noted as it is held: one not parsed yet stays so.
+        let grows = matches!(reducer, Reducer::Append | Reducer::Messages);
+        let note = match (grows, grows.then(|| self.get(field))) {
+            (true, Some(Json::Array(list))) => {
                 // Messages written again by id replace their old selves in place.
                 let mut replaced = Vec::new();
                 if reducer == Reducer::Messages
@@ -414,7 +419,7 @@ impl State {
         while let Some(note) = undo.pop() {
             match note {
                 Undo::Was(field, value) => {
-                    self.slot(field, |slot| *slot = value);
+                    self.put(field, value);
                     if graph.field(field).reducer == Reducer::Messages {
                         self.reindex(field);
                     }
@@ -440,8 +445,21 @@ impl State {
         }
     }
 
+    /// Changes a field's value in place (parsed first, if it is text).
     fn slot(&mut self, field: FieldId, f: impl FnOnce(&mut Arc<Json>)) {
-        f(&mut Arc::make_mut(&mut self.values)[field.0 as usize]);
+        let slot = &mut Arc::make_mut(&mut self.values)[field.0 as usize];
+        if let Slot::Text(_) = slot {
+            let text = std::mem::replace(slot, Slot::Json(Arc::new(Json::Null)));
+            *slot = Slot::Json(text.arc().clone());
+        }
+        if let Slot::Json(v) = slot {
+            f(v);
+        }
+    }
+
+    /// Sets a field's value, without looking at the one it replaces.
+    fn put(&mut self, field: FieldId, value: Slot) {
+        Arc::make_mut(&mut self.values)[field.0 as usize] = value;
     }
 
     fn reindex(&mut self, field: FieldId) {

@@ -90,7 +90,7 @@ impl Runner {
             .zip(live.state.values.iter())
             .map(|(f, v)| crate::store::Write {
                 field: f.name.clone(),
-                value: v.clone(),
+                value: v.arc().clone(),
             })
             .collect();
         Ok(self.store.prune(Checkpoint {
@@ -119,7 +119,8 @@ impl Runner {
             // The snapshot's own record first: a snapshot of a record a rollback removed
             // since is not used.
             if records.first().is_some_and(|r| r.seq == snap.seq) {
-                let mut state = State::from_snapshot(&self.graph, &snap.values);
+                let values = snap.values.into_iter().map(|(f, v)| (f, v.into()));
+                let mut state = State::from_snapshot(&self.graph, values);
                 for r in &records[1..] {
                     self.replay_writes(thread, &mut state, r)?;
                 }
@@ -139,7 +140,7 @@ impl Runner {
             .fields
             .iter()
             .zip(live.state.values.iter())
-            .map(|(f, v)| (f.name.clone(), v.clone()))
+            .map(|(f, v)| (f.name.clone(), v.arc().clone()))
             .collect();
         self.store.put_snapshot(crate::store::Snapshot {
             thread: live.thread.clone(),
@@ -265,9 +266,11 @@ impl Runner {
         if force {
             return Ok(());
         }
-        for (i, f) in self.graph.fields.iter().enumerate() {
-            let value = live.state.get(crate::graph::FieldId(i as u32));
-            if !f.ty.accepts(value) {
+        for (f, slot) in self.graph.fields.iter().zip(live.state.values.iter()) {
+            // A value still text is looked at without being parsed where its type
+            // tells by its first character (`json`, an object).
+            if !slot.fits(&f.ty) {
+                let value: &Json = slot;
                 return Err(RunError::GraphChanged {
                     thread: thread.into(),
                     why: format!(

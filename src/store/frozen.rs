@@ -4,7 +4,7 @@
 //! with LZ4. A paused thread's value trees take many times the size of their JSON;
 //! thousands of threads waiting for a person should cost what their data does.
 
-use super::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Write};
+use super::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Stored, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -140,15 +140,45 @@ fn decompress<T: serde::de::DeserializeOwned>(thread: &str, bytes: &[u8]) -> Res
     T::deserialize(&mut de).map_err(|e| corrupt(e.to_string()))
 }
 
+/// [`FrozenSnapshot`] as a resume reads it: values checked, not parsed.
+#[derive(Deserialize)]
+struct ThawedSnapshot<'a> {
+    seq: u64,
+    graph: Arc<str>,
+    graph_hash: Arc<str>,
+    #[serde(borrow)]
+    values: Vec<RawValue<'a>>,
+}
+
+/// [`Value`], checked but not parsed.
+#[derive(Deserialize)]
+enum RawValue<'a> {
+    V(Arc<str>, #[serde(borrow)] &'a serde_json::value::RawValue),
+    S(Arc<str>, serde::de::IgnoredAny),
+}
+
 /// The snapshot [`freeze_snapshot`] made `bytes` of.
 pub(super) fn thaw_snapshot(thread: &Arc<str>, bytes: &[u8]) -> Result<Snapshot, StoreError> {
-    let s: FrozenSnapshot = decompress(thread, bytes)?;
+    thaw_stored(thread, bytes).map(Snapshot::parsed)
+}
+
+/// The snapshot [`freeze_snapshot`] made `bytes` of, its large values left as text.
+pub(super) fn thaw_stored(thread: &Arc<str>, bytes: &[u8]) -> Result<Snapshot<Stored>, StoreError> {
+    let corrupt = |e: String| StoreError::Corrupt {
+        thread: thread.to_string(),
+        message: format!("a paused thread's bytes: {e}"),
+    };
+    let json = lz4_flex::decompress_size_prepended(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let text = std::str::from_utf8(&json).map_err(|e| corrupt(e.to_string()))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let s = ThawedSnapshot::deserialize(&mut de).map_err(|e| corrupt(e.to_string()))?;
     let values = s
         .values
         .into_iter()
         .map(|v| match v {
-            Value::V(f, v) => Ok((f, Arc::new(v))),
-            Value::S(f, _) => Err(StoreError::Corrupt {
+            RawValue::V(f, v) => Ok((f, Stored::from_raw(thread, v, "snapshot")?)),
+            RawValue::S(f, _) => Err(StoreError::Corrupt {
                 thread: thread.to_string(),
                 message: format!("a paused thread's snapshot refers to a record for `{f}`"),
             }),

@@ -1,5 +1,7 @@
-use super::frozen::{freeze_records, freeze_snapshot, thaw_records, thaw_snapshot};
-use super::{Checkpoint, Checkpointer, RunRecord, Snapshot, Status, StoreError, ThreadRecord};
+use super::frozen::{freeze_records, freeze_snapshot, thaw_records, thaw_snapshot, thaw_stored};
+use super::{
+    Checkpoint, Checkpointer, RunRecord, Snapshot, Status, StoreError, Stored, ThreadRecord,
+};
 use crate::fxhash::FxHashMap;
 use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
@@ -263,6 +265,25 @@ impl Checkpointer for MemoryStore {
             Some(Snap::Hot(s)) => Ok(Some(s.clone())),
             Some(Snap::Cold(bytes)) => thaw_snapshot(&Arc::from(thread), bytes).map(Some),
         }
+    }
+
+    fn resume_point(
+        &self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
+        let threads = self.lock();
+        let Some(t) = threads.by_name.get(thread) else {
+            return Ok((None, Vec::new()));
+        };
+        // A paused thread's bytes thawed with their large values left as text: a
+        // resume that replaces them before reading them never builds them.
+        let snapshot = match &t.snapshot {
+            None => return Ok((None, Vec::new())),
+            Some(Snap::Hot(s)) => s.clone().stored(),
+            Some(Snap::Cold(bytes)) => thaw_stored(&Arc::from(thread), bytes)?,
+        };
+        let records = t.from(thread, snapshot.seq)?;
+        Ok((Some(snapshot), records))
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {

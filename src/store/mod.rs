@@ -19,12 +19,14 @@ mod postgres;
 pub mod retention;
 mod rows;
 mod sqlite;
+pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
 pub use none::NoStore;
 pub use postgres::PostgresStore;
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use stored::Stored;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -171,9 +173,10 @@ pub struct Checkpoint {
 
 /// A thread's whole state after one of its records, so that its latest state is read
 /// from the snapshot and the records after it rather than replayed from its first
-/// record: resuming a thread costs the same however long its history is.
+/// record: resuming a thread costs the same however long its history is. Its values are
+/// parsed (`Arc<Json>`), or, as a resume reads them, [`Stored`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct Snapshot {
+pub struct Snapshot<V = Arc<Json>> {
     pub thread: Arc<str>,
     /// The record whose state this is.
     pub seq: u64,
@@ -182,7 +185,41 @@ pub struct Snapshot {
     pub graph: Arc<str>,
     pub graph_hash: Arc<str>,
     /// Every field's value, in declaration order.
-    pub values: Vec<(Arc<str>, Arc<Json>)>,
+    pub values: Vec<(Arc<str>, V)>,
+}
+
+impl Snapshot<Stored> {
+    /// The snapshot with every value parsed.
+    pub fn parsed(self) -> Snapshot {
+        Snapshot {
+            thread: self.thread,
+            seq: self.seq,
+            graph: self.graph,
+            graph_hash: self.graph_hash,
+            values: self
+                .values
+                .into_iter()
+                .map(|(f, v)| (f, v.parse()))
+                .collect(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The snapshot as a resume reads it, every value parsed already.
+    pub fn stored(self) -> Snapshot<Stored> {
+        Snapshot {
+            thread: self.thread,
+            seq: self.seq,
+            graph: self.graph,
+            graph_hash: self.graph_hash,
+            values: self
+                .values
+                .into_iter()
+                .map(|(f, v)| (f, Stored::Json(v)))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -319,16 +356,17 @@ pub trait Checkpointer: Send + Sync {
     }
     /// The thread's latest snapshot and its records from the snapshot's on, read
     /// together (one read transaction where the store has them): what a resume needs.
-    /// Without a snapshot, no records.
+    /// Without a snapshot, no records. Large values may be left as text (see
+    /// [`Stored`]).
     fn resume_point(
         &self,
         thread: &str,
-    ) -> Result<(Option<Snapshot>, Vec<Checkpoint>), StoreError> {
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
         let Some(snapshot) = self.snapshot(thread)? else {
             return Ok((None, Vec::new()));
         };
         let records = self.load_from(thread, snapshot.seq)?;
-        Ok((Some(snapshot), records))
+        Ok((Some(snapshot.stored()), records))
     }
     /// The value cached under `key` (an llm node's `cache`), unless it expired before
     /// `now_ms` (Unix milliseconds). The cache lives beside the checkpoints so it lasts

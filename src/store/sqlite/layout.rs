@@ -53,6 +53,40 @@ CREATE TABLE llm_cache (
 ) WITHOUT ROWID;
 ";
 
+/// Threads whose records must be counted before a snapshot of theirs is trusted: a
+/// record of theirs was removed (or renumbered) by something other than Switchyard's
+/// own rollback, prune or delete, which take back the mark they make. A resume checks
+/// for a mark (one lookup) instead of counting the records before the snapshot, so
+/// its cost does not grow with the history, in a process that has never read the
+/// thread too. Added to layout 4 without a new version: a build that does not know it
+/// reads and writes the file as before (its own removals leave marks, which only cost
+/// a count). Added to a file that lacks it, the threads with a gap already are marked.
+pub(super) const RECOUNT: &str = "
+CREATE TABLE IF NOT EXISTS recount (
+    thread      TEXT    NOT NULL PRIMARY KEY
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS checkpoint_removed AFTER DELETE ON checkpoints
+BEGIN
+    INSERT OR IGNORE INTO recount (thread) VALUES (old.thread);
+END;
+CREATE TRIGGER IF NOT EXISTS checkpoint_moved AFTER UPDATE OF thread, seq ON checkpoints
+BEGIN
+    INSERT OR IGNORE INTO recount (thread) VALUES (old.thread);
+    INSERT OR IGNORE INTO recount (thread) VALUES (new.thread);
+END;
+INSERT OR IGNORE INTO recount (thread)
+    SELECT thread FROM checkpoints GROUP BY thread HAVING count(*) <> max(seq) - min(seq) + 1;
+";
+
+/// Whether the file has [`RECOUNT`]'s triggers.
+pub(super) fn has_recount(conn: &Connection) -> Result<bool, rusqlite::Error> {
+    conn.query_row(
+        "SELECT count(*) = 2 FROM sqlite_master WHERE type = 'trigger' AND name IN ('checkpoint_removed', 'checkpoint_moved')",
+        [],
+        |r| r.get(0),
+    )
+}
+
 /// The server's catalog (from version 3).
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS threads (
@@ -131,10 +165,11 @@ CREATE TABLE snapshots (
 ";
 
 /// Every table a store has.
-pub(super) const OUR_TABLES: [&str; 6] = [
+pub(super) const OUR_TABLES: [&str; 7] = [
     "checkpoints",
     "graphs",
     "llm_cache",
+    "recount",
     "runs",
     "snapshots",
     "threads",
@@ -204,5 +239,6 @@ pub(super) fn bring_forward(conn: &Connection, found: &Layout) -> Result<(), rus
         Layout::Older(_) => conn.execute_batch(MIGRATE_3_TO_4)?,
         Layout::Current | Layout::Other { .. } => return Ok(()),
     }
+    conn.execute_batch(RECOUNT)?;
     conn.pragma_update(None, "user_version", VERSION)
 }

@@ -8,9 +8,11 @@ mod claims;
 mod layout;
 mod records;
 
-use super::rows::{WholeTo, Written};
-use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
-use layout::{Layout, VERSION, bring_forward, layout};
+use super::rows::Written;
+use super::{
+    Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, Stored, ThreadRecord,
+};
+use layout::{Layout, RECOUNT, VERSION, bring_forward, has_recount, layout};
 use rusqlite::Connection;
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -81,19 +83,21 @@ struct Inner {
     written: Written,
     /// See [`SqliteOptions::compress`].
     compress: bool,
-    /// See [`WholeTo`].
-    whole_to: WholeTo,
+    /// The file marks the threads whose records were removed by hand (see
+    /// `layout::RECOUNT`): a snapshot is trusted without counting the records before
+    /// it. A file opened read-only may predate the marks, and then they are counted.
+    marks: bool,
 }
 
 impl Inner {
-    fn new(conn: Connection) -> Self {
+    fn new(conn: Connection, marks: bool) -> Self {
         Inner {
             conn,
             graph_ids: HashMap::new(),
             graphs: HashMap::new(),
             written: Written::default(),
             compress: false,
-            whole_to: WholeTo::default(),
+            marks,
         }
     }
 }
@@ -146,6 +150,19 @@ impl SqliteStore {
                 }
             }
         }
+        if !retry_busy(|| has_recount(&conn))? {
+            // Under the write lock, looked at again, as above.
+            retry_busy(|| {
+                let tx = rusqlite::Transaction::new_unchecked(
+                    &conn,
+                    rusqlite::TransactionBehavior::Immediate,
+                )?;
+                if !has_recount(&tx)? {
+                    tx.execute_batch(RECOUNT)?;
+                }
+                tx.commit()
+            })?;
+        }
         // Only a store of ours is switched to WAL. The switch takes the database's
         // lock, which many processes opening a new store at once contend for: SQLite
         // answers a loser with "database is locked" rather than waiting.
@@ -160,7 +177,7 @@ impl SqliteStore {
                 },
             )
         })?;
-        let mut inner = Inner::new(conn);
+        let mut inner = Inner::new(conn, true);
         inner.compress = options.compress;
         Ok(SqliteStore {
             inner: Mutex::new(inner),
@@ -219,8 +236,9 @@ impl SqliteStore {
             }
             l @ Layout::Other { .. } => return Err(refused(path, l)),
         }
+        let marks = has_recount(&conn)?;
         Ok(SqliteStore {
-            inner: Mutex::new(Inner::new(conn)),
+            inner: Mutex::new(Inner::new(conn, marks)),
             claims: claims::Claims::new(locks_dir(path)),
         })
     }
@@ -335,7 +353,6 @@ impl Checkpointer for SqliteStore {
         })?;
         for r in &records {
             inner.forget(&r.thread);
-            inner.unverify(&r.thread);
         }
         Ok(())
     }
@@ -358,26 +375,14 @@ impl Checkpointer for SqliteStore {
     }
 
     fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        self.conn().snapshot(thread)
+        Ok(self.conn().resume_point(thread)?.0.map(Snapshot::parsed))
     }
 
     fn resume_point(
         &self,
         thread: &str,
-    ) -> Result<(Option<Snapshot>, Vec<Checkpoint>), StoreError> {
-        let mut inner = self.conn();
-        // One read transaction rather than one per statement: the snapshot and the
-        // records after it agree, and the WAL's read lock is taken once.
-        inner.conn.prepare_cached("BEGIN")?.execute([])?;
-        let read = (|| {
-            let Some(snapshot) = inner.snapshot(thread)? else {
-                return Ok((None, Vec::new()));
-            };
-            let records = inner.select(thread, snapshot.seq, false)?;
-            Ok((Some(snapshot), records))
-        })();
-        inner.conn.prepare_cached("COMMIT")?.execute([])?;
-        read
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
+        self.conn().resume_point(thread)
     }
 
     fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
@@ -399,14 +404,12 @@ impl Checkpointer for SqliteStore {
     fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let mut inner = self.conn();
         inner.forget(thread);
-        inner.unverify(thread);
         patiently(|| records::truncate(&inner.conn, thread, seq))
     }
 
     fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         let mut inner = self.conn();
         inner.forget(thread);
-        inner.unverify(thread);
         // All of it or none of it: a half-deleted thread would be unreadable.
         patiently(|| {
             let tx = rusqlite::Transaction::new_unchecked(
@@ -417,6 +420,8 @@ impl Checkpointer for SqliteStore {
             tx.execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
             tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
             tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
+            // Gone whole, as it was meant to: its name may be used again.
+            tx.execute("DELETE FROM recount WHERE thread = ?1", [thread])?;
             tx.commit()?;
             Ok(())
         })
@@ -424,7 +429,6 @@ impl Checkpointer for SqliteStore {
 
     fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
         let mut inner = self.conn();
-        inner.unverify(&base.thread);
         patiently(|| inner.prune(&base))
     }
 

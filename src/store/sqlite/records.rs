@@ -4,8 +4,9 @@
 use super::Inner;
 use crate::store::rows::{
     Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
-    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole, snapshot_whole_after,
+    parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
 };
+use crate::store::stored::{Stored, raw_writes};
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -101,11 +102,6 @@ impl Inner {
         self.written.forget(thread);
     }
 
-    /// Forgets which of the thread's records were found whole (records were removed).
-    pub(super) fn unverify(&mut self, thread: &str) {
-        self.whole_to.forget(thread);
-    }
-
     /// Inserts one record, sharing large values the thread wrote before when `share`.
     pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
         let graph = self.graph_id(&r.graph, &r.graph_hash)?;
@@ -147,10 +143,12 @@ impl Inner {
                 if share {
                     self.written.remember(&r.thread, fresh);
                 }
-                // Inside a transaction (a copy, a prune) the record may yet be
-                // rolled back.
-                if self.conn.is_autocommit() {
-                    self.whole_to.appended(&r.thread, r.seq);
+                // A thread's first record: a mark left by a thread of the same name
+                // removed by hand is not this one's.
+                if r.seq == 0 && self.marks {
+                    self.conn
+                        .prepare_cached("DELETE FROM recount WHERE thread = ?1")?
+                        .execute([&*r.thread])?;
                 }
                 Ok(())
             }
@@ -192,7 +190,7 @@ impl Inner {
         let rows: Vec<Row> = {
             let mut stmt = self.conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(params![thread, int(from)], |row| {
-                Ok(decode(&thread_arc, row))
+                Ok(decode(&thread_arc, row, 0))
             })?;
             rows.map(|r| r?).collect::<Result<_, _>>()?
         };
@@ -243,136 +241,278 @@ impl Inner {
         Ok(())
     }
 
-    pub(super) fn snapshot(&mut self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        // The snapshot with the check that the records up to it are all there,
-        // numbered from 0 (or from a base): a thread whose history has a gap or an odd
-        // record is read whole, which reports it. The first record's source is read only
-        // when the first is not 0. Records this process already found whole are not
-        // counted again (`whole_to`): a resume costs the same however long the history.
-        let whole_to = self.whole_to.get(thread);
-        let sql = match whole_to {
-            None => {
-                "SELECT s.seq, s.graph, s.state, c.n, c.first,
-                        CASE WHEN c.first <> 0 THEN
-                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                        END,
-                        1
-                 FROM snapshots s,
-                      (SELECT count(*) AS n, min(seq) AS first FROM checkpoints
-                       WHERE thread = ?1 AND seq <= (SELECT seq FROM snapshots WHERE thread = ?1)) c
-                 WHERE s.thread = ?1 AND ?2 = ?2"
-            }
-            // The first record as above; of the others only those after `whole_to`,
-            // and the snapshot's own.
-            Some(_) => {
-                "SELECT s.seq, s.graph, s.state,
-                        (SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq > ?2 AND seq <= s.seq),
-                        f.first,
-                        CASE WHEN f.first <> 0 THEN
-                            (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-                        END,
-                        EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq = s.seq)
-                 FROM snapshots s, (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
-                 WHERE s.thread = ?1"
-            }
+    /// The thread's snapshot, its values as [`Stored`], with its records from the
+    /// snapshot's on: none when it has no snapshot, or one that does not stand on
+    /// every record before it (numbered from 0 or from a pruned thread's base), and then
+    /// the caller reads the thread whole, which reports the gap.
+    ///
+    /// One statement in the common case, a paused thread (its snapshot's record its
+    /// last): the snapshot, its record, and the checks (the first record; a mark left
+    /// by a record removed by hand, see `layout::RECOUNT`; records after the
+    /// snapshot's). Only a marked thread has its records counted, so a resume costs
+    /// the same however long the history, in a process that never read the thread too.
+    pub(super) fn resume_point(
+        &mut self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
+        let Some(found) = self.find_snapshot(thread)? else {
+            return Ok((None, Vec::new()));
         };
+        if let Some(own) = found.own {
+            let snapshot = self.snapshot_values(thread, found.head)?;
+            let record = self.resolved(thread, own)?;
+            return Ok((Some(snapshot), vec![record]));
+        }
+        // Records after the snapshot's (a person's updates while it was paused): read
+        // again, with them, in one transaction, so that they agree.
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        let read = (|| {
+            let Some(found) = self.find_snapshot(thread)? else {
+                return Ok((None, Vec::new()));
+            };
+            let seq = found.head.seq;
+            let snapshot = self.snapshot_values(thread, found.head)?;
+            let records = self.select(thread, seq, false)?;
+            Ok((Some(snapshot), records))
+        })();
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        read
+    }
+
+    /// The thread's snapshot row and its record, if the snapshot stands on every
+    /// record before it; the record only when it is the thread's last.
+    fn find_snapshot(&mut self, thread: &str) -> Result<Option<Found>, StoreError> {
+        let sql = if self.marks {
+            FIND_SNAPSHOT
+        } else {
+            FIND_SNAPSHOT_UNMARKED
+        };
+        let thread_arc: Arc<str> = Arc::from(thread);
         let row = self
             .conn
             .prepare_cached(sql)?
-            .query_row(params![thread, whole_to.map_or(-1, int)], |r| {
+            .query_row([thread], |r| {
+                let own = match r.get_ref(7)? {
+                    ValueRef::Null => None,
+                    _ => Some(decode(&thread_arc, r, 7)),
+                };
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, i64>(1)?,
                     unpack(thread, r.get_ref(2)?, "snapshot"),
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, Option<i64>>(4)?,
-                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, bool>(5)?,
                     r.get::<_, bool>(6)?,
+                    own,
                 ))
             })
             .optional()?;
-        let Some((seq, graph, state, count, first, first_source, own)) = row else {
+        let Some((seq, graph, state, first, first_source, marked, more, own)) = row else {
             return Ok(None);
         };
         let seq =
             u64::try_from(seq).map_err(|_| corrupt(thread, "a snapshot's `seq` is negative"))?;
-        let whole = match whole_to {
-            None => snapshot_whole(seq, count, first, first_source.as_deref()),
-            Some(w) => snapshot_whole_after(seq, count, first, first_source.as_deref(), w, own),
+        // Unmarked, the records from the first to the snapshot's are all there when
+        // both ends are; marked, they are counted.
+        let count = if marked {
+            self.conn
+                .prepare_cached("SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq <= ?2")?
+                .query_row(params![thread, int(seq)], |r| r.get::<_, i64>(0))?
+        } else if own.is_some() {
+            int(seq) - first.unwrap_or(i64::MAX).min(int(seq)) + 1
+        } else {
+            0
         };
-        if !whole {
+        if !snapshot_whole(seq, count, first, first_source.as_deref()) {
             return Ok(None);
         }
-        let state = state?;
-        self.whole_to.found(thread, seq);
-        let (graph, graph_hash) = self.graph(thread, graph)?;
-        let raw = parse_writes(thread, &state, "snapshot")?;
-        let values = resolve(raw, &[], u64::MAX, |seq, field| {
-            self.value_at(thread, seq, field)
-        })?
-        .into_iter()
-        .map(|w| (w.field, w.value))
-        .collect();
-        Ok(Some(Snapshot {
-            thread: Arc::from(thread),
+        let head = Head {
             seq,
+            graph,
+            state: state?,
+        };
+        let own = if more { None } else { own.transpose()? };
+        Ok(Some(Found { head, own }))
+    }
+
+    /// A snapshot row's values, large ones left as text, references read from the
+    /// records that hold them.
+    fn snapshot_values(
+        &mut self,
+        thread: &str,
+        head: Head,
+    ) -> Result<Snapshot<Stored>, StoreError> {
+        let (graph, graph_hash) = self.graph(thread, head.graph)?;
+        let mut values = Vec::new();
+        for w in raw_writes(thread, &head.state, "snapshot")? {
+            let value = match (w.same, w.value) {
+                (Some(seq), _) => self.stored_at(thread, seq, &w.field)?,
+                (None, Some(v)) => Stored::from_raw(thread, v, "snapshot")?,
+                (None, None) => Stored::Json(Arc::new(Json::Null)),
+            };
+            values.push((w.field, value));
+        }
+        Ok(Snapshot {
+            thread: Arc::from(thread),
+            seq: head.seq,
             graph,
             graph_hash,
             values,
-        }))
+        })
+    }
+
+    /// A record decoded by [`decode`] with its graph and its references resolved.
+    fn resolved(&mut self, thread: &str, row: Row) -> Result<Checkpoint, StoreError> {
+        let (mut record, raw, graph) = row;
+        (record.graph, record.graph_hash) = self.graph(thread, graph)?;
+        let seq = record.seq;
+        record.writes = resolve(raw, &[], seq, |seq, field| {
+            self.value_at(thread, seq, field)
+        })?;
+        Ok(record)
+    }
+
+    /// The value `field` got in record `seq` of `thread`, as [`Stored`].
+    fn stored_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Stored, StoreError> {
+        let text = self
+            .conn
+            .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
+            .query_row(params![thread, int(seq)], |r| {
+                Ok(unpack(thread, r.get_ref(0)?, "writes"))
+            })
+            .optional()?
+            .ok_or_else(|| missing(thread, seq, field))??;
+        let writes = raw_writes(thread, &text, "writes")?;
+        let value = writes
+            .iter()
+            .rev()
+            .find(|w| &*w.field == field && w.same.is_none())
+            .ok_or_else(|| missing(thread, seq, field))?;
+        match value.value {
+            Some(v) => Stored::from_raw(thread, v, "writes"),
+            None => Ok(Stored::Json(Arc::new(Json::Null))),
+        }
     }
 }
+
+/// A snapshot row.
+struct Head {
+    seq: u64,
+    graph: i64,
+    state: String,
+}
+
+/// What [`Inner::find_snapshot`] found.
+struct Found {
+    head: Head,
+    /// The snapshot's record, when it is the thread's last.
+    own: Option<Row>,
+}
+
+/// The snapshot, the checks, and the snapshot's record (`COLUMNS` from column 7).
+const FIND_SNAPSHOT: &str = "
+SELECT s.seq, s.graph, s.state, f.first,
+       CASE WHEN f.first <> 0 THEN
+           (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+       END,
+       EXISTS (SELECT 1 FROM recount WHERE thread = ?1),
+       EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
+       c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending, c.outcome,
+       c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error, c.source
+FROM snapshots s
+JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
+LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
+WHERE s.thread = ?1";
+
+/// [`FIND_SNAPSHOT`] for a file without marks (opened read-only, made by an older
+/// build): every thread counted.
+const FIND_SNAPSHOT_UNMARKED: &str = "
+SELECT s.seq, s.graph, s.state, f.first,
+       CASE WHEN f.first <> 0 THEN
+           (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+       END,
+       1,
+       EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
+       c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending, c.outcome,
+       c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error, c.source
+FROM snapshots s
+JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
+LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
+WHERE s.thread = ?1";
 
 /// One row of `COLUMNS` as a checkpoint (its graph and writes to be filled in); a value
 /// that cannot be one (a negative count, a status or JSON this version does not read)
 /// makes the record corrupt.
-fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>) -> Result<Row, StoreError> {
+fn decode(thread: &Arc<str>, row: &rusqlite::Row<'_>, at: usize) -> Result<Row, StoreError> {
     let count =
-        |i: usize, name: &str| -> Result<u64, StoreError> { count(thread, row.get(i)?, name) };
-    let writes = unpack(thread, row.get_ref(5)?, "writes")?;
+        |i: usize, name: &str| -> Result<u64, StoreError> { count(thread, row.get(at + i)?, name) };
+    let writes = unpack(thread, row.get_ref(at + 5)?, "writes")?;
     let writes = parse_writes(thread, &writes, "writes")?;
-    let pending = parse_pending(thread, row.get(7)?)?;
-    let error: Option<Json> = parse_column(thread, row.get(14)?, "error")?;
-    let status: String = row.get(6)?;
-    let source: String = row.get(15)?;
+    let pending = parse_pending(thread, row.get(at + 7)?)?;
+    let error: Option<Json> = parse_column(thread, row.get(at + 14)?, "error")?;
+    let status: String = row.get(at + 6)?;
+    let source: String = row.get(at + 15)?;
     let record = Checkpoint {
         thread: thread.clone(),
         seq: count(0, "seq")?,
         run: count(1, "run")?,
         step: count(2, "step")?,
-        node: row.get::<_, Option<String>>(3)?.map(Arc::from),
-        next: row.get::<_, Option<String>>(4)?.map(Arc::from),
+        node: row.get::<_, Option<String>>(at + 3)?.map(Arc::from),
+        next: row.get::<_, Option<String>>(at + 4)?.map(Arc::from),
         writes: Vec::new(),
         status: Status::parse(&status)
             .ok_or_else(|| corrupt(thread, format!("unknown status `{status}`")))?,
         pending: pending.map(Box::new),
-        outcome: row.get(8)?,
+        outcome: row.get(at + 8)?,
         graph: Arc::from(""),
         graph_hash: Arc::from(""),
         tokens: count(10, "tokens")?,
         elapsed_ms: count(11, "elapsed_ms")?,
         at_ms: count(12, "at_ms")?,
-        limited: row.get(13)?,
+        limited: row.get(at + 13)?,
         error: error.map(Box::new),
         source: Source::parse(&source)
             .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
     };
-    Ok((record, writes, row.get(9)?))
+    Ok((record, writes, row.get(at + 9)?))
 }
 
 /// Removes a thread's records from `seq` on, and its snapshot if it is of one of them.
 pub(super) fn truncate(conn: &Connection, thread: &str, seq: u64) -> Result<(), StoreError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
-    tx.execute(
-        "DELETE FROM checkpoints WHERE thread = ?1 AND seq >= ?2",
-        params![thread, int(seq)],
-    )?;
+    own_removal(&tx, thread, || {
+        tx.execute(
+            "DELETE FROM checkpoints WHERE thread = ?1 AND seq >= ?2",
+            params![thread, int(seq)],
+        )
+    })?;
     tx.execute(
         "DELETE FROM snapshots WHERE thread = ?1 AND seq >= ?2",
         params![thread, int(seq)],
     )?;
     tx.commit()?;
     Ok(())
+}
+
+/// Runs `remove`, Switchyard's own removal of some of a thread's records (from its
+/// end, or up to a pruned thread's base), inside a transaction, taking back the mark
+/// its deletes leave (`layout::RECOUNT`): unless the thread was marked before, a
+/// record removed by hand being no less missing after.
+fn own_removal<T>(
+    conn: &Connection,
+    thread: &str,
+    remove: impl FnOnce() -> Result<T, rusqlite::Error>,
+) -> Result<T, StoreError> {
+    let marked: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM recount WHERE thread = ?1)")?
+        .query_row([thread], |r| r.get(0))?;
+    let done = remove()?;
+    if !marked {
+        conn.prepare_cached("DELETE FROM recount WHERE thread = ?1")?
+            .execute([thread])?;
+    }
+    Ok(done)
 }
 
 impl Inner {
@@ -393,10 +533,12 @@ impl Inner {
                     seq: base.seq,
                 });
             }
-            let gone = self.conn.execute(
-                "DELETE FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
-                params![thread, int(base.seq)],
-            )?;
+            let gone = own_removal(&self.conn, thread, || {
+                self.conn.execute(
+                    "DELETE FROM checkpoints WHERE thread = ?1 AND seq <= ?2",
+                    params![thread, int(base.seq)],
+                )
+            })?;
             self.conn
                 .execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
             // Whole values: the rows a reference would name are gone.
