@@ -919,6 +919,19 @@ fn sqlite_finds_a_record_removed_by_hand_at_once_without_counting() {
         assert_eq!(store.snapshot(thread).unwrap(), Some(snap(thread, 1)));
     }
     assert_eq!(marked(), Vec::<String>::new());
+    // Nor does it stand on the snapshot the removed records left.
+    for seq in 0..3 {
+        store.append(record("q", seq, "n", json!(seq))).unwrap();
+    }
+    store.put_snapshot(snap("q", 2)).unwrap();
+    sql("DELETE FROM checkpoints WHERE thread = 'q'");
+    for seq in 0..3 {
+        store
+            .append(record("q", seq, "n", json!(seq + 10)))
+            .unwrap();
+    }
+    assert_eq!(marked(), Vec::<String>::new());
+    assert_eq!(store.snapshot("q").unwrap(), None);
     // A file made before the marks: its threads with a gap are marked when it opens.
     for seq in 2..4 {
         store.append(record("t", seq, "n", json!(seq))).unwrap();

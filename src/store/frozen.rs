@@ -130,14 +130,23 @@ fn compress(value: &impl Serialize) -> Vec<u8> {
 }
 
 fn decompress<T: serde::de::DeserializeOwned>(thread: &str, bytes: &[u8]) -> Result<T, StoreError> {
-    let corrupt = |e: String| StoreError::Corrupt {
+    let text = unpacked(thread, bytes)?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    de.disable_recursion_limit();
+    T::deserialize(&mut de).map_err(|e| corrupt_bytes(thread, e))
+}
+
+/// The JSON text `bytes` hold.
+fn unpacked(thread: &str, bytes: &[u8]) -> Result<String, StoreError> {
+    let json = lz4_flex::decompress_size_prepended(bytes).map_err(|e| corrupt_bytes(thread, e))?;
+    String::from_utf8(json).map_err(|e| corrupt_bytes(thread, e))
+}
+
+fn corrupt_bytes(thread: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
         thread: thread.to_string(),
         message: format!("a paused thread's bytes: {e}"),
-    };
-    let json = lz4_flex::decompress_size_prepended(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let mut de = serde_json::Deserializer::from_slice(&json);
-    de.disable_recursion_limit();
-    T::deserialize(&mut de).map_err(|e| corrupt(e.to_string()))
+    }
 }
 
 /// [`FrozenSnapshot`] as a resume reads it: values checked, not parsed.
@@ -164,15 +173,10 @@ pub(super) fn thaw_snapshot(thread: &Arc<str>, bytes: &[u8]) -> Result<Snapshot,
 
 /// The snapshot [`freeze_snapshot`] made `bytes` of, its large values left as text.
 pub(super) fn thaw_stored(thread: &Arc<str>, bytes: &[u8]) -> Result<Snapshot<Stored>, StoreError> {
-    let corrupt = |e: String| StoreError::Corrupt {
-        thread: thread.to_string(),
-        message: format!("a paused thread's bytes: {e}"),
-    };
-    let json = lz4_flex::decompress_size_prepended(bytes).map_err(|e| corrupt(e.to_string()))?;
-    let text = std::str::from_utf8(&json).map_err(|e| corrupt(e.to_string()))?;
-    let mut de = serde_json::Deserializer::from_str(text);
+    let text = unpacked(thread, bytes)?;
+    let mut de = serde_json::Deserializer::from_str(&text);
     de.disable_recursion_limit();
-    let s = ThawedSnapshot::deserialize(&mut de).map_err(|e| corrupt(e.to_string()))?;
+    let s = ThawedSnapshot::deserialize(&mut de).map_err(|e| corrupt_bytes(thread, e))?;
     let values = s
         .values
         .into_iter()

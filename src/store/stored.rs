@@ -80,7 +80,9 @@ fn parse_deep(text: &str) -> serde_json::Result<Json> {
 /// reads numbers as digits, and a number a value cannot hold (`1e400`, hundreds of
 /// digits) would fail only when parsed. Such text (only ever written by hand: a value
 /// Switchyard writes holds finite numbers) is parsed at once, where a failure is an
-/// error about the store. A scan for exponents and long digit runs outside strings.
+/// error about the store. So is text with a `\u` escape: the check lets a lone
+/// surrogate (`"\ud800"`) through, which a string cannot hold. A scan for those
+/// escapes, and for exponents and long digit runs outside strings.
 fn parses_later(text: &str) -> bool {
     let mut in_string = false;
     let mut escaped = false;
@@ -90,6 +92,7 @@ fn parses_later(text: &str) -> bool {
     for b in text.bytes() {
         if in_string {
             match (escaped, b) {
+                (true, b'u') => return false,
                 (true, _) => escaped = false,
                 (false, b'\\') => escaped = true,
                 (false, b'"') => in_string = false,
@@ -188,5 +191,20 @@ mod tests {
                 _ => assert!(matches!(got, Ok(Stored::Json(_)))),
             }
         }
+    }
+
+    #[test]
+    fn text_with_a_unicode_escape_is_parsed_at_once() {
+        let pad = "z".repeat(300);
+        let text = format!("[\"{pad}\", \"\\ud800\"]");
+        let raw: Box<RawValue> = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            Stored::from_raw("t", &raw, "snapshot")
+                .unwrap_err()
+                .to_string(),
+            "checkpoint store: a record of thread `t` is corrupt: `snapshot`: unexpected end of hex escape at line 1 column 313"
+        );
+        let fine = stored(&format!("[\"{pad}\", \"\\u00e9\\n\"]"));
+        assert_eq!(*fine.parse(), serde_json::json!([pad, "\u{e9}\n"]));
     }
 }

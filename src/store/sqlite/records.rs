@@ -3,7 +3,7 @@
 
 use super::Inner;
 use crate::store::rows::{
-    Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
+    Fresh, Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
     parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole,
 };
 use crate::store::stored::{Stored, raw_writes};
@@ -104,6 +104,44 @@ impl Inner {
 
     /// Inserts one record, sharing large values the thread wrote before when `share`.
     pub(super) fn insert(&mut self, r: &Checkpoint, share: bool) -> Result<(), StoreError> {
+        let fresh = if r.seq == 0 {
+            // A thread's first record: a mark or a snapshot left by a thread of the same
+            // name removed by hand is not this one's. Taken away in the insert's
+            // transaction, so that a retry after a failure finds no record of its own.
+            self.conn.execute_batch("SAVEPOINT first_record")?;
+            let done = (|| {
+                if self.marks {
+                    self.conn
+                        .prepare_cached("DELETE FROM recount WHERE thread = ?1")?
+                        .execute([&*r.thread])?;
+                }
+                self.conn
+                    .prepare_cached("DELETE FROM snapshots WHERE thread = ?1")?
+                    .execute([&*r.thread])?;
+                self.insert_row(r, share)
+            })();
+            let done = done.and_then(|fresh| {
+                self.conn.execute_batch("RELEASE first_record")?;
+                Ok(fresh)
+            });
+            if done.is_err() {
+                let _ = self
+                    .conn
+                    .execute_batch("ROLLBACK TO first_record; RELEASE first_record");
+            }
+            done?
+        } else {
+            self.insert_row(r, share)?
+        };
+        if share {
+            self.written.remember(&r.thread, fresh);
+        }
+        Ok(())
+    }
+
+    /// The `INSERT` of [`Inner::insert`]: the values it wrote whole, for a later
+    /// record to name.
+    fn insert_row(&mut self, r: &Checkpoint, share: bool) -> Result<Fresh, StoreError> {
         let graph = self.graph_id(&r.graph, &r.graph_hash)?;
         let mut fresh = Vec::new();
         let writes = self.written.encode(
@@ -137,21 +175,8 @@ impl Inner {
             error,
             r.source.name(),
         ]);
-        drop(stmt);
         match done {
-            Ok(_) => {
-                if share {
-                    self.written.remember(&r.thread, fresh);
-                }
-                // A thread's first record: a mark left by a thread of the same name
-                // removed by hand is not this one's.
-                if r.seq == 0 && self.marks {
-                    self.conn
-                        .prepare_cached("DELETE FROM recount WHERE thread = ?1")?
-                        .execute([&*r.thread])?;
-                }
-                Ok(())
-            }
+            Ok(_) => Ok(fresh),
             // Another process appended this thread's next record first: two runs of
             // one thread at once. The later one stops rather than interleave.
             Err(rusqlite::Error::SqliteFailure(e, _))
@@ -255,28 +280,35 @@ impl Inner {
         &mut self,
         thread: &str,
     ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
+        // One read transaction: the snapshot, the records its references name and those
+        // after it agree, whatever another process removes or appends meanwhile.
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        let read = self.read_resume_point(thread);
+        let end = self.conn.prepare_cached("COMMIT")?.execute([]);
+        if end.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        let read = read?;
+        end?;
+        Ok(read)
+    }
+
+    /// [`Inner::resume_point`] inside its transaction.
+    fn read_resume_point(
+        &mut self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
         let Some(found) = self.find_snapshot(thread)? else {
             return Ok((None, Vec::new()));
         };
-        if let Some(own) = found.own {
-            let snapshot = self.snapshot_values(thread, found.head)?;
-            let record = self.resolved(thread, own)?;
-            return Ok((Some(snapshot), vec![record]));
-        }
-        // Records after the snapshot's (a person's updates while it was paused): read
-        // again, with them, in one transaction, so that they agree.
-        self.conn.prepare_cached("BEGIN")?.execute([])?;
-        let read = (|| {
-            let Some(found) = self.find_snapshot(thread)? else {
-                return Ok((None, Vec::new()));
-            };
-            let seq = found.head.seq;
-            let snapshot = self.snapshot_values(thread, found.head)?;
-            let records = self.select(thread, seq, false)?;
-            Ok((Some(snapshot), records))
-        })();
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        read
+        let seq = found.head.seq;
+        let snapshot = self.snapshot_values(thread, found.head)?;
+        let records = match found.own {
+            Some(own) => vec![self.resolved(thread, own)?],
+            // Records after the snapshot's: a person's updates while it was paused.
+            None => self.select(thread, seq, false)?,
+        };
+        Ok((Some(snapshot), records))
     }
 
     /// The thread's snapshot row and its record, if the snapshot stands on every
@@ -320,7 +352,9 @@ impl Inner {
                 .prepare_cached("SELECT count(*) FROM checkpoints WHERE thread = ?1 AND seq <= ?2")?
                 .query_row(params![thread, int(seq)], |r| r.get::<_, i64>(0))?
         } else if own.is_some() {
-            int(seq) - first.unwrap_or(i64::MAX).min(int(seq)) + 1
+            first
+                .filter(|f| (0..=int(seq)).contains(f))
+                .map_or(0, |f| int(seq) - f + 1)
         } else {
             0
         };
@@ -410,36 +444,34 @@ struct Found {
     own: Option<Row>,
 }
 
-/// The snapshot, the checks, and the snapshot's record (`COLUMNS` from column 7).
-const FIND_SNAPSHOT: &str = "
-SELECT s.seq, s.graph, s.state, f.first,
-       CASE WHEN f.first <> 0 THEN
-           (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-       END,
-       EXISTS (SELECT 1 FROM recount WHERE thread = ?1),
-       EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
-       c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending, c.outcome,
-       c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error, c.source
-FROM snapshots s
-JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
-LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
-WHERE s.thread = ?1";
+/// The snapshot, the checks, and the snapshot's record (`COLUMNS` from column 7), with
+/// `$marked` for whether the thread's records are to be counted.
+macro_rules! find_snapshot {
+    ($marked:literal) => {
+        concat!(
+            "SELECT s.seq, s.graph, s.state, f.first,
+                    CASE WHEN f.first <> 0 THEN
+                        (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
+                    END, ",
+            $marked,
+            ", EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
+                    c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending,
+                    c.outcome, c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error,
+                    c.source
+             FROM snapshots s
+             JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
+             LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
+             WHERE s.thread = ?1"
+        )
+    };
+}
+
+/// A marked thread's records are counted (see `layout::RECOUNT`).
+const FIND_SNAPSHOT: &str = find_snapshot!("EXISTS (SELECT 1 FROM recount WHERE thread = ?1)");
 
 /// [`FIND_SNAPSHOT`] for a file without marks (opened read-only, made by an older
 /// build): every thread counted.
-const FIND_SNAPSHOT_UNMARKED: &str = "
-SELECT s.seq, s.graph, s.state, f.first,
-       CASE WHEN f.first <> 0 THEN
-           (SELECT source FROM checkpoints WHERE thread = ?1 ORDER BY seq LIMIT 1)
-       END,
-       1,
-       EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
-       c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending, c.outcome,
-       c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error, c.source
-FROM snapshots s
-JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
-LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
-WHERE s.thread = ?1";
+const FIND_SNAPSHOT_UNMARKED: &str = find_snapshot!("1");
 
 /// One row of `COLUMNS` as a checkpoint (its graph and writes to be filled in); a value
 /// that cannot be one (a negative count, a status or JSON this version does not read)
