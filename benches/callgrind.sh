@@ -10,6 +10,8 @@
 #   benches/callgrind.sh d-memory|d-sqlite    per resume of a paused thread to its first
 #       node: counted from the resume call (`mark_resume`) to the action it approved
 #       (`mark_action`), the mean of 40 resumes.
+#   benches/callgrind.sh c1-memory|c10-memory|c1-sqlite|c10-sqlite    the same for (c)'s
+#       resume at the 1st or the 10th pause of a run, the mean of 10 runs.
 #   benches/callgrind.sh e-memory|e-sqlite    per loop of one long thread: loops 101-200
 #       (a run of 200 loops less one of 100) against loops 901-1000.
 set -euo pipefail
@@ -47,10 +49,11 @@ case $workload in
     toggle='*count_plain*'; without=$(count "$workload" $runs)
     echo "$workload: $(per $((with - without)) $((runs * 11))) instructions per pause and resume"
     ;;
-  d-*)
+  d-*|c1-*|c10-*)
+    case $workload in d-*) n=200 ;; *) n=10 ;; esac
     out=$(mktemp -d)
     valgrind --tool=callgrind --zero-before='*mark_resume*' --dump-before='*mark_action*' \
-      --callgrind-out-file="$out/cg" "$bin" callgrind "$workload" 200 >/dev/null 2>&1
+      --callgrind-out-file="$out/cg" "$bin" callgrind "$workload" $n >/dev/null 2>&1
     # Each dump holds what ran since the last zero: one resume to its first node.
     python3 - "$out" "$workload" <<'PY'
 import glob, re, sys
@@ -70,5 +73,5 @@ PY
     last=$(( $(count "$workload" 1000) - $(count "$workload" 900) ))
     echo "$workload: $(per $first 100) instructions per loop at loops 101-200, $(per $last 100) at loops 901-1000"
     ;;
-  *) echo "usage: $0 a|b-memory|b-none|b-sqlite|c-memory|c-sqlite|d-memory|d-sqlite|e-memory|e-sqlite|f" >&2; exit 2 ;;
+  *) echo "usage: $0 a|b-memory|b-none|b-sqlite|c-memory|c-sqlite|c1-memory|c10-memory|c1-sqlite|c10-sqlite|d-memory|d-sqlite|e-memory|e-sqlite|f" >&2; exit 2 ;;
 esac

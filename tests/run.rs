@@ -723,6 +723,45 @@ async fn reducers_on_optional_fields_start_from_empty_and_zero() {
 }
 
 #[tokio::test]
+async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let memory: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    for name in ["memory", "sqlite"] {
+        let open = || -> Arc<dyn Checkpointer> {
+            match name {
+                "memory" => memory.clone(),
+                _ => Arc::new(SqliteStore::open(&db).unwrap()),
+            }
+        };
+        let out = Runner::new(graph("messages_by_id"), open())
+            .start("t", json!({}))
+            .await
+            .unwrap();
+        assert!(
+            matches!(out, Outcome::Interrupted { .. }),
+            "{name}: {out:?}"
+        );
+        // Resumed by a runner (and for SQLite a store) that has not seen the thread.
+        let r = Runner::new(graph("messages_by_id"), open());
+        let out = r.resume("t", Some(json!("Bo")), false).await.unwrap();
+        assert_eq!(out, finished("done", "3 messages", 4), "{name}");
+        let (state, _) = r.state("t", None).unwrap();
+        let first = state["messages"][0]["content"].as_str().unwrap();
+        assert!(first.len() > 256, "{name}: {first}");
+        assert_eq!(
+            state["messages"],
+            json!([
+                { "id": "a", "role": "user", "content": first },
+                { "id": "b", "role": "assistant", "content": "and your name?" },
+                { "role": "user", "content": "Bo" }
+            ]),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
     let dir = temp_copy_of_fixtures();
     let file = dir.path().join("answer.toml");

@@ -63,8 +63,8 @@ pub(crate) struct Browser {
     pub(crate) snapshots: Mutex<Vec<Instant>>,
     pub(crate) actions: Mutex<Vec<Instant>>,
     keep_times: bool,
-    /// Its first action was marked for callgrind ([`mark_action`]).
-    marked: std::sync::atomic::AtomicBool,
+    /// Its next action is to be marked for callgrind ([`mark_action`]).
+    pub(crate) mark_next: std::sync::atomic::AtomicBool,
 }
 
 impl Browser {
@@ -82,7 +82,7 @@ impl Browser {
             snapshots: Mutex::new(Vec::new()),
             actions: Mutex::new(Vec::new()),
             keep_times,
-            marked: std::sync::atomic::AtomicBool::new(false),
+            mark_next: std::sync::atomic::AtomicBool::new(keep_times),
         })
     }
 }
@@ -97,7 +97,9 @@ impl ToolClient for Browser {
         let snapshot = request.tool == "browser_snapshot";
         if !snapshot
             && self.keep_times
-            && !self.marked.swap(true, std::sync::atomic::Ordering::Relaxed)
+            && self
+                .mark_next
+                .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
             mark_action();
         }

@@ -79,8 +79,8 @@ fn main() {
     }
     if run("c") {
         for (store, runs) in [("memory", 300), ("sqlite", 30)] {
-            bench.round_trips(runs / 10, store);
-            let (trip, first, tenth) = bench.round_trips(runs, store);
+            bench.round_trips(runs / 10, store, None);
+            let (trip, first, tenth) = bench.round_trips(runs, store, None);
             println!(
                 "(c) pause + resume, {store:<6}: {:>7.1} us per pause (target <= 20 in memory); resume to the first node: {:>7.1} us at the 1st pause, {:>7.1} us at the 10th (target: the same)",
                 us(trip),
@@ -180,7 +180,13 @@ fn callgrind(bench: &Bench, args: &[String]) {
             bench.agent_loop(n, "none");
         }
         Some("c-memory") => {
-            bench.round_trips(n, "memory");
+            bench.round_trips(n, "memory", None);
+        }
+        Some(w) if w.starts_with("c1-") || w.starts_with("c10-") => {
+            // The resume at the 1st or the 10th pause, to its action.
+            let (at, store) = w[1..].split_once('-').expect("c<pause>-<store>");
+            let at: usize = at.parse().expect("pause");
+            bench.round_trips(n, store, Some(at - 1));
         }
         Some("d-memory") => {
             bench.paused(n, "memory");
@@ -189,7 +195,7 @@ fn callgrind(bench: &Bench, args: &[String]) {
             bench.paused(n, "sqlite");
         }
         Some("c-sqlite") => {
-            bench.round_trips(n, "sqlite");
+            bench.round_trips(n, "sqlite", None);
         }
         Some("f") => {
             bench.fanout(n);
@@ -201,7 +207,7 @@ fn callgrind(bench: &Bench, args: &[String]) {
             bench.long_thread(n, "sqlite");
         }
         other => panic!(
-            "callgrind takes a, b-memory, b-sqlite, b-none, c-memory, c-sqlite, d-memory, d-sqlite, e-memory, e-sqlite or f, not {other:?}"
+            "callgrind takes a, b-memory, b-sqlite, b-none, c-memory, c-sqlite, c1-memory, c10-memory, c1-sqlite, c10-sqlite, d-memory, d-sqlite, e-memory, e-sqlite or f, not {other:?}"
         ),
     }
 }

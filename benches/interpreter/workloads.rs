@@ -7,6 +7,7 @@ use crate::doubles::{
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use switchyard::run::{Checkpointer, MemoryStore, NoStore, Outcome, Runner, SqliteStore};
 use switchyard::store::{Durability, PostgresStore, SqliteOptions};
@@ -132,8 +133,14 @@ impl Bench {
     /// each answered at once, against the same runs without confirmations: what a
     /// pause and its resume add, per pause; and the time from the resume call to the
     /// action it approved (the first node) at the first and at the tenth pause, which
-    /// should be the same.
-    pub(crate) fn round_trips(&self, runs: usize, store: &str) -> (Duration, Duration, Duration) {
+    /// should be the same. Under callgrind, the resume at pause `mark_at` (from 0) is
+    /// counted to its action ([`mark_resume`]).
+    pub(crate) fn round_trips(
+        &self,
+        runs: usize,
+        store: &str,
+        mark_at: Option<usize>,
+    ) -> (Duration, Duration, Duration) {
         let open = |name: &str| -> Arc<dyn Checkpointer> {
             match store {
                 "memory" => Arc::new(MemoryStore::new()),
@@ -141,9 +148,13 @@ impl Bench {
             }
         };
         // Both keep the times of their calls, so that both pay for it.
-        let plain = agent(open("plain"), Browser::new(true));
+        let plain_browser = Browser::new(true);
+        let plain = agent(open("plain"), plain_browser.clone());
         let browser = Browser::new(true);
         let confirming = agent(open("confirming"), browser.clone());
+        for b in [&plain_browser, &browser] {
+            b.mark_next.store(false, Relaxed);
+        }
         let (mut without, mut with) = (Duration::ZERO, Duration::ZERO);
         let mut segments = [Duration::ZERO; 11];
         for i in 0..runs {
@@ -163,6 +174,10 @@ impl Bench {
                 let mut pause = 0;
                 while matches!(out, Outcome::Interrupted { .. }) {
                     let seen = browser.actions.lock().unwrap().len();
+                    if mark_at == Some(pause) {
+                        browser.mark_next.store(true, Relaxed);
+                        mark_resume();
+                    }
                     let segment = Instant::now();
                     out = self
                         .block(confirming.resume(

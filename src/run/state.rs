@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub struct State {
     pub(crate) values: Arc<Vec<Slot>>,
     /// For `messages` fields: message id -> position, so replacing by id is O(1).
+    /// A field without an entry has its index built from its value when needed.
     msg_index: HashMap<FieldId, HashMap<String, usize>>,
 }
 
@@ -47,16 +48,10 @@ impl State {
             .iter()
             .map(|f| Slot::Json(Arc::new(f.default.clone())))
             .collect();
-        let mut s = State {
+        State {
             values: Arc::new(values),
             msg_index: HashMap::new(),
-        };
-        for (i, f) in graph.fields.iter().enumerate() {
-            if f.reducer == Reducer::Messages {
-                s.reindex(FieldId(i as u32));
-            }
         }
-        s
     }
 
     /// The state that `values` (an object of fields, as [`State::to_json`] makes it)
@@ -69,11 +64,6 @@ impl State {
                 if let Some(id) = graph.field_id(name) {
                     s.put(id, Slot::Json(Arc::new(v.clone())));
                 }
-            }
-        }
-        for (i, f) in graph.fields.iter().enumerate() {
-            if f.reducer == Reducer::Messages {
-                s.reindex(FieldId(i as u32));
             }
         }
         s
@@ -89,11 +79,6 @@ impl State {
         for (name, v) in values {
             if let Some(id) = graph.field_id(&name) {
                 s.put(id, v);
-            }
-        }
-        for (i, f) in graph.fields.iter().enumerate() {
-            if f.reducer == Reducer::Messages {
-                s.reindex(FieldId(i as u32));
             }
         }
         s
@@ -339,28 +324,37 @@ impl State {
                         describe(bad)
                     )));
                 }
-                let mut index = self.msg_index.remove(&field).unwrap_or_default();
+                // Messages without ids are appended without the index.
+                if items.iter().any(|m| message_id(m).is_some()) {
+                    self.index_messages(field);
+                }
+                let mut index = self.msg_index.remove(&field);
                 self.slot(field, |slot| {
                     let value = Arc::make_mut(slot);
                     // An optional history that is none starts empty.
                     if !value.is_array() {
                         *value = Json::Array(Vec::new());
+                        index = Some(HashMap::new());
                     }
                     let Json::Array(list) = value else {
                         return;
                     };
                     for m in items {
-                        match m.get("id").and_then(Json::as_str).map(str::to_string) {
-                            Some(id) if index.contains_key(&id) => list[index[&id]] = m,
-                            Some(id) => {
-                                index.insert(id, list.len());
-                                list.push(m);
-                            }
-                            None => list.push(m),
+                        match (message_id(&m).map(str::to_string), index.as_mut()) {
+                            (Some(id), Some(index)) => match index.get(&id) {
+                                Some(&i) => list[i] = m,
+                                None => {
+                                    index.insert(id, list.len());
+                                    list.push(m);
+                                }
+                            },
+                            _ => list.push(m),
                         }
                     }
                 });
-                self.msg_index.insert(field, index);
+                if let Some(index) = index {
+                    self.msg_index.insert(field, index);
+                }
             }
         }
         Ok(())
@@ -377,6 +371,13 @@ impl State {
         undo: &mut Vec<Undo>,
     ) -> Result<(), WriteError> {
         let reducer = graph.field(field).reducer;
+        let items = match &*value {
+            Json::Array(items) => items.as_slice(),
+            one => std::slice::from_ref(one),
+        };
+        if reducer == Reducer::Messages && items.iter().any(|m| message_id(m).is_some()) {
+            self.index_messages(field);
+        }
         // A replaced value is noted as it is held: one not parsed yet stays so.
         let grows = matches!(reducer, Reducer::Append | Reducer::Messages);
         let note = match (grows, grows.then(|| self.get(field))) {
@@ -386,15 +387,8 @@ impl State {
                 if reducer == Reducer::Messages
                     && let Some(index) = self.msg_index.get(&field)
                 {
-                    let items = match &*value {
-                        Json::Array(items) => items.as_slice(),
-                        one => std::slice::from_ref(one),
-                    };
                     for m in items {
-                        if let Some(&i) = m
-                            .get("id")
-                            .and_then(Json::as_str)
-                            .and_then(|id| index.get(id))
+                        if let Some(&i) = message_id(m).and_then(|id| index.get(id))
                             && i < list.len()
                         {
                             replaced.push((i, list[i].clone()));
@@ -415,14 +409,12 @@ impl State {
     }
 
     /// Takes back the writes noted in `undo`, latest first.
-    pub(crate) fn undo(&mut self, graph: &Graph, undo: &mut Vec<Undo>) {
+    pub(crate) fn undo(&mut self, undo: &mut Vec<Undo>) {
         while let Some(note) = undo.pop() {
             match note {
                 Undo::Was(field, value) => {
                     self.put(field, value);
-                    if graph.field(field).reducer == Reducer::Messages {
-                        self.reindex(field);
-                    }
+                    self.msg_index.remove(&field);
                 }
                 Undo::Grown {
                     field,
@@ -437,9 +429,7 @@ impl State {
                             }
                         }
                     });
-                    if graph.field(field).reducer == Reducer::Messages {
-                        self.reindex(field);
-                    }
+                    self.msg_index.remove(&field);
                 }
             }
         }
@@ -462,17 +452,28 @@ impl State {
         Arc::make_mut(&mut self.values)[field.0 as usize] = value;
     }
 
-    fn reindex(&mut self, field: FieldId) {
+    /// Builds the index of messages field `field`, unless it is built: a state read
+    /// from a snapshot leaves it to the first write of a message with an id, so that
+    /// a resume does not walk the history.
+    fn index_messages(&mut self, field: FieldId) {
+        if self.msg_index.contains_key(&field) {
+            return;
+        }
         let index = match self.get(field) {
             Json::Array(list) => list
                 .iter()
                 .enumerate()
-                .filter_map(|(i, m)| Some((m.get("id")?.as_str()?.to_string(), i)))
+                .filter_map(|(i, m)| Some((message_id(m)?.to_string(), i)))
                 .collect(),
             _ => HashMap::new(),
         };
         self.msg_index.insert(field, index);
     }
+}
+
+/// A message's id, when it has one (a string).
+fn message_id(m: &Json) -> Option<&str> {
+    m.get("id")?.as_str()
 }
 
 /// How deep a value written to a field may nest (objects and lists).

@@ -202,7 +202,7 @@ impl Runner {
         let mut undo = std::mem::take(&mut live.undo);
         let applied = self.apply_noting(live, node, result, writes, &mut undo);
         if applied.is_err() {
-            live.state.undo(&self.graph, &mut undo);
+            live.state.undo(&mut undo);
         }
         undo.clear();
         live.undo = undo;
