@@ -37,6 +37,8 @@ struct Compiler<'a> {
     text: &'a str,
     env: minijinja::Environment<'static>,
     exprs: Vec<String>,
+    /// Each inline template's name and text.
+    inline: Vec<(String, String)>,
     /// Contents of every file read, in order, for the graph hash.
     files: Vec<(String, String)>,
 }
@@ -50,6 +52,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         text: sources.text(spec.file),
         env,
         exprs: Vec::new(),
+        inline: Vec::new(),
         files: Vec::new(),
     };
     let field_ids: crate::fxhash::FxHashMap<String, FieldId> = spec
@@ -359,6 +362,16 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         .iter()
         .map(|s| super::fast::compile(s, &field))
         .collect();
+    let fast_templates = c
+        .inline
+        .iter()
+        .filter_map(|(name, text)| {
+            Some((
+                name.clone(),
+                super::fast_template::compile(name, text, &field)?,
+            ))
+        })
+        .collect();
     let exprs = Exprs::build(c.env, c.exprs).map_err(|(i, source)| CompileError::Jinja {
         what: expr_sources[i].clone(),
         source,
@@ -380,6 +393,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         llm,
         exprs,
         fast,
+        fast_templates,
         expr_sources,
         field_ids,
         node_ids,
@@ -458,6 +472,7 @@ impl Compiler<'_> {
                 what: t.get_ref().clone(),
                 source,
             })?;
+        self.inline.push((name.clone(), t.get_ref().clone()));
         Ok(name)
     }
 

@@ -15,7 +15,7 @@ use minijinja::value::{ObjectRepr, Value, ValueKind};
 use std::sync::Arc;
 
 /// Strings longer than this go to minijinja, which charges them to the fuel limit.
-const MAX_FAST_STRING: usize = 64 * 1024;
+pub(super) const MAX_FAST_STRING: usize = 64 * 1024;
 
 pub(crate) enum Fast {
     Var(Arc<str>),
@@ -59,7 +59,7 @@ pub(crate) fn compile(source: &str, field: &dyn Fn(&str) -> Option<FieldId>) -> 
     from_ast(&ast, field)
 }
 
-fn from_ast(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
+pub(super) fn from_ast(e: &Expr<'_>, field: &dyn Fn(&str) -> Option<FieldId>) -> Option<Fast> {
     let boxed = |e: &Expr<'_>| from_ast(e, field).map(Box::new);
     Some(match e {
         // `run` and `result` are the scope's own, whatever the fields are called.
@@ -314,7 +314,7 @@ fn binary(op: Op, a: Value, b: Value) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// States as JSON: numbers of every kind, strings, none, lists and maps, nested;
@@ -327,14 +327,14 @@ mod tests {
     ];
 
     /// The field names of [`STATES`], in order.
-    fn names() -> Vec<String> {
+    pub(crate) fn names() -> Vec<String> {
         let state: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(STATES[0]).unwrap();
         state.keys().cloned().collect()
     }
 
     /// Each state as a minijinja value, looked up by name.
-    fn contexts() -> Vec<Value> {
+    pub(crate) fn contexts() -> Vec<Value> {
         STATES
             .iter()
             .map(|j| crate::run::scope::from_json(serde_json::from_str(j).unwrap()))
@@ -374,7 +374,7 @@ mod tests {
 
     /// Each state as the runner's scope holds it: fields by id, paths walked over the
     /// JSON.
-    struct JsonRoot {
+    pub(crate) struct JsonRoot {
         names: Vec<String>,
         values: Vec<Arc<serde_json::Value>>,
     }
@@ -396,7 +396,7 @@ mod tests {
         }
     }
 
-    fn json_roots() -> Vec<JsonRoot> {
+    pub(crate) fn json_roots() -> Vec<JsonRoot> {
         STATES
             .iter()
             .map(|j| {
@@ -456,9 +456,9 @@ mod tests {
     ];
 
     /// xorshift: deterministic picks.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn below(&mut self, n: usize) -> usize {
+        pub(crate) fn below(&mut self, n: usize) -> usize {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
@@ -466,7 +466,7 @@ mod tests {
         }
     }
 
-    fn expr(rng: &mut Rng, depth: u32) -> String {
+    pub(crate) fn expr(rng: &mut Rng, depth: u32) -> String {
         if depth == 0 {
             return ATOMS[rng.below(ATOMS.len())].to_string();
         }

@@ -5,6 +5,7 @@
 mod compile;
 mod exprs;
 mod fast;
+mod fast_template;
 
 pub use compile::{CompileError, compile};
 pub use exprs::ExprId;
@@ -45,6 +46,9 @@ pub struct Graph {
     pub(crate) exprs: Exprs,
     /// The fast form of each expression that has one (see `fast.rs`).
     fast: Vec<Option<fast::Fast>>,
+    /// The fast form of each inline template that has one, by name (see
+    /// `fast_template.rs`).
+    fast_templates: crate::fxhash::FxHashMap<String, fast_template::FastTemplate>,
     pub(crate) expr_sources: Vec<String>,
     field_ids: crate::fxhash::FxHashMap<String, FieldId>,
     node_ids: crate::fxhash::FxHashMap<String, NodeId>,
@@ -96,9 +100,21 @@ impl Graph {
         &self.expr_sources[id.0 as usize]
     }
 
-    /// Renders a registered template (a prompt file or an inline template).
-    pub(crate) fn render(&self, name: &str, ctx: Value) -> Result<String, minijinja::Error> {
-        self.exprs.env().get_template(name)?.render(ctx)
+    /// Renders a registered template (a prompt file or an inline template) with its
+    /// names looked up in `root`: by its fast form when it has one that can, else by
+    /// minijinja in the context `ctx` makes.
+    pub(crate) fn render_in(
+        &self,
+        name: &str,
+        root: &dyn Root,
+        ctx: impl FnOnce() -> Value,
+    ) -> Result<String, minijinja::Error> {
+        if let Some(fast) = self.fast_templates.get(name)
+            && let Some(text) = fast.render(root)
+        {
+            return Ok(text);
+        }
+        self.exprs.env().get_template(name)?.render(ctx())
     }
 }
 

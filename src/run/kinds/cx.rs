@@ -66,8 +66,7 @@ impl NodeCx<'_> {
     pub(crate) fn render(&self, name: &str) -> Result<String, String> {
         let text = self
             .graph
-            .render(
-                name,
+            .render_in(name, &self.scope(None), || {
                 Scope {
                     graph: self.graph.clone(),
                     values: self.state.values.clone(),
@@ -75,8 +74,8 @@ impl NodeCx<'_> {
                     result: None,
                     item: self.item.clone(),
                 }
-                .into_value(),
-            )
+                .into_value()
+            })
             .map_err(|e| jinja_error(&e))?;
         if text.len() > crate::run::state::MAX_VALUE_BYTES {
             return Err(format!(
