@@ -84,41 +84,47 @@ fn parse_deep(text: &str) -> serde_json::Result<Json> {
 /// surrogate (`"\ud800"`) through, which a string cannot hold. A scan for those
 /// escapes, and for exponents and long digit runs outside strings.
 fn parses_later(text: &str) -> bool {
-    let mut in_string = false;
-    let mut escaped = false;
-    // In a number (not `true` or `false`, whose `e` is no exponent), and its digits.
-    let mut number = false;
-    let mut digits = 0usize;
-    for b in text.bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, b'u') => return false,
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            // A string, most of a large value's text: from escape to escape.
+            b'"' => {
+                i += 1;
+                loop {
+                    let Some(at) = memchr::memchr2(b'"', b'\\', &b[i..]) else {
+                        return false;
+                    };
+                    let at = i + at;
+                    if b[at] == b'"' {
+                        i = at + 1;
+                        break;
+                    }
+                    if b.get(at + 1) == Some(&b'u') {
+                        return false;
+                    }
+                    i = at + 2;
+                }
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'0'..=b'9' => {
-                number = true;
-                digits += 1;
+            // A number (the `e` of `true` and `false` is no exponent: letters outside
+            // strings are skipped one by one).
+            b'-' | b'0'..=b'9' => {
+                let mut digits = 0usize;
+                while let Some(&c) = b.get(i) {
+                    match c {
+                        b'0'..=b'9' => digits += 1,
+                        b'-' | b'+' | b'.' => {}
+                        b'e' | b'E' => return false,
+                        _ => break,
+                    }
+                    i += 1;
+                }
                 if digits > 18 {
                     return false;
                 }
-                continue;
             }
-            b'-' | b'.' => {
-                number = true;
-                continue;
-            }
-            b'e' | b'E' if number => return false,
-            _ => {}
+            _ => i += 1,
         }
-        number = false;
-        digits = 0;
     }
     true
 }
@@ -175,7 +181,7 @@ mod tests {
         let pad = "y".repeat(300);
         assert!(matches!(
             stored(&format!(
-                "[\"{pad} 1e400 12345678901234567890\", true, false, -1.5, 7]"
+                "[\"{pad} 1e400 12345678901234567890 \\\" 2e9 \\\\\", true, false, -1.5, 7]"
             )),
             Stored::Text(_)
         ));
