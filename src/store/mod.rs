@@ -188,37 +188,30 @@ pub struct Snapshot<V = Arc<Json>> {
     pub values: Vec<(Arc<str>, V)>,
 }
 
-impl Snapshot<Stored> {
-    /// The snapshot with every value parsed.
-    pub fn parsed(self) -> Snapshot {
+impl<V> Snapshot<V> {
+    /// The snapshot with `f` made of each value.
+    fn map_values<W>(self, f: impl Fn(V) -> W) -> Snapshot<W> {
         Snapshot {
             thread: self.thread,
             seq: self.seq,
             graph: self.graph,
             graph_hash: self.graph_hash,
-            values: self
-                .values
-                .into_iter()
-                .map(|(f, v)| (f, v.parse()))
-                .collect(),
+            values: self.values.into_iter().map(|(n, v)| (n, f(v))).collect(),
         }
+    }
+}
+
+impl Snapshot<Stored> {
+    /// The snapshot with every value parsed.
+    pub fn parsed(self) -> Snapshot {
+        self.map_values(|v| v.parse())
     }
 }
 
 impl Snapshot {
     /// The snapshot as a resume reads it, every value parsed already.
     pub fn stored(self) -> Snapshot<Stored> {
-        Snapshot {
-            thread: self.thread,
-            seq: self.seq,
-            graph: self.graph,
-            graph_hash: self.graph_hash,
-            values: self
-                .values
-                .into_iter()
-                .map(|(f, v)| (f, Stored::Json(v)))
-                .collect(),
-        }
+        self.map_values(Stored::Json)
     }
 }
 

@@ -237,15 +237,19 @@ impl Inner {
 
     /// The value `field` got in record `seq` of `thread`, read from that row.
     fn value_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Arc<Json>, StoreError> {
-        let text = self
-            .conn
+        let text = self.writes_of(thread, seq, field)?;
+        full_value(thread, &text, seq, field)
+    }
+
+    /// The writes of record `seq` of `thread`, which holds the value of `field`.
+    fn writes_of(&mut self, thread: &str, seq: u64, field: &str) -> Result<String, StoreError> {
+        self.conn
             .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
             .query_row(params![thread, int(seq)], |r| {
                 Ok(unpack(thread, r.get_ref(0)?, "writes"))
             })
             .optional()?
-            .ok_or_else(|| missing(thread, seq, field))??;
-        full_value(thread, &text, seq, field)
+            .ok_or_else(|| missing(thread, seq, field))?
     }
 
     pub(super) fn put_snapshot(&mut self, s: &Snapshot) -> Result<(), StoreError> {
@@ -409,14 +413,7 @@ impl Inner {
 
     /// The value `field` got in record `seq` of `thread`, as [`Stored`].
     fn stored_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Stored, StoreError> {
-        let text = self
-            .conn
-            .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
-            .query_row(params![thread, int(seq)], |r| {
-                Ok(unpack(thread, r.get_ref(0)?, "writes"))
-            })
-            .optional()?
-            .ok_or_else(|| missing(thread, seq, field))??;
+        let text = self.writes_of(thread, seq, field)?;
         let writes = raw_writes(thread, &text, "writes")?;
         let value = writes
             .iter()
