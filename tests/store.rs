@@ -962,3 +962,37 @@ fn postgres_counts_a_threads_records_once_per_process_not_at_every_resume() {
     };
     counts_records_once(&|| Arc::new(PostgresStore::open(&url).unwrap()), &remove);
 }
+
+#[test]
+fn sqlite_forgets_a_graph_whose_first_write_was_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let store = SqliteStore::open(&db).unwrap();
+    let other = |r: Checkpoint| Checkpoint {
+        graph: "/other.toml".into(),
+        graph_hash: "h2".into(),
+        ..r
+    };
+    store.append(record("t", 0, "n", json!(0))).unwrap();
+    // A copy whose second record meets one already there: nothing of it stays, the
+    // graph it named first included.
+    let err = store
+        .append_all(vec![
+            other(record("u", 0, "n", json!(1))),
+            other(record("t", 0, "n", json!(2))),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    // A thread's first record that fails: the same.
+    let err = store
+        .append(other(record("t", 0, "n", json!(3))))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    store.append(other(record("v", 0, "n", json!(4)))).unwrap();
+    let read = SqliteStore::open(&db).unwrap().load("v").unwrap();
+    assert_eq!(
+        (&*read[0].graph, &*read[0].graph_hash),
+        ("/other.toml", "h2")
+    );
+    assert_eq!(store.load("u").unwrap(), Vec::new());
+}

@@ -16,6 +16,7 @@ pub mod state;
 mod step;
 mod stop;
 mod subgraph;
+mod text_fits;
 mod thread;
 
 pub use crate::store::{

@@ -79,7 +79,7 @@ impl Runner {
                     });
                 }
                 self.check_graph(thread, last, None, force)?;
-                self.check_types(thread, &live, last, force)?;
+                self.check_types(thread, &live, force)?;
                 let next = self.next_of(thread, &mut live, last.next.as_deref())?;
                 Ok(Resumption::Continue {
                     live,
@@ -115,7 +115,7 @@ impl Runner {
                     _ => pending,
                 };
                 self.check_graph(thread, last, Some(&pending), force)?;
-                self.check_types(thread, &live, last, force)?;
+                self.check_types(thread, &live, force)?;
                 let id =
                     self.graph
                         .node_id(&pending.node)

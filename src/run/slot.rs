@@ -2,6 +2,7 @@
 //! thread's snapshot kept (see `store/stored.rs`), parsed the first time anything
 //! reads it. A large value the run replaces before reading it is never built.
 
+use super::text_fits::text_fits;
 use crate::spec::FieldType;
 use crate::store::Stored;
 use serde_json::Value as Json;
@@ -62,21 +63,6 @@ impl std::ops::Deref for Slot {
 
     fn deref(&self) -> &Json {
         self.arc()
-    }
-}
-
-/// Whether `ty` takes the JSON value `text` (checked JSON), when its first character
-/// is enough to tell.
-fn text_fits(ty: &FieldType, text: &str) -> Option<bool> {
-    let first = text.trim_start().bytes().next()?;
-    match ty {
-        FieldType::Json => Some(true),
-        FieldType::Optional(_) if first == b'n' => Some(true),
-        FieldType::Optional(t) => text_fits(t, text),
-        FieldType::Object => Some(first == b'{'),
-        FieldType::String => Some(first == b'"'),
-        FieldType::Bool => Some(first == b't' || first == b'f'),
-        _ => None,
     }
 }
 

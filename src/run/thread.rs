@@ -256,17 +256,14 @@ impl Runner {
     }
 
     /// Refuses to go on when a field's type was edited so that the value the thread
-    /// holds no longer fits it, unless forced. A graph unchanged since the thread's
-    /// last record has the types its values were checked against as they were
-    /// written: nothing is walked, so a resume does not grow with the state.
+    /// holds no longer fits it, unless forced.
     pub(super) fn check_types(
         &self,
         thread: &str,
         live: &Live,
-        last: &Checkpoint,
         force: bool,
     ) -> Result<(), RunError> {
-        if force || *last.graph_hash == self.graph.hash {
+        if force {
             return Ok(());
         }
         for (f, slot) in self.graph.fields.iter().zip(live.state.values.iter()) {

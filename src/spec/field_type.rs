@@ -63,9 +63,22 @@ impl FieldType {
     }
 }
 
-/// A chat message: an object with a string `role` and a `content`.
+/// A chat message: an object with a string `role` and a `content`. Its few keys are
+/// looked at one by one rather than the two names hashed (a history of messages is
+/// checked at every resume).
 pub fn is_message(v: &serde_json::Value) -> bool {
-    v.get("role").is_some_and(|r| r.is_string()) && v.get("content").is_some()
+    let serde_json::Value::Object(m) = v else {
+        return false;
+    };
+    let (mut role, mut content) = (false, false);
+    for (k, v) in m {
+        match k.as_str() {
+            "role" => role = v.is_string(),
+            "content" => content = true,
+            _ => {}
+        }
+    }
+    role && content
 }
 
 impl fmt::Display for FieldType {

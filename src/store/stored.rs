@@ -92,7 +92,10 @@ fn parses_later(text: &str) -> bool {
             b'"' => {
                 i += 1;
                 loop {
-                    let Some(at) = memchr::memchr2(b'"', b'\\', &b[i..]) else {
+                    let Some(at) = b
+                        .get(i..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                    else {
                         return false;
                     };
                     let at = i + at;

@@ -244,12 +244,12 @@ impl SqliteStore {
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Inner> {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Every transaction begins and ends under one hold of the lock, so one still
         // open here was left by a panic or a failed COMMIT: ended, or every later write
         // of this store would go into it (and be lost) or wait on it.
         if !inner.conn.is_autocommit() {
-            let _ = inner.conn.execute_batch("ROLLBACK");
+            inner.roll_back();
         }
         inner
     }
@@ -341,15 +341,14 @@ impl Checkpointer for SqliteStore {
         // Values are written whole: references would be to records of this copy.
         patiently(|| {
             inner.conn.execute_batch("BEGIN IMMEDIATE")?;
-            let done = records.iter().try_for_each(|r| inner.insert(r, false));
-            match done {
-                Ok(()) => inner.conn.execute_batch("COMMIT")?,
-                Err(e) => {
-                    let _ = inner.conn.execute_batch("ROLLBACK");
-                    return Err(e);
-                }
+            let done = records
+                .iter()
+                .try_for_each(|r| inner.insert(r, false))
+                .and_then(|()| Ok(inner.conn.execute_batch("COMMIT")?));
+            if done.is_err() {
+                inner.roll_back();
             }
-            Ok(())
+            done
         })?;
         for r in &records {
             inner.forget(&r.thread);

@@ -128,6 +128,8 @@ impl Inner {
                 let _ = self
                     .conn
                     .execute_batch("ROLLBACK TO first_record; RELEASE first_record");
+                // A graph this insert added to `graphs` is gone with it.
+                self.forget_graphs();
             }
             done?
         } else {
@@ -574,16 +576,27 @@ impl Inner {
             self.insert(base, false)?;
             Ok(gone as u64 - 1)
         })();
-        match done {
-            Ok(n) => {
-                self.conn.execute_batch("COMMIT")?;
-                Ok(n)
-            }
-            Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
-                Err(e)
-            }
+        let done = done.and_then(|n| {
+            self.conn.execute_batch("COMMIT")?;
+            Ok(n)
+        });
+        if done.is_err() {
+            self.roll_back();
         }
+        done
+    }
+
+    /// Ends the open transaction, taking back what it wrote.
+    pub(super) fn roll_back(&mut self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        self.forget_graphs();
+    }
+
+    /// Forgets the graph ids this connection knows: one it added in a transaction
+    /// rolled back names no row, or another graph's, once the id is used again.
+    fn forget_graphs(&mut self) {
+        self.graph_ids.clear();
+        self.graphs.clear();
     }
 }
 
