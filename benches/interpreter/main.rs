@@ -118,7 +118,7 @@ fn main() {
         for store in ["memory", "sqlite"] {
             let (first, last) = bench.long_thread(1_000, store);
             println!(
-                "(e) 1,000 loops, {store:<6}: first 100 {:>7.1} us per loop, last 100 {:>7.1} us per loop, ratio {:.2}   (target <= 1.1)",
+                "(e) 1,000 loops, {store:<6}: median loop of the first 100 {:>7.1} us, of the last 100 {:>7.1} us, ratio {:.2}   (target <= 1.1)",
                 us(first),
                 us(last),
                 last.as_secs_f64() / first.as_secs_f64()

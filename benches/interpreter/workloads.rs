@@ -309,8 +309,8 @@ impl Bench {
         (per_thread, best[0], best[1])
     }
 
-    /// (e): one thread of `loops` loops; the mean loop time of the first and the last
-    /// 100 loops.
+    /// (e): one thread of `loops` loops; the median loop time of the first and the
+    /// last 100 loops.
     pub(crate) fn long_thread(&self, loops: usize, store: &str) -> (Duration, Duration) {
         let cp = match store {
             "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>,
@@ -322,11 +322,17 @@ impl Bench {
             .expect("run");
         let times = browser.snapshots.lock().unwrap().clone();
         assert_eq!(times.len(), loops);
+        // The median loop of each 100: a mean would carry whatever else the machine
+        // did during one of them (a loop that waited 2 ms moves it by 20 us).
         // (A run of 101 loops or fewer only counts instructions.)
-        let mean = |from: usize| match times.get(from + 100) {
-            Some(end) => (*end - times[from]) / 100,
-            None => Duration::ZERO,
+        let median = |from: usize| {
+            let Some(window) = times.get(from..=from + 100) else {
+                return Duration::ZERO;
+            };
+            let mut loops: Vec<Duration> = window.windows(2).map(|w| w[1] - w[0]).collect();
+            loops.sort();
+            loops[loops.len() / 2]
         };
-        (mean(0), mean(loops.saturating_sub(101)))
+        (median(0), median(loops.saturating_sub(101)))
     }
 }
