@@ -13,7 +13,9 @@ use std::fmt;
 
 /// Whether `ty` takes the JSON value `text` (checked JSON): what
 /// `ty.accepts(&parsed)` would say, or none where only the value can tell (a map,
-/// whose text may repeat a key the value holds once).
+/// whose text may repeat a key the value holds once). The text is what
+/// `Stored::from_raw` kept, which leaves out text its parse would read otherwise than
+/// it reads (serde_json's private raw-value key).
 pub(crate) fn text_fits(ty: &FieldType, text: &str) -> Option<bool> {
     let first = text.trim_start().bytes().next()?;
     match ty {

@@ -81,15 +81,23 @@ fn parse_deep(text: &str) -> serde_json::Result<Json> {
 /// digits) would fail only when parsed. Such text (only ever written by hand: a value
 /// Switchyard writes holds finite numbers) is parsed at once, where a failure is an
 /// error about the store. So is text with a `\u` escape: the check lets a lone
-/// surrogate (`"\ud800"`) through, which a string cannot hold. A scan for those
-/// escapes, and for exponents and long digit runs outside strings.
+/// surrogate (`"\ud800"`) through, which a string cannot hold; and so is text with
+/// serde_json's private raw-value token as a key, which its parse reads otherwise than
+/// the text says. A scan for those escapes and that key, and for exponents and long
+/// digit runs outside strings.
 fn parses_later(text: &str) -> bool {
+    const RAW_VALUE_TOKEN: &[u8] = b"$serde_json::private::RawValue\"";
     let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             // A string, most of a large value's text: from escape to escape.
             b'"' => {
+                // serde_json reads an object whose key is its private token as the raw
+                // JSON the token's value spells, which only a parse can tell.
+                if b[i + 1..].starts_with(RAW_VALUE_TOKEN) {
+                    return false;
+                }
                 i += 1;
                 loop {
                     let Some(at) = b
@@ -213,6 +221,8 @@ mod tests {
                 .to_string(),
             "checkpoint store: a record of thread `t` is corrupt: `snapshot`: unexpected end of hex escape at line 1 column 313"
         );
+        let token = format!("[\"{pad}\", {{\"$serde_json::private::RawValue\": \"[1]\"}}]");
+        assert!(matches!(stored(&token), Stored::Json(_)));
         let fine = stored(&format!("[\"{pad}\", \"\\u00e9\\n\"]"));
         assert_eq!(*fine.parse(), serde_json::json!([pad, "\u{e9}\n"]));
     }

@@ -108,6 +108,7 @@ impl Inner {
             // A thread's first record: a mark or a snapshot left by a thread of the same
             // name removed by hand is not this one's. Taken away in the insert's
             // transaction, so that a retry after a failure finds no record of its own.
+            let outermost = self.conn.is_autocommit();
             self.conn.execute_batch("SAVEPOINT first_record")?;
             let done = (|| {
                 if self.marks {
@@ -130,6 +131,12 @@ impl Inner {
                     .execute_batch("ROLLBACK TO first_record; RELEASE first_record");
                 // A graph this insert added to `graphs` is gone with it.
                 self.forget_graphs();
+                // The savepoint began the transaction and could not end it (its commit
+                // failed): ended here, or a retry's savepoint would nest inside it and
+                // its release commit nothing.
+                if outermost && !self.conn.is_autocommit() {
+                    self.roll_back();
+                }
             }
             done?
         } else {
