@@ -1,0 +1,534 @@
+//! A thread across pauses, processes and stores: what SQLite keeps, history and
+//! forks, graphs edited between runs, claims, records refused or kept by no store.
+
+use super::*;
+
+fn temp_copy_of_fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/fixtures/run");
+    for sub in ["", "prompts", "schemas"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), dir.path().join(sub).join(e.file_name())).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+#[tokio::test]
+async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("agent.toml");
+    let db = dir.path().join("state/checkpoints.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    let r = Runner::new(load(), open())
+        .with_llm(typing_then_stop())
+        .with_tools(Arc::new(browser()));
+    let out = r.start("s", json!({ "goal": "g" })).await.unwrap();
+    assert!(matches!(out, Outcome::Interrupted { .. }));
+    drop(r);
+
+    // An edit elsewhere in the graph does not touch the pending path.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("payments are off limits", "no payments"),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open());
+    assert_eq!(r.state("s", None).unwrap().1.status, Status::Interrupted);
+    // An edit of the pending interrupt does.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("kind = \"'confirm'\"", "kind = \"'approve'\""),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open())
+        .with_llm(typing_then_stop())
+        .with_tools(Arc::new(browser()));
+    let answer = json!({ "reference": "a1", "confirmed": true });
+    let err = r
+        .resume("s", Some(answer.clone()), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the graph file changed since thread `s` paused: the pending node `confirm` (its keys, edges, prompt or schema files) was edited; resume with --force to go on anyway"
+    );
+    assert_eq!(
+        r.history("s").unwrap().last().unwrap().status,
+        Status::Interrupted
+    );
+    // The scripted planner answers `a1` first again: skip it, the plan already ran.
+    let llm = ScriptedLlm::new().script(
+        "plan",
+        [json!({ "id": "a2", "kind": "stop", "target": "" })],
+    );
+    let r = Runner::new(load(), open())
+        .with_llm(llm)
+        .with_tools(Arc::new(browser()));
+    let out = r.resume("s", Some(answer), true).await.unwrap();
+    assert_eq!(
+        out,
+        finished("done", "done after 1 tool steps: type:search", 6)
+    );
+}
+
+#[tokio::test]
+async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
+    let r = runner("count");
+    r.start("t", json!({ "goal": 4 })).await.unwrap();
+    let history = r.history("t").unwrap();
+    let lines: Vec<String> = history
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}->{} {}",
+                c.seq,
+                c.step,
+                c.node.as_deref().unwrap_or("-"),
+                c.next.as_deref().unwrap_or("-"),
+                c.status.name()
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "0 0 -->inc running",
+            "1 1 inc->check running",
+            "2 2 check->inc running",
+            "3 3 inc->even running",
+            "4 4 even->check running",
+            "5 5 check->inc running",
+            "6 6 inc->check running",
+            "7 7 check->inc running",
+            "8 8 inc->even running",
+            "9 9 even->check running",
+            "10 10 check->done running",
+            "11 11 done->- finished",
+        ]
+    );
+    assert_eq!(
+        r.state("t", Some(5)).unwrap().0,
+        json!({ "goal": 4, "n": 2, "total": 3, "checks": 2, "evens": [2] })
+    );
+    r.fork("t", 5, "t2").unwrap();
+    assert_eq!(
+        r.state("t2", None).unwrap().0,
+        r.state("t", Some(5)).unwrap().0
+    );
+    let out = r.resume("t2", None, false).await.unwrap();
+    assert_eq!(out, finished("done", "n=4 total=10 checks=4 evens=2", 11));
+    assert_eq!(
+        r.history("t").unwrap(),
+        history,
+        "the original thread is untouched"
+    );
+    let err = r.fork("t", 99, "t3").unwrap_err();
+    assert_eq!(err.to_string(), "thread `t` has no checkpoint 99");
+    let err = r.fork("t", 1, "t2").unwrap_err();
+    assert_eq!(err.to_string(), "thread `t2` already exists");
+}
+
+#[tokio::test]
+async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let memory: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    for name in ["memory", "sqlite"] {
+        let open = || -> Arc<dyn Checkpointer> {
+            match name {
+                "memory" => memory.clone(),
+                _ => Arc::new(SqliteStore::open(&db).unwrap()),
+            }
+        };
+        let out = Runner::new(graph("messages_by_id"), open())
+            .start("t", json!({}))
+            .await
+            .unwrap();
+        assert!(
+            matches!(out, Outcome::Interrupted { .. }),
+            "{name}: {out:?}"
+        );
+        // Resumed by a runner (and for SQLite a store) that has not seen the thread.
+        let r = Runner::new(graph("messages_by_id"), open());
+        let out = r.resume("t", Some(json!("Bo")), false).await.unwrap();
+        assert_eq!(out, finished("done", "3 messages", 4), "{name}");
+        let (state, _) = r.state("t", None).unwrap();
+        let first = state["messages"][0]["content"].as_str().unwrap();
+        assert!(first.len() > 256, "{name}: {first}");
+        assert_eq!(
+            state["messages"],
+            json!([
+                { "id": "a", "role": "user", "content": first },
+                { "id": "b", "role": "assistant", "content": "and your name?" },
+                { "role": "user", "content": "Bo" }
+            ]),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("answer.toml");
+    let db = dir.path().join("c.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    let r = Runner::new(load(), open());
+    r.start("t", json!({ "name": "Bo" })).await.unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "[state.name]\ntype = \"string\"",
+            "[state.name]\ntype = \"int\"",
+        ),
+    )
+    .unwrap();
+    let r = Runner::new(load(), open());
+    // The thread can still be read...
+    assert_eq!(r.state("t", None).unwrap().0, json!({ "name": "Bo" }));
+    // ...but not resumed as if nothing had changed.
+    let err = r.resume("t", Some(json!(7)), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the graph file changed since thread `t` paused: field `name` is now `int`, and the thread holds a string `\"Bo\"`; resume with --force to go on anyway"
+    );
+    let out = r.resume("t", Some(json!(7)), true).await.unwrap();
+    assert_eq!(out, finished("done", "hello 7", 2));
+}
+
+#[tokio::test]
+async fn a_store_with_odd_records_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let r = Runner::new(graph("answer"), Arc::new(SqliteStore::open(&db).unwrap()));
+    r.start("t", json!({})).await.unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE checkpoints SET pending = NULL WHERE status = 'interrupted'",
+        [],
+    )
+    .unwrap();
+    let err = r.resume("t", Some(json!("x")), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: checkpoint 1 is interrupted and has no pending interrupt"
+    );
+    conn.execute("UPDATE checkpoints SET seq = -1 WHERE seq = 0", [])
+        .unwrap();
+    let err = r.resume("t", Some(json!("x")), false).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "checkpoint store: a record of thread `t` is corrupt: `seq` is -1"
+    );
+}
+
+#[tokio::test]
+async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let a = SqliteStore::open(&db).unwrap();
+    let r = Runner::new(graph("answer"), Arc::new(SqliteStore::open(&db).unwrap()));
+    r.start("t", json!({})).await.unwrap();
+    let mut record = a.latest("t").unwrap().unwrap();
+    record.seq -= 1;
+    let err = a.append(record).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread `t` is being run by another process (its checkpoint 0 was just written); wait for it, or stop it first"
+    );
+}
+
+#[tokio::test]
+async fn a_new_run_on_a_thread_does_not_inherit_the_last_runs_limit() {
+    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph("count"), store.clone()).with_max_steps(Some(3));
+    let out = r.start("t", json!({ "goal": 30 })).await.unwrap();
+    assert_eq!(
+        out,
+        Outcome::Finished {
+            outcome: "limit".into(),
+            response: None,
+            steps: 3
+        }
+    );
+    let r = Runner::new(graph("count"), store);
+    assert_eq!(
+        r.start("t", json!({ "goal": 5 })).await.unwrap(),
+        finished("done", "n=5 total=15 checks=4 evens=1", 8)
+    );
+}
+
+#[tokio::test]
+async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
+    let dir = temp_copy_of_fixtures();
+    let file = dir.path().join("count.toml");
+    let db = dir.path().join("c.db");
+    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let load = || Arc::new(switchyard::load_graph(&file).unwrap());
+    Runner::new(load(), open())
+        .start("t", json!({ "goal": 4 }))
+        .await
+        .unwrap();
+    // `evens` was a list the run appended numbers to; now it merges objects, which a
+    // recorded number is not: replay keeps the value the write left.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "[state.evens]\ntype = \"list<int>\"\nreducer = \"append\"",
+            "[state.evens]\ntype = \"json\"\nreducer = \"merge\"",
+        )
+        .replace("evens={{ evens | length }}", "evens={{ evens }}")
+        .replace("set = { evens = \"n\" }", "set = { evens = \"{'n': n}\" }"),
+    )
+    .unwrap();
+    let (state, _) = Runner::new(load(), open()).state("t", None).unwrap();
+    assert_eq!(
+        state["evens"],
+        json!(4),
+        "the last recorded write, as it was"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_keeps_other_drivers_out_until_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let a = SqliteStore::open(&db).unwrap();
+    let b = SqliteStore::open(&db).unwrap();
+    let held = a.claim("t").unwrap();
+    let err = b.claim("t").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "thread `t` is being run by process {}; wait for it to pause or finish, or stop it (Ctrl-C) first",
+            std::process::id()
+        )
+    );
+    // Another thread is free.
+    drop(b.claim("u").unwrap());
+    drop(held);
+    drop(b.claim("t").unwrap());
+}
+
+#[tokio::test]
+async fn a_run_given_up_by_its_caller_lets_go_of_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let r = Runner::new(graph("count"), Arc::new(SqliteStore::open(&db).unwrap()));
+    // The caller stops waiting (a timeout, a dropped request): the future is dropped
+    // mid-run.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        r.start("t", json!({ "goal": 20000 })),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the run should still have been going");
+    let r = Runner::new(graph("count"), Arc::new(SqliteStore::open(&db).unwrap()));
+    let out = r.resume("t", None, false).await.unwrap();
+    assert_eq!(
+        out,
+        finished(
+            "done",
+            "n=20000 total=200010000 checks=20000 evens=10000",
+            50001
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: [(&str, Arc<dyn Checkpointer>); 3] = [
+        ("none", Arc::new(NoStore::new())),
+        ("memory", Arc::new(MemoryStore::new())),
+        (
+            "sqlite",
+            Arc::new(SqliteStore::open(&dir.path().join("c.db")).unwrap()),
+        ),
+    ];
+    for (name, store) in stores {
+        let r = Runner::new(graph("undo"), store.clone());
+        let out = r.start("t", json!({})).await.unwrap();
+        // Every reducer's write is gone: the replaced message, the appended items,
+        // the sum, the merged keys, the new name.
+        assert_eq!(
+            out,
+            finished("reported", "a x 1 11False hi write", 2),
+            "{name}"
+        );
+        if name != "none" {
+            let (state, _) = r.state("t", None).unwrap();
+            assert_eq!(
+                state,
+                json!({
+                    "name": "a",
+                    "tags": ["x"],
+                    "count": 1,
+                    "meta": { "keep": 1, "change": 1 },
+                    "messages": [{ "id": "m1", "role": "user", "content": "hi" }],
+                    "bad": 0,
+                    "raw": "not a number"
+                }),
+                "{name}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
+    // The same run, event for event, with and without records.
+    let mut lines = Vec::new();
+    for store in [
+        Arc::new(NoStore::new()) as Arc<dyn Checkpointer>,
+        Arc::new(MemoryStore::new()),
+    ] {
+        let mut r = Runner::new(graph("routes"), store);
+        let rx = r.events();
+        r.start("t", json!({ "n": 1 })).await.unwrap();
+        drop(r);
+        lines.push(event_lines(rx).await);
+    }
+    assert_eq!(lines[0], lines[1]);
+    assert_eq!(lines[0].len(), 10);
+
+    // Nothing is kept: the thread has no state, and a pause cannot be resumed.
+    let r = Runner::new(graph("routes"), Arc::new(NoStore::new()));
+    r.start("t", json!({ "n": 1 })).await.unwrap();
+    assert_eq!(
+        r.state("t", None).unwrap_err().to_string(),
+        "thread `t` has no checkpoints"
+    );
+    let r = Runner::new(graph("pauses"), Arc::new(NoStore::new()))
+        .with_tools(Arc::new(failing_fetch()));
+    let out = r.start("p", json!({})).await.unwrap();
+    assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+    assert_eq!(
+        r.resume("p", None, false).await.unwrap_err().to_string(),
+        "thread `p` has no checkpoints"
+    );
+}
+
+/// A store that keeps nothing, and counts the records and snapshots it is handed.
+#[derive(Default)]
+struct Counting {
+    records: std::sync::atomic::AtomicUsize,
+    snapshots: std::sync::atomic::AtomicUsize,
+}
+
+impl Checkpointer for Counting {
+    fn keeps_records(&self) -> bool {
+        false
+    }
+    fn append(&self, _: switchyard::run::Checkpoint) -> Result<(), switchyard::store::StoreError> {
+        self.records
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn put_snapshot(
+        &self,
+        _: switchyard::store::Snapshot,
+    ) -> Result<(), switchyard::store::StoreError> {
+        self.snapshots
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn load(
+        &self,
+        t: &str,
+    ) -> Result<Vec<switchyard::run::Checkpoint>, switchyard::store::StoreError> {
+        NoStore::new().load(t)
+    }
+    fn truncate(&self, _: &str, _: u64) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn delete_thread(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn prune(&self, _: switchyard::run::Checkpoint) -> Result<u64, switchyard::store::StoreError> {
+        Ok(0)
+    }
+    fn ended_before(&self, _: u64) -> Result<Vec<String>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+    fn put_thread(
+        &self,
+        _: &switchyard::store::ThreadRecord,
+    ) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn get_thread(
+        &self,
+        _: &str,
+    ) -> Result<Option<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
+        Ok(None)
+    }
+    fn threads(
+        &self,
+    ) -> Result<Vec<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+    fn put_run(
+        &self,
+        _: &switchyard::store::RunRecord,
+    ) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn get_run(
+        &self,
+        _: &str,
+    ) -> Result<Option<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(None)
+    }
+    fn runs(
+        &self,
+        _: &str,
+    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+    fn delete_run(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
+        Ok(())
+    }
+    fn runs_in_flight(
+        &self,
+    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_keeps_no_records_is_handed_none() {
+    let store = Arc::new(Counting::default());
+    let r = Runner::new(graph("routes"), store.clone());
+    let out = r.start("t", json!({ "n": 2 })).await.unwrap();
+    assert_eq!(
+        out,
+        finished("zero", "classify count_down:1 count_down:0", 4)
+    );
+    // No record is built, none is handed over, and no snapshot either.
+    assert_eq!(
+        (
+            store.records.load(std::sync::atomic::Ordering::SeqCst),
+            store.snapshots.load(std::sync::atomic::Ordering::SeqCst)
+        ),
+        (0, 0)
+    );
+    // A store that keeps records gets the input's and one per step.
+    let kept = Arc::new(MemoryStore::new());
+    Runner::new(graph("routes"), kept.clone())
+        .start("t", json!({ "n": 2 }))
+        .await
+        .unwrap();
+    assert_eq!(kept.load("t").unwrap().len(), 5);
+}
