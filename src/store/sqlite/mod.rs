@@ -7,6 +7,7 @@ mod catalog;
 mod claims;
 mod layout;
 mod records;
+mod resume;
 
 use super::rows::Written;
 use super::{
