@@ -175,6 +175,50 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     store.truncate("s", 1).unwrap();
     assert_eq!(store.snapshot("s").unwrap(), None, "its record is gone");
     store.delete_thread("s").unwrap();
+    // A thread's first record: a snapshot a thread of the same name left (its records
+    // removed by hand) is not this thread's state.
+    store
+        .put_snapshot(Snapshot {
+            thread: "anew".into(),
+            ..snap(1, json!("left"))
+        })
+        .unwrap();
+    for seq in 0..2 {
+        store.append(record("anew", seq, "n", json!(seq))).unwrap();
+    }
+    assert_eq!(open().snapshot("anew").unwrap(), None);
+    store.delete_thread("anew").unwrap();
+
+    // A write that fails takes back the graph it named first with it: the next
+    // record of that graph names it as it is.
+    let other = |r: Checkpoint| Checkpoint {
+        graph: "/other.toml".into(),
+        graph_hash: "h2".into(),
+        ..r
+    };
+    store.append(record("g1", 0, "n", json!(0))).unwrap();
+    for failed in [
+        store.append_all(vec![
+            other(record("g2", 0, "n", json!(1))),
+            other(record("g1", 0, "n", json!(2))),
+        ]),
+        store.append(other(record("g1", 0, "n", json!(3)))),
+    ] {
+        assert!(
+            matches!(failed, Err(StoreError::Conflict { .. })),
+            "{failed:?}"
+        );
+    }
+    store.append(other(record("g3", 0, "n", json!(4)))).unwrap();
+    let read = open().load("g3").unwrap();
+    assert_eq!(
+        (&*read[0].graph, &*read[0].graph_hash),
+        ("/other.toml", "h2")
+    );
+    assert_eq!(store.load("g2").unwrap(), []);
+    for thread in ["g1", "g3"] {
+        store.delete_thread(thread).unwrap();
+    }
 
     // A large value written again unchanged reads back the same, however it is kept.
     for seq in 0..4 {

@@ -472,37 +472,3 @@ fn sqlite_finds_a_record_removed_by_hand_at_once_without_counting() {
     assert_eq!(store.snapshot("t").unwrap(), None);
     assert_eq!(store.snapshot("p").unwrap(), Some(snap("p", 1)));
 }
-
-#[test]
-fn sqlite_forgets_a_graph_whose_first_write_was_rolled_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
-    let store = SqliteStore::open(&db).unwrap();
-    let other = |r: Checkpoint| Checkpoint {
-        graph: "/other.toml".into(),
-        graph_hash: "h2".into(),
-        ..r
-    };
-    store.append(record("t", 0, "n", json!(0))).unwrap();
-    // A copy whose second record meets one already there: nothing of it stays, the
-    // graph it named first included.
-    let err = store
-        .append_all(vec![
-            other(record("u", 0, "n", json!(1))),
-            other(record("t", 0, "n", json!(2))),
-        ])
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
-    // A thread's first record that fails: the same.
-    let err = store
-        .append(other(record("t", 0, "n", json!(3))))
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
-    store.append(other(record("v", 0, "n", json!(4)))).unwrap();
-    let read = SqliteStore::open(&db).unwrap().load("v").unwrap();
-    assert_eq!(
-        (&*read[0].graph, &*read[0].graph_hash),
-        ("/other.toml", "h2")
-    );
-    assert_eq!(store.load("u").unwrap(), Vec::new());
-}

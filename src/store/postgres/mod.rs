@@ -215,7 +215,16 @@ impl Session {
         // again on a new one.
         let ended = self.client().map(|c| c.batch_execute(sql));
         self.in_transaction = false;
-        ended?.map_err(|e| self.pg(e))
+        let ended = match ended {
+            Ok(done) => done.map_err(|e| self.pg(e)),
+            Err(e) => Err(e),
+        };
+        if !commit || ended.is_err() {
+            // A graph id the transaction added names no row once it is rolled back.
+            self.graph_ids.clear();
+            self.graphs.clear();
+        }
+        ended
     }
 
     /// A prepared statement, kept for the connection's life.

@@ -14,8 +14,22 @@ use std::sync::Arc;
 /// A row read: the record without its writes, its writes, its graph's id.
 type Row = (Checkpoint, Vec<(Arc<str>, Raw)>, i64);
 
-const INSERT: &str = "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+macro_rules! insert {
+    ($before:literal) => {
+        concat!(
+            $before,
+            "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+        )
+    };
+}
+
+const INSERT: &str = insert!("");
+/// [`INSERT`] for a thread's first record: a snapshot left by a thread of the same name
+/// whose records were removed by hand is not this one's, and goes in the same statement
+/// (kept should the insert fail).
+const INSERT_FIRST: &str =
+    insert!("WITH gone AS (DELETE FROM switchyard.snapshots WHERE thread = $1) ");
 
 const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
      FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq";
@@ -84,7 +98,7 @@ impl Session {
             &mut fresh,
         );
         let (pending, error) = pending_and_error(r)?;
-        let insert = self.prepared(INSERT)?;
+        let insert = self.prepared(if r.seq == 0 { INSERT_FIRST } else { INSERT })?;
         let done = self.client()?.execute(
             &insert,
             &[
