@@ -44,6 +44,17 @@ pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkp
     }
 }
 
+/// A snapshot of `thread` at `seq`, the value of `n` being `seq`, as [`record`] writes it.
+pub(crate) fn snap(thread: &str, seq: u64) -> Snapshot {
+    Snapshot {
+        thread: thread.into(),
+        seq,
+        graph: "/g.toml".into(),
+        graph_hash: "h".into(),
+        values: vec![("n".into(), Arc::new(json!(seq)))],
+    }
+}
+
 /// A value large enough to be stored once while it stays the same.
 pub(crate) fn big() -> Json {
     json!({ "text": "x".repeat(2_000), "items": [1, 2, 3] })
@@ -474,13 +485,6 @@ fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn
     for seq in 0..6 {
         store.append(record("t", seq, "n", json!(seq))).unwrap();
     }
-    let snap = |thread: &str, seq: u64| Snapshot {
-        thread: thread.into(),
-        seq,
-        graph: "/g.toml".into(),
-        graph_hash: "h".into(),
-        values: vec![("n".into(), Arc::new(json!(seq)))],
-    };
     store.put_snapshot(snap("t", 5)).unwrap();
     let (found, records) = store.resume_point("t").unwrap();
     assert_eq!(found.map(Snapshot::parsed), Some(snap("t", 5)));

@@ -327,10 +327,19 @@ pub(super) mod tests {
     ];
 
     /// The field names of [`STATES`], in order.
-    pub(crate) fn names() -> Vec<String> {
+    fn names() -> Vec<String> {
         let state: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(STATES[0]).unwrap();
         state.keys().cloned().collect()
+    }
+
+    /// The id of a field of [`STATES`].
+    pub(crate) fn field(name: &str) -> Option<FieldId> {
+        static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(names);
+        NAMES
+            .iter()
+            .position(|n| n == name)
+            .map(|i| FieldId(i as u32))
     }
 
     /// Each state as a minijinja value, looked up by name.
@@ -488,13 +497,6 @@ pub(super) mod tests {
         let mut fast_taken = 0;
         for i in 0..20_000 {
             let source = expr(&mut rng, 1 + (i % 3));
-            let names = names();
-            let field = |name: &str| {
-                names
-                    .iter()
-                    .position(|n| n == name)
-                    .map(|i| FieldId(i as u32))
-            };
             let Some(fast) = compile(&source, &field) else {
                 continue;
             };

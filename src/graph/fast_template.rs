@@ -78,7 +78,7 @@ impl FastTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::fast::tests::{Rng, contexts, expr, json_roots, names};
+    use crate::graph::fast::tests::{Rng, contexts, expr, field, json_roots};
 
     const TEXTS: &[&str] = &["", "a", " ", "x: ", "}}", "{ a }", "\n", "é ", "-"];
 
@@ -101,13 +101,6 @@ mod tests {
     fn the_fast_path_writes_what_minijinja_writes_or_nothing() {
         let env = crate::jinja::environment();
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        let names = names();
-        let field = |name: &str| {
-            names
-                .iter()
-                .position(|n| n == name)
-                .map(|i| FieldId(i as u32))
-        };
         let mut fast_taken = 0;
         for _ in 0..5_000 {
             let source = template(&mut rng);

@@ -385,13 +385,6 @@ fn sqlite_finds_a_record_removed_by_hand_at_once_without_counting() {
             .map(Result::unwrap)
             .collect()
     };
-    let snap = |thread: &str, seq: u64| Snapshot {
-        thread: thread.into(),
-        seq,
-        graph: "/g.toml".into(),
-        graph_hash: "h".into(),
-        values: vec![("n".into(), Arc::new(json!(seq)))],
-    };
     let store = SqliteStore::open(&db).unwrap();
     for seq in 0..6 {
         store.append(record("t", seq, "n", json!(seq))).unwrap();
