@@ -37,8 +37,6 @@ struct Compiler<'a> {
     text: &'a str,
     env: minijinja::Environment<'static>,
     exprs: Vec<String>,
-    /// Each inline template's name and text.
-    inline: Vec<(String, String)>,
     /// Contents of every file read, in order, for the graph hash.
     files: Vec<(String, String)>,
 }
@@ -52,7 +50,6 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         text: sources.text(spec.file),
         env,
         exprs: Vec::new(),
-        inline: Vec::new(),
         files: Vec::new(),
     };
     let field_ids: crate::fxhash::FxHashMap<String, FieldId> = spec
@@ -363,13 +360,11 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         .map(|s| super::fast::compile(s, &field))
         .collect();
     let fast_templates = c
-        .inline
-        .iter()
-        .filter_map(|(name, text)| {
-            Some((
-                name.clone(),
-                super::fast_template::compile(name, text, &field)?,
-            ))
+        .env
+        .templates()
+        .filter_map(|(name, t)| {
+            let fast = super::fast_template::compile(name, t.source(), &field)?;
+            Some((name.to_string(), fast))
         })
         .collect();
     let exprs = Exprs::build(c.env, c.exprs).map_err(|(i, source)| CompileError::Jinja {
@@ -472,7 +467,6 @@ impl Compiler<'_> {
                 what: t.get_ref().clone(),
                 source,
             })?;
-        self.inline.push((name.clone(), t.get_ref().clone()));
         Ok(name)
     }
 

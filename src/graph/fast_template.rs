@@ -1,5 +1,6 @@
-//! A fast path for inline templates that write only text and simple expressions:
-//! `browser_{{ planned_action.kind }}`, a policy's reason, a finalize's response.
+//! A fast path for templates that write only text and simple expressions:
+//! `browser_{{ planned_action.kind }}`, a policy's reason, a finalize's response, a
+//! prompt file of text and values.
 //! minijinja renders any template with a machine of its own (a stack of frames
 //! allocated for each render), which costs more than such a template's work; these are
 //! written from their parts.

@@ -46,8 +46,8 @@ pub struct Graph {
     pub(crate) exprs: Exprs,
     /// The fast form of each expression that has one (see `fast.rs`).
     fast: Vec<Option<fast::Fast>>,
-    /// The fast form of each inline template that has one, by name (see
-    /// `fast_template.rs`).
+    /// The fast form of each template that has one, by name (see `fast_template.rs`),
+    /// read back from the environment that holds the templates.
     fast_templates: crate::fxhash::FxHashMap<String, fast_template::FastTemplate>,
     pub(crate) expr_sources: Vec<String>,
     field_ids: crate::fxhash::FxHashMap<String, FieldId>,
