@@ -163,51 +163,38 @@ fn paused_in_memory_apart() -> (f64, Duration, Duration) {
     (bytes, resume, cold)
 }
 
-/// Runs `n` units of one workload and nothing else, for instruction counting.
+/// Runs `n` units of one workload and nothing else, for instruction counting: `a`,
+/// `f`, or a workload and its store (`b-memory`, `d-sqlite`; `c1-` and `c10-` count the
+/// resume at the 1st or the 10th pause of (c)).
 fn callgrind(bench: &Bench, args: &[String]) {
     let n: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10);
-    match args.first().map(String::as_str) {
-        Some("a") => {
-            bench.chain(n);
+    let workload = args.first().map_or("", String::as_str);
+    let (kind, store) = workload.split_once('-').unwrap_or((workload, ""));
+    match (kind, store) {
+        ("a", "") => {
+            let _ = bench.chain(n);
         }
-        Some("b-memory") => {
-            bench.agent_loop(n, "memory");
+        ("f", "") => {
+            let _ = bench.fanout(n);
         }
-        Some("b-sqlite") => {
-            bench.agent_loop(n, "sqlite");
+        ("b", "memory" | "sqlite" | "none") => {
+            let _ = bench.agent_loop(n, store);
         }
-        Some("b-none") => {
-            bench.agent_loop(n, "none");
+        ("c", "memory" | "sqlite") => {
+            let _ = bench.round_trips(n, store, None);
         }
-        Some("c-memory") => {
-            bench.round_trips(n, "memory", None);
+        ("c1" | "c10", "memory" | "sqlite") => {
+            let pause: usize = kind[1..].parse().expect("pause");
+            let _ = bench.round_trips(n, store, Some(pause - 1));
         }
-        Some(w) if w.starts_with("c1-") || w.starts_with("c10-") => {
-            // The resume at the 1st or the 10th pause, to its action.
-            let (at, store) = w[1..].split_once('-').expect("c<pause>-<store>");
-            let at: usize = at.parse().expect("pause");
-            bench.round_trips(n, store, Some(at - 1));
+        ("d", "memory" | "sqlite") => {
+            let _ = bench.paused(n, store);
         }
-        Some("d-memory") => {
-            bench.paused(n, "memory");
+        ("e", "memory" | "sqlite") => {
+            let _ = bench.long_thread(n, store);
         }
-        Some("d-sqlite") => {
-            bench.paused(n, "sqlite");
-        }
-        Some("c-sqlite") => {
-            bench.round_trips(n, "sqlite", None);
-        }
-        Some("f") => {
-            bench.fanout(n);
-        }
-        Some("e-memory") => {
-            bench.long_thread(n, "memory");
-        }
-        Some("e-sqlite") => {
-            bench.long_thread(n, "sqlite");
-        }
-        other => panic!(
-            "callgrind takes a, b-memory, b-sqlite, b-none, c-memory, c-sqlite, c1-memory, c10-memory, c1-sqlite, c10-sqlite, d-memory, d-sqlite, e-memory, e-sqlite or f, not {other:?}"
+        _ => panic!(
+            "callgrind takes a, f, b-memory, b-sqlite, b-none, or c, c1, c10, d, e with -memory or -sqlite, not {workload:?}"
         ),
     }
 }
