@@ -143,10 +143,7 @@ fn unpacked(thread: &str, bytes: &[u8]) -> Result<String, StoreError> {
 }
 
 fn corrupt_bytes(thread: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        thread: thread.to_string(),
-        message: format!("a paused thread's bytes: {e}"),
-    }
+    super::rows::corrupt(thread, format!("a paused thread's bytes: {e}"))
 }
 
 /// [`FrozenSnapshot`] as a resume reads it: values checked, not parsed.
@@ -182,10 +179,10 @@ pub(super) fn thaw_stored(thread: &Arc<str>, bytes: &[u8]) -> Result<Snapshot<St
         .into_iter()
         .map(|v| match v {
             RawValue::V(f, v) => Ok((f, Stored::from_raw(thread, v, "snapshot")?)),
-            RawValue::S(f, _) => Err(StoreError::Corrupt {
-                thread: thread.to_string(),
-                message: format!("a paused thread's snapshot refers to a record for `{f}`"),
-            }),
+            RawValue::S(f, _) => Err(super::rows::corrupt(
+                thread,
+                format!("a paused thread's snapshot refers to a record for `{f}`"),
+            )),
         })
         .collect::<Result<_, _>>()?;
     Ok(Snapshot {

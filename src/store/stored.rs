@@ -8,6 +8,7 @@
 //! again. Checking text is JSON costs a tenth of parsing it.
 
 use super::StoreError;
+use super::rows::corrupt;
 use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
@@ -35,10 +36,7 @@ impl Stored {
         }
         parse_deep(text)
             .map(|v| Stored::Json(Arc::new(v)))
-            .map_err(|e| StoreError::Corrupt {
-                thread: thread.to_string(),
-                message: format!("`{what}`: {e}"),
-            })
+            .map_err(|e| corrupt(thread, format!("`{what}`: {e}")))
     }
 
     /// The value. Text that [`Stored::from_raw`] kept parses (it was checked); should it
@@ -161,10 +159,7 @@ pub(crate) fn raw_writes<'a>(
     de.disable_recursion_limit();
     Vec::<RawWrite<'a>>::deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| StoreError::Corrupt {
-            thread: thread.to_string(),
-            message: format!("`{what}`: {e}"),
-        })
+        .map_err(|e| corrupt(thread, format!("`{what}`: {e}")))
 }
 
 #[cfg(test)]
