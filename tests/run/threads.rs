@@ -207,6 +207,58 @@ async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
 }
 
 #[tokio::test]
+async fn a_large_value_still_text_is_checked_against_an_edited_type_as_a_parsed_one() {
+    // Past 256 bytes a resumed thread's value stays text until read, and its type is
+    // checked by reading the text. A snapshot under the edited graph (a person's update
+    // made after the edit) is what gives a resume such text to check.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tags.toml");
+    let db = dir.path().join("c.db");
+    let run = |ty: &str| {
+        let graph = format!(
+            "[graph]\nname = \"tags\"\nentry = \"ask\"\n\n[state.tags]\ntype = \"{ty}\"\n\n\
+             [state.note]\ntype = \"string?\"\n\n[state.answer]\ntype = \"json?\"\n\n\
+             [nodes.ask]\nkind = \"interrupt\"\naccept_any = true\n\
+             payload = {{ question = \"'go?'\" }}\noutput = \"answer\"\nnext = \"done\"\n\n\
+             [nodes.done]\nkind = \"finalize\"\noutcome = \"done\"\n\
+             response = \"{{{{ tags | length }}}} tags\"\n"
+        );
+        std::fs::write(&file, graph).unwrap();
+        Runner::new(
+            Arc::new(switchyard::load_graph(&file).unwrap()),
+            Arc::new(SqliteStore::open(&db).unwrap()),
+        )
+    };
+    let tags: Vec<String> = (0..40).map(|i| format!("tag number {i}")).collect();
+    for thread in ["t", "u"] {
+        let out = run("list<string>")
+            .start(thread, json!({ "tags": tags }))
+            .await
+            .unwrap();
+        assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
+    }
+    run("list<int>")
+        .update("t", json!({ "note": "edited" }), None)
+        .unwrap();
+    let err = run("list<int>")
+        .resume("t", Some(json!(1)), false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the graph file changed since thread `t` paused: field `tags` is now `list<int>`, and the thread holds a list `[\"tag number 0\",\"tag number 1\",\"tag number 2\",\"tag number...`; resume with --force to go on anyway"
+    );
+    run("list<string>?")
+        .update("u", json!({ "note": "edited" }), None)
+        .unwrap();
+    let out = run("list<string>?")
+        .resume("u", Some(json!(1)), false)
+        .await
+        .unwrap();
+    assert_eq!(out, finished("done", "40 tags", 2));
+}
+
+#[tokio::test]
 async fn a_store_with_odd_records_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
