@@ -126,6 +126,30 @@ mod tests {
     }
 
     #[test]
+    fn a_graphs_templates_of_text_and_values_take_the_fast_path() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/graphs/agent_loop.toml"
+        );
+        let graph = crate::load_graph(std::path::Path::new(path)).unwrap();
+        let mut fast: Vec<&str> = graph.fast_templates.keys().map(String::as_str).collect();
+        fast.sort();
+        // The tool's name, the policy's reasons, the responses of the finalize nodes that
+        // give one; not the prompt file, which uses a filter.
+        assert_eq!(
+            fast,
+            [
+                "inline:execute:tool0",
+                "inline:finalize_denied:response",
+                "inline:finalize_done:response",
+                "inline:policy_gate:default_reason",
+                "inline:policy_gate:reason0",
+                "inline:policy_gate:reason1",
+            ]
+        );
+    }
+
+    #[test]
     fn templates_minijinja_would_escape_or_that_do_more_are_left_to_it() {
         let field = |_: &str| None;
         assert!(compile("inline:n:t", "a {{ x }}", &field).is_some());
