@@ -14,10 +14,14 @@
 #       resume at the 1st or the 10th pause of a run, the mean of 10 runs.
 #   benches/callgrind.sh e-memory|e-sqlite    per loop of one long thread: loops 101-200
 #       (a run of 200 loops less one of 100) against loops 901-1000.
+#   BENCH_BIN=PATH benches/callgrind.sh ...    counts another build of the bench (one
+#       kept aside from an older commit) instead of this tree's, for a before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-b-memory}
-bin=$(cargo bench --bench interpreter --no-run --message-format=json 2>/dev/null |
+# BENCH_BIN names another build of the bench (an older commit's, to compare with).
+bin=${BENCH_BIN:-}
+[ -n "$bin" ] || bin=$(cargo bench --bench interpreter --no-run --message-format=json 2>/dev/null |
   python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)

@@ -1,8 +1,11 @@
 //! `switchyard state`, `history`, `fork` and `prune`: read a thread's checkpoints,
 //! copy them, bound them.
 
-use super::{StoreArg, exit};
-use anyhow::{Context, bail};
+use super::exit;
+use super::flags::StoreFlag;
+use super::store::StoreArg;
+use anyhow::Context;
+use clap::Subcommand;
 use serde_json::{Value as Json, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,19 +13,99 @@ use std::sync::Arc;
 use switchyard::run::{Checkpoint, Checkpointer, Runner, Status};
 use switchyard::store::Source;
 
-/// The graph file that wrote a thread, as its checkpoints recorded it.
-pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
-    let Some(last) = store.latest(thread)? else {
-        bail!("thread `{thread}` has no checkpoints in this store");
-    };
-    let path = PathBuf::from(&*last.graph);
-    if !path.exists() {
-        bail!(
-            "thread `{thread}` was written by `{}`, which is gone; pass the graph file",
-            path.display()
-        );
-    }
-    Ok(path)
+#[derive(clap::Args)]
+pub(crate) struct StateArgs {
+    #[command(subcommand)]
+    action: Option<StateAction>,
+    /// The thread.
+    #[arg(long, required = true)]
+    thread: Option<String>,
+    /// The state at checkpoint SEQ instead of the latest.
+    #[arg(long, value_name = "SEQ")]
+    at: Option<u64>,
+    /// The graph file (default: the one that wrote the thread).
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreFlag,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum StateAction {
+    /// Write fields of a paused or finished thread's state, each through its reducer
+    /// and type check, as a checkpoint of its own (the server's `update_state`); print
+    /// the state after it.
+    #[command(
+        after_help = "Examples:\n  switchyard state set --thread t1 --values '{\"goal\": \"Find the opening hours\"}'\n  switchyard state set --thread t1 --values @fix.json --as-node validate"
+    )]
+    Set {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The fields to write: a JSON object, or @FILE holding one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        values: String,
+        /// Count the write as this node's: the thread then stands stopped before the
+        /// node that node's edges pick, to be resumed from there.
+        #[arg(long, value_name = "NODE")]
+        as_node: Option<String>,
+        /// The graph file (default: the one that wrote the thread).
+        #[arg(long)]
+        graph: Option<PathBuf>,
+        #[command(flatten)]
+        store: StoreFlag,
+    },
+}
+
+#[derive(clap::Args)]
+pub(crate) struct HistoryArgs {
+    /// The thread.
+    #[arg(long)]
+    thread: String,
+    /// Every record as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    store: StoreFlag,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct PruneArgs {
+    /// The thread whose checkpoints go but its latest, which then holds the whole
+    /// state (its earlier states and forks from them go too).
+    #[arg(
+        long,
+        required_unless_present = "ended_before",
+        conflicts_with = "ended_before"
+    )]
+    thread: Option<String>,
+    /// Delete every thread that finished or failed longer ago than this (`30d`,
+    /// `12h`), but those being run.
+    #[arg(long, value_name = "DURATION", value_parser = super::flags::parse_duration)]
+    ended_before: Option<std::time::Duration>,
+    /// The graph file (default: the one that wrote the thread).
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreFlag,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ForkArgs {
+    /// The thread to copy.
+    #[arg(long)]
+    thread: String,
+    /// The last checkpoint the copy keeps.
+    #[arg(long, value_name = "SEQ")]
+    at: u64,
+    /// The new thread's id (default: `THREAD@SEQ`).
+    #[arg(long)]
+    into: Option<String>,
+    /// The graph file (default: the one that wrote the thread).
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreFlag,
 }
 
 fn runner(
@@ -32,36 +115,49 @@ fn runner(
 ) -> anyhow::Result<Result<Runner, u8>> {
     let file = match graph {
         Some(f) => f,
-        None => recorded_graph(&*store, thread)?,
+        None => super::recorded_graph(&*store, thread)?,
     };
     Ok(super::load_graph(&file)?.map(|g| Runner::new(Arc::new(g), store)))
 }
 
-/// `switchyard state`: the thread's state and where it stands, as JSON.
-pub(crate) fn state(
-    store: &StoreArg,
-    graph: Option<PathBuf>,
-    thread: &str,
-    at: Option<u64>,
-) -> anyhow::Result<u8> {
-    let runner = match runner(store.open_to_read()?, graph, thread)? {
+/// `switchyard state`, and `state set`.
+pub(crate) fn state(args: StateArgs) -> anyhow::Result<u8> {
+    let StateArgs {
+        action,
+        thread,
+        at,
+        graph,
+        store,
+    } = args;
+    if let Some(StateAction::Set {
+        thread,
+        values,
+        as_node,
+        graph,
+        store,
+    }) = action
+    {
+        return set(&store.store, graph, &thread, &values, as_node.as_deref());
+    }
+    let thread = thread.unwrap_or_default();
+    let runner = match runner(store.store.open_to_read()?, graph, &thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    let (state, last) = runner.state(thread, at)?;
-    print_json(&state_doc(thread, &state, &last))
+    let (state, last) = runner.state(&thread, at)?;
+    print_json(&state_doc(&thread, &state, &last))
 }
 
 /// `switchyard state set`: writes fields through their reducers as a checkpoint of its
 /// own, then prints the state as `state` does. A refused write changes nothing.
-pub(crate) fn set(
+fn set(
     store: &StoreArg,
     graph: Option<PathBuf>,
     thread: &str,
     values: &str,
     as_node: Option<&str>,
 ) -> anyhow::Result<u8> {
-    let values = super::run::read_json_arg(values, "--values")?;
+    let values = super::read_json_arg(values, "--values")?;
     let runner = match runner(store.open()?, graph, thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
@@ -94,11 +190,16 @@ fn state_doc(thread: &str, state: &Json, last: &Checkpoint) -> Json {
 }
 
 /// `switchyard history`: one line per checkpoint, or every record as JSON.
-pub(crate) fn history(store: &StoreArg, thread: &str, json: bool) -> anyhow::Result<u8> {
-    let store = store.open_to_read()?;
-    let records = store.load(thread)?;
+pub(crate) fn history(args: HistoryArgs) -> anyhow::Result<u8> {
+    let HistoryArgs {
+        thread,
+        json,
+        store,
+    } = args;
+    let store = store.store.open_to_read()?;
+    let records = store.load(&thread)?;
     if records.is_empty() {
-        bail!("thread `{thread}` has no checkpoints in this store");
+        anyhow::bail!("thread `{thread}` has no checkpoints in this store");
     }
     if json {
         return print_json(&serde_json::to_value(&records)?);
@@ -148,20 +249,21 @@ fn line(r: &Checkpoint) -> String {
 }
 
 /// `switchyard fork`: copies a thread up to a checkpoint into a new thread.
-pub(crate) fn fork(
-    store: &StoreArg,
-    graph: Option<PathBuf>,
-    thread: &str,
-    at: u64,
-    into: Option<String>,
-) -> anyhow::Result<u8> {
-    let runner = match runner(store.open()?, graph, thread)? {
+pub(crate) fn fork(args: ForkArgs) -> anyhow::Result<u8> {
+    let ForkArgs {
+        thread,
+        at,
+        into,
+        graph,
+        store,
+    } = args;
+    let runner = match runner(store.store.open()?, graph, &thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
     let new = into.unwrap_or_else(|| format!("{thread}@{at}"));
     runner
-        .fork(thread, at, &new)
+        .fork(&thread, at, &new)
         .with_context(|| format!("cannot fork thread `{thread}`"))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{new}")?;
@@ -171,13 +273,14 @@ pub(crate) fn fork(
 
 /// `switchyard prune`: a thread's history down to its latest checkpoint, or the
 /// threads that ended before a time deleted. Says what went.
-pub(crate) fn prune(
-    store: &StoreArg,
-    graph: Option<PathBuf>,
-    thread: Option<&str>,
-    ended_before: Option<std::time::Duration>,
-) -> anyhow::Result<u8> {
-    let opened = store.open()?;
+pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
+    let PruneArgs {
+        thread,
+        ended_before,
+        graph,
+        store,
+    } = args;
+    let opened = store.store.open()?;
     let mut out = std::io::stdout().lock();
     if let Some(age) = ended_before {
         let now = std::time::SystemTime::now()
@@ -200,7 +303,7 @@ pub(crate) fn prune(
             deleted.len(),
             if deleted.len() == 1 { "" } else { "s" }
         )?;
-    } else if let Some(thread) = thread {
+    } else if let Some(thread) = thread.as_deref() {
         let runner = match runner(opened, graph, thread)? {
             Ok(r) => r,
             Err(code) => return Ok(code),

@@ -1,19 +1,29 @@
-//! The commands that run graphs: `run`, `resume`, `state`, `history`, `fork`, `serve`.
-//! Everything here prints; the library underneath never does.
+//! The subcommands, one file each: their arguments (`#[derive(clap::Args)]`) and their
+//! work, which calls the library and prints; the library underneath never does.
+//! `args.rs` is the command line as a whole, `flags.rs` the flags several share; the
+//! helpers they share are here. No subcommand's file imports another's.
 
 pub(crate) mod args;
 pub(crate) mod color;
+pub(crate) mod conformance;
+mod events;
+mod flags;
 pub(crate) mod inspect;
+pub(crate) mod man;
+pub(crate) mod render;
 pub(crate) mod run;
 pub(crate) mod serve;
 mod store;
+pub(crate) mod tools;
+pub(crate) mod validate;
 
-pub(crate) use store::{DEFAULT_STORE, StoreArg};
-
-use anyhow::Context;
-use std::path::Path;
+use anyhow::{Context, bail};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
 use switchyard::LoadError;
 use switchyard::graph::Graph;
+use switchyard::mcp::{BlobStore, McpClient};
+use switchyard::run::Checkpointer;
 
 /// Loads, checks and compiles a graph for a command that uses it; an invalid graph
 /// prints its diagnostics, as `validate` does, and gives the exit code instead.
@@ -32,6 +42,56 @@ pub(crate) fn load_graph(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The graph file that wrote a thread, as its checkpoints recorded it.
+pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
+    let Some(last) = store.latest(thread)? else {
+        bail!("thread `{thread}` has no checkpoints in this store");
+    };
+    let path = PathBuf::from(&*last.graph);
+    if !path.exists() {
+        bail!(
+            "thread `{thread}` was written by `{}`, which is gone; pass the graph file",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// `--input '{"a": 1}'` or `--input @file.json`.
+pub(crate) fn read_json_arg(text: &str, flag: &str) -> anyhow::Result<Json> {
+    let (text, from) = match text.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read `{path}` ({flag})"))?,
+            format!("`{path}`"),
+        ),
+        None => (text.to_string(), flag.to_string()),
+    };
+    serde_json::from_str(&text).with_context(|| format!("{from} is not JSON"))
+}
+
+/// `s` as a shell reads it back, for the commands printed to be run again.
+pub(crate) fn shell_quote(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./@:".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// An MCP client for a graph's servers whose binary results are not kept (`validate
+/// --online`, `tools`, the conformance client).
+pub(crate) fn mcp_client(root: &Path) -> McpClient {
+    McpClient::new(
+        root,
+        BlobStore::new(
+            std::env::temp_dir().join(format!("switchyard-blobs-{}", std::process::id())),
+        ),
+    )
 }
 
 /// The async runtime of a command: one thread is enough for one run.

@@ -1,7 +1,11 @@
 //! `switchyard run` and `switchyard resume`: drive a thread, print its events, answer
 //! interrupts in place when a person is at the terminal.
 
-use super::{StoreArg, exit};
+use super::events::Printer;
+use super::exit;
+use super::flags::{SqliteFlags, TraceArgs, cli_default_store};
+use super::store::StoreArg;
+use super::{read_json_arg, shell_quote};
 use anyhow::Context;
 use serde_json::Value as Json;
 use std::io::{IsTerminal, Write};
@@ -12,30 +16,83 @@ use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::run::{Event, Outcome, RunError, Runner, answer};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
-/// What `run` and `resume` share.
-pub(crate) struct Common {
-    pub(crate) store: StoreArg,
-    pub(crate) max_steps: Option<u64>,
-    pub(crate) json: bool,
-    /// Where traces go, when anywhere.
-    pub(crate) trace: Option<switchyard::telemetry::TraceOptions>,
-    pub(crate) llm: switchyard::llm::LlmOptions,
-}
-
+#[derive(clap::Args)]
 pub(crate) struct RunArgs {
-    pub(crate) file: PathBuf,
-    pub(crate) input: Option<String>,
-    pub(crate) thread: Option<String>,
-    pub(crate) common: Common,
+    /// The graph file to run.
+    file: PathBuf,
+    /// The input: a JSON object of state fields, or @FILE holding one.
+    #[arg(long, value_name = "JSON|@FILE")]
+    input: Option<String>,
+    /// The thread to run on (default: a new one). A thread keeps its state across
+    /// runs, like a chat session.
+    #[arg(long)]
+    thread: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
+#[derive(clap::Args)]
 pub(crate) struct ResumeArgs {
-    pub(crate) file: Option<PathBuf>,
-    pub(crate) thread: String,
-    pub(crate) payload: Option<String>,
-    pub(crate) at: Option<u64>,
-    pub(crate) force: bool,
-    pub(crate) common: Common,
+    /// The graph file (default: the one that wrote the thread).
+    file: Option<PathBuf>,
+    /// The paused thread.
+    #[arg(long)]
+    thread: String,
+    /// The answer to the pending interrupt: JSON, or @FILE holding it.
+    #[arg(long, value_name = "JSON|@FILE")]
+    payload: Option<String>,
+    /// Go on from checkpoint SEQ instead of the latest, in a forked thread
+    /// `THREAD@SEQ`; the original thread is left as it was.
+    #[arg(long, value_name = "SEQ")]
+    at: Option<u64>,
+    /// Resume even though the graph file changed where the thread stands.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// What `run` and `resume` share.
+#[derive(clap::Args)]
+struct CommonArgs {
+    /// Where checkpoints go.
+    #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    store: StoreArg,
+    #[command(flatten)]
+    sqlite: SqliteFlags,
+    /// Node executions allowed in this run, instead of the graph's `max_steps`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_steps: Option<u64>,
+    /// Print events as NDJSON on standard output.
+    #[arg(long)]
+    json: bool,
+    /// Stream LLM replies: text deltas become events as they arrive.
+    #[arg(long)]
+    stream: bool,
+    /// Save every LLM request and reply of the run to FILE (JSON lines).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Answer LLM requests from a recording, with no network.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+impl CommonArgs {
+    /// The store, with `--durability` and `--compress`.
+    fn store(&self) -> StoreArg {
+        self.sqlite.apply(&self.store)
+    }
+
+    /// How the run reaches its model.
+    fn llm(&self) -> switchyard::llm::LlmOptions {
+        switchyard::llm::LlmOptions {
+            record: self.record.clone(),
+            replay: self.replay.clone(),
+            stream: self.stream,
+        }
+    }
 }
 
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
@@ -58,10 +115,10 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         .as_deref()
         .map(|p| read_json_arg(p, "--payload"))
         .transpose()?;
-    let store = args.common.store.open()?;
+    let store = args.common.store().open()?;
     let file = match args.file {
         Some(f) => f,
-        None => super::inspect::recorded_graph(&*store, &args.thread)?,
+        None => super::recorded_graph(&*store, &args.thread)?,
     };
     let graph = match super::load_graph(&file)? {
         Ok(g) => g,
@@ -105,19 +162,6 @@ fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow
         }))
 }
 
-/// `--input '{"a": 1}'` or `--input @file.json`.
-pub(crate) fn read_json_arg(text: &str, flag: &str) -> anyhow::Result<Json> {
-    let (text, from) = match text.strip_prefix('@') {
-        Some(path) => (
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read `{path}` ({flag})"))?,
-            format!("`{path}`"),
-        ),
-        None => (text.to_string(), flag.to_string()),
-    };
-    serde_json::from_str(&text).with_context(|| format!("{from} is not JSON"))
-}
-
 fn new_thread_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -136,8 +180,8 @@ enum Start {
 struct Session {
     runner: Runner,
     events: UnboundedReceiver<Event>,
-    /// What every NDJSON event line carries besides the event.
-    envelope: Envelope,
+    /// Prints the events, for people or as NDJSON lines.
+    printer: Printer,
     file: PathBuf,
     store: StoreArg,
     json: bool,
@@ -148,25 +192,27 @@ struct Session {
 }
 
 impl Session {
-    fn new(graph: Graph, common: &Common) -> anyhow::Result<Self> {
-        let store = common.store.open()?;
+    fn new(graph: Graph, common: &CommonArgs) -> anyhow::Result<Self> {
+        let store = common.store().open()?;
         Self::with_store(graph, store, common)
     }
 
     fn with_store(
         graph: Graph,
         store: Arc<dyn switchyard::run::Checkpointer>,
-        common: &Common,
+        common: &CommonArgs,
     ) -> anyhow::Result<Self> {
         let file = graph.path.clone();
         let root = graph.root.clone();
-        let llm = switchyard::llm::llm_client(&graph, &common.llm)?;
+        let llm_options = common.llm();
+        let trace = common.trace.resolve();
+        let llm = switchyard::llm::llm_client(&graph, &llm_options)?;
         let mut runner = Runner::new(Arc::new(graph), store)
             .with_max_steps(common.max_steps)
-            .with_llm_content(common.trace.as_ref().is_some_and(|t| t.content))
+            .with_llm_content(trace.as_ref().is_some_and(|t| t.content))
             .with_llm(llm);
         let events = runner.events();
-        let mut tools = McpClient::new(&root, BlobStore::new(common.store.blob_dir()));
+        let mut tools = McpClient::new(&root, BlobStore::new(common.store().blob_dir()));
         if let Some(tx) = runner.event_sender() {
             tools = tools.with_events(tx);
         }
@@ -175,10 +221,10 @@ impl Session {
         if let Some(n) = common.max_steps {
             carried.push(format!("--max-steps {n}"));
         }
-        if common.llm.stream {
+        if llm_options.stream {
             carried.push("--stream".into());
         }
-        if let Some(f) = &common.llm.replay {
+        if let Some(f) = &llm_options.replay {
             carried.push(format!(
                 "--replay {}",
                 shell_quote(&f.display().to_string())
@@ -190,11 +236,11 @@ impl Session {
         Ok(Session {
             runner,
             events,
-            envelope: Envelope::default(),
+            printer: Printer::new(common.json),
             file,
-            store: common.store.clone(),
+            store: common.store(),
             json: common.json,
-            trace: common.trace.clone(),
+            trace,
             carried,
         })
     }
@@ -202,7 +248,7 @@ impl Session {
     fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
         super::runtime()?.block_on(async move {
             let tracer = self.trace.take().map(switchyard::telemetry::Tracer::start);
-            self.envelope.tracer = tracer.clone();
+            self.printer.tracer = tracer.clone();
             let result = self.drive_on(thread, start).await;
             if let Some(t) = tracer {
                 t.end("cli");
@@ -227,11 +273,11 @@ impl Session {
             let mut outcome = match start {
                 Start::New(input) => {
                     let fut = self.runner.start(thread, input);
-                    pump(&mut self.events, self.json, &mut self.envelope, fut).await
+                    self.printer.pump(&mut self.events, fut).await
                 }
                 Start::Resume(payload, force) => {
                     let fut = self.runner.resume(thread, payload, force);
-                    pump(&mut self.events, self.json, &mut self.envelope, fut).await
+                    self.printer.pump(&mut self.events, fut).await
                 }
             };
             loop {
@@ -248,7 +294,7 @@ impl Session {
                             return self.paused(thread, &node, &payload);
                         };
                         let fut = self.runner.resume(thread, answer, false);
-                        outcome = pump(&mut self.events, self.json, &mut self.envelope, fut).await;
+                        outcome = self.printer.pump(&mut self.events, fut).await;
                     }
                     // A person at the terminal may try again after a refused answer.
                     Err(
@@ -417,96 +463,10 @@ fn default_store_path() -> PathBuf {
     }
 }
 
-pub(crate) fn shell_quote(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_./@:".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The version of the NDJSON event lines (`v`), as `schemas/events.schema.json`
-/// describes them: a change a reader would notice gets a new one.
-pub(crate) const EVENTS_VERSION: u64 = 1;
-
-/// What each NDJSON line carries besides its event: the thread and the run, from the
-/// run's `run_started` (its first event); and the tracer every event also goes to.
-#[derive(Default)]
-pub(crate) struct Envelope {
-    thread: Option<Arc<str>>,
-    run: Option<u64>,
-    pub(crate) tracer: Option<switchyard::telemetry::Tracer>,
-}
-
-impl Envelope {
-    /// `e` as one NDJSON line: `v`, `ts` (Unix milliseconds when it was written out),
-    /// `thread` and `run` first, then the event's own fields.
-    pub(crate) fn line(&mut self, e: &Event) -> Option<String> {
-        if let Event::RunStarted { thread, run, .. } = e {
-            self.thread = Some(thread.clone());
-            self.run = Some(*run);
-        }
-        let Json::Object(fields) = serde_json::to_value(e).ok()? else {
-            return None;
-        };
-        let mut out = serde_json::Map::with_capacity(fields.len() + 4);
-        out.insert("v".into(), Json::from(EVENTS_VERSION));
-        out.insert("ts".into(), Json::from(now_ms()));
-        out.insert(
-            "thread".into(),
-            self.thread.as_deref().map_or(Json::Null, Json::from),
-        );
-        out.insert("run".into(), self.run.map_or(Json::Null, Json::from));
-        out.extend(fields);
-        serde_json::to_string(&Json::Object(out)).ok()
-    }
-}
-
-/// Runs `fut` while printing the events it emits as they come.
-async fn pump<T>(
-    events: &mut UnboundedReceiver<Event>,
-    json: bool,
-    envelope: &mut Envelope,
-    fut: impl std::future::Future<Output = T>,
-) -> T {
-    tokio::pin!(fut);
-    let result = loop {
-        tokio::select! {
-            biased;
-            out = &mut fut => break out,
-            Some(e) = events.recv() => print_event(&e, json, envelope),
-        }
-    };
-    while let Ok(e) = events.try_recv() {
-        print_event(&e, json, envelope);
-    }
-    result
-}
-
-fn print_event(e: &Event, json: bool, envelope: &mut Envelope) {
-    if let Some(t) = &envelope.tracer {
-        t.observe("cli", e);
-    }
-    // A closed stdout or stderr must not turn into a panic; the run goes on.
-    if json {
-        if let Some(line) = envelope.line(e) {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
-    } else if !matches!(e, Event::TextDelta { .. }) {
-        let _ = writeln!(std::io::stderr().lock(), "{}", e.human());
-    } else {
-        let _ = write!(std::io::stderr().lock(), "{}", e.human());
-    }
 }
 
 /// Ctrl-C or SIGTERM asks the run to stop at the next node boundary (its MCP servers

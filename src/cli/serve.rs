@@ -1,8 +1,11 @@
 //! `switchyard serve`: hosts graphs over HTTP until SIGTERM or Ctrl-C. It prints where
 //! it listens, then one JSON line per request and per thing the host did, on stderr.
 
-use super::StoreArg;
 use super::exit;
+use super::flags::{
+    SqliteFlags, TraceArgs, cli_default_store, parse_duration, parse_positive_duration, parse_size,
+};
+use super::store::StoreArg;
 use anyhow::Context;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -11,40 +14,96 @@ use std::time::Duration;
 use switchyard::host::{Graphs, Host, HostOptions, LlmSource};
 use switchyard::serve::{ServeOptions, bind};
 
+#[derive(clap::Args)]
 pub(crate) struct ServeArgs {
-    pub(crate) paths: Vec<PathBuf>,
-    pub(crate) listen: SocketAddr,
-    pub(crate) store: StoreArg,
-    pub(crate) api_key_env: Option<String>,
-    pub(crate) api_key_file: Option<PathBuf>,
-    pub(crate) insecure: bool,
-    pub(crate) cors: Vec<String>,
-    pub(crate) max_body: usize,
-    pub(crate) max_runs: usize,
-    pub(crate) mcp_idle: Duration,
-    pub(crate) mcp_max_servers: usize,
-    pub(crate) watch: Option<Duration>,
-    pub(crate) log_retention: Duration,
-    pub(crate) thread_ttl: Option<Duration>,
-    pub(crate) run_lease: Duration,
-    pub(crate) llm_content: bool,
-    pub(crate) trace: Option<switchyard::telemetry::TraceOptions>,
-    pub(crate) heartbeat: Duration,
-    pub(crate) replay: Vec<PathBuf>,
-    pub(crate) record: Option<PathBuf>,
-    pub(crate) quiet: bool,
+    /// Graph files, or directories whose `*.toml` files are graphs.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The address and port to listen on (`:0` picks a free port).
+    #[arg(long, default_value = "127.0.0.1:2024")]
+    listen: SocketAddr,
+    /// Where the checkpoints are: `sqlite:PATH`, `postgres://URL`, `memory` or `none`.
+    #[arg(long, value_name = "sqlite:PATH|postgres://URL|memory|none", default_value = cli_default_store(), env = "SWITCHYARD_STORE")]
+    store: StoreArg,
+    #[command(flatten)]
+    sqlite: SqliteFlags,
+    /// Require the API key held by this environment variable (`x-api-key` or
+    /// `Authorization: Bearer`).
+    #[arg(long, value_name = "NAME", conflicts_with = "api_key_file")]
+    api_key_env: Option<String>,
+    /// Require the API key held in this file.
+    #[arg(long, value_name = "PATH")]
+    api_key_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without an API key.
+    #[arg(long)]
+    insecure: bool,
+    /// Let a browser page from this origin call the API (`*` for any); repeat for more.
+    #[arg(long, value_name = "ORIGIN")]
+    cors: Vec<String>,
+    /// The largest request body taken: bytes, or with kB / MB.
+    #[arg(long, value_name = "SIZE", default_value = "10MB", value_parser = parse_size)]
+    max_body: usize,
+    /// Runs driven at once; more wait as pending.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    max_runs: u64,
+    /// Stop a paused thread's MCP servers after this long unused.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    mcp_idle: Duration,
+    /// Live MCP servers allowed at once; past it, those of the thread unused longest stop.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_max_servers: u64,
+    /// How often to look for edited graph files.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    watch: Duration,
+    /// Do not look for edited graph files.
+    #[arg(long)]
+    no_watch: bool,
+    /// How long a finished run's events stay for streams that join late.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    log_retention: Duration,
+    /// Delete threads that finished or failed longer ago than this (their
+    /// checkpoints, entry and runs); kept for ever without it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    thread_ttl: Option<Duration>,
+    /// With a Postgres store several servers share: how long a run stays this
+    /// server's without its heartbeat (renewed four times as often) before another
+    /// server takes it over from its last checkpoint.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_positive_duration)]
+    run_lease: Duration,
+    /// Leave model calls' messages and replies out of run events (and so out of
+    /// streams, the page and the store's event log); only their sizes and timings stay.
+    /// (Not with `--otlp-content`: spans would have no content to carry.)
+    #[arg(long, conflicts_with = "otlp_content")]
+    no_llm_content: bool,
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Send a heartbeat down a stream quiet for this long.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
+    heartbeat: Duration,
+    /// Answer LLM requests from recordings, with no network; repeat for more.
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    replay: Vec<PathBuf>,
+    /// Append every LLM request and reply to FILE (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Print no access or notice lines.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
+    let store_arg = args.sqlite.apply(&args.store);
+    let trace = args.trace.resolve();
+    let watch = (!args.no_watch).then_some(args.watch);
     let api_key = api_key(&args)?;
     // Refused before anything is loaded or opened.
     switchyard::serve::check_exposure(args.listen, api_key.is_some(), args.insecure)?;
-    if matches!(args.store, super::StoreArg::None) {
+    if matches!(store_arg, StoreArg::None) {
         anyhow::bail!(
             "the server keeps threads and runs, and --store none keeps nothing; use --store memory or sqlite:PATH (stateless runs keep no checkpoints anyway)"
         );
     }
-    let store = args.store.open()?;
+    let store = store_arg.open()?;
     let llm = if args.replay.is_empty() {
         LlmSource::live(args.record.clone())?
     } else {
@@ -71,20 +130,20 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             let paths = args.paths.clone();
             tokio::task::spawn_blocking(move || Graphs::load(paths)).await?
         };
-        let tracer = args.trace.clone().map(switchyard::telemetry::Tracer::start);
+        let tracer = trace.map(switchyard::telemetry::Tracer::start);
         let host = Host::new(
             graphs,
             HostOptions {
                 store,
-                blob_dir: args.store.blob_dir(),
+                blob_dir: store_arg.blob_dir(),
                 llm,
-                max_runs: args.max_runs,
+                max_runs: args.max_runs as usize,
                 mcp_idle: args.mcp_idle,
-                max_mcp_servers: args.mcp_max_servers,
+                max_mcp_servers: args.mcp_max_servers as usize,
                 log_retention: args.log_retention,
                 thread_ttl: args.thread_ttl,
                 run_lease: args.run_lease,
-                llm_content: args.llm_content,
+                llm_content: !args.no_llm_content,
                 tracer: tracer.clone(),
             },
         );
@@ -132,7 +191,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             let _ = tx
                 .send(serde_json::json!({ "notice": "recovering", "runs": recovered }).to_string());
         }
-        host.spawn_background(args.watch);
+        host.spawn_background(watch);
         let bound = bind(
             host.clone(),
             ServeOptions {

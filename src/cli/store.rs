@@ -97,13 +97,12 @@ impl StoreArg {
         match self {
             StoreArg::Sqlite(p, _) => format!(
                 "--store {}",
-                super::run::shell_quote(&format!("sqlite:{}", p.display()))
+                super::shell_quote(&format!("sqlite:{}", p.display()))
             ),
             // Without its password: the command is printed where others may read it.
-            StoreArg::Postgres(url) => format!(
-                "--store {}",
-                super::run::shell_quote(&PostgresStore::shown(url))
-            ),
+            StoreArg::Postgres(url) => {
+                format!("--store {}", super::shell_quote(&PostgresStore::shown(url)))
+            }
             StoreArg::Memory => "--store memory".into(),
             StoreArg::None => "--store none".into(),
         }

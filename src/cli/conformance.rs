@@ -1,0 +1,76 @@
+//! The client side of the MCP conformance suite (`npx @modelcontextprotocol/conformance
+//! client --command "switchyard mcp-conformance-client"`): the suite appends the URL and
+//! names the scenario in `MCP_CONFORMANCE_SCENARIO` and gives the credentials a
+//! scenario hands out in `MCP_CONFORMANCE_CONTEXT`, which become the server's OAuth
+//! settings as a graph would write them.
+
+use super::exit;
+use anyhow::Context;
+use switchyard::graph::{Server, ServerTransport};
+use switchyard::run::{ToolClient, ToolRequest};
+
+#[derive(clap::Args)]
+pub(crate) struct ConformanceArgs {
+    url: String,
+}
+
+pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: serde_json::Value = match std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        Ok(c) => serde_json::from_str(&c).context("MCP_CONFORMANCE_CONTEXT is not JSON")?,
+        Err(_) => serde_json::Value::Null,
+    };
+    let said = |k: &str| context.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let oauth = switchyard::spec::OAuth {
+        client_credentials: scenario.starts_with("auth/client-credentials"),
+        client_id: said("client_id"),
+        client_secret: said("client_secret"),
+        private_key: said("private_key_pem"),
+        signing_algorithm: said("signing_algorithm"),
+        scopes: Vec::new(),
+        // The suite's name for this client, taken by servers that accept one.
+        client_metadata_url: Some("https://conformance-test.local/client-metadata.json".into()),
+    };
+    let server = Server {
+        name: "conformance".into(),
+        transport: ServerTransport::Http {
+            url: args.url,
+            headers: Vec::new(),
+            oauth,
+        },
+        roots: Vec::new(),
+    };
+    let client = super::mcp_client(&std::env::current_dir()?);
+    let result = super::runtime()?.block_on(async {
+        let result = async {
+            let tools = client.list_tools(&server).await?;
+            println!("{} tools", tools.len());
+            // A scenario that asks for input: accepted with nothing filled in, which is
+            // what a person does who takes the server's defaults.
+            let answer = scenario.starts_with("elicitation").then(|| {
+                std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
+            });
+            // Every tool is called: scenarios check what happens on a call (a
+            // result, more scope asked for, a stream resumed).
+            for t in tools {
+                let request = ToolRequest {
+                    answer: answer.clone(),
+                    ..ToolRequest::new(
+                        server.clone(),
+                        t.name.clone(),
+                        switchyard::mcp::example_arguments(&t.input_schema),
+                        format!("conformance/{}", t.name),
+                    )
+                };
+                let reply = client.call(&request).await?;
+                println!("{}: {}", t.name, reply.content);
+            }
+            Ok::<_, switchyard::run::ToolError>(())
+        }
+        .await;
+        client.shutdown().await;
+        result
+    });
+    result?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,126 @@
+//! `switchyard validate`: checks graph files and reports every problem, as text for
+//! people or JSON for tools; `--online` also asks the graphs' MCP servers.
+
+use super::exit;
+use super::flags::ReportFormat;
+use std::io::Write;
+use std::path::PathBuf;
+use switchyard::run::ToolClient;
+use switchyard::{Sources, Validation, validate_file};
+
+#[derive(clap::Args)]
+pub(crate) struct ValidateArgs {
+    /// Graph files to check.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// How to print the diagnostics.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    format: ReportFormat,
+    /// Also start the graph's MCP servers and check tool names and literal arguments.
+    #[arg(long)]
+    online: bool,
+}
+
+pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
+    let ValidateArgs {
+        files,
+        format,
+        online,
+    } = args;
+    let mut invalid = false;
+    let mut reports = Vec::new();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut unreadable = false;
+    for path in &files {
+        let mut sources = Sources::new();
+        // A file that cannot be read is reported, and the others are still checked.
+        let mut v = match validate_file(path, &mut sources) {
+            Ok(v) => v,
+            Err(e) => {
+                unreadable = true;
+                let chain: Vec<String> = anyhow::Error::from(e)
+                    .chain()
+                    .map(ToString::to_string)
+                    .collect();
+                let message = chain.join(": ");
+                match format {
+                    ReportFormat::Text => {
+                        eprintln!("error: {}", chain[0]);
+                        for cause in &chain[1..] {
+                            eprintln!("caused by: {cause}");
+                        }
+                    }
+                    ReportFormat::Json => reports.push(serde_json::json!({
+                        "file": path.display().to_string(),
+                        "valid": false,
+                        "error": message,
+                        "diagnostics": [],
+                    })),
+                }
+                continue;
+            }
+        };
+        if online {
+            check_online(&mut v, &sources)?;
+        }
+        invalid |= !v.is_valid();
+        match format {
+            ReportFormat::Text => {
+                let errors = v.diagnostics.iter().filter(|d| d.is_error()).count();
+                let mut err = std::io::stderr().lock();
+                for d in &v.diagnostics {
+                    writeln!(err, "{}", super::color::diagnostics(&d.render(&sources)))?;
+                }
+                if v.is_valid() {
+                    let spec = v.spec.as_ref().expect("valid means loaded");
+                    let consts = spec.state.iter().filter(|f| f.constant).count();
+                    let fields = spec.state.len() - consts;
+                    let consts = match consts {
+                        0 => String::new(),
+                        1 => ", 1 constant".into(),
+                        n => format!(", {n} constants"),
+                    };
+                    writeln!(out, "{}: ok ({} nodes, {fields} state fields{consts})", path.display(), spec.nodes.len())?;
+                } else {
+                    let s = if errors == 1 { "" } else { "s" };
+                    writeln!(err, "{}: {errors} error{s}", path.display())?;
+                }
+            }
+            ReportFormat::Json => reports.push(serde_json::json!({
+                "file": path.display().to_string(),
+                "valid": v.is_valid(),
+                "diagnostics": v.diagnostics.iter().map(|d| d.to_json(&sources)).collect::<Vec<_>>(),
+            })),
+        }
+    }
+    if let ReportFormat::Json = format {
+        serde_json::to_writer_pretty(&mut out, &reports)?;
+        writeln!(out)?;
+    }
+    out.flush()?;
+    Ok(if unreadable {
+        exit::FAILED
+    } else if invalid {
+        exit::INVALID
+    } else {
+        exit::OK
+    })
+}
+
+/// `validate --online`: adds the diagnostics that need the servers to a valid graph.
+fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
+    let Some(spec) = v.spec.as_ref().filter(|_| v.is_valid()) else {
+        return Ok(());
+    };
+    let graph = switchyard::graph::compile(spec, sources)?;
+    let client = super::mcp_client(&graph.root);
+    let found = super::runtime()?.block_on(async {
+        let found = switchyard::mcp::online::check(spec, &graph, &client).await;
+        client.shutdown().await;
+        found
+    });
+    v.diagnostics.extend(found);
+    switchyard::diagnostic::sort(&mut v.diagnostics);
+    Ok(())
+}
