@@ -65,6 +65,7 @@ async fn run_on(mut runner: Runner, thread: &str, input: Json) -> Ran {
         events.push(e);
     }
     let state = runner
+        .threads()
         .state(thread, None)
         .map(|(s, _)| s)
         .unwrap_or(Json::Null);
@@ -1169,6 +1170,7 @@ fn traces(ran: &Ran, thread: &str) -> String {
     let events: Vec<Json> = ran.events.iter().map(scrub).collect();
     let history = ran
         .runner
+        .threads()
         .history(thread)
         .map(|h| json!(h))
         .unwrap_or(Json::Null);

@@ -139,7 +139,7 @@ fn stopped(server: &str) -> Event {
 
 /// The state of a finished thread, with audit durations set to 0.
 fn state(h: &Harness, thread: &str) -> Json {
-    let (mut state, _) = h.runner.state(thread, None).expect("state");
+    let (mut state, _) = h.runner.threads().state(thread, None).expect("state");
     if let Some(Json::Array(records)) = state.get_mut("audit") {
         for r in records {
             assert!(r["duration_ms"].is_u64(), "{r}");
@@ -1256,7 +1256,7 @@ async fn a_server_that_dies_more_often_than_allowed_is_not_started_again() {
         e.to_string(),
         "node `slow` failed: `trigger-long-running-operation`: server `everything` died 1 time, more than the 0 restarts allowed; it is not started again"
     );
-    let (s, _) = h.runner.state("t", None).expect("state");
+    let (s, _) = h.runner.threads().state("t", None).expect("state");
     let attempts: Vec<(u64, bool)> = s["audit"]
         .as_array()
         .expect("audit")

@@ -35,7 +35,7 @@ fn finished(outcome: &str, response: &str, steps: u64) -> Outcome {
 
 #[track_caller]
 fn state_of(r: &Runner, thread: &str) -> Json {
-    r.state(thread, None).unwrap().0
+    r.threads().state(thread, None).unwrap().0
 }
 
 #[tokio::test]
@@ -331,7 +331,7 @@ async fn a_wrong_write_fails_the_run_and_keeps_the_state_before_it() {
         err.to_string(),
         "node `second` failed: field `count` is `int`, and the value written is a string `\"three\"`"
     );
-    let (state, last) = r.state("t", None).unwrap();
+    let (state, last) = r.threads().state("t", None).unwrap();
     assert_eq!(
         state,
         json!({ "count": 0, "label": "before", "raw": "three" })
@@ -352,7 +352,7 @@ async fn an_optional_field_with_a_schema_can_be_cleared() {
         err.to_string(),
         "node `misthink` failed: field `thought` does not accept the value written: Additional properties are not allowed ('mood' was unexpected)"
     );
-    let history = r.history("t").unwrap();
+    let history = r.threads().history("t").unwrap();
     let writes: Vec<_> = history
         .iter()
         .flat_map(|c| c.writes.iter().map(|w| (&*w.field, (*w.value).clone())))
@@ -364,7 +364,10 @@ async fn an_optional_field_with_a_schema_can_be_cleared() {
             ("thought", Json::Null)
         ]
     );
-    assert_eq!(r.state("t", None).unwrap().0, json!({ "thought": null }));
+    assert_eq!(
+        r.threads().state("t", None).unwrap().0,
+        json!({ "thought": null })
+    );
 }
 
 #[tokio::test]
@@ -386,7 +389,7 @@ async fn input_must_name_declared_fields_with_the_right_types() {
         "the input is refused: expected an object, got a list `[1]`"
     );
     assert!(
-        r.history("t").is_err(),
+        r.threads().history("t").is_err(),
         "refused input leaves no checkpoint"
     );
 }
@@ -417,7 +420,7 @@ async fn a_stop_request_pauses_at_a_node_boundary_and_resume_finishes_the_same()
     };
     assert!((20..=21).contains(&steps), "stopped after {steps} steps");
     assert_eq!(
-        r.history("t").unwrap().last().unwrap().status,
+        r.threads().history("t").unwrap().last().unwrap().status,
         Status::Stopped
     );
     // A stopped thread goes on without a payload.
@@ -514,7 +517,7 @@ async fn an_unanswered_interrupt_times_out_along_its_route() {
 async fn an_answer_the_output_field_cannot_take_is_refused_and_the_thread_stays_paused() {
     let r = runner("answer");
     r.start("t", json!({})).await.unwrap();
-    let before = r.history("t").unwrap();
+    let before = r.threads().history("t").unwrap();
     let err = r
         .resume("t", Some(json!({ "name": "Ann" })), false)
         .await
@@ -523,7 +526,7 @@ async fn an_answer_the_output_field_cannot_take_is_refused_and_the_thread_stays_
         err.to_string(),
         "the answer to `ask` cannot be taken: field `name` is `string`, and the value written is an object `{\"name\":\"Ann\"}`; nothing changed, answer again"
     );
-    assert_eq!(r.history("t").unwrap(), before);
+    assert_eq!(r.threads().history("t").unwrap(), before);
     assert_eq!(
         r.resume("t", Some(json!("Ann")), false).await.unwrap(),
         finished("done", "hello Ann", 2)

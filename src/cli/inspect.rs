@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::run::{Checkpoint, Checkpointer, Runner, Status};
+use switchyard::run::{Checkpoint, Checkpointer, Status, Threads};
 use switchyard::store::Source;
 
 #[derive(clap::Args)]
@@ -108,16 +108,18 @@ pub(crate) struct ForkArgs {
     store: StoreFlag,
 }
 
-fn runner(
+/// The thread's graph's view of the store: the graph file given, else the one that
+/// wrote the thread.
+fn threads(
     store: Arc<dyn Checkpointer>,
     graph: Option<PathBuf>,
     thread: &str,
-) -> anyhow::Result<Result<Runner, u8>> {
+) -> anyhow::Result<Result<Threads, u8>> {
     let file = match graph {
         Some(f) => f,
         None => super::recorded_graph(&*store, thread)?,
     };
-    Ok(super::load_graph(&file)?.map(|g| Runner::new(Arc::new(g), store)))
+    Ok(super::load_graph(&file)?.map(|g| Threads::new(Arc::new(g), store)))
 }
 
 /// `switchyard state`, and `state set`.
@@ -140,11 +142,11 @@ pub(crate) fn state(args: StateArgs) -> anyhow::Result<u8> {
         return set(&store.store, graph, &thread, &values, as_node.as_deref());
     }
     let thread = thread.unwrap_or_default();
-    let runner = match runner(store.store.open_to_read()?, graph, &thread)? {
+    let threads = match threads(store.store.open_to_read()?, graph, &thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    let (state, last) = runner.state(&thread, at)?;
+    let (state, last) = threads.state(&thread, at)?;
     print_json(&state_doc(&thread, &state, &last))
 }
 
@@ -158,12 +160,12 @@ fn set(
     as_node: Option<&str>,
 ) -> anyhow::Result<u8> {
     let values = super::read_json_arg(values, "--values")?;
-    let runner = match runner(store.open()?, graph, thread)? {
+    let threads = match threads(store.open()?, graph, thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    runner.update(thread, values, as_node)?;
-    let (state, last) = runner.state(thread, None)?;
+    threads.update(thread, values, as_node)?;
+    let (state, last) = threads.state(thread, None)?;
     print_json(&state_doc(thread, &state, &last))
 }
 
@@ -257,12 +259,12 @@ pub(crate) fn fork(args: ForkArgs) -> anyhow::Result<u8> {
         graph,
         store,
     } = args;
-    let runner = match runner(store.store.open()?, graph, &thread)? {
+    let threads = match threads(store.store.open()?, graph, &thread)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
     let new = into.unwrap_or_else(|| format!("{thread}@{at}"));
-    runner
+    threads
         .fork(&thread, at, &new)
         .with_context(|| format!("cannot fork thread `{thread}`"))?;
     let mut out = std::io::stdout().lock();
@@ -304,14 +306,14 @@ pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
             if deleted.len() == 1 { "" } else { "s" }
         )?;
     } else if let Some(thread) = thread.as_deref() {
-        let runner = match runner(opened, graph, thread)? {
+        let threads = match threads(opened, graph, thread)? {
             Ok(r) => r,
             Err(code) => return Ok(code),
         };
-        let gone = runner
+        let gone = threads
             .prune(thread)
             .with_context(|| format!("cannot prune thread `{thread}`"))?;
-        let kept = runner.latest(thread)?.seq;
+        let kept = threads.latest(thread)?.seq;
         writeln!(
             out,
             "thread `{thread}`: {gone} checkpoint{} removed; checkpoint {kept} holds its state",

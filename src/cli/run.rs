@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard::graph::{Body, Graph};
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::{Event, Outcome, RunError, Runner, answer};
+use switchyard::run::{Event, Go, Outcome, RunError, Runner, answer};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 #[derive(clap::Args)]
@@ -106,7 +106,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let thread = args.thread.unwrap_or_else(new_thread_id);
     let session = Session::new(graph, &args.common)?;
-    session.drive(&thread, Start::New(input))
+    session.drive(&thread, Go::Start(input))
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
@@ -128,7 +128,7 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     let thread = match args.at {
         Some(seq) => {
             let new = format!("{}@{seq}", args.thread);
-            match session.runner.fork(&args.thread, seq, &new) {
+            match session.runner.threads().fork(&args.thread, seq, &new) {
                 Ok(()) => {
                     eprintln!(
                         "forked thread `{}` at checkpoint {seq} into `{new}`",
@@ -148,13 +148,19 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         }
         None => args.thread,
     };
-    session.drive(&thread, Start::Resume(payload, args.force))
+    session.drive(
+        &thread,
+        Go::Resume {
+            payload,
+            force: args.force,
+        },
+    )
 }
 
 /// Whether `fork` holds exactly the records of `thread` up to `seq`, nothing more.
 fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow::Result<bool> {
-    let original = runner.history(thread)?;
-    let copy = runner.history(fork)?;
+    let original = runner.threads().history(thread)?;
+    let copy = runner.threads().history(fork)?;
     let prefix: Vec<_> = original.iter().filter(|r| r.seq <= seq).collect();
     Ok(prefix.len() == copy.len()
         && prefix.iter().zip(&copy).all(|(a, b)| {
@@ -170,11 +176,6 @@ fn new_thread_id() -> String {
         "t-{:x}",
         (nanos as u64) ^ u64::from(std::process::id()) << 48
     )
-}
-
-enum Start {
-    New(Json),
-    Resume(Option<Json>, bool),
 }
 
 struct Session {
@@ -245,11 +246,11 @@ impl Session {
         })
     }
 
-    fn drive(mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
+    fn drive(mut self, thread: &str, go: Go) -> anyhow::Result<u8> {
         super::runtime()?.block_on(async move {
             let tracer = self.trace.take().map(switchyard::telemetry::Tracer::start);
             self.printer.tracer = tracer.clone();
-            let result = self.drive_on(thread, start).await;
+            let result = self.drive_on(thread, go).await;
             if let Some(t) = tracer {
                 t.end("cli");
                 // Sent before the process ends; a collector that is down costs a warning.
@@ -265,21 +266,13 @@ impl Session {
         })
     }
 
-    async fn drive_on(&mut self, thread: &str, start: Start) -> anyhow::Result<u8> {
+    async fn drive_on(&mut self, thread: &str, go: Go) -> anyhow::Result<u8> {
         {
             let stop_asked = watch_signals(self.runner.stop_handle());
             let interactive = std::io::stdin().is_terminal() && !self.json;
             let mut lines = interactive.then(stdin_lines);
-            let mut outcome = match start {
-                Start::New(input) => {
-                    let fut = self.runner.start(thread, input);
-                    self.printer.pump(&mut self.events, fut).await
-                }
-                Start::Resume(payload, force) => {
-                    let fut = self.runner.resume(thread, payload, force);
-                    self.printer.pump(&mut self.events, fut).await
-                }
-            };
+            let fut = self.runner.run(thread, go);
+            let mut outcome = self.printer.pump(&mut self.events, fut).await;
             loop {
                 match outcome {
                     Ok(Outcome::Interrupted { node, payload }) => {
@@ -293,7 +286,7 @@ impl Session {
                         let Some(answer) = answer else {
                             return self.paused(thread, &node, &payload);
                         };
-                        let fut = self.runner.resume(thread, answer, false);
+                        let fut = self.runner.run(thread, Go::resume(answer));
                         outcome = self.printer.pump(&mut self.events, fut).await;
                     }
                     // A person at the terminal may try again after a refused answer.
@@ -305,6 +298,7 @@ impl Session {
                         eprintln!("error: {e}");
                         let pending = self
                             .runner
+                            .threads()
                             .latest(thread)?
                             .pending
                             .context("the thread is no longer paused")?;
@@ -345,6 +339,7 @@ impl Session {
         let graph = self.runner.graph();
         let pending = self
             .runner
+            .threads()
             .latest(thread)?
             .pending
             .context("the thread is not paused")?;
@@ -423,6 +418,7 @@ impl Session {
             // A breakpoint takes no answer; an interrupt does.
             let breakpoint = self
                 .runner
+                .threads()
                 .latest(thread)?
                 .pending
                 .is_some_and(|p| p.breakpoint.is_some());

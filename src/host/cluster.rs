@@ -73,14 +73,9 @@ impl Host {
             .filter(|r| r.status.in_flight())
             .collect();
         if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
-            let runner = self.runner(graph);
             let latest = store.latest(&thread_id)?;
-            match decide(&request, latest.as_ref(), &thread_id)? {
-                super::runs::Mode::Start(input) => runner.check_start(&thread_id, input)?,
-                super::runs::Mode::Resume(payload) => {
-                    runner.check_resume(&thread_id, payload, false)?
-                }
-            }
+            let go = decide(&request, latest.as_ref(), &thread_id)?;
+            self.runner(graph).check(&thread_id, go)?;
         }
         if !in_flight.is_empty() {
             match request.multitask_strategy {

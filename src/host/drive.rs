@@ -3,9 +3,9 @@
 //! recorded, told and, for a stateless run, its thread removed.
 
 use super::request::CancelAction;
-use super::runs::{Mode, RunEnd, RunHandle, decide};
+use super::runs::{RunEnd, RunHandle, decide};
 use super::{Host, Notice, lock};
-use crate::run::{Outcome, RunError, Runner};
+use crate::run::{Go, Outcome, RunError, Runner};
 use crate::store::RunStatus;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -302,19 +302,16 @@ impl Host {
             if !run.resumes()
                 && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
             {
-                runner.update(&run.thread, update, None)?;
+                runner.threads().update(&run.thread, update, None)?;
             }
             let latest = store.latest(&run.thread)?;
-            let mode = if run.resumes() {
-                Mode::Resume(None)
+            let go = if run.resumes() {
+                Go::resume(None)
             } else {
                 decide(&run.request, latest.as_ref(), &run.thread)
                     .map_err(|e| RunError::Input(e.to_string()))?
             };
-            match mode {
-                Mode::Start(input) => runner.start(&run.thread, input).await,
-                Mode::Resume(payload) => runner.resume(&run.thread, payload, false).await,
-            }
+            runner.run(&run.thread, go).await
         };
         let outcome = {
             tokio::pin!(work);

@@ -254,6 +254,11 @@ impl Host {
         Runner::new(graph, self.inner.store.clone())
     }
 
+    /// `graph`'s view of the threads in this host's store.
+    fn threads(&self, graph: Arc<crate::graph::Graph>) -> crate::run::Threads {
+        crate::run::Threads::new(graph, self.inner.store.clone())
+    }
+
     fn notice(&self, n: Notice) {
         if let Some(tx) = &*lock(&self.inner.notices) {
             let _ = tx.send(n);

@@ -7,7 +7,7 @@
 use super::request::{CancelAction, Multitask, RunRequest};
 use super::{Host, HostError, Notice, RunLog, fresh_record, lock, new_id, now_ms};
 use crate::graph::Graph;
-use crate::run::StopHandle;
+use crate::run::{Go, StopHandle};
 use crate::store::{Checkpoint, RunRecord, RunStatus, Status, ThreadRecord};
 use serde_json::{Value as Json, json};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -140,12 +140,6 @@ pub(super) enum Recovery {
     },
 }
 
-/// What a run does when it gets its turn.
-pub(super) enum Mode {
-    Start(Json),
-    Resume(Option<Json>),
-}
-
 impl Host {
     /// Creates a run of graph `assistant` on `thread` (a new temporary thread when
     /// none), queued behind the thread's runs in flight as `request.multitask_strategy`
@@ -180,11 +174,8 @@ impl Host {
         // Checked now when the run would start now; behind other runs the state it
         // will find is not known yet.
         if !busy && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
-            let runner = self.runner(graph.clone());
-            match decide(&request, latest.as_ref(), &thread_id)? {
-                Mode::Start(input) => runner.check_start(&thread_id, input)?,
-                Mode::Resume(payload) => runner.check_resume(&thread_id, payload, false)?,
-            }
+            let go = decide(&request, latest.as_ref(), &thread_id)?;
+            self.runner(graph.clone()).check(&thread_id, go)?;
         }
         let mut queues = lock(&self.inner.queues);
         let queue = queues.entry(thread_id.clone()).or_default();
@@ -555,13 +546,13 @@ pub(super) fn decide(
     request: &RunRequest,
     latest: Option<&Checkpoint>,
     thread: &str,
-) -> Result<Mode, HostError> {
+) -> Result<Go, HostError> {
     if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
-        return Ok(Mode::Resume((!resume.is_null()).then_some(resume)));
+        return Ok(Go::resume((!resume.is_null()).then_some(resume)));
     }
     match &request.input {
         Some(Json::Null) | None => match latest.map(|l| l.status) {
-            Some(Status::Stopped | Status::Running) => Ok(Mode::Resume(None)),
+            Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
             // A breakpoint takes no answer: a run with no input lets it go on, as in
             // LangGraph.
             Some(Status::Interrupted)
@@ -569,7 +560,7 @@ pub(super) fn decide(
                     .and_then(|l| l.pending.as_ref())
                     .is_some_and(|p| p.breakpoint.is_some()) =>
             {
-                Ok(Mode::Resume(None))
+                Ok(Go::resume(None))
             }
             Some(Status::Interrupted) => Err(HostError::Conflict(format!(
                 "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
@@ -577,8 +568,8 @@ pub(super) fn decide(
                     .and_then(|l| l.pending.as_ref())
                     .map_or("?", |p| &*p.node)
             ))),
-            _ => Ok(Mode::Start(json!({}))),
+            _ => Ok(Go::Start(json!({}))),
         },
-        Some(input) => Ok(Mode::Start(input.clone())),
+        Some(input) => Ok(Go::Start(input.clone())),
     }
 }

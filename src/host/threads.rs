@@ -139,7 +139,7 @@ impl Host {
         };
         let graph = latest.as_ref().and_then(|l| self.graph_of(l).ok());
         let values = match (&latest, &graph) {
-            (Some(_), Some(g)) => Some(self.runner(g.clone()).state(&record.id, None)?.0),
+            (Some(_), Some(g)) => Some(self.threads(g.clone()).state(&record.id, None)?.0),
             _ => None,
         };
         Ok(ThreadView {
@@ -310,7 +310,7 @@ impl Host {
             };
         };
         let graph = self.graph_of(&latest)?;
-        let (values, record) = self.runner(graph.clone()).state(id, seq)?;
+        let (values, record) = self.threads(graph.clone()).state(id, seq)?;
         Ok(Some(StateView {
             values,
             record,
@@ -332,7 +332,7 @@ impl Host {
         };
         let graph = self.graph_of(&latest)?;
         Ok(self
-            .runner(graph.clone())
+            .threads(graph.clone())
             .states(id, before, limit)?
             .into_iter()
             .map(|(values, record)| StateView {
@@ -343,7 +343,7 @@ impl Host {
             .collect())
     }
 
-    /// A person's write to a thread's state (see [`crate::run::Runner::update`]),
+    /// A person's write to a thread's state (see [`crate::run::Threads::update`]),
     /// refused while the thread has runs in flight. A thread with no checkpoint takes
     /// the write under the graph its metadata names (`graph_id`).
     pub fn update_state(
@@ -366,7 +366,7 @@ impl Host {
                 }
             },
         };
-        let record = self.runner(graph).update(id, values, as_node)?;
+        let record = self.threads(graph).update(id, values, as_node)?;
         if let Some(mut t) = self.inner.store.get_thread(id)? {
             t.updated_ms = now_ms();
             self.inner.store.put_thread(&t)?;

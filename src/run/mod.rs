@@ -1,14 +1,26 @@
 //! Run: the async interpreter, its state, checkpoints and events.
+//!
+//! [`Runner`] holds a graph, its store and its clients, and runs the loop
+//! (`runner.rs`); a run begins as [`Go`] says (`plan.rs` decides what it will do,
+//! writing nothing, then executes it). Each node's kind (`kinds/`) turns the state into
+//! a step, which `apply.rs` writes through the reducers and routes, and `step.rs`
+//! records (`recorder.rs`) and tells of ([`Event`]s, through `emitter.rs`). Where the
+//! run stands is plain data in `cursor.rs`. [`Threads`] reads a graph's threads back:
+//! their state at any checkpoint, history, forks and a person's updates.
 
 pub mod answer;
+mod apply;
+mod cursor;
 pub(crate) mod elicitation;
+mod emitter;
 pub mod event;
+mod go;
 pub mod kinds;
 mod map;
 mod outcome;
 mod parallel;
-mod record;
-mod resume;
+mod plan;
+mod recorder;
 mod runner;
 pub(crate) mod scope;
 pub(crate) mod slot;
@@ -17,13 +29,17 @@ mod step;
 mod stop;
 mod subgraph;
 mod text_fits;
-mod thread;
+mod threads;
 
 pub use crate::store::{
     Checkpoint, Checkpointer, Claim, MemoryStore, NoStore, SqliteStore, Status,
 };
 pub use event::Event;
+pub use go::Go;
 pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
 pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
-pub use runner::{Outcome, RunError, Runner, StopHandle};
+pub use outcome::{Outcome, RunError};
+pub use runner::Runner;
 pub use state::State;
+pub use stop::StopHandle;
+pub use threads::Threads;

@@ -51,7 +51,7 @@ pub enum RunError {
     GraphChanged { thread: String, why: String },
     #[error("the input is refused: {0}")]
     Input(String),
-    /// A person's write to the state (`Runner::update`) that the fields refuse.
+    /// A person's write to the state (`Threads::update`) that the fields refuse.
     #[error("the update is refused: {0}")]
     Update(String),
     #[error("node `{node}` failed: {message}")]

@@ -7,53 +7,16 @@
 //! every branch's next node and the join (`a2,b1;join`), so a stop or a crash resumes
 //! the branches where they stood.
 
+use super::cursor::{Flow, Live, Work};
 use super::event::Event;
-use super::runner::{Live, Runner};
-use super::step::Flow;
-use crate::graph::{Graph, NodeId, Target};
+use super::kinds::Step;
+use super::outcome::RunError;
+use super::runner::Runner;
+use super::step::pending;
+use crate::graph::{NodeId, Target};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc::unbounded_channel;
-
-/// Where each branch is (none: it reached the join), and where they meet.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Frontier {
-    pub(crate) cursors: Vec<Option<NodeId>>,
-    pub(crate) join: NodeId,
-}
-
-impl Frontier {
-    /// As a record's `next`: the branches' next nodes, then `;` and the join.
-    pub(super) fn text(&self, graph: &Graph) -> Arc<str> {
-        let at: Vec<&str> = self
-            .cursors
-            .iter()
-            .flatten()
-            .map(|n| &*graph.node(*n).name)
-            .collect();
-        Arc::from(format!("{};{}", at.join(","), graph.node(self.join).name))
-    }
-
-    /// A record's `next` that names branches, read back; none for a single node.
-    pub(super) fn parse(text: &str, graph: &Graph) -> Option<Result<Frontier, String>> {
-        let (at, join) = text.split_once(';')?;
-        let node = |n: &str| graph.node_id(n).ok_or_else(|| n.to_string());
-        Some((|| {
-            Ok(Frontier {
-                cursors: at
-                    .split(',')
-                    .filter(|n| !n.is_empty())
-                    .map(|n| node(n).map(Some))
-                    .collect::<Result<_, _>>()?,
-                join: node(join)?,
-            })
-        })())
-    }
-
-    pub(super) fn done(&self) -> bool {
-        self.cursors.iter().all(Option::is_none)
-    }
-}
 
 impl Runner {
     /// Runs the branches of `live.frontier` to the join: `Flow::Next(join)` when all are
@@ -82,7 +45,7 @@ impl Runner {
                 live.limited = true;
                 live.frontier = None;
                 let to = self.graph.limits.on_limit;
-                self.emit(|| Event::LimitReached {
+                self.events.emit(|| Event::LimitReached {
                     limit: limit.into(),
                     to: to.map(|t| Arc::from(self.graph.target_name(t))),
                 });
@@ -101,27 +64,26 @@ impl Runner {
                 .collect();
             // As `drive` does between nodes: whoever follows the events (and a Ctrl-C
             // handler) gets to run between supersteps.
-            if self.events.is_some() {
+            if self.events.is_on() {
                 tokio::task::yield_now().await;
             } else {
                 tokio::task::coop::consume_budget().await;
             }
             // Each node counts as a step, numbered in declaration order.
             let base = live.step;
-            let start = self.events.is_some().then(Instant::now);
+            let start = self.events.is_on().then(Instant::now);
             let works = {
                 let live: &Live = live;
                 let runs = active.iter().enumerate().map(|(k, &(_, id))| {
-                    let mut run = self.run_info(live);
+                    let mut run = live.run_info(self.max_steps());
                     run.step = base + k as u64 + 1;
                     // Each node's events wait in a channel of their own, passed on in
                     // declaration order.
-                    let (tx, rx) = match self.events {
-                        Some(_) => {
-                            let (tx, rx) = unbounded_channel();
-                            (Some(tx), Some(rx))
-                        }
-                        None => (None, None),
+                    let (tx, rx) = if self.events.is_on() {
+                        let (tx, rx) = unbounded_channel();
+                        (Some(tx), Some(rx))
+                    } else {
+                        (None, None)
                     };
                     async move { (self.work(live, id, run, &tx).await, rx) }
                 });
@@ -136,12 +98,12 @@ impl Runner {
             let mut pauses = Vec::new();
             let count = active.len() as u64;
             for (k, ((i, id), (work, rx))) in active.into_iter().zip(works).enumerate() {
-                if let (Some(tx), Some(mut rx)) = (&self.events, rx) {
+                if let (Some(tx), Some(mut rx)) = (self.events.sender(), rx) {
                     while let Ok(e) = rx.try_recv() {
                         let _ = tx.send(e);
                     }
                 }
-                if let super::runner::Work::Step(super::kinds::Step::Pause { payload }) = work {
+                if let Work::Step(Step::Pause { payload }) = work {
                     pauses.push((i, id, payload));
                     continue;
                 }
@@ -181,7 +143,7 @@ impl Runner {
                 let mut pauses = pauses.into_iter();
                 let (i, id, payload) = pauses.next().expect("not empty");
                 let others = pauses
-                    .map(|(_, id, payload)| self.pending(live, self.graph.node(id), &payload, None))
+                    .map(|(_, id, payload)| pending(live, self.graph.node(id), &payload, None))
                     .collect();
                 live.branch = Some(i);
                 let node = self.graph.node(id);
@@ -191,31 +153,4 @@ impl Runner {
             }
         }
     }
-
-    /// Where branch `i` goes after its node: on to `to`, or waiting at the join.
-    pub(super) fn advance(&self, live: &mut Live, to: Target) {
-        if let (Some(f), Some(i)) = (&mut live.frontier, live.branch) {
-            f.cursors[i] = match to {
-                Target::Node(n) if n != f.join => Some(n),
-                _ => None,
-            };
-        }
-    }
-
-    /// Starts the branches of fork node `id`: a record that names them all, an event
-    /// for each.
-    pub(super) fn start_branches(&self, live: &mut Live, branches: &[Target], join: NodeId) {
-        live.frontier = Some(Frontier {
-            cursors: branches
-                .iter()
-                .map(|t| match t {
-                    Target::Node(n) => Some(*n),
-                    Target::End => None,
-                })
-                .collect(),
-            join,
-        });
-    }
 }
-
-use super::runner::RunError;

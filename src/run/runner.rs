@@ -5,134 +5,62 @@
 //! state; append a checkpoint record; emit events. An interrupt pauses the run with its
 //! record saved; a resume validates the answer, writes it and routes on, so no node
 //! runs twice because of a resume.
+//!
+//! This file holds the runner's parts and its loop ([`Runner::drive`]). What a step
+//! leaves behind is in `step.rs`, how a start or resume is decided in `plan.rs`,
+//! parallel branches in `parallel.rs`, mapped nodes in `map.rs`, subgraphs in
+//! `subgraph.rs`; the thread's cursor is `cursor.rs`, its records `recorder.rs`.
 
+use super::cursor::{Flow, Live, Work};
+use super::emitter::Emitter;
 use super::event::Event;
+use super::go::Go;
 use super::kinds::cx::NodeCx;
-use super::kinds::llm::{LlmClient, NoLlm};
-use super::kinds::mcp::{NoTools, ToolClient};
 use super::kinds::{self, Step};
+use super::outcome::{Outcome, RunError};
+use super::recorder::Recorder;
 use super::scope::RunInfo;
-use super::state::State;
+use super::stop::StopHandle;
+use super::threads::Threads;
 use crate::graph::{Body, Graph, NodeId, Target};
+use crate::llm::{LlmClient, NoLlm};
 use crate::spec::Breakpoint;
-use crate::store::{Checkpointer, Status, Write};
-use serde_json::{Value as Json, json};
+use crate::store::Checkpointer;
+use serde_json::json;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-pub use super::outcome::{Outcome, RunError};
-pub(super) use super::step::{Flow, Routed};
-pub use super::stop::StopHandle;
+use super::kinds::mcp::{NoTools, ToolClient};
 
 /// Runs one graph against one checkpoint store.
 pub struct Runner {
     pub(super) graph: Arc<Graph>,
-    /// The graph file and its hash, as every checkpoint records them.
-    pub(super) graph_path: Arc<str>,
-    pub(super) graph_hash: Arc<str>,
-    pub(super) store: Arc<dyn Checkpointer>,
+    /// Writes the records, into the threads of this graph and store.
+    pub(super) recorder: Recorder,
     pub(super) llm: Arc<dyn LlmClient>,
     pub(super) tools: Arc<dyn ToolClient>,
-    pub(super) events: Option<UnboundedSender<Event>>,
+    pub(super) events: Emitter,
     pub(super) stop: StopHandle,
     pub(super) max_steps: Option<u64>,
     /// Whether a run shuts its MCP servers down when it ends or pauses (the command
     /// line), or leaves them to the caller (a server keeps a paused thread's servers).
     pub(super) shutdown_tools: bool,
-    /// Emit [`Event::Saved`] for every checkpoint; `Some(true)` with the whole state
-    /// on the first of each start or resume.
-    pub(super) saved: Option<bool>,
-    /// The next `Saved` event is the first of a start or resume.
-    pub(super) first_saved: AtomicBool,
-    /// The run's last event, held while its MCP servers are shut down: whoever reads
-    /// the events sees them stopped before the run ends.
-    pub(super) held: std::sync::Mutex<Option<Event>>,
-    /// The store keeps records: without, they are built only for `Saved` events.
-    pub(super) keep_records: bool,
     /// LLM events carry the messages sent and the reply (see [`Runner::with_llm_content`]).
     pub(super) llm_content: bool,
 }
 
-/// What a node's own work came to, before anything is written.
-pub(super) enum Work {
-    /// Its `only_if` was false: it does nothing and follows its edges.
-    Skipped,
-    Step(Step),
-}
-
-/// A thread being driven.
-#[derive(Clone)]
-pub(super) struct Live {
-    pub(super) thread: Arc<str>,
-    pub(super) seq: u64,
-    pub(super) run: u64,
-    pub(super) step: u64,
-    pub(super) state: State,
-    pub(super) tokens: u64,
-    /// Wall time of this run before the current segment (earlier segments were paused).
-    pub(super) elapsed_before: Duration,
-    pub(super) started: Instant,
-    /// The wall clock (Unix milliseconds) at an instant: a record's time comes from the
-    /// clock read for its elapsed time, one read per step instead of two. Read again
-    /// every 64 records, so a clock step or a suspended machine is caught up soon.
-    pub(super) wall: (Instant, u64),
-    /// A limit was reached and the run is on its way to `on_limit`.
-    pub(super) limited: bool,
-    /// `run.error` as expressions see it: set when a failure takes `on_error`, seen by
-    /// the node the run goes to, cleared when that node completes.
-    pub(super) error: Arc<Json>,
-    /// The node whose `before` breakpoint was just answered: it runs without pausing again.
-    pub(super) past_breakpoint: Option<NodeId>,
-    /// The answer to what a node's MCP server asked (elicitation), for that node's run
-    /// again on resume.
-    pub(super) answer: Option<(NodeId, Arc<Json>)>,
-    /// How to take back the writes of the node being applied (see `apply`).
-    pub(super) undo: Vec<super::state::Undo>,
-    /// Inside parallel branches: where each branch is, and where they meet.
-    pub(super) frontier: Option<super::parallel::Frontier>,
-    /// The branch whose node is being completed, inside parallel branches.
-    pub(super) branch: Option<usize>,
-}
-
-impl Live {
-    pub(super) fn elapsed(&self) -> Duration {
-        self.elapsed_before + self.started.elapsed()
-    }
-}
-
-pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl Runner {
     pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpointer>) -> Self {
-        let graph_path = Arc::from(
-            std::path::absolute(&graph.path)
-                .unwrap_or_else(|_| graph.path.clone())
-                .to_string_lossy()
-                .as_ref(),
-        );
-        let graph_hash = Arc::from(graph.hash.as_str());
-        let keep_records = store.keeps_records();
         Runner {
+            recorder: Recorder::new(Threads::new(graph.clone(), store)),
             graph,
-            graph_path,
-            graph_hash,
-            store,
             llm: Arc::new(NoLlm),
             tools: Arc::new(NoTools),
-            events: None,
+            events: Emitter::default(),
             stop: StopHandle::default(),
             max_steps: None,
             shutdown_tools: true,
-            saved: None,
-            first_saved: AtomicBool::new(true),
-            held: std::sync::Mutex::new(None),
-            keep_records,
             llm_content: false,
         }
     }
@@ -178,7 +106,7 @@ impl Runner {
     /// state would cost a copy of the state per step).
     #[must_use]
     pub fn with_saved_events(mut self, values: bool) -> Self {
-        self.saved = Some(values);
+        self.recorder.saved = Some(values);
         self
     }
 
@@ -194,21 +122,21 @@ impl Runner {
     /// Subscribes to the events of every later run: a stream of [`Event`]s.
     pub fn events(&mut self) -> UnboundedReceiver<Event> {
         let (tx, rx) = unbounded_channel();
-        self.events = Some(tx);
+        self.events = Emitter::to(tx);
         rx
     }
 
     /// Sends the events of every later run to `tx`.
     #[must_use]
     pub fn with_events(mut self, tx: UnboundedSender<Event>) -> Self {
-        self.events = Some(tx);
+        self.events = Emitter::to(tx);
         self
     }
 
     /// The sender behind [`Runner::events`], for clients that emit events of their own
     /// (an MCP server's stderr) into the same stream.
     pub fn event_sender(&self) -> Option<UnboundedSender<Event>> {
-        self.events.clone()
+        self.events.sender().clone()
     }
 
     pub fn stop_handle(&self) -> StopHandle {
@@ -219,200 +147,54 @@ impl Runner {
         &self.graph
     }
 
-    /// Sends the run's last event, held while its servers were shut down.
-    fn release_held(&self) {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let (Some(e), Some(tx)) = (held, &self.events) {
-            let _ = tx.send(e);
-        }
+    /// The threads this runner's runs write: their state, history, forks, updates.
+    pub fn threads(&self) -> &Threads {
+        &self.recorder.threads
     }
 
-    pub(super) fn emit(&self, make: impl FnOnce() -> Event) {
-        if let Some(tx) = &self.events {
-            let _ = tx.send(make());
-        }
-    }
-
+    /// The run's step limit: the runner's, else the graph's.
     pub(super) fn max_steps(&self) -> Option<u64> {
         self.max_steps.or(self.graph.limits.max_steps)
     }
 
-    /// Starts a new run of the graph on a thread: the input's fields are written through
-    /// their reducers (onto the thread's state when it has one), then the entry runs.
-    /// When the run ends or pauses, its MCP servers are shut down (unless kept).
-    pub async fn start(&self, thread: &str, input: Json) -> Result<Outcome, RunError> {
-        let claim = self.store.claim(thread)?;
-        self.first_saved.store(true, Ordering::SeqCst);
-        let outcome = match self.prepare_start(thread, input) {
-            Ok((live, writes)) => self.start_prepared(live, writes).await,
+    /// Runs on `thread` as `go` says: a new run from the entry, or the paused thread
+    /// resumed. One run at a time holds the thread (its claim). When the run ends or
+    /// pauses, its MCP servers are shut down (unless kept).
+    pub async fn run(&self, thread: &str, go: Go) -> Result<Outcome, RunError> {
+        let claim = self.recorder.threads.store().claim(thread)?;
+        self.recorder.begin();
+        let outcome = match self.prepare(thread, go) {
+            Ok(plan) => self.execute(plan).await,
             Err(e) => Err(e),
         };
         if self.shutdown_tools {
             self.tools.shutdown().await;
         }
-        self.release_held();
+        self.events.release();
         drop(claim);
         outcome
     }
 
-    /// Checks that a run can start on `thread` with `input`, as [`Runner::start`]
-    /// would, without writing anything.
-    pub fn check_start(&self, thread: &str, input: Json) -> Result<(), RunError> {
-        self.prepare_start(thread, input).map(drop)
+    /// Checks that a run can go on `thread` as `go` says, as [`Runner::run`] would,
+    /// without writing anything: a server refuses a request that would fail with the
+    /// thread as it was.
+    pub fn check(&self, thread: &str, go: Go) -> Result<(), RunError> {
+        self.prepare(thread, go).map(drop)
     }
 
-    /// The thread as a new run finds it, with the input written.
-    pub(super) fn prepare_start(
-        &self,
-        thread: &str,
-        input: Json,
-    ) -> Result<(Live, Vec<Write>), RunError> {
-        let Json::Object(fields) = input else {
-            return Err(RunError::Input(format!(
-                "expected an object, got {}",
-                super::state::describe(&input)
-            )));
-        };
-        let (mut live, last) = self.load_live(thread)?;
-        if let Some(last) = &last {
-            if last.status == Status::Interrupted {
-                let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
-                return Err(RunError::Paused {
-                    thread: thread.into(),
-                    node,
-                });
-            }
-            live.run = last.run + 1;
-        }
-        // A new run starts afresh: its own limits, no failure being handled, no
-        // breakpoint passed; only the state carries over.
-        live.step = 0;
-        live.tokens = 0;
-        live.elapsed_before = Duration::ZERO;
-        live.started = Instant::now();
-        live.wall = (live.started, now_ms());
-        live.limited = false;
-        if !live.error.is_null() {
-            live.error = Arc::new(Json::Null);
-        }
-        live.past_breakpoint = None;
-        let missing: Vec<String> = self
-            .graph
-            .fields
-            .iter()
-            .filter(|f| f.required && !fields.contains_key(&*f.name))
-            .map(|f| format!("`{}` ({})", f.name, f.ty))
-            .collect();
-        if !missing.is_empty() {
-            return Err(RunError::Input(format!(
-                "the graph requires {} in every run's input, and it has no {}",
-                if missing.len() == 1 {
-                    "a field"
-                } else {
-                    "fields"
-                },
-                missing.join(", ")
-            )));
-        }
-        // A constant another run gave another value is back to the graph's, unless
-        // this run's input gives one too: an input's value is for its run.
-        let mut fields = fields;
-        for (i, f) in self.graph.fields.iter().enumerate() {
-            if f.constant && !fields.contains_key(&*f.name) && *live.state.values[i] != f.default {
-                fields.insert(f.name.to_string(), f.default.clone());
-            }
-        }
-        let writes = self
-            .write_fields(&mut live, fields)
-            .map_err(RunError::Input)?;
-        Ok((live, writes))
+    /// [`Runner::run`] with [`Go::Start`].
+    pub async fn start(&self, thread: &str, input: serde_json::Value) -> Result<Outcome, RunError> {
+        self.run(thread, Go::Start(input)).await
     }
 
-    /// Writes each field of an input (or a person's update) through its reducer.
-    pub(super) fn write_fields(
-        &self,
-        live: &mut Live,
-        fields: serde_json::Map<String, Json>,
-    ) -> Result<Vec<Write>, String> {
-        let mut writes = Vec::with_capacity(fields.len());
-        for (name, value) in fields {
-            let id = self.graph.field_id(&name).ok_or_else(|| {
-                let hint =
-                    crate::suggestion::help_for(&name, self.graph.fields.iter().map(|f| &*f.name))
-                        .map(|h| format!("; {h}"))
-                        .unwrap_or_default();
-                format!("`{name}` is not a state field{hint}")
-            })?;
-            let value = Arc::new(value);
-            live.state
-                .write(&self.graph, id, value.clone())
-                .map_err(|e| e.to_string())?;
-            writes.push(Write {
-                field: self.graph.field(id).name.clone(),
-                value,
-            });
-        }
-        Ok(writes)
-    }
-
-    pub(super) async fn start_prepared(
-        &self,
-        mut live: Live,
-        writes: Vec<Write>,
-    ) -> Result<Outcome, RunError> {
-        let entry = Target::Node(self.graph.entry);
-        self.record(
-            &mut live,
-            None,
-            Some(entry),
-            writes,
-            Status::Running,
-            None,
-            None,
-        )?;
-        self.emit(|| Event::RunStarted {
-            thread: live.thread.clone(),
-            graph: self.graph.name.clone(),
-            run: live.run,
-            resumed: false,
-        });
-        self.drive(live, entry).await
-    }
-
-    /// Resumes a paused thread: an interrupted one with the person's answer, a stopped
-    /// (or crashed) one with none. When the run ends or pauses again, its MCP servers
-    /// are shut down (unless kept).
+    /// [`Runner::run`] with [`Go::Resume`].
     pub async fn resume(
         &self,
         thread: &str,
-        payload: Option<Json>,
+        payload: Option<serde_json::Value>,
         force: bool,
     ) -> Result<Outcome, RunError> {
-        let claim = self.store.claim(thread)?;
-        self.first_saved.store(true, Ordering::SeqCst);
-        let outcome = match self.prepare_resume(thread, payload, force) {
-            Ok(r) => self.resume_prepared(r).await,
-            Err(e) => Err(e),
-        };
-        if self.shutdown_tools {
-            self.tools.shutdown().await;
-        }
-        self.release_held();
-        drop(claim);
-        outcome
-    }
-
-    pub(super) fn run_info(&self, live: &Live) -> RunInfo {
-        RunInfo {
-            thread: live.thread.clone(),
-            run: live.run,
-            step: live.step,
-            max_steps: self.max_steps(),
-            tokens: live.tokens,
-            elapsed_before: live.elapsed_before,
-            started: live.started,
-            error: live.error.clone(),
-        }
+        self.run(thread, Go::Resume { payload, force }).await
     }
 
     /// Which limit, if any, the run has reached.
@@ -429,6 +211,7 @@ impl Runner {
         }
     }
 
+    /// The loop: runs nodes from `next` until the run ends, pauses or stops.
     pub(super) async fn drive(
         &self,
         mut live: Live,
@@ -472,7 +255,7 @@ impl Runner {
             } else if let Some(limit) = self.limit_reached(&live) {
                 live.limited = true;
                 let to = self.graph.limits.on_limit;
-                self.emit(|| Event::LimitReached {
+                self.events.emit(|| Event::LimitReached {
                     limit: limit.into(),
                     to: to.map(|t| Arc::from(self.graph.target_name(t))),
                 });
@@ -502,7 +285,7 @@ impl Runner {
             // follows the events may stop the run at the next node, so then every step
             // yields; without them tokio's budget yields once every so many steps (a
             // yield costs about as much as a `set` step).
-            if self.events.is_some() {
+            if self.events.is_on() {
                 tokio::task::yield_now().await;
             } else {
                 tokio::task::coop::consume_budget().await;
@@ -523,30 +306,11 @@ impl Runner {
         }
     }
 
-    /// Stops the run at a node boundary: a record that says where it goes on (`next`,
-    /// or every branch's next node when the frontier is set), events, the outcome.
-    pub(super) fn stopped(
-        &self,
-        live: &mut Live,
-        next: Option<Target>,
-        name: Arc<str>,
-    ) -> Result<Outcome, RunError> {
-        self.record(live, None, next, Vec::new(), Status::Stopped, None, None)?;
-        self.emit(|| Event::Stopped {
-            next: Some(name.clone()),
-            step: live.step,
-        });
-        self.emit_finished(live, "stopped", None, None);
-        Ok(Outcome::Stopped {
-            next: Some(name.to_string()),
-            steps: live.step,
-        })
-    }
-
     pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
         // Only an event reports how long the node took.
-        let start = self.events.is_some().then(Instant::now);
-        let work = self.work(live, id, self.run_info(live), &self.events).await;
+        let start = self.events.is_on().then(Instant::now);
+        let run = live.run_info(self.max_steps());
+        let work = self.work(live, id, run, self.events.sender()).await;
         // The answer went to the node it was for, or is for none now.
         live.answer = None;
         self.finish_work(live, id, work, start)
@@ -559,7 +323,7 @@ impl Runner {
         &self,
         live: &Live,
         id: NodeId,
-        run: super::scope::RunInfo,
+        run: RunInfo,
         events: &Option<UnboundedSender<Event>>,
     ) -> Work {
         let node = self.graph.node(id);
@@ -584,7 +348,7 @@ impl Runner {
             run,
             llm: &*self.llm,
             tools: &*self.tools,
-            store: &*self.store,
+            store: &**self.recorder.threads.store(),
             events,
             llm_content: self.llm_content,
             answer,
@@ -604,28 +368,10 @@ impl Runner {
         })
     }
 
-    /// Applies a node's work: its writes and `set`, its route, its record.
-    pub(super) fn finish_work(
-        &self,
-        live: &mut Live,
-        id: NodeId,
-        work: Work,
-        start: Option<Instant>,
-    ) -> Result<Flow, RunError> {
-        let node = self.graph.node(id);
-        match work {
-            Work::Skipped => match self.route(live, node) {
-                Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
-                Err(message) => self.fail(live, node, message),
-            },
-            Work::Step(step) => self.complete(live, id, step, start),
-        }
-    }
-
     /// The node's kind at work, once.
     pub(super) async fn run_kind(&self, cx: &NodeCx<'_>) -> Step {
         match &cx.node.body {
-            Body::Set => Step::done(Arc::new(Json::Null), Vec::new()),
+            Body::Set => Step::done(Arc::new(serde_json::Value::Null), Vec::new()),
             Body::Policy(p) => kinds::policy::run(cx, p),
             Body::Finalize(f) => kinds::finalize::run(cx, f),
             Body::Fail(f) => kinds::finalize::fail(cx, f),

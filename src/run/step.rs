@@ -1,19 +1,41 @@
-//! A node's step once its kind has done its work: its writes and `set` applied through
-//! the reducers (all or none), its route picked, a failure handled by `on_error`.
+//! What a node's step leaves behind once its kind has done its work: its writes and
+//! `set` applied (all or none), its route taken, a failure handled by `on_error`, a
+//! pause at an interrupt, the end of a run; each with its checkpoint record and the
+//! events that tell of it.
 
+use super::apply::{apply, route, write_what_stands};
+use super::cursor::{Flow, Live, Routed, Work, now_ms};
 use super::event::Event;
 use super::kinds::Step;
-use super::kinds::cx::jinja_error;
-use super::runner::{Live, Outcome, RunError, Runner};
-use super::scope::{ScopeRef, to_json, view_of};
-use crate::graph::{ExprId, Next, Node, NodeId, Target};
-use crate::store::{Status, Write};
-use minijinja::Value;
+use super::outcome::{Outcome, RunError};
+use super::recorder::Entry;
+use super::runner::Runner;
+use crate::graph::{Body, Next, Node, NodeId, Target};
+use crate::spec::Breakpoint;
+use crate::store::{Pending, Write};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Instant;
 
 impl Runner {
+    /// Applies a node's work: its writes and `set`, its route, its record.
+    pub(super) fn finish_work(
+        &self,
+        live: &mut Live,
+        id: NodeId,
+        work: Work,
+        start: Option<Instant>,
+    ) -> Result<Flow, RunError> {
+        let node = self.graph.node(id);
+        match work {
+            Work::Skipped => match route(&self.graph, live, node, self.max_steps()) {
+                Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
+                Err(message) => self.fail(live, node, message),
+            },
+            Work::Step(step) => self.complete(live, id, step, start),
+        }
+    }
+
     /// Applies a node's step: writes, `set`, routing, the checkpoint, events.
     pub(super) fn complete(
         &self,
@@ -28,19 +50,15 @@ impl Runner {
                 live.tokens = live.tokens.saturating_add(tokens);
                 // The node did not complete: what it recorded of its attempts stands,
                 // and the run stops before it, to run it again on a resume.
-                let applied = self.write_what_stands(live, writes);
+                let applied = write_what_stands(&self.graph, live, writes);
                 self.stop.take();
                 live.step = live.step.saturating_sub(1);
-                self.record(
+                self.recorder.record(
                     live,
-                    None,
-                    Some(Target::Node(id)),
-                    applied,
-                    Status::Stopped,
-                    None,
-                    None,
+                    Entry::stopped(Some(Target::Node(id)), applied),
+                    &self.events,
                 )?;
-                self.emit(|| Event::Stopped {
+                self.events.emit(|| Event::Stopped {
                     next: Some(node.name.clone()),
                     step: live.step,
                 });
@@ -60,25 +78,28 @@ impl Runner {
             Step::FailRun { outcome, message } => {
                 // Its `set` first (what the graph wants kept of the failure), then the
                 // run ends as failed, with the node's outcome.
-                let applied = match self.apply(live, node, Arc::new(Json::Null), Vec::new()) {
+                let applied = match apply(
+                    &self.graph,
+                    live,
+                    node,
+                    Arc::new(Json::Null),
+                    Vec::new(),
+                    self.max_steps(),
+                ) {
                     Ok(applied) => applied,
                     Err(message) => return self.fail(live, node, message),
                 };
-                self.emit(|| Event::NodeFailed {
+                self.events.emit(|| Event::NodeFailed {
                     node: node.name.clone(),
                     message: message.clone(),
                     handled: false,
                 });
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 let id = self.graph.node_id(&node.name).map(Target::Node);
-                self.record(
+                self.recorder.record(
                     live,
-                    Some(node),
-                    id,
-                    applied,
-                    Status::Failed,
-                    None,
-                    Some(outcome.clone()),
+                    Entry::failed(node, id, applied, Some(outcome.clone())),
+                    &self.events,
                 )?;
                 self.emit_finished(live, "failed", Some(outcome.clone()), None);
                 Err(RunError::Failed {
@@ -95,29 +116,31 @@ impl Runner {
                 live.tokens = live.tokens.saturating_add(tokens);
                 // What the node wrote before it failed (audit records) stands, as far
                 // as the fields take it.
-                let applied = self.write_what_stands(live, writes);
+                let applied = write_what_stands(&self.graph, live, writes);
                 self.fail_with(live, node, message, applied)
             }
             Step::Done {
                 result,
                 writes,
-                route,
+                route: routed,
                 finish,
                 tokens,
             } => {
                 live.tokens = live.tokens.saturating_add(tokens);
-                match self.apply(live, node, result, writes) {
+                match apply(&self.graph, live, node, result, writes, self.max_steps()) {
                     Ok(applied) => {
-                        let next = match (&finish, route) {
+                        let next = match (&finish, routed) {
                             (Some(_), _) => None,
                             (None, Some(t)) => Some((t, None)),
-                            (None, None) => match self.route(live, node) {
-                                Ok(t) => t,
-                                // The writes stand: they were valid, only the route failed.
-                                Err(message) => {
-                                    return self.fail_with(live, node, message, applied);
+                            (None, None) => {
+                                match route(&self.graph, live, node, self.max_steps()) {
+                                    Ok(t) => t,
+                                    // The writes stand: they were valid, only the route failed.
+                                    Err(message) => {
+                                        return self.fail_with(live, node, message, applied);
+                                    }
                                 }
-                            },
+                            }
                         };
                         self.commit(live, node, applied, next, finish, start, false)
                     }
@@ -146,7 +169,7 @@ impl Runner {
         writes: Vec<Write>,
     ) -> Result<Flow, RunError> {
         let handled = node.on_error.is_some();
-        self.emit(|| Event::NodeFailed {
+        self.events.emit(|| Event::NodeFailed {
             node: node.name.clone(),
             message: message.clone(),
             handled,
@@ -161,7 +184,8 @@ impl Runner {
                 // The record says why the run failed, for whoever reads it later.
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 let id = self.graph.node_id(&node.name).map(Target::Node);
-                self.record(live, Some(node), id, writes, Status::Failed, None, None)?;
+                self.recorder
+                    .record(live, Entry::failed(node, id, writes, None), &self.events)?;
                 self.emit_finished(live, "failed", None, None);
                 Err(RunError::Node {
                     node: node.name.to_string(),
@@ -171,174 +195,258 @@ impl Runner {
         }
     }
 
-    /// The writes of a node that did not complete (its attempts' audit records): each
-    /// as far as its field takes it, the rest dropped.
-    fn write_what_stands(
-        &self,
-        live: &mut Live,
-        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
-    ) -> Vec<Write> {
-        writes
-            .into_iter()
-            .filter(|(field, value)| live.state.write(&self.graph, *field, value.clone()).is_ok())
-            .map(|(field, value)| Write {
-                field: self.graph.field(field).name.clone(),
-                value,
-            })
-            .collect()
-    }
-
-    /// Applies the kind's writes and then `set`, in order, returning the records.
-    pub(super) fn apply(
+    /// Records `node`'s step and goes along its `on_error` or `on_timeout` edge
+    /// (`case`) to `to`.
+    pub(super) fn take_edge(
         &self,
         live: &mut Live,
         node: &Node,
-        result: Arc<Json>,
-        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
-    ) -> Result<Vec<Write>, String> {
-        // A refused write leaves the state as it was before the node: the writes
-        // before it are taken back.
-        // The list is the live thread's, kept from step to step: a step allocates none.
-        let mut undo = std::mem::take(&mut live.undo);
-        let applied = self.apply_noting(live, node, result, writes, &mut undo);
-        if applied.is_err() {
-            live.state.undo(&mut undo);
-        }
-        undo.clear();
-        live.undo = undo;
-        applied
+        to: Target,
+        writes: Vec<Write>,
+        case: &str,
+    ) -> Result<(), RunError> {
+        // Inside parallel branches: this branch goes on along the edge.
+        live.advance(to);
+        self.recorder.record(
+            live,
+            Entry::running(Some(node), Some(to), writes),
+            &self.events,
+        )?;
+        self.events.emit(|| Event::RouteTaken {
+            from: node.name.clone(),
+            to: Arc::from(self.graph.target_name(to)),
+            case: Some(case.into()),
+        });
+        Ok(())
     }
 
-    pub(super) fn apply_noting(
+    /// Saves an interrupted record and returns the payload. `next` is where a resume
+    /// goes on: the interrupt node itself (its answer completes it), the node of a
+    /// `before` breakpoint, or the successor of a node with an `after` breakpoint.
+    pub(super) fn pause(
         &self,
         live: &mut Live,
         node: &Node,
-        result: Arc<Json>,
-        writes: Vec<(crate::graph::FieldId, Arc<Json>)>,
-        undo: &mut Vec<super::state::Undo>,
-    ) -> Result<Vec<Write>, String> {
-        let mut applied = Vec::with_capacity(writes.len() + node.set.len());
-        for (field, value) in writes {
-            live.state
-                .write_undoable(&self.graph, field, value.clone(), undo)
-                .map_err(|e| e.to_string())?;
-            applied.push(Write {
-                field: self.graph.field(field).name.clone(),
-                value,
-            });
-        }
-        if node.set.is_empty() {
-            return Ok(applied);
-        }
-        let result = view_of(result);
-        let run = self.run_info(live);
-        for (field, expr) in &node.set {
-            let scope = ScopeRef {
-                graph: &self.graph,
-                values: &live.state.values,
-                run: &run,
-                result: Some(&result),
-                item: None,
-            };
-            let v = scope.eval(*expr).map_err(|e| {
-                format!(
-                    "`set` of `{}`: {}",
-                    self.graph.field(*field).name,
-                    jinja_error(&e)
-                )
-            })?;
-            let value = Arc::new(to_json(&v)?);
-            drop(v);
-            live.state
-                .write_undoable(&self.graph, *field, value.clone(), undo)
-                .map_err(|e| e.to_string())?;
-            applied.push(Write {
-                field: self.graph.field(*field).name.clone(),
-                value,
-            });
-        }
-        Ok(applied)
+        payload: Json,
+        breakpoint: Option<&str>,
+        next: Target,
+    ) -> Result<Outcome, RunError> {
+        self.pause_with(live, node, payload, breakpoint, next, Vec::new())
     }
 
-    /// Picks the next node from the node's edges, on the current state, with the name
-    /// of the case that chose it. None for a finalize node.
-    pub(super) fn route(&self, live: &Live, node: &Node) -> Result<Option<Routed>, String> {
-        // `run` made once for all the route's expressions, and only for a route
-        // that has any.
-        let run = std::cell::OnceCell::new();
-        let eval = |id: ExprId| {
-            let scope = ScopeRef {
-                graph: &self.graph,
-                values: &live.state.values,
-                run: run.get_or_init(|| self.run_info(live)),
-                result: None,
-                item: None,
-            };
-            scope.eval(id).map_err(|e| {
-                format!(
-                    "route `{}`: {}",
-                    self.graph.expr_source(id),
-                    jinja_error(&e)
-                )
-            })
+    /// [`Runner::pause`], listing the interrupts of other branches that asked in the
+    /// same superstep (`others`) with this one.
+    pub(super) fn pause_with(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        payload: Json,
+        breakpoint: Option<&str>,
+        next: Target,
+        others: Vec<Pending>,
+    ) -> Result<Outcome, RunError> {
+        let mut pending = pending(live, node, &payload, breakpoint);
+        for other in &others {
+            self.events.emit(|| Event::Interrupted {
+                node: other.node.clone(),
+                payload: other.payload.clone(),
+            });
+        }
+        pending.others = others;
+        self.recorder
+            .record(live, Entry::interrupted(node, next, pending), &self.events)?;
+        self.events.emit(|| Event::Interrupted {
+            node: node.name.clone(),
+            payload: payload.clone(),
+        });
+        self.emit_finished(live, "interrupted", None, None);
+        Ok(Outcome::Interrupted {
+            node: node.name.to_string(),
+            payload,
+        })
+    }
+
+    /// Records a node's step that completed and sends the run on: along its route,
+    /// into its branches, to a pause at its `after` breakpoint, or to the run's end
+    /// (`finish`, a finalize node's outcome and response).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit(
+        &self,
+        live: &mut Live,
+        node: &Node,
+        writes: Vec<Write>,
+        next: Option<Routed>,
+        finish: Option<(String, Option<String>)>,
+        start: Option<Instant>,
+        skipped: bool,
+    ) -> Result<Flow, RunError> {
+        self.events.emit(|| Event::NodeFinished {
+            node: node.name.clone(),
+            step: live.step,
+            duration_us: start.map_or(0, |s| s.elapsed().as_micros() as u64),
+            writes: writes.iter().map(|w| w.field.clone()).collect(),
+            skipped,
+        });
+        if !live.error.is_null() {
+            live.error = Arc::new(Json::Null);
+        }
+        if let Some((outcome, response)) = finish {
+            return self
+                .finish(live, Some((node, writes)), outcome, response)
+                .map(Flow::Return);
+        }
+        let (next, case) = next.unwrap_or((Target::End, None));
+        // A route case that names several nodes forks like `next = [...]`.
+        let routed_fork = match (&node.next, &case) {
+            (Next::Switch { forks, .. }, Some(c)) => forks
+                .iter()
+                .find(|(k, ..)| k == c)
+                .map(|(_, b, j)| (b.as_slice(), *j)),
+            _ => None,
         };
-        match &node.next {
-            Next::Finish => Ok(None),
-            // The branches are started by `commit`; their join is where the run goes on.
-            Next::Fork { join, .. } => Ok(Some((Target::Node(*join), None))),
-            Next::Goto(t) => Ok(Some((*t, None))),
-            Next::Switch {
-                on, cases, default, ..
-            } => {
-                let v = eval(*on)?;
-                let key = case_key(&v);
-                match cases
-                    .iter()
-                    .find(|(c, _)| *c == key)
-                    .map(|(c, t)| (*t, Some(c.clone())))
-                    .or(default.map(|t| (t, Some("default".to_string()))))
-                {
-                    Some(r) => Ok(Some(r)),
-                    None => Err(format!(
-                        "route on `{}` got `{key}`, which no case names, and the route has no default",
-                        self.graph.expr_source(*on)
-                    )),
-                }
+        let fork = match &node.next {
+            Next::Fork { branches, join } => Some((branches.as_slice(), *join)),
+            _ => routed_fork,
+        };
+        if let Some((branches, join)) = fork {
+            live.start_branches(branches, join);
+            self.recorder
+                .record(live, Entry::running(Some(node), None, writes), &self.events)?;
+            for b in branches {
+                self.events.emit(|| Event::RouteTaken {
+                    from: node.name.clone(),
+                    to: Arc::from(self.graph.target_name(*b)),
+                    case: case.clone(),
+                });
             }
-            Next::When { cases, default } => {
-                for c in cases {
-                    if eval(c.cond)?.is_true() {
-                        return Ok(Some((c.to, Some(c.label.clone()))));
-                    }
-                }
-                default
-                    .map(|t| Some((t, Some("default".to_string()))))
-                    .ok_or_else(|| "no `when` case holds and the route has no default".to_string())
-            }
+            return Ok(Flow::Fork);
+        }
+        // Inside parallel branches: this branch goes on to `next`, or waits at the join.
+        live.advance(next);
+        self.recorder.record(
+            live,
+            Entry::running(Some(node), Some(next), writes),
+            &self.events,
+        )?;
+        if node.breakpoint == Some(Breakpoint::After) {
+            return Ok(Flow::Return(self.pause(
+                live,
+                node,
+                json!({ "breakpoint": "after", "node": &*node.name }),
+                Some("after"),
+                next,
+            )?));
+        }
+        self.events.emit(|| Event::RouteTaken {
+            from: node.name.clone(),
+            to: Arc::from(self.graph.target_name(next)),
+            case,
+        });
+        Ok(Flow::Next(next))
+    }
+
+    /// Ends the run: its last record (with the finalize node's writes, if one ended
+    /// it) and its last event.
+    pub(super) fn finish(
+        &self,
+        live: &mut Live,
+        last: Option<(&Node, Vec<Write>)>,
+        outcome: String,
+        response: Option<String>,
+    ) -> Result<Outcome, RunError> {
+        let (node, writes) = match last {
+            Some((n, w)) => (Some(n), w),
+            None => (None, Vec::new()),
+        };
+        self.recorder.record(
+            live,
+            Entry::finished(node, writes, outcome.clone()),
+            &self.events,
+        )?;
+        self.emit_finished(live, "finished", Some(outcome.clone()), response.clone());
+        Ok(Outcome::Finished {
+            outcome,
+            response,
+            steps: live.step,
+        })
+    }
+
+    /// Stops the run at a node boundary: a record that says where it goes on (`next`,
+    /// or every branch's next node when the frontier is set), events, the outcome.
+    pub(super) fn stopped(
+        &self,
+        live: &mut Live,
+        next: Option<Target>,
+        name: Arc<str>,
+    ) -> Result<Outcome, RunError> {
+        self.recorder
+            .record(live, Entry::stopped(next, Vec::new()), &self.events)?;
+        self.events.emit(|| Event::Stopped {
+            next: Some(name.clone()),
+            step: live.step,
+        });
+        self.emit_finished(live, "stopped", None, None);
+        Ok(Outcome::Stopped {
+            next: Some(name.to_string()),
+            steps: live.step,
+        })
+    }
+
+    /// The run's last event; held until its servers are shut down when the run shuts
+    /// them down (`Runner::run` sends it then).
+    pub(super) fn emit_finished(
+        &self,
+        live: &Live,
+        status: &'static str,
+        outcome: Option<String>,
+        response: Option<String>,
+    ) {
+        let finished = || Event::RunFinished {
+            status: status.into(),
+            outcome,
+            response,
+            steps: live.step,
+            tokens: live.tokens,
+            duration_ms: live.elapsed().as_millis() as u64,
+        };
+        if self.shutdown_tools && self.events.is_on() {
+            self.events.hold(finished());
+        } else {
+            self.events.emit(finished);
         }
     }
 }
 
-/// Where a node's edges lead, and the name of the case that chose it.
-pub(super) type Routed = (Target, Option<String>);
-
-pub(super) enum Flow {
-    Next(Target),
-    Return(Outcome),
-    /// The node forked: the branches are in the thread's frontier.
-    Fork,
+/// What a pause at `node` waits for.
+pub(super) fn pending(
+    live: &Live,
+    node: &Node,
+    payload: &Json,
+    breakpoint: Option<&str>,
+) -> Pending {
+    let deadline_ms = match &node.body {
+        Body::Interrupt(i) if breakpoint.is_none() => i
+            .timeout
+            .map(|t| now_ms().saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
+        _ => None,
+    };
+    Pending {
+        node: node.name.clone(),
+        reference: payload.get("reference").map(reference_text),
+        payload: payload.clone(),
+        deadline_ms,
+        fingerprint: node.fingerprint.clone(),
+        breakpoint: breakpoint.map(String::from),
+        at_seq: Some(live.seq),
+        others: Vec::new(),
+    }
 }
 
-/// The case name a switch value selects: strings as they are, others as JSON.
-fn case_key(v: &Value) -> String {
-    if let Some(s) = v.as_str() {
-        return s.to_string();
-    }
-    if v.is_none() || v.is_undefined() {
-        return "none".into();
-    }
-    match to_json(v) {
-        Ok(j) => j.to_string(),
-        Err(_) => v.to_string(),
+/// A `reference` as pending interrupts keep it: a string as it is, anything else as
+/// JSON text.
+pub(super) fn reference_text(r: &Json) -> String {
+    match r {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }

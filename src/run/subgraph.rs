@@ -6,20 +6,16 @@
 //! resume, which resumes the child where it stood.
 
 use super::event::Event;
+use super::go::Go;
 use super::kinds::Step;
 use super::kinds::cx::NodeCx;
-use super::runner::{Outcome, RunError, Runner};
+use super::outcome::{Outcome, RunError};
+use super::runner::Runner;
 use crate::graph::GraphBody;
 use crate::store::Status;
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use tokio::sync::mpsc::unbounded_channel;
-
-/// What the child run does: start with an input, or go on (with an answer).
-enum Go {
-    Start(Json),
-    Resume(Option<Json>),
-}
 
 /// A child run, behind a trait object (see `follow`).
 #[async_trait::async_trait]
@@ -30,10 +26,7 @@ trait ChildRun: Send + Sync {
 #[async_trait::async_trait]
 impl ChildRun for Runner {
     async fn go(&self, thread: &str, go: Go) -> Result<Outcome, RunError> {
-        match go {
-            Go::Start(input) => self.start(thread, input).await,
-            Go::Resume(payload) => self.resume(thread, payload, false).await,
-        }
+        self.run(thread, go).await
     }
 }
 
@@ -45,7 +38,7 @@ impl Runner {
 
     /// A runner for the child graph: this run's store, clients and stop.
     fn child_runner(&self, body: &GraphBody) -> Runner {
-        Runner::new(body.child.clone(), self.store.clone())
+        Runner::new(body.child.clone(), self.recorder.threads.store().clone())
             .with_llm(self.llm.clone())
             .with_tools(self.tools.clone())
             .with_tools_kept()
@@ -67,9 +60,9 @@ impl Runner {
         let thread = Self::child_thread(&cx.run.thread, &cx.node.name);
         let child = self.child_runner(body);
         let stopped =
-            matches!(child.state(&thread, None), Ok((_, last)) if last.status == Status::Stopped);
+            matches!(child.threads().latest(&thread), Ok(last) if last.status == Status::Stopped);
         let go = if stopped {
-            Go::Resume(None)
+            Go::resume(None)
         } else {
             Go::Start(Json::Object(input))
         };
@@ -94,8 +87,8 @@ impl Runner {
                 self.child_runner(body),
                 &child_thread,
                 node,
-                &self.events,
-                Go::Resume(Some(payload)),
+                self.events.sender(),
+                Go::resume(Some(payload)),
             )
             .await;
         self.child_step(body, &child_thread, out)
@@ -110,7 +103,7 @@ impl Runner {
         payload: Option<Json>,
     ) -> Result<(), RunError> {
         self.child_runner(body)
-            .check_resume(&Self::child_thread(thread, node), payload, false)
+            .check(&Self::child_thread(thread, node), Go::resume(payload))
     }
 
     /// Drives `child` on `thread` as `go` says, passing its events on as they come,
@@ -156,7 +149,7 @@ impl Runner {
     fn child_step(&self, body: &GraphBody, thread: &str, out: Result<Outcome, RunError>) -> Step {
         match out {
             Ok(Outcome::Finished { .. }) => {
-                let state = match self.child_runner(body).state(thread, None) {
+                let state = match self.child_runner(body).threads().state(thread, None) {
                     Ok((state, _)) => state,
                     Err(e) => return Step::fail(format!("the subgraph's state: {e}")),
                 };

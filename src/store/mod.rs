@@ -106,7 +106,7 @@ pub enum Source {
     /// A node, or the run's end, stop or pause.
     #[default]
     Loop,
-    /// A person's write to the state between runs (`Runner::update`).
+    /// A person's write to the state between runs (`Threads::update`).
     Update,
     /// The first record of a pruned thread (`Runner::prune`): its writes are the
     /// whole state at that record, which replaces the state rather than going through

@@ -40,7 +40,10 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
     )
     .unwrap();
     let r = Runner::new(load(), open());
-    assert_eq!(r.state("s", None).unwrap().1.status, Status::Interrupted);
+    assert_eq!(
+        r.threads().state("s", None).unwrap().1.status,
+        Status::Interrupted
+    );
     // An edit of the pending interrupt does.
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(
@@ -61,7 +64,7 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
         "the graph file changed since thread `s` paused: the pending node `confirm` (its keys, edges, prompt or schema files) was edited; resume with --force to go on anyway"
     );
     assert_eq!(
-        r.history("s").unwrap().last().unwrap().status,
+        r.threads().history("s").unwrap().last().unwrap().status,
         Status::Interrupted
     );
     // The scripted planner answers `a1` first again: skip it, the plan already ran.
@@ -83,7 +86,7 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
 async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
     let r = runner("count");
     r.start("t", json!({ "goal": 4 })).await.unwrap();
-    let history = r.history("t").unwrap();
+    let history = r.threads().history("t").unwrap();
     let lines: Vec<String> = history
         .iter()
         .map(|c| {
@@ -115,24 +118,24 @@ async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
         ]
     );
     assert_eq!(
-        r.state("t", Some(5)).unwrap().0,
+        r.threads().state("t", Some(5)).unwrap().0,
         json!({ "goal": 4, "n": 2, "total": 3, "checks": 2, "evens": [2] })
     );
-    r.fork("t", 5, "t2").unwrap();
+    r.threads().fork("t", 5, "t2").unwrap();
     assert_eq!(
-        r.state("t2", None).unwrap().0,
-        r.state("t", Some(5)).unwrap().0
+        r.threads().state("t2", None).unwrap().0,
+        r.threads().state("t", Some(5)).unwrap().0
     );
     let out = r.resume("t2", None, false).await.unwrap();
     assert_eq!(out, finished("done", "n=4 total=10 checks=4 evens=2", 11));
     assert_eq!(
-        r.history("t").unwrap(),
+        r.threads().history("t").unwrap(),
         history,
         "the original thread is untouched"
     );
-    let err = r.fork("t", 99, "t3").unwrap_err();
+    let err = r.threads().fork("t", 99, "t3").unwrap_err();
     assert_eq!(err.to_string(), "thread `t` has no checkpoint 99");
-    let err = r.fork("t", 1, "t2").unwrap_err();
+    let err = r.threads().fork("t", 1, "t2").unwrap_err();
     assert_eq!(err.to_string(), "thread `t2` already exists");
 }
 
@@ -160,7 +163,7 @@ async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
         let r = Runner::new(graph("messages_by_id"), open());
         let out = r.resume("t", Some(json!("Bo")), false).await.unwrap();
         assert_eq!(out, finished("done", "3 messages", 4), "{name}");
-        let (state, _) = r.state("t", None).unwrap();
+        let (state, _) = r.threads().state("t", None).unwrap();
         let first = state["messages"][0]["content"].as_str().unwrap();
         assert!(first.len() > 256, "{name}: {first}");
         assert_eq!(
@@ -195,7 +198,10 @@ async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
     .unwrap();
     let r = Runner::new(load(), open());
     // The thread can still be read...
-    assert_eq!(r.state("t", None).unwrap().0, json!({ "name": "Bo" }));
+    assert_eq!(
+        r.threads().state("t", None).unwrap().0,
+        json!({ "name": "Bo" })
+    );
     // ...but not resumed as if nothing had changed.
     let err = r.resume("t", Some(json!(7)), false).await.unwrap_err();
     assert_eq!(
@@ -238,6 +244,7 @@ async fn a_large_value_still_text_is_checked_against_an_edited_type_as_a_parsed_
         assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
     }
     run("list<int>")
+        .threads()
         .update("t", json!({ "note": "edited" }), None)
         .unwrap();
     let err = run("list<int>")
@@ -249,6 +256,7 @@ async fn a_large_value_still_text_is_checked_against_an_edited_type_as_a_parsed_
         "the graph file changed since thread `t` paused: field `tags` is now `list<int>`, and the thread holds a list `[\"tag number 0\",\"tag number 1\",\"tag number 2\",\"tag number...`; resume with --force to go on anyway"
     );
     run("list<string>?")
+        .threads()
         .update("u", json!({ "note": "edited" }), None)
         .unwrap();
     let out = run("list<string>?")
@@ -344,7 +352,10 @@ async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
         .replace("set = { evens = \"n\" }", "set = { evens = \"{'n': n}\" }"),
     )
     .unwrap();
-    let (state, _) = Runner::new(load(), open()).state("t", None).unwrap();
+    let (state, _) = Runner::new(load(), open())
+        .threads()
+        .state("t", None)
+        .unwrap();
     assert_eq!(
         state["evens"],
         json!(4),
@@ -420,7 +431,7 @@ async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
             "{name}"
         );
         if name != "none" {
-            let (state, _) = r.state("t", None).unwrap();
+            let (state, _) = r.threads().state("t", None).unwrap();
             assert_eq!(
                 state,
                 json!({
@@ -459,7 +470,7 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
     let r = Runner::new(graph("routes"), Arc::new(NoStore::new()));
     r.start("t", json!({ "n": 1 })).await.unwrap();
     assert_eq!(
-        r.state("t", None).unwrap_err().to_string(),
+        r.threads().state("t", None).unwrap_err().to_string(),
         "thread `t` has no checkpoints"
     );
     let r = Runner::new(graph("pauses"), Arc::new(NoStore::new()))

@@ -1,20 +1,29 @@
-//! Resuming a paused thread, in two halves: [`Runner::prepare_resume`] makes every
-//! check a resume makes and decides what it will do, writing nothing; then the run goes
-//! on from there. A server checks an answer before it accepts the request (an invalid
-//! answer is refused with the thread as it was), and runs it later.
+//! A start or a resume, in two halves: [`Runner::prepare`] makes every check the run
+//! makes and decides what it will do ([`Plan`]), writing nothing; then
+//! [`Runner::execute`] goes on from there. A server checks an input or an answer
+//! before it accepts the request (a refused one leaves the thread as it was), and runs
+//! it later.
 
+use super::apply::{apply, route, write_fields};
+use super::cursor::{Flow, Live, Routed, now_ms};
 use super::event::Event;
+use super::go::Go;
 use super::kinds;
-use super::record::reference_text;
-use super::runner::{Flow, Live, Outcome, Routed, RunError, Runner, now_ms};
+use super::outcome::{Outcome, RunError};
+use super::recorder::Entry;
+use super::runner::Runner;
+use super::state::describe;
+use super::step::reference_text;
 use crate::graph::{Body, NodeId, Target};
 use crate::store::{Pending, Status, StoreError, Write};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What a resume will do, decided before anything is written.
-pub(super) enum Resumption {
+/// What a run will do, decided before anything is written.
+pub(super) enum Plan {
+    /// A new run from the entry, its input written (`writes`).
+    Start { live: Live, writes: Vec<Write> },
     /// Go on from a stop, a crash or a breakpoint; `passed` is the node whose
     /// breakpoint was let through, and whether it was a `before` one.
     Continue {
@@ -45,24 +54,84 @@ pub(super) enum Resumption {
 }
 
 impl Runner {
-    /// Checks that `thread` can be resumed with `payload`, as [`Runner::resume`] would,
-    /// without writing anything.
-    pub fn check_resume(
-        &self,
-        thread: &str,
-        payload: Option<Json>,
-        force: bool,
-    ) -> Result<(), RunError> {
-        self.prepare_resume(thread, payload, force).map(drop)
+    /// Decides what a run on `thread` will do as `go` says, making every check it
+    /// makes; nothing is written.
+    pub(super) fn prepare(&self, thread: &str, go: Go) -> Result<Plan, RunError> {
+        match go {
+            Go::Start(input) => self.prepare_start(thread, input),
+            Go::Resume { payload, force } => self.prepare_resume(thread, payload, force),
+        }
     }
 
-    pub(super) fn prepare_resume(
+    /// The thread as a new run finds it, with the input written.
+    fn prepare_start(&self, thread: &str, input: Json) -> Result<Plan, RunError> {
+        let Json::Object(fields) = input else {
+            return Err(RunError::Input(format!(
+                "expected an object, got {}",
+                describe(&input)
+            )));
+        };
+        let (mut live, last) = self.recorder.threads.load_live(thread)?;
+        if let Some(last) = &last {
+            if last.status == Status::Interrupted {
+                let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
+                return Err(RunError::Paused {
+                    thread: thread.into(),
+                    node,
+                });
+            }
+            live.run = last.run + 1;
+        }
+        // A new run starts afresh: its own limits, no failure being handled, no
+        // breakpoint passed; only the state carries over.
+        live.step = 0;
+        live.tokens = 0;
+        live.elapsed_before = Duration::ZERO;
+        live.started = Instant::now();
+        live.wall = (live.started, now_ms());
+        live.limited = false;
+        if !live.error.is_null() {
+            live.error = Arc::new(Json::Null);
+        }
+        live.past_breakpoint = None;
+        let missing: Vec<String> = self
+            .graph
+            .fields
+            .iter()
+            .filter(|f| f.required && !fields.contains_key(&*f.name))
+            .map(|f| format!("`{}` ({})", f.name, f.ty))
+            .collect();
+        if !missing.is_empty() {
+            return Err(RunError::Input(format!(
+                "the graph requires {} in every run's input, and it has no {}",
+                if missing.len() == 1 {
+                    "a field"
+                } else {
+                    "fields"
+                },
+                missing.join(", ")
+            )));
+        }
+        // A constant another run gave another value is back to the graph's, unless
+        // this run's input gives one too: an input's value is for its run.
+        let mut fields = fields;
+        for (i, f) in self.graph.fields.iter().enumerate() {
+            if f.constant && !fields.contains_key(&*f.name) && *live.state.values[i] != f.default {
+                fields.insert(f.name.to_string(), f.default.clone());
+            }
+        }
+        let writes = write_fields(&self.graph, &mut live, fields).map_err(RunError::Input)?;
+        Ok(Plan::Start { live, writes })
+    }
+
+    fn prepare_resume(
         &self,
         thread: &str,
         payload: Option<Json>,
         force: bool,
-    ) -> Result<Resumption, RunError> {
-        let (mut live, last) = self.load_live(thread)?;
+    ) -> Result<Plan, RunError> {
+        let threads = &self.recorder.threads;
+        let (mut live, last) = threads.load_live(thread)?;
         let Some(last) = last.as_ref() else {
             return Err(RunError::UnknownThread(thread.into()));
         };
@@ -78,10 +147,10 @@ impl Runner {
                         thread: thread.into(),
                     });
                 }
-                self.check_graph(thread, last, None, force)?;
-                self.check_types(thread, &live, force)?;
-                let next = self.next_of(thread, &mut live, last.next.as_deref())?;
-                Ok(Resumption::Continue {
+                threads.check_graph(thread, last, None, force)?;
+                threads.check_types(thread, &live, force)?;
+                let next = threads.next_of(thread, &mut live, last.next.as_deref())?;
+                Ok(Plan::Continue {
                     live,
                     next,
                     passed: None,
@@ -114,8 +183,8 @@ impl Runner {
                         .unwrap_or(pending),
                     _ => pending,
                 };
-                self.check_graph(thread, last, Some(&pending), force)?;
-                self.check_types(thread, &live, force)?;
+                threads.check_graph(thread, last, Some(&pending), force)?;
+                threads.check_types(thread, &live, force)?;
                 let id =
                     self.graph
                         .node_id(&pending.node)
@@ -129,7 +198,7 @@ impl Runner {
                 if let Some(text) = next
                     && text.contains(';')
                 {
-                    self.next_of(thread, &mut live, Some(text))?;
+                    threads.next_of(thread, &mut live, Some(text))?;
                     live.branch = live
                         .frontier
                         .as_ref()
@@ -148,7 +217,7 @@ impl Runner {
         pending: Pending,
         payload: Option<Json>,
         next: Option<&str>,
-    ) -> Result<Resumption, RunError> {
+    ) -> Result<Plan, RunError> {
         let node = self.graph.node(id);
         if let Some(bp) = &pending.breakpoint {
             // A breakpoint pause carries no answer: the person only lets the run go on.
@@ -157,8 +226,8 @@ impl Runner {
                     thread: live.thread.to_string(),
                 });
             }
-            let next = self.target_of(&live.thread, next)?;
-            return Ok(Resumption::Continue {
+            let next = self.recorder.threads.target_of(&live.thread, next)?;
+            return Ok(Plan::Continue {
                 live,
                 next,
                 passed: Some((id, bp == "before")),
@@ -167,7 +236,7 @@ impl Runner {
         if let Body::Graph(g) = &node.body {
             // The child checks the answer as its own resume would.
             self.check_subgraph_answer(g, &live.thread, &node.name, payload.clone())?;
-            return Ok(Resumption::Child {
+            return Ok(Plan::Child {
                 live,
                 node: id,
                 payload: payload.unwrap_or(Json::Null),
@@ -183,7 +252,7 @@ impl Runner {
             // keys, so a tool that acted before the question can tell.
             live.step = live.step.saturating_sub(1);
             // The node runs again; its server, asking again, gets the answer.
-            return Ok(Resumption::Continue {
+            return Ok(Plan::Continue {
                 live,
                 next: Target::Node(id),
                 passed: None,
@@ -198,7 +267,7 @@ impl Runner {
         if pending.deadline_ms.is_some_and(|d| now_ms() >= d)
             && let Some(to) = body.on_timeout
         {
-            return Ok(Resumption::TimedOut { live, node: id, to });
+            return Ok(Plan::TimedOut { live, node: id, to });
         }
         let payload = payload.ok_or_else(|| RunError::MissingPayload {
             node: node.name.to_string(),
@@ -229,17 +298,17 @@ impl Runner {
         // taken answer's copy becomes the run (the original goes, so the two share no
         // field that a later write would then have to copy).
         // Only an event reports how long the node took.
-        let start = self.events.is_some().then(Instant::now);
+        let start = self.events.is_on().then(Instant::now);
         let mut trial = live.clone();
         drop(live);
-        let taken = self
-            .apply(&mut trial, node, payload, writes)
-            .and_then(|applied| Ok((applied, self.route(&trial, node)?)));
+        let max_steps = self.max_steps();
+        let taken = apply(&self.graph, &mut trial, node, payload, writes, max_steps)
+            .and_then(|applied| Ok((applied, route(&self.graph, &trial, node, max_steps)?)));
         let (applied, next) = taken.map_err(|message| RunError::AnswerRefused {
             node: node.name.to_string(),
             message,
         })?;
-        Ok(Resumption::Answered {
+        Ok(Plan::Answered {
             live: trial,
             node: id,
             applied,
@@ -248,28 +317,40 @@ impl Runner {
         })
     }
 
-    /// Goes on as `resumption` decided.
-    pub(super) async fn resume_prepared(
-        &self,
-        resumption: Resumption,
-    ) -> Result<Outcome, RunError> {
+    /// Goes on as `plan` decided.
+    pub(super) async fn execute(&self, plan: Plan) -> Result<Outcome, RunError> {
         let started = |live: &Live| {
-            self.emit(|| Event::RunStarted {
+            self.events.emit(|| Event::RunStarted {
                 thread: live.thread.clone(),
                 graph: self.graph.name.clone(),
                 run: live.run,
                 resumed: true,
             })
         };
-        match resumption {
-            Resumption::Continue {
+        match plan {
+            Plan::Start { mut live, writes } => {
+                let entry = Target::Node(self.graph.entry);
+                self.recorder.record(
+                    &mut live,
+                    Entry::running(None, Some(entry), writes),
+                    &self.events,
+                )?;
+                self.events.emit(|| Event::RunStarted {
+                    thread: live.thread.clone(),
+                    graph: self.graph.name.clone(),
+                    run: live.run,
+                    resumed: false,
+                });
+                self.drive(live, entry).await
+            }
+            Plan::Continue {
                 mut live,
                 next,
                 passed,
             } => {
                 started(&live);
                 if let Some((id, before)) = passed {
-                    self.emit(|| Event::Resumed {
+                    self.events.emit(|| Event::Resumed {
                         node: self.graph.node(id).name.clone(),
                         timed_out: false,
                     });
@@ -279,10 +360,10 @@ impl Runner {
                 }
                 self.drive(live, next).await
             }
-            Resumption::TimedOut { mut live, node, to } => {
+            Plan::TimedOut { mut live, node, to } => {
                 let node = self.graph.node(node);
                 started(&live);
-                self.emit(|| Event::Resumed {
+                self.events.emit(|| Event::Resumed {
                     node: node.name.clone(),
                     timed_out: true,
                 });
@@ -290,18 +371,18 @@ impl Runner {
                 live.branch = None;
                 self.drive(live, to).await
             }
-            Resumption::Child {
+            Plan::Child {
                 mut live,
                 node: id,
                 payload,
             } => {
                 let node = self.graph.node(id);
                 started(&live);
-                self.emit(|| Event::Resumed {
+                self.events.emit(|| Event::Resumed {
                     node: node.name.clone(),
                     timed_out: false,
                 });
-                let start = self.events.is_some().then(Instant::now);
+                let start = self.events.is_on().then(Instant::now);
                 let Body::Graph(g) = &node.body else {
                     unreachable!("a child resumption is made for a graph node")
                 };
@@ -310,7 +391,7 @@ impl Runner {
                 let flow = self.complete(&mut live, id, step, start)?;
                 self.go_on(live, flow).await
             }
-            Resumption::Answered {
+            Plan::Answered {
                 mut live,
                 node,
                 applied,
@@ -319,7 +400,7 @@ impl Runner {
             } => {
                 let node = self.graph.node(node);
                 started(&live);
-                self.emit(|| Event::Resumed {
+                self.events.emit(|| Event::Resumed {
                     node: node.name.clone(),
                     timed_out: false,
                 });

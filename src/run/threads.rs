@@ -1,16 +1,63 @@
-//! A thread's history as the runner reads it: its state at any checkpoint, forks, a
-//! person's writes between runs, and the checks that a stored thread still fits the
-//! graph.
+//! [`Threads`]: a graph's threads in a checkpoint store, as the runner and its callers
+//! read them: a thread's state at any checkpoint, its history, forks, a person's writes
+//! between runs, pruning, and the checks that a stored thread still fits the graph.
+//! Reading a thread needs no runner: a server or the command line asks this directly.
 
-use super::runner::{Live, RunError, Runner, now_ms};
+use super::apply::{route, write_fields};
+use super::cursor::{Frontier, Live, now_ms};
+use super::outcome::RunError;
 use super::state::{State, describe};
-use crate::graph::Target;
-use crate::store::{Checkpoint, Pending, Source, Status, StoreError};
+use crate::graph::{Graph, Target};
+use crate::store::{Checkpoint, Checkpointer, Pending, Source, Status, StoreError};
 use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-impl Runner {
+/// One graph's view of the threads in one store: what its records say, replayed
+/// through this graph's fields and reducers.
+#[derive(Clone)]
+pub struct Threads {
+    graph: Arc<Graph>,
+    /// The graph file and its hash, as every checkpoint records them.
+    path: Arc<str>,
+    hash: Arc<str>,
+    store: Arc<dyn Checkpointer>,
+}
+
+impl Threads {
+    pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpointer>) -> Self {
+        let path = Arc::from(
+            std::path::absolute(&graph.path)
+                .unwrap_or_else(|_| graph.path.clone())
+                .to_string_lossy()
+                .as_ref(),
+        );
+        let hash = Arc::from(graph.hash.as_str());
+        Threads {
+            graph,
+            path,
+            hash,
+            store,
+        }
+    }
+
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    pub(super) fn store(&self) -> &Arc<dyn Checkpointer> {
+        &self.store
+    }
+
+    /// The graph file as records name it (absolute) and its hash.
+    pub(super) fn graph_path(&self) -> &Arc<str> {
+        &self.path
+    }
+
+    pub(super) fn graph_hash(&self) -> &Arc<str> {
+        &self.hash
+    }
+
     /// Copies a thread's history up to and including checkpoint `seq` into a new
     /// thread, which can then be resumed from there.
     pub fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
@@ -114,7 +161,7 @@ impl Runner {
     /// cost of resuming a thread does not grow with its history.
     pub(super) fn load_live(&self, thread: &str) -> Result<(Live, Option<Checkpoint>), RunError> {
         if let (Some(snap), records) = self.store.resume_point(thread)?
-            && snap.graph_hash == self.graph_hash
+            && snap.graph_hash == self.hash
         {
             // The snapshot's own record first: a snapshot of a record a rollback removed
             // since is not used.
@@ -145,8 +192,8 @@ impl Runner {
         self.store.put_snapshot(crate::store::Snapshot {
             thread: live.thread.clone(),
             seq,
-            graph: self.graph_path.clone(),
-            graph_hash: self.graph_hash.clone(),
+            graph: self.path.clone(),
+            graph_hash: self.hash.clone(),
             values,
         })?;
         Ok(())
@@ -226,7 +273,7 @@ impl Runner {
         live: &mut Live,
         next: Option<&str>,
     ) -> Result<Target, RunError> {
-        match next.and_then(|n| super::parallel::Frontier::parse(n, &self.graph)) {
+        match next.and_then(|n| Frontier::parse(n, &self.graph)) {
             Some(Ok(frontier)) => {
                 let join = frontier.join;
                 live.frontier = Some(frontier);
@@ -389,9 +436,7 @@ impl Runner {
                 "`{name}` is a constant of the graph; a run's input can give it another value"
             )));
         }
-        let writes = self
-            .write_fields(&mut live, fields)
-            .map_err(RunError::Update)?;
+        let writes = write_fields(&self.graph, &mut live, fields).map_err(RunError::Update)?;
         let (node, next, status, pending, outcome): (_, _, _, Option<Pending>, _) = match as_node {
             Some(name) => {
                 let id = self.graph.node_id(name).ok_or_else(|| {
@@ -409,8 +454,8 @@ impl Runner {
                         "`{name}` forks into parallel branches, which an update cannot start"
                     )));
                 }
-                let next = self
-                    .route(&live, node)
+                // `run.max_steps` is the graph's: an update is no run's.
+                let next = route(&self.graph, &live, node, self.graph.limits.max_steps)
                     .map_err(|m| RunError::Update(format!("as `{name}`: {m}")))?
                     .map_or(Target::End, |(t, _)| t);
                 (
@@ -445,8 +490,8 @@ impl Runner {
             status,
             pending: pending.map(Box::new),
             outcome,
-            graph: self.graph_path.clone(),
-            graph_hash: self.graph_hash.clone(),
+            graph: self.path.clone(),
+            graph_hash: self.hash.clone(),
             limited: live.limited,
             error: (!live.error.is_null()).then(|| Box::new((*live.error).clone())),
             tokens: live.tokens,

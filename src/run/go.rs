@@ -1,0 +1,25 @@
+//! [`Go`]: what a run does on its thread, the one way to say start or resume (the
+//! command line, a server's run, a subgraph's child all say it so).
+
+use serde_json::Value as Json;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Go {
+    /// A new run from the entry node: the input's fields are written through their
+    /// reducers onto the thread's state (a new thread's defaults).
+    Start(Json),
+    /// Go on from where the thread is paused: with the answer to its interrupt, or
+    /// none after a stop, a crash or at a breakpoint. `force` goes on even when the
+    /// graph file changed where the thread stands.
+    Resume { payload: Option<Json>, force: bool },
+}
+
+impl Go {
+    /// A resume with `payload` (none: after a stop or at a breakpoint), not forced.
+    pub fn resume(payload: Option<Json>) -> Self {
+        Go::Resume {
+            payload,
+            force: false,
+        }
+    }
+}

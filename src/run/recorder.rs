@@ -1,0 +1,202 @@
+//! [`Recorder`]: writes a run's checkpoint records, and the thread's snapshot now and
+//! then. What one record says besides what the thread's cursor holds is an [`Entry`].
+
+use super::cursor::{Live, now_ms};
+use super::emitter::Emitter;
+use super::event::Event;
+use super::outcome::RunError;
+use super::threads::Threads;
+use crate::graph::{Node, Target};
+use crate::store::{Checkpoint, Pending, Source, Status, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Records between two snapshots of a thread that is running.
+const SNAPSHOT_EVERY: u64 = 1024;
+
+/// What one checkpoint record says besides where the thread stands: the node that
+/// wrote it, where the run goes on, what it wrote, and how the thread stands.
+pub(super) struct Entry<'a> {
+    pub(super) node: Option<&'a Node>,
+    pub(super) next: Option<Target>,
+    pub(super) writes: Vec<Write>,
+    pub(super) status: Status,
+    pub(super) pending: Option<Pending>,
+    pub(super) outcome: Option<String>,
+}
+
+impl<'a> Entry<'a> {
+    /// A step of a run that goes on: `node`'s writes (none: the run's input), and
+    /// `next`.
+    pub(super) fn running(
+        node: Option<&'a Node>,
+        next: Option<Target>,
+        writes: Vec<Write>,
+    ) -> Self {
+        Entry {
+            node,
+            next,
+            writes,
+            status: Status::Running,
+            pending: None,
+            outcome: None,
+        }
+    }
+
+    /// A run stopped at a node boundary, to go on at `next`.
+    pub(super) fn stopped(next: Option<Target>, writes: Vec<Write>) -> Self {
+        Entry {
+            status: Status::Stopped,
+            ..Entry::running(None, next, writes)
+        }
+    }
+
+    /// A run that failed at `node` (with the outcome of a `fail` node).
+    pub(super) fn failed(
+        node: &'a Node,
+        next: Option<Target>,
+        writes: Vec<Write>,
+        outcome: Option<String>,
+    ) -> Self {
+        Entry {
+            status: Status::Failed,
+            outcome,
+            ..Entry::running(Some(node), next, writes)
+        }
+    }
+
+    /// A run that ended, after `node` (none: at END or a limit).
+    pub(super) fn finished(node: Option<&'a Node>, writes: Vec<Write>, outcome: String) -> Self {
+        Entry {
+            status: Status::Finished,
+            outcome: Some(outcome),
+            ..Entry::running(node, None, writes)
+        }
+    }
+
+    /// A run paused at `node`, waiting for `pending`; a resume goes on at `next`.
+    pub(super) fn interrupted(node: &'a Node, next: Target, pending: Pending) -> Self {
+        Entry {
+            status: Status::Interrupted,
+            pending: Some(pending),
+            ..Entry::running(Some(node), Some(next), Vec::new())
+        }
+    }
+}
+
+/// Writes a runner's records into its threads' store.
+pub(super) struct Recorder {
+    pub(super) threads: Threads,
+    /// The store keeps records: without, they are built only for `Saved` events.
+    keep: bool,
+    /// Emit [`Event::Saved`] for every checkpoint; `Some(true)` with the whole state
+    /// on the first of each start or resume.
+    pub(super) saved: Option<bool>,
+    /// The next `Saved` event is the first of a start or resume.
+    first_saved: AtomicBool,
+}
+
+impl Recorder {
+    pub(super) fn new(threads: Threads) -> Self {
+        Recorder {
+            keep: threads.store().keeps_records(),
+            threads,
+            saved: None,
+            first_saved: AtomicBool::new(true),
+        }
+    }
+
+    /// A start or resume begins: its first `Saved` event carries the whole state.
+    pub(super) fn begin(&self) {
+        self.first_saved.store(true, Ordering::SeqCst);
+    }
+
+    /// Appends the record of `entry` at `live`'s position and moves it on; keeps the
+    /// thread's snapshot when the thread stops running (or every so many records),
+    /// and tells of the record with a `Saved` event when asked to.
+    pub(super) fn record(
+        &self,
+        live: &mut Live,
+        entry: Entry<'_>,
+        events: &Emitter,
+    ) -> Result<(), RunError> {
+        let saved_events = self.saved.is_some() && events.is_on();
+        if !self.keep && !saved_events {
+            live.seq += 1;
+            return Ok(());
+        }
+        let Entry {
+            node,
+            next,
+            writes,
+            status,
+            pending,
+            outcome,
+        } = entry;
+        let graph = self.threads.graph();
+        // The one record no node wrote that leaves a run going is its input's.
+        let source = if node.is_none() && status == Status::Running {
+            Source::Input
+        } else {
+            Source::Loop
+        };
+        let now = Instant::now();
+        if live.seq.is_multiple_of(64) {
+            live.wall = (now, now_ms());
+        }
+        let since = now.saturating_duration_since(live.started);
+        let record = Checkpoint {
+            thread: live.thread.clone(),
+            seq: live.seq,
+            run: live.run,
+            step: live.step,
+            node: node.map(|n| n.name.clone()),
+            // Inside parallel branches, every branch's next node and the join.
+            next: match &live.frontier {
+                Some(f) if !f.done() && status != Status::Finished && status != Status::Failed => {
+                    Some(f.text(graph))
+                }
+                _ => next.map(|t| match t {
+                    Target::Node(n) => graph.node(n).name.clone(),
+                    Target::End => Arc::from(crate::spec::END),
+                }),
+            },
+            writes,
+            status,
+            pending: pending.map(Box::new),
+            outcome,
+            graph: self.threads.graph_path().clone(),
+            graph_hash: self.threads.graph_hash().clone(),
+            limited: live.limited,
+            error: (!live.error.is_null()).then(|| Box::new((*live.error).clone())),
+            tokens: live.tokens,
+            elapsed_ms: (live.elapsed_before + since).as_millis() as u64,
+            at_ms: (live.wall.1)
+                .saturating_add(now.saturating_duration_since(live.wall.0).as_millis() as u64),
+            source,
+        };
+        let saved = match self.saved {
+            Some(values) if events.is_on() => Some((
+                Arc::new(record.clone()),
+                (values && self.first_saved.swap(false, Ordering::SeqCst))
+                    .then(|| Arc::new(live.state.to_json(graph))),
+            )),
+            _ => None,
+        };
+        if self.keep {
+            self.threads.store().append(record)?;
+        }
+        live.seq += 1;
+        // A paused, stopped or ended thread keeps its whole state, so that resuming it
+        // reads no history; a long run keeps one every so often, for a process killed
+        // mid-run.
+        if self.keep && (status != Status::Running || live.seq.is_multiple_of(SNAPSHOT_EVERY)) {
+            self.threads.snapshot(live, live.seq - 1)?;
+        }
+        if let Some((record, values)) = saved {
+            events.emit(|| Event::Saved { record, values });
+        }
+        Ok(())
+    }
+}
