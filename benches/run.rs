@@ -8,7 +8,8 @@
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
-use switchyard::run::{Checkpointer, MemoryStore, Outcome, Runner, SqliteStore};
+use switchyard::run::{Outcome, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
 
 fn main() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));

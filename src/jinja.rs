@@ -47,7 +47,7 @@ fn fromjson(value: Value) -> Value {
     };
     serde_json::from_str::<serde_json::Value>(s)
         .ok()
-        .map_or_else(|| Value::from(()), crate::run::scope::from_json)
+        .map_or_else(|| Value::from(()), crate::value::from_json)
 }
 
 #[cfg(test)]

@@ -6,11 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use switchyard::graph::Server;
 use switchyard::llm::DeltaSink;
-use switchyard::run::kinds::llm::reply_json;
-use switchyard::run::{
-    LlmClient, LlmError, LlmReply, LlmRequest, ToolClient, ToolError, ToolInfo, ToolReply,
-    ToolRequest,
-};
+use switchyard::llm::reply_json;
+use switchyard::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
+use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 /// Answers each node from its own queue of replies, in order; records every request.
 #[derive(Default)]

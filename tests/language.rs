@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use switchyard::graph::Server;
-use switchyard::run::{
-    MemoryStore, Outcome, RunError, Runner, Status, ToolClient, ToolError, ToolInfo, ToolReply,
-    ToolRequest,
-};
+use switchyard::run::{Outcome, RunError, Runner};
+use switchyard::store::{MemoryStore, Status};
+use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 fn runner() -> Runner {
     let path = root().join("tests/fixtures/run/language.toml");

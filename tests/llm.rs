@@ -15,10 +15,9 @@ use switchyard::graph::{Graph, Server as McpServer};
 use switchyard::llm::{
     Exchange, LlmClient, LlmOptions, OpenAiClient, RecordingClient, SetupError, llm_client,
 };
-use switchyard::run::{
-    Checkpointer, Event, MemoryStore, Outcome, RunError, Runner, SqliteStore, ToolClient,
-    ToolError, ToolInfo, ToolReply, ToolRequest,
-};
+use switchyard::run::{Event, Outcome, RunError, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
+use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 /// A key distinctive enough that finding it anywhere is a leak.
 const KEY: &str = "sk-switchyard-test-KEY-9f3c1e77";

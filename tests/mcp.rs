@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard::graph::{Graph, Server, ServerTransport};
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::{Event, MemoryStore, Outcome, Runner, ToolClient, ToolRequest};
+use switchyard::run::{Event, Outcome, Runner};
+use switchyard::store::MemoryStore;
+use switchyard::tool::{ToolClient, ToolRequest};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// Fails with the command that installs the npm test servers when they are missing.
@@ -54,7 +56,7 @@ fn graph(name: &str, vars: &[(&str, &str)]) -> Arc<Graph> {
     let v = switchyard::validate_str(&path, &text, &mut sources);
     assert!(v.is_valid(), "{name} is not valid: {:?}", v.diagnostics);
     let spec = v.spec.as_ref().expect("valid");
-    Arc::new(switchyard::graph::compile(spec, &sources).expect("compiles"))
+    Arc::new(switchyard::compile(spec, &sources).expect("compiles"))
 }
 
 /// A runner with a real MCP client; the client's events come on their own channel.
@@ -1451,7 +1453,7 @@ async fn a_changed_tool_list_is_listed_again() {
         "node_modules/.bin/node",
         &["tests/servers/growing_tools.mjs"],
     );
-    let names = |tools: Vec<switchyard::run::ToolInfo>| -> Vec<String> {
+    let names = |tools: Vec<switchyard::tool::ToolInfo>| -> Vec<String> {
         tools.into_iter().map(|t| t.name).collect()
     };
     assert_eq!(

@@ -5,7 +5,7 @@
 //! in `store.rs`.
 
 use std::sync::{Arc, OnceLock};
-use switchyard::run::Checkpointer;
+use switchyard::store::Checkpointer;
 use switchyard::store::{PostgresStore, StoreError};
 
 /// The URL of the cluster's `postgres` database, the cluster started on first use.

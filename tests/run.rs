@@ -9,10 +9,9 @@ use crate::util::root;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard::run::{
-    Checkpointer, Event, MemoryStore, NoStore, Outcome, RunError, Runner, SqliteStore, Status,
-    ToolReply,
-};
+use switchyard::run::{Event, Outcome, RunError, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
+use switchyard::tool::ToolReply;
 
 fn graph(name: &str) -> Arc<switchyard::graph::Graph> {
     let path = root()

@@ -7,7 +7,7 @@ mod sqlite;
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::run::{Checkpoint, Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
+use switchyard::store::{Checkpoint, Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
 use switchyard::store::{
     Durability, PostgresStore, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError,
     ThreadRecord, Write,

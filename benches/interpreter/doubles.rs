@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchyard::graph::{Graph, Server};
 use switchyard::llm::DeltaSink;
-use switchyard::run::kinds::llm::reply_json;
-use switchyard::run::{
-    Checkpointer, LlmClient, LlmError, LlmReply, LlmRequest, Outcome, Runner, SqliteStore,
-    ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest,
-};
+use switchyard::llm::reply_json;
+use switchyard::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
+use switchyard::run::{Outcome, Runner};
 use switchyard::store::SqliteOptions;
+use switchyard::store::{Checkpointer, SqliteStore};
+use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 /// The planner's answer: ~100 bytes of JSON.
 fn plan() -> Json {

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-use switchyard::run::{Checkpointer, MemoryStore, NoStore, Outcome, Runner, SqliteStore};
+use switchyard::run::{Outcome, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore};
 use switchyard::store::{Durability, PostgresStore, SqliteOptions};
 
 pub(crate) struct Bench {

@@ -7,7 +7,7 @@
 use super::exit;
 use anyhow::Context;
 use switchyard::graph::{Server, ServerTransport};
-use switchyard::run::{ToolClient, ToolRequest};
+use switchyard::tool::{ToolClient, ToolRequest};
 
 #[derive(clap::Args)]
 pub(crate) struct ConformanceArgs {
@@ -65,7 +65,7 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
                 let reply = client.call(&request).await?;
                 println!("{}: {}", t.name, reply.content);
             }
-            Ok::<_, switchyard::run::ToolError>(())
+            Ok::<_, switchyard::tool::ToolError>(())
         }
         .await;
         client.shutdown().await;

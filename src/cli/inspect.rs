@@ -10,8 +10,9 @@ use serde_json::{Value as Json, json};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::run::{Checkpoint, Checkpointer, Status, Threads};
+use switchyard::run::Threads;
 use switchyard::store::Source;
+use switchyard::store::{Checkpoint, Checkpointer, Status};
 
 #[derive(clap::Args)]
 pub(crate) struct StateArgs {

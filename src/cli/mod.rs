@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use switchyard::LoadError;
 use switchyard::graph::Graph;
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::Checkpointer;
+use switchyard::store::Checkpointer;
 
 /// Loads, checks and compiles a graph for a command that uses it; an invalid graph
 /// prints its diagnostics, as `validate` does, and gives the exit code instead.

@@ -200,7 +200,7 @@ impl Session {
 
     fn with_store(
         graph: Graph,
-        store: Arc<dyn switchyard::run::Checkpointer>,
+        store: Arc<dyn switchyard::store::Checkpointer>,
         common: &CommonArgs,
     ) -> anyhow::Result<Self> {
         let file = graph.path.clone();

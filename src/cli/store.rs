@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::run::{Checkpointer, MemoryStore, NoStore, SqliteStore};
+use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore};
 use switchyard::store::{PostgresStore, SqliteOptions};
 
 /// Where checkpoints go: `sqlite:PATH`, `postgres://URL`, `memory`, or `none`

@@ -5,7 +5,7 @@ use super::exit;
 use super::flags::ReportFormat;
 use std::io::Write;
 use std::path::PathBuf;
-use switchyard::run::ToolClient;
+use switchyard::tool::ToolClient;
 
 #[derive(clap::Args)]
 pub(crate) struct ToolsArgs {

@@ -5,7 +5,7 @@ use super::exit;
 use super::flags::ReportFormat;
 use std::io::Write;
 use std::path::PathBuf;
-use switchyard::run::ToolClient;
+use switchyard::tool::ToolClient;
 use switchyard::{Sources, Validation, validate_file};
 
 #[derive(clap::Args)]
@@ -113,7 +113,7 @@ fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
     let Some(spec) = v.spec.as_ref().filter(|_| v.is_valid()) else {
         return Ok(());
     };
-    let graph = switchyard::graph::compile(spec, sources)?;
+    let graph = switchyard::compile(spec, sources)?;
     let client = super::mcp_client(&graph.root);
     let found = super::runtime()?.block_on(async {
         let found = switchyard::mcp::online::check(spec, &graph, &client).await;

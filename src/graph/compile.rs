@@ -39,11 +39,20 @@ struct Compiler<'a> {
     exprs: Vec<String>,
     /// Contents of every file read, in order, for the graph hash.
     files: Vec<(String, String)>,
+    load_child: LoadChild<'a>,
 }
 
-/// Compiles a spec that passed `check`. Resolution failures here mean the spec was not
-/// checked first; they are errors, not panics.
-pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileError> {
+/// A subgraph node's graph, loaded from its path (the pipeline's loader), or why not.
+pub(crate) type LoadChild<'a> = &'a dyn Fn(&std::path::Path) -> Result<Graph, String>;
+
+/// Compiles a spec that passed `check`; `load_child` gives the graphs its subgraph
+/// nodes name. Resolution failures here mean the spec was not checked first; they are
+/// errors, not panics.
+pub(crate) fn compile(
+    spec: &GraphSpec,
+    sources: &Sources,
+    load_child: LoadChild<'_>,
+) -> Result<Graph, CompileError> {
     let env = crate::jinja::environment();
     let mut c = Compiler {
         spec,
@@ -51,6 +60,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
         env,
         exprs: Vec::new(),
         files: Vec::new(),
+        load_child,
     };
     let field_ids: crate::fxhash::FxHashMap<String, FieldId> = spec
         .state
@@ -350,7 +360,7 @@ pub fn compile(spec: &GraphSpec, sources: &Sources) -> Result<Graph, CompileErro
             .llm
             .provider
             .as_ref()
-            .and_then(|p| crate::llm::Provider::parse(p.get_ref()))
+            .and_then(|p| crate::spec::Provider::parse(p.get_ref()))
             .unwrap_or_default(),
     };
     let expr_sources = c.exprs.clone();
@@ -544,7 +554,7 @@ impl Compiler<'_> {
                 let path = self
                     .spec
                     .resolve(g.graph.as_ref().ok_or_else(|| missing("graph"))?.get_ref());
-                let child = crate::load_graph(&path).map_err(|e| {
+                let child = (self.load_child)(&path).map_err(|e| {
                     CompileError::Unresolved(format!("the graph of `{}`: {e}", n.name.get_ref()))
                 })?;
                 Body::Graph(GraphBody {
@@ -642,7 +652,7 @@ impl Compiler<'_> {
                     parallel_tool_calls: l.parallel_tool_calls,
                     sampling: {
                         let s = l.sampling.or(&self.spec.llm.sampling);
-                        crate::llm::Sampling {
+                        crate::spec::Sampling {
                             max_tokens: s
                                 .max_tokens
                                 .map(|m| u32::try_from(*m.get_ref()).unwrap_or(u32::MAX)),

@@ -10,6 +10,7 @@
 //! in `~`, long strings, filters, tests, calls), it gives up.
 
 use super::FieldId;
+use crate::value::PathSeg;
 use minijinja::machinery::ast::{BinOpKind, Expr, UnaryOpKind};
 use minijinja::value::{ObjectRepr, Value, ValueKind};
 use std::sync::Arc;
@@ -175,14 +176,6 @@ fn short_str(v: &Value) -> Option<&str> {
     v.as_str().filter(|s| s.len() <= MAX_FAST_STRING)
 }
 
-/// One step of a [`Fast::Path`]: an attribute or string subscript, or a non-negative
-/// integer subscript.
-#[derive(Debug, Clone)]
-pub(crate) enum PathSeg {
-    Key(Arc<str>),
-    Index(usize),
-}
-
 /// Where an expression's names are looked up: the runner's scope, read in place
 /// (`run::scope::ScopeRef`).
 pub(crate) trait Root {
@@ -346,7 +339,7 @@ pub(super) mod tests {
     pub(crate) fn contexts() -> Vec<Value> {
         STATES
             .iter()
-            .map(|j| crate::run::scope::from_json(serde_json::from_str(j).unwrap()))
+            .map(|j| crate::value::from_json(serde_json::from_str(j).unwrap()))
             .collect()
     }
 
@@ -391,17 +384,17 @@ pub(super) mod tests {
     impl Root for JsonRoot {
         fn var(&self, name: &str) -> Option<Value> {
             let i = self.names.iter().position(|n| n == name)?;
-            Some(crate::run::scope::view_of(self.values[i].clone()))
+            Some(crate::value::view_of(self.values[i].clone()))
         }
 
         fn field(&self, id: FieldId, _name: &str) -> Option<Value> {
-            Some(crate::run::scope::view_of(
+            Some(crate::value::view_of(
                 self.values.get(id.0 as usize)?.clone(),
             ))
         }
 
         fn path(&self, id: FieldId, _name: &str, path: &[PathSeg]) -> Option<Value> {
-            crate::run::scope::json_path(self.values.get(id.0 as usize)?, path)
+            crate::value::json_path(self.values.get(id.0 as usize)?, path)
         }
     }
 

@@ -131,7 +131,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/benches/graphs/agent_loop.toml"
         );
-        let graph = crate::load_graph(std::path::Path::new(path)).unwrap();
+        let graph = crate::pipeline::load_graph(std::path::Path::new(path)).unwrap();
         let mut fast: Vec<&str> = graph.fast_templates.keys().map(String::as_str).collect();
         fast.sort();
         // The tool's name, the policy's reasons, the responses of the finalize nodes that

@@ -7,9 +7,10 @@ mod exprs;
 mod fast;
 mod fast_template;
 
-pub use compile::{CompileError, compile};
+pub use compile::CompileError;
+pub(crate) use compile::compile;
 pub use exprs::ExprId;
-pub(crate) use fast::{PathSeg, Root};
+pub(crate) use fast::Root;
 
 use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
 use exprs::Exprs;
@@ -297,7 +298,7 @@ pub struct LlmBody {
     /// one reply (the output is then `{ calls, text }`).
     pub parallel_tool_calls: Option<bool>,
     /// Its sampling settings, `[llm]`'s where it sets none.
-    pub sampling: crate::llm::Sampling,
+    pub sampling: crate::spec::Sampling,
 }
 
 pub struct PseudoTool {
@@ -366,5 +367,5 @@ pub struct LlmDefaults {
     pub temperature: Option<f64>,
     pub timeout: Duration,
     /// Which server the endpoint is (`[llm] provider`).
-    pub provider: crate::llm::Provider,
+    pub provider: crate::spec::Provider,
 }

@@ -215,7 +215,7 @@ impl Graphs {
     fn load_file(&self, path: &Path) {
         let mut sources = Sources::new();
         let now = super::now_ms();
-        let validation = crate::validate_file(path, &mut sources);
+        let validation = crate::pipeline::validate_file(path, &mut sources);
         // What the file reads, for the next comparison: itself, then its prompts and
         // schemas, as far as they were read.
         let mut deps: Vec<PathBuf> = sources.names().iter().map(PathBuf::from).collect();
@@ -242,7 +242,7 @@ impl Graphs {
                     .map(|s| s.graph.description.clone())
                     .unwrap_or_default();
                 match (&v.spec, v.is_valid()) {
-                    (Some(spec), true) => match crate::graph::compile(spec, &sources) {
+                    (Some(spec), true) => match crate::pipeline::compile(spec, &sources) {
                         Ok(g) => {
                             let (input_schema, state_schema) = super::schemas::schemas(spec);
                             let drawing = Drawing {

@@ -11,7 +11,7 @@
 use super::lock;
 use crate::graph::Graph;
 use crate::mcp::{BlobStore, McpClient};
-use crate::run::ToolClient;
+use crate::tool::ToolClient;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};

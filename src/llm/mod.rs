@@ -20,7 +20,7 @@ mod http;
 pub(crate) mod offer;
 mod openai;
 mod options;
-pub mod provider;
+mod provider;
 mod record;
 mod redact;
 mod replay;
@@ -33,11 +33,10 @@ pub use error::{LlmError, SetupError};
 pub use exchange::Exchange;
 pub use openai::{DEFAULT_BASE_URL, OpenAiClient};
 pub use options::{LlmOptions, llm_client};
-pub use provider::Provider;
 pub use record::RecordingClient;
 pub use replay::ReplayClient;
 pub use reply::{LlmReply, ToolCall, reply_json};
-pub use request::{LlmRequest, Sampling, ToolChoice, ToolSpec};
+pub use request::{LlmRequest, ToolChoice, ToolSpec};
 
 use sha2::{Digest, Sha256};
 

@@ -3,7 +3,7 @@
 
 use super::{LlmReply, ToolChoice, ToolSpec};
 use crate::json_schema::check;
-use crate::run::ToolInfo;
+use crate::tool::ToolInfo;
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,8 @@
 use super::http::{self, HttpFailure};
 use super::redact::Redactor;
 use super::wire::{Assembler, Chunk, Completion};
-use super::{
-    DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, Provider, SetupError, ToolChoice,
-};
+use super::{DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, SetupError, ToolChoice};
+use crate::spec::Provider;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::{OpenAIError, WrappedError};
 use async_openai::types::chat::{

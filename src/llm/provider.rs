@@ -5,41 +5,11 @@
 //! not sent and matters is enforced here instead: a required tool call is checked
 //! whatever the server did with `tool_choice`.
 
-use crate::spec::Sp;
+use crate::spec::Provider;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Provider {
-    /// OpenAI itself, and anything that speaks its current API (the default).
-    #[default]
-    OpenAi,
-    /// Azure OpenAI: a deployment URL with `?api-version=`, the key in `api-key`.
-    Azure,
-    Ollama,
-    Vllm,
-    LlamaCpp,
-    LiteLlm,
-}
-
+// The names a graph file may write, and their parsing, are the spec's
+// (`spec/llm.rs`); what each provider is sent is decided here.
 impl Provider {
-    pub const NAMES: [&'static str; 6] =
-        ["openai", "azure", "ollama", "vllm", "llamacpp", "litellm"];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "openai" => Provider::OpenAi,
-            "azure" => Provider::Azure,
-            "ollama" => Provider::Ollama,
-            "vllm" => Provider::Vllm,
-            "llamacpp" => Provider::LlamaCpp,
-            "litellm" => Provider::LiteLlm,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
     /// The reply's token limit goes as `max_completion_tokens` (OpenAI's current name,
     /// which its reasoning models require; vLLM takes both and prefers it), else as
     /// `max_tokens` (Ollama ignores the other name, older llama.cpp servers too, and
@@ -63,16 +33,4 @@ impl Provider {
     pub fn api_key_header(self) -> bool {
         matches!(self, Provider::Azure)
     }
-}
-
-/// Reads a provider name as written in `[llm] provider`.
-pub fn parse_spec(s: &Sp<String>) -> Result<Provider, String> {
-    Provider::parse(s.get_ref()).ok_or_else(|| {
-        crate::suggestion::help_for(s.get_ref(), Provider::NAMES).unwrap_or_else(|| {
-            format!(
-                "providers are {}",
-                Provider::NAMES.map(|n| format!("`{n}`")).join(", ")
-            )
-        })
-    })
 }

@@ -1,5 +1,6 @@
 //! What a node asks a model.
 
+use crate::spec::Sampling;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -34,23 +35,6 @@ pub struct LlmRequest {
     /// What the node asks of the sampling, each only when set.
     #[serde(flatten, default)]
     pub sampling: Sampling,
-}
-
-/// A node's sampling settings: the reply's token limit, the reasoning effort, a seed,
-/// nucleus sampling, stop sequences. The endpoint's [`super::Provider`] decides under
-/// which name (and whether) each is sent.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Sampling {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_effort: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<String>,
 }
 
 fn strict_default() -> bool {

@@ -177,7 +177,7 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
         sampling: sampling::read(&mut t, diags),
     };
     if let Some(p) = &llm.provider
-        && let Err(help) = crate::llm::provider::parse_spec(p)
+        && let Err(help) = crate::spec::parse_provider(p)
     {
         diags.push(
             Diagnostic::error(

@@ -1,6 +1,6 @@
 //! Why an MCP call failed, and whether trying again may help.
 
-use crate::run::ToolError;
+use crate::tool::ToolError;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -5,7 +5,6 @@
 //! with, or, without one, noted (the call then pauses the run for it) and cancelled.
 
 use super::event_sink::EventSink;
-use super::session::client_info;
 use crate::run::Event;
 use rmcp::ClientHandler;
 use rmcp::ErrorData;
@@ -13,8 +12,9 @@ use rmcp::ErrorData;
 // (`LATEST_WITH_INITIALIZE`), which still has them.
 #[allow(deprecated)]
 use rmcp::model::{
-    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
-    FormElicitationCapability, ListRootsResult, ProgressNotificationParam, Root, RootsCapabilities,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, ListRootsResult,
+    ProgressNotificationParam, ProtocolVersion, Root, RootsCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value as Json, json};
@@ -80,7 +80,7 @@ impl ClientHandler for Handler {
         let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
         let result = match asking.answer.take() {
             Some(answer) => {
-                use crate::run::elicitation::{Action, fill_defaults, parse};
+                use crate::tool::elicitation::{Action, fill_defaults, parse};
                 // Checked when the run resumed; an answer given some other way (the
                 // conformance client's) is read the same, an unreadable one declined.
                 match parse(&answer) {
@@ -161,4 +161,17 @@ impl ClientHandler for Handler {
         self.tools_changed.store(true, Ordering::SeqCst);
         std::future::ready(())
     }
+}
+
+/// What Switchyard tells servers about itself in the handshake. It asks for the newest
+/// protocol version that still has the `initialize` handshake: rmcp's default names a
+/// later version that has none, which the conformance suite's `initialize` scenario
+/// (and any server that only knows the 2025 protocol) does not expect.
+pub(crate) fn client_info() -> ClientConfig {
+    let mut config = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("switchyard", env!("CARGO_PKG_VERSION")),
+    );
+    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    config
 }

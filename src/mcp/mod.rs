@@ -1,4 +1,4 @@
-//! The MCP client behind `mcp_call`: [`McpClient`] implements [`crate::run::ToolClient`]
+//! The MCP client behind `mcp_call`: [`McpClient`] implements [`crate::tool::ToolClient`]
 //! with rmcp over stdio child processes and streamable HTTP.
 //!
 //! A call flows: [`McpClient`] finds or starts the server's session (restarting one

@@ -7,8 +7,8 @@
 use super::tool_schema::{compile, problems};
 use crate::diagnostic::Diagnostic;
 use crate::graph::Graph;
-use crate::run::{ToolClient, ToolInfo};
 use crate::spec::{GraphSpec, KindSpec, Sp, ToolCall, ValueTable};
+use crate::tool::{ToolClient, ToolInfo};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
 use std::ops::Range;

@@ -6,12 +6,11 @@ use super::event_sink::EventSink;
 use super::handler::Handler;
 use super::tool_schema::ToolSchema;
 use crate::graph::{Server, ServerTransport};
-use crate::run::{Event, ToolInfo};
+use crate::run::Event;
+use crate::tool::ToolInfo;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
-};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 
 /// The `_meta` key of a call's idempotency key (see `ToolRequest::idempotency_key`).
@@ -56,19 +55,6 @@ pub(crate) struct Session {
     dead: AtomicBool,
     tools: tokio::sync::Mutex<Option<Arc<Tools>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-}
-
-/// What Switchyard tells servers about itself in the handshake. It asks for the newest
-/// protocol version that still has the `initialize` handshake: rmcp's default names a
-/// later version that has none, which the conformance suite's `initialize` scenario
-/// (and any server that only knows the 2025 protocol) does not expect.
-pub(crate) fn client_info() -> ClientConfig {
-    let mut config = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("switchyard", env!("CARGO_PKG_VERSION")),
-    );
-    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
-    config
 }
 
 impl Session {

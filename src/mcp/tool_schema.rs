@@ -2,7 +2,7 @@
 //! once and kept.
 
 use super::error::{ArgumentProblem, McpError};
-use crate::run::ToolInfo;
+use crate::tool::ToolInfo;
 use serde_json::Value as Json;
 use std::sync::OnceLock;
 

@@ -5,10 +5,11 @@
 
 use super::cursor::{Live, Routed};
 use super::kinds::cx::jinja_error;
-use super::scope::{ScopeRef, to_json, view_of};
+use super::scope::{ScopeRef, to_json};
 use super::state::Undo;
 use crate::graph::{ExprId, FieldId, Graph, Next, Node};
 use crate::store::Write;
+use crate::value::view_of;
 use minijinja::Value;
 use serde_json::Value as Json;
 use std::sync::Arc;

@@ -11,7 +11,6 @@
 pub mod answer;
 mod apply;
 mod cursor;
-pub(crate) mod elicitation;
 mod emitter;
 pub mod event;
 mod go;
@@ -31,13 +30,8 @@ mod subgraph;
 mod text_fits;
 mod threads;
 
-pub use crate::store::{
-    Checkpoint, Checkpointer, Claim, MemoryStore, NoStore, SqliteStore, Status,
-};
 pub use event::Event;
 pub use go::Go;
-pub use kinds::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
-pub use kinds::mcp::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 pub use outcome::{Outcome, RunError};
 pub use runner::Runner;
 pub use state::State;

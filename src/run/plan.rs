@@ -430,7 +430,7 @@ impl Runner {
 /// must fit the schema the server sent, once the fields it leaves out take their
 /// defaults. What goes back to the server is that answer made whole.
 fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Json, RunError> {
-    use super::elicitation::{Action, fill_defaults, parse};
+    use crate::tool::elicitation::{Action, fill_defaults, parse};
     let payload = payload.ok_or_else(|| RunError::MissingPayload {
         node: node.to_string(),
     })?;

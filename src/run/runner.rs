@@ -26,12 +26,11 @@ use crate::graph::{Body, Graph, NodeId, Target};
 use crate::llm::{LlmClient, NoLlm};
 use crate::spec::Breakpoint;
 use crate::store::Checkpointer;
+use crate::tool::{NoTools, ToolClient};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
-
-use super::kinds::mcp::{NoTools, ToolClient};
 
 /// Runs one graph against one checkpoint store.
 pub struct Runner {

@@ -6,6 +6,7 @@
 use super::slot::Slot;
 use crate::graph::Graph;
 use crate::spec::RUN_KEYS;
+use crate::value::{JsonView, json_path, view_shared};
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -61,11 +62,11 @@ impl ScopeRef<'_> {
             "run" => Some(Value::from_object(self.run.clone())),
             "result" => self.result.cloned(),
             _ if self.item.is_some_and(|(name, _)| name == key) => {
-                self.item.map(|(_, v)| view(v, Vec::new()))
+                self.item.map(|(_, v)| view_shared(v))
             }
             _ => {
                 let id = self.graph.field_id(key)?;
-                Some(view(self.values[id.0 as usize].arc(), Vec::new()))
+                Some(view_shared(self.values[id.0 as usize].arc()))
             }
         }
     }
@@ -90,49 +91,17 @@ impl crate::graph::Root for ScopeRef<'_> {
     }
 
     fn field(&self, id: crate::graph::FieldId, _name: &str) -> Option<Value> {
-        Some(view(self.values.get(id.0 as usize)?.arc(), Vec::new()))
+        Some(view_shared(self.values.get(id.0 as usize)?.arc()))
     }
 
     fn path(
         &self,
         id: crate::graph::FieldId,
         _name: &str,
-        path: &[crate::graph::PathSeg],
+        path: &[crate::value::PathSeg],
     ) -> Option<Value> {
         json_path(self.values.get(id.0 as usize)?.arc(), path)
     }
-}
-
-/// `path` into `root`, walked over the JSON itself: what the lookups of a
-/// [`JsonView`] would give, with a view made only for the value at its end (and only
-/// when that is a list or an object). None where a lookup would give undefined, or
-/// meet none on the way.
-pub(crate) fn json_path(root: &Arc<Json>, path: &[crate::graph::PathSeg]) -> Option<Value> {
-    use crate::graph::PathSeg;
-    let mut here: &Json = root;
-    for seg in path {
-        here = match (here, seg) {
-            (Json::Object(m), PathSeg::Key(k)) => m.get(&**k)?,
-            (Json::Array(a), PathSeg::Index(i)) => a.get(*i)?,
-            _ => return None,
-        };
-    }
-    Some(match here {
-        Json::Null => Value::from(()),
-        Json::Bool(b) => Value::from(*b),
-        Json::Number(n) => number(n),
-        Json::String(s) => Value::from(s.as_str()),
-        // A list or an object stays a view, its path the same steps.
-        Json::Array(_) | Json::Object(_) => view(
-            root,
-            path.iter()
-                .map(|seg| match seg {
-                    PathSeg::Key(k) => Seg::Key(k.to_string()),
-                    PathSeg::Index(i) => Seg::Index(*i),
-                })
-                .collect(),
-        ),
-    })
 }
 
 impl std::fmt::Debug for Scope {
@@ -157,115 +126,6 @@ impl Object for Scope {
             .collect();
         keys.push(Value::from("run"));
         Enumerator::Values(keys)
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-/// A lazily resolved part of a field's JSON value.
-#[derive(Debug)]
-pub(crate) struct JsonView {
-    root: Arc<Json>,
-    path: Vec<Seg>,
-}
-
-impl JsonView {
-    pub(crate) fn get(&self) -> &Json {
-        let mut here = &*self.root;
-        for seg in &self.path {
-            here = match (here, seg) {
-                (Json::Object(m), Seg::Key(k)) => &m[k],
-                (Json::Array(a), Seg::Index(i)) => &a[*i],
-                _ => unreachable!("paths are only built from lookups that succeeded"),
-            };
-        }
-        here
-    }
-
-    fn child(&self, seg: Seg) -> Value {
-        let mut path = self.path.clone();
-        path.push(seg);
-        view(&self.root, path)
-    }
-}
-
-/// A minijinja value for the JSON at `path` in `root`: scalars by value, containers as
-/// views.
-fn view(root: &Arc<Json>, path: Vec<Seg>) -> Value {
-    let v = JsonView {
-        root: root.clone(),
-        path,
-    };
-    match v.get() {
-        Json::Null => Value::from(()),
-        Json::Bool(b) => Value::from(*b),
-        Json::Number(n) => number(n),
-        Json::String(s) => Value::from(s.as_str()),
-        Json::Array(_) | Json::Object(_) => Value::from_object(v),
-    }
-}
-
-fn number(n: &serde_json::Number) -> Value {
-    if let Some(i) = n.as_i64() {
-        Value::from(i)
-    } else if let Some(u) = n.as_u64() {
-        Value::from(u)
-    } else {
-        Value::from(n.as_f64().unwrap_or(f64::NAN))
-    }
-}
-
-impl Object for JsonView {
-    fn repr(self: &Arc<Self>) -> ObjectRepr {
-        match self.get() {
-            Json::Array(_) => ObjectRepr::Seq,
-            _ => ObjectRepr::Map,
-        }
-    }
-
-    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        match self.get() {
-            Json::Object(m) => {
-                let k = key.as_str()?;
-                m.contains_key(k)
-                    .then(|| self.child(Seg::Key(k.to_string())))
-            }
-            Json::Array(a) => {
-                let i = i64::try_from(key.clone()).ok()?;
-                let i = if i < 0 { a.len() as i64 + i } else { i };
-                (0..a.len() as i64)
-                    .contains(&i)
-                    .then(|| self.child(Seg::Index(i as usize)))
-            }
-            _ => None,
-        }
-    }
-
-    fn enumerate(self: &Arc<Self>) -> Enumerator {
-        match self.get() {
-            Json::Object(m) => {
-                Enumerator::Values(m.keys().map(|k| Value::from(k.as_str())).collect())
-            }
-            Json::Array(a) => Enumerator::Seq(a.len()),
-            _ => Enumerator::Empty,
-        }
-    }
-
-    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
-        match self.get() {
-            Json::Object(m) => Some(m.len()),
-            Json::Array(a) => Some(a.len()),
-            _ => Some(0),
-        }
-    }
-
-    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // JSON is what a prompt author expects to see for a structured value.
-        write!(f, "{}", self.get())
     }
 }
 
@@ -319,7 +179,7 @@ impl Object for RunInfo {
             "max_steps" => self.max_steps.map_or(Value::from(()), Value::from),
             "tokens" => Value::from(self.tokens),
             "elapsed_ms" => Value::from(self.elapsed_ms()),
-            "error" => view(&self.error, Vec::new()),
+            "error" => view_shared(&self.error),
             _ => return None,
         })
     }
@@ -387,14 +247,4 @@ pub(crate) fn to_json(v: &Value) -> Result<Json, String> {
         _ => {}
     }
     serde_json::to_value(v).map_err(|e| e.to_string())
-}
-
-/// Wraps shared JSON (a node's result) for expressions, without copying it.
-pub(crate) fn view_of(v: Arc<Json>) -> Value {
-    view(&v, Vec::new())
-}
-
-/// Wraps owned JSON (a node's result) for expressions.
-pub(crate) fn from_json(v: Json) -> Value {
-    view(&Arc::new(v), Vec::new())
 }

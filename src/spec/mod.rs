@@ -4,9 +4,11 @@
 
 mod duration;
 mod field_type;
+mod llm;
 
 pub use duration::parse_duration;
 pub use field_type::{FieldType, TYPE_NAMES, is_message, parse_field_type};
+pub use llm::{Provider, Sampling, parse_provider};
 
 use crate::source::FileId;
 use std::ops::Range;

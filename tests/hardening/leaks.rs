@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::llm::OpenAiClient;
-use switchyard::run::{MemoryStore, Runner};
+use switchyard::run::Runner;
+use switchyard::store::MemoryStore;
 
 #[tokio::test]
 async fn a_base_url_query_string_reaches_the_server_and_never_shows() {

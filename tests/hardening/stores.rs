@@ -7,8 +7,8 @@ use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use switchyard::run::{Checkpointer, SqliteStore};
 use switchyard::store::StoreError;
+use switchyard::store::{Checkpointer, SqliteStore};
 
 #[test]
 fn sixty_four_processes_on_one_new_store_all_finish() {

@@ -8,7 +8,8 @@ use crate::util::switchyard;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use switchyard::llm::OpenAiClient;
-use switchyard::run::{MemoryStore, Runner};
+use switchyard::run::Runner;
+use switchyard::store::MemoryStore;
 
 #[test]
 fn deep_input_or_answers_are_refused_where_they_come_in_and_the_thread_stays_paused() {

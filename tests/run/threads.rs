@@ -494,7 +494,10 @@ impl Checkpointer for Counting {
     fn keeps_records(&self) -> bool {
         false
     }
-    fn append(&self, _: switchyard::run::Checkpoint) -> Result<(), switchyard::store::StoreError> {
+    fn append(
+        &self,
+        _: switchyard::store::Checkpoint,
+    ) -> Result<(), switchyard::store::StoreError> {
         self.records
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -510,7 +513,7 @@ impl Checkpointer for Counting {
     fn load(
         &self,
         t: &str,
-    ) -> Result<Vec<switchyard::run::Checkpoint>, switchyard::store::StoreError> {
+    ) -> Result<Vec<switchyard::store::Checkpoint>, switchyard::store::StoreError> {
         NoStore::new().load(t)
     }
     fn truncate(&self, _: &str, _: u64) -> Result<(), switchyard::store::StoreError> {
@@ -519,7 +522,10 @@ impl Checkpointer for Counting {
     fn delete_thread(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
         Ok(())
     }
-    fn prune(&self, _: switchyard::run::Checkpoint) -> Result<u64, switchyard::store::StoreError> {
+    fn prune(
+        &self,
+        _: switchyard::store::Checkpoint,
+    ) -> Result<u64, switchyard::store::StoreError> {
         Ok(0)
     }
     fn ended_before(&self, _: u64) -> Result<Vec<String>, switchyard::store::StoreError> {

@@ -9,7 +9,8 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use switchyard::llm::{DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest};
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::{Outcome, Runner, SqliteStore, StopHandle};
+use switchyard::run::{Outcome, Runner, StopHandle};
+use switchyard::store::SqliteStore;
 
 async fn scenario(name: &'static str) -> Scenario {
     Scenario::new("reason_act_observe", name).await

@@ -2,11 +2,12 @@
 //! the runner imports the kinds and no kind imports the runner.
 
 use crate::graph::{ExprId, Graph, Node, ValueTpl};
+use crate::llm::LlmClient;
 use crate::run::event::Event;
 use crate::run::scope::{RunInfo, Scope, ScopeRef, to_json};
 use crate::run::state::State;
-use crate::run::{LlmClient, ToolClient};
 use crate::store::Checkpointer;
+use crate::tool::ToolClient;
 use minijinja::Value;
 use serde_json::Value as Json;
 use std::sync::Arc;

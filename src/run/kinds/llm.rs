@@ -25,14 +25,12 @@ use crate::graph::{LlmBody, Retry, Target};
 use crate::llm::offer::{Offer, PseudoSpec, Verdict};
 use crate::run::event::Event;
 use crate::run::kinds::mcp::backoff;
-use crate::run::scope::from_json;
+use crate::value::from_json;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use crate::llm::{
-    DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, NoLlm, ToolCall, reply_json,
-};
+use crate::llm::{LlmError, LlmReply, LlmRequest};
 
 /// Transport retries of a node without `retry`: a model endpoint is worth a second
 /// and third try by default (rate limits, restarts), unlike a tool with side effects.

@@ -1,118 +1,16 @@
 //! `mcp_call`: renders tool names and arguments from state, calls the tools in order
-//! and writes their results. Tools are reached through [`ToolClient`], so tests plug
-//! scripted doubles and the MCP client plugs in the same way.
+//! and writes their results. Tools are reached through the tool port
+//! ([`crate::tool::ToolClient`]), so tests plug scripted doubles and the MCP client
+//! plugs in the same way.
 
 use super::Step;
 use super::cx::NodeCx;
-use crate::graph::{McpBody, Server, ToolName};
+use crate::graph::{McpBody, ToolName};
 use crate::run::event::Event;
+use crate::tool::{ToolError, ToolRequest};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One tool call.
-#[derive(Debug, Clone)]
-pub struct ToolRequest {
-    pub server: Server,
-    pub tool: String,
-    pub arguments: Json,
-    pub timeout: Option<Duration>,
-    /// The same for every attempt of this call, and again when a crashed or
-    /// abandoned run runs the node again: `THREAD/RUN/STEP/CALL` (`/ITEM` in a mapped
-    /// node). Sent in the call's `_meta` as `switchyard/idempotencyKey`, so a tool with
-    /// side effects can do them once.
-    pub idempotency_key: String,
-    /// The answer to an elicitation the server made when this call was last made (the
-    /// run paused for it): given to the server when it asks again.
-    pub answer: Option<Arc<Json>>,
-}
-
-impl ToolRequest {
-    /// A call with no timeout of its own (the client's default) and no answer to give.
-    pub fn new(
-        server: Server,
-        tool: impl Into<String>,
-        arguments: Json,
-        idempotency_key: impl Into<String>,
-    ) -> Self {
-        ToolRequest {
-            server,
-            tool: tool.into(),
-            arguments,
-            timeout: None,
-            idempotency_key: idempotency_key.into(),
-            answer: None,
-        }
-    }
-}
-
-/// A tool's result: the content to write, and whether the tool reported an error.
-#[derive(Debug, Clone)]
-pub struct ToolReply {
-    pub content: Json,
-    pub is_error: bool,
-}
-
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    pub message: String,
-    /// Worth retrying (a timeout, a dropped connection), under the node's `retry`.
-    pub transient: bool,
-    /// The server asked for input the call cannot go on without (an elicitation:
-    /// `{message, requested_schema}`): the run pauses for a person's answer, and the
-    /// node runs again with it.
-    pub asked: Option<Json>,
-}
-
-/// A tool a server offers, as its `tools/list` describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolInfo {
-    pub name: String,
-    pub description: String,
-    /// The tool's `inputSchema`: arguments are checked against it before every call.
-    pub input_schema: Json,
-    /// The tool's `outputSchema`, when it declares one: its `structuredContent` is
-    /// checked against it, and `validate --online` types the node's output with it.
-    pub output_schema: Option<Json>,
-}
-
-#[async_trait::async_trait]
-pub trait ToolClient: Send + Sync {
-    /// The tools `server` offers (started on first use).
-    async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError>;
-    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError>;
-    /// Ends every server session: the run finished or paused.
-    async fn shutdown(&self) {}
-}
-
-/// The client used when none was configured: every call fails with a clear message.
-pub struct NoTools;
-
-#[async_trait::async_trait]
-impl ToolClient for NoTools {
-    async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
-        Err(ToolError {
-            message: format!(
-                "listing the tools of `{}` needs a tool client, and none is configured",
-                server.name
-            ),
-            transient: false,
-            asked: None,
-        })
-    }
-
-    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
-        Err(ToolError {
-            message: format!(
-                "calling `{}` on `{}` needs a tool client, and none is configured",
-                request.tool, request.server.name
-            ),
-            transient: false,
-            asked: None,
-        })
-    }
-}
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
     let server = &cx.graph.servers[body.server];

@@ -1,5 +1,6 @@
-//! The built-in node kinds, one file each, behind one trait. The runner dispatches on
-//! the node's body; each kind turns the current state into a [`Step`].
+//! The built-in node kinds, one file each: a `run` function from the context a node
+//! receives ([`cx::NodeCx`]) and its compiled body to a [`Step`]. The runner matches on
+//! the node's body to pick the kind (`Runner::run_kind`); no kind imports the runner.
 
 pub(crate) mod cx;
 pub(crate) mod finalize;
