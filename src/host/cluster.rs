@@ -8,8 +8,10 @@
 //! The store enforces what must hold across processes: one running run per thread (an
 //! index), a claim per thread (an advisory lock), the order of a thread's runs.
 
+use super::course::decide;
+use super::handle::{RunEnd, RunHandle};
 use super::request::{CancelAction, Multitask, RunRequest};
-use super::runs::{Recovery, RunEnd, RunHandle, decide};
+use super::runs::{Recovery, refused_busy};
 use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
 use crate::run::Event;
 use crate::store::{RunRecord, RunStatus};
@@ -50,23 +52,25 @@ impl Cluster {
     }
 }
 
-impl Host {
-    pub(super) fn cluster(&self) -> Option<&Cluster> {
-        self.inner.cluster.as_ref()
-    }
-
+/// The cluster's part in a host's work: these take the host they serve (its store,
+/// runs, slots and notices), whose cluster `self` is. Tasks they start hold a clone of
+/// the host and reach the cluster through it.
+impl Cluster {
     /// [`Host::create_run`] when runs are shared: what is in flight on the thread is
     /// read from the store, the run is saved as pending for any process to claim, and
-    /// the handle returned follows it.
-    pub(super) fn create_shared_run(
+    /// the handle returned follows it. Its course is decided (and its input checked)
+    /// here when the thread is idle, and again by whichever process claims it: the
+    /// thread may have moved while the run waited in the store.
+    pub(super) fn create_run(
         &self,
+        host: &Host,
         assistant: &str,
         thread_id: String,
         request: RunRequest,
         metadata: Json,
         graph: Arc<crate::graph::Graph>,
     ) -> Result<Arc<RunHandle>, HostError> {
-        let store = &self.inner.store;
+        let store = &host.inner.store;
         let in_flight: Vec<RunRecord> = store
             .runs(&thread_id)?
             .into_iter()
@@ -75,34 +79,34 @@ impl Host {
         if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
             let latest = store.latest(&thread_id)?;
             let go = decide(&request, latest.as_ref(), &thread_id)?;
-            self.runner(graph).check(&thread_id, go)?;
+            host.runner(graph).check(&thread_id, go)?;
         }
         if !in_flight.is_empty() {
             match request.multitask_strategy {
                 Multitask::Reject => {
-                    return Err(super::runs::refused_busy(
+                    return Err(refused_busy(
                         &thread_id,
-                        in_flight.iter().map(|r| r.id.as_str()),
+                        &mut in_flight.iter().map(|r| r.id.as_str()),
                     ));
                 }
                 Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
                     // Enqueue asks nothing of them; interrupt and rollback stop them.
                     if let Some(action) = request.multitask_strategy.cancel_action() {
                         for r in &in_flight {
-                            self.cancel_shared(r, action)?;
+                            self.cancel(host, r, action)?;
                         }
                     }
                 }
             }
         }
-        let thread_record = self.thread_record(&thread_id, assistant)?;
+        let thread_record = host.thread_record(&thread_id, assistant)?;
         let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata);
         store.put_thread(&thread_record)?;
         // The handle first: this process's dispatcher may claim the run as soon as it
         // is stored, and must drive the handle the caller follows, not one of its own.
         let reject = request.multitask_strategy == Multitask::Reject;
         let run = RunHandle::new(record.clone(), request);
-        lock(&self.inner.runs).insert(run.id.clone(), run.clone());
+        lock(&host.inner.runs).insert(run.id.clone(), run.clone());
         // With `reject`, the check above may be stale (another process may have taken
         // a run for the thread since): the store checks again as it writes.
         let put = if reject {
@@ -113,28 +117,42 @@ impl Host {
         match put {
             Ok(Ok(())) => {}
             Ok(Err(busy)) => {
-                lock(&self.inner.runs).remove(&run.id);
-                return Err(super::runs::refused_busy(
+                lock(&host.inner.runs).remove(&run.id);
+                return Err(refused_busy(
                     &thread_id,
-                    busy.iter().map(String::as_str),
+                    &mut busy.iter().map(String::as_str),
                 ));
             }
             Err(e) => {
-                lock(&self.inner.runs).remove(&run.id);
+                lock(&host.inner.runs).remove(&run.id);
                 return Err(e.into());
             }
         }
-        self.spawn_mirror(run.clone());
-        if let Some(c) = self.cluster() {
-            c.wake.notify_one();
-        }
+        spawn_mirror(host, run.clone());
+        self.wake.notify_one();
         Ok(run)
+    }
+
+    /// The ids of a thread's runs in flight, whichever process drives them (the store
+    /// knows), the running one first.
+    pub(super) fn in_flight(&self, host: &Host, thread: &str) -> Vec<String> {
+        let mut runs: Vec<RunRecord> = host
+            .inner
+            .store
+            .runs(thread)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.status.in_flight())
+            .collect();
+        runs.sort_by_key(|r| r.status != RunStatus::Running);
+        runs.into_iter().map(|r| r.id).collect()
     }
 
     /// Asks for a shared run's cancel: a pending one ends at once (a rollback removes
     /// it and what it wrote), a running one through its process's heartbeat.
-    pub(super) fn cancel_shared(
+    pub(super) fn cancel(
         &self,
+        host: &Host,
         record: &RunRecord,
         action: CancelAction,
     ) -> Result<(), HostError> {
@@ -142,25 +160,26 @@ impl Host {
             CancelAction::Rollback => "rollback",
             CancelAction::Interrupt => "interrupt",
         };
-        if let Some(h) = lock(&self.inner.runs).get(&record.id) {
+        if let Some(h) = lock(&host.inner.runs).get(&record.id) {
             h.request_cancel(action);
         }
-        let was_pending = self.inner.store.cancel_run(&record.id, name)?;
+        let store = &host.inner.store;
+        let was_pending = store.cancel_run(&record.id, name)?;
         if was_pending && action == CancelAction::Rollback {
             if let Some(seq) = record.first_seq {
-                self.inner.store.truncate(&record.thread, seq)?;
+                store.truncate(&record.thread, seq)?;
             }
-            self.inner.store.delete_run(&record.id)?;
+            store.delete_run(&record.id)?;
         }
         Ok(())
     }
 
     /// The handle of a shared run this process has none of yet: one that follows it.
-    pub(super) fn follow(&self, run: &str) -> Option<Arc<RunHandle>> {
-        let record = self.inner.store.get_run(run).ok()??;
+    pub(super) fn follow(&self, host: &Host, run: &str) -> Option<Arc<RunHandle>> {
+        let record = host.inner.store.get_run(run).ok()??;
         let request: RunRequest = serde_json::from_value(record.kwargs.clone()).unwrap_or_default();
         let handle = {
-            let mut runs = lock(&self.inner.runs);
+            let mut runs = lock(&host.inner.runs);
             if let Some(h) = runs.get(run) {
                 return Some(h.clone());
             }
@@ -168,108 +187,28 @@ impl Host {
             runs.insert(h.id.clone(), h.clone());
             h
         };
-        self.spawn_mirror(handle.clone());
+        spawn_mirror(host, handle.clone());
         Some(handle)
     }
 
-    /// Copies a run's events and end from the store into its handle, until the run
-    /// ends or this process starts driving it.
-    fn spawn_mirror(&self, run: Arc<RunHandle>) {
-        let host = self.clone();
-        tokio::spawn(async move {
-            loop {
-                {
-                    let _copying = run.mirroring.lock().await;
-                    if run.driven_here.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let store = &host.inner.store;
-                    // The end first: events written before it are all there after.
-                    let record = store.get_run(&run.id);
-                    if let Ok(events) = store.events(&run.id, run.log.len()) {
-                        for text in events {
-                            match serde_json::from_str::<Event>(&text) {
-                                Ok(e) => {
-                                    run.log.push(e);
-                                }
-                                Err(_) => break,
-                            }
-                        }
-                    }
-                    match record {
-                        Ok(None) => {
-                            host.end_mirror(&run, RunStatus::Interrupted, None, true);
-                            return;
-                        }
-                        Ok(Some(r)) => {
-                            let (status, error) = (r.status, r.error.clone());
-                            *lock(&run.record) = r;
-                            if !status.in_flight() {
-                                host.end_mirror(&run, status, error, false);
-                                return;
-                            }
-                        }
-                        Err(_) => {}
-                    }
-                }
-                tokio::time::sleep(MIRROR_EVERY).await;
-            }
-        });
+    /// A driven run's event in its log, and kept for the store, where the processes
+    /// following the run read it: [`Cluster::save_events`] writes them.
+    pub(super) fn log_event(&self, run: &RunHandle, event: Event) {
+        // Under the lock, so that the events kept are in the log's order.
+        let mut unsaved = lock(&run.unsaved);
+        unsaved.push(serde_json::to_string(&event).unwrap_or_default());
+        run.log.push(event);
     }
 
-    /// A followed run ended: its end is set, its log closed, and the handle goes after
-    /// the log retention time, as a driven run's does.
-    fn end_mirror(
-        &self,
-        run: &Arc<RunHandle>,
-        status: RunStatus,
-        error: Option<String>,
-        deleted: bool,
-    ) {
-        run.end.send_replace(Some(RunEnd {
-            status,
-            error,
-            deleted,
-        }));
-        run.log.close();
-        let host = self.clone();
-        let id = run.id.clone();
-        let retention = if deleted {
-            Duration::ZERO
-        } else {
-            self.inner.log_retention
-        };
-        tokio::spawn(async move {
-            tokio::time::sleep(retention).await;
-            lock(&host.inner.runs).remove(&id);
-        });
-    }
-
-    /// A driven run's event: in its log, and, for processes following it, kept to be
-    /// written to the store by [`Host::save_events`].
-    pub(super) fn record_event(&self, run: &RunHandle, event: Event) {
-        if let Some(t) = &self.inner.tracer {
-            t.observe(&run.id, &event);
-        }
-        if self.cluster().is_some() {
-            // Under the lock, so that the events kept are in the log's order.
-            let mut unsaved = lock(&run.unsaved);
-            unsaved.push(serde_json::to_string(&event).unwrap_or_default());
-            run.log.push(event);
-        } else {
-            run.log.push(event);
-        }
-    }
-
-    /// Writes the events recorded since the last call, in one statement: a burst of
+    /// Writes the events logged since the last call, in one statement: a burst of
     /// events (a node's end, the state, the next node's start) costs one round trip.
-    pub(super) fn save_events(&self, run: &RunHandle) {
+    pub(super) fn save_events(&self, host: &Host, run: &RunHandle) {
         let batch = std::mem::take(&mut *lock(&run.unsaved));
         if batch.is_empty() {
             return;
         }
         let first = run.log.len() - batch.len() as u64;
-        if self
+        if host
             .inner
             .store
             .append_events(&run.id, first, &batch)
@@ -283,14 +222,49 @@ impl Host {
         }
     }
 
+    /// Whether the run is still this process's to record (its lease renewed now), as
+    /// it ends; when another process took it over, the record is that one's to write.
+    pub(super) fn still_ours(
+        &self,
+        host: &Host,
+        run: &RunHandle,
+    ) -> Result<bool, crate::store::StoreError> {
+        let until = now_ms() + self.lease.as_millis() as u64;
+        let held =
+            host.inner
+                .store
+                .renew_leases(&self.worker, std::slice::from_ref(&run.id), until)?;
+        if held.is_empty() {
+            run.lost.store(true, Ordering::SeqCst);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// A claimed run this process will not drive, as it shuts down: back to pending
+    /// for the next process (marked to go on, if it had begun).
+    pub(super) fn put_back(&self, host: &Host, run: &RunHandle) {
+        let mut request = run.request.clone();
+        request.resumed_after_restart = run.resumes();
+        let r = run.update(|r| {
+            r.status = RunStatus::Pending;
+            r.kwargs = serde_json::to_value(&request).unwrap_or_default();
+        });
+        let _ = host.save_run(run, &r);
+    }
+
+    /// Another process drives the run's thread (it took the run over while this one
+    /// waited for the thread): the run is that process's to record.
+    pub(super) fn lost_thread(&self, run: &RunHandle) {
+        run.lost.store(true, Ordering::SeqCst);
+    }
+
     /// Claims the runs waiting in the store, as slots allow, and drives each; renews
     /// the leases of the runs it drives and passes on the cancels asked of them.
-    pub(super) fn spawn_dispatcher(&self) {
-        let Some(cluster) = self.cluster() else {
-            return;
-        };
-        let lease = cluster.lease;
-        let host = self.clone();
+    pub(super) fn spawn_dispatcher(&self, host: &Host) {
+        let lease = self.lease;
+        let host_of_heartbeat = host.clone();
+        let host = host.clone();
         tokio::spawn(async move {
             loop {
                 if host.inner.closing.load(Ordering::SeqCst) {
@@ -319,7 +293,9 @@ impl Host {
                     now + lease.as_millis() as u64,
                 );
                 match claimed {
-                    Ok(Some((record, taken_over))) => host.dispatch(record, taken_over, slot).await,
+                    Ok(Some((record, taken_over))) => {
+                        c.dispatch(&host, record, taken_over, slot).await
+                    }
                     Ok(None) => {
                         let store = host.inner.store.clone();
                         let waited = tokio::task::spawn_blocking(move || {
@@ -334,30 +310,30 @@ impl Host {
                 }
             }
         });
-        let host = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(lease / 4);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                host.heartbeat();
+                if let Some(c) = host_of_heartbeat.cluster() {
+                    c.heartbeat(&host_of_heartbeat);
+                }
             }
         });
     }
 
     /// Renews this process's leases; a run whose lease another process took is
     /// stopped here, and a cancel asked through another process is passed on.
-    fn heartbeat(&self) {
-        let Some(c) = self.cluster() else { return };
-        let driving: Vec<String> = lock(&c.driving).iter().cloned().collect();
+    fn heartbeat(&self, host: &Host) {
+        let driving: Vec<String> = lock(&self.driving).iter().cloned().collect();
         if driving.is_empty() {
             return;
         }
-        let until = now_ms() + c.lease.as_millis() as u64;
-        let Ok(held) = self.inner.store.renew_leases(&c.worker, &driving, until) else {
+        let until = now_ms() + self.lease.as_millis() as u64;
+        let Ok(held) = host.inner.store.renew_leases(&self.worker, &driving, until) else {
             return;
         };
-        let runs = lock(&self.inner.runs);
+        let runs = lock(&host.inner.runs);
         for id in &driving {
             let Some(run) = runs.get(id) else { continue };
             match held.iter().find(|(h, _)| h == id) {
@@ -367,7 +343,7 @@ impl Host {
                     // went back to waiting meanwhile is not renewed either, and is
                     // still ours to close.
                     if run.record().status != RunStatus::Running
-                        || self.inner.closing.load(Ordering::SeqCst)
+                        || host.inner.closing.load(Ordering::SeqCst)
                     {
                         continue;
                     }
@@ -387,13 +363,13 @@ impl Host {
     /// stream may be following it), else a new one.
     async fn dispatch(
         &self,
+        host: &Host,
         record: RunRecord,
         taken_over: bool,
         slot: tokio::sync::OwnedSemaphorePermit,
     ) {
-        let Some(c) = self.cluster() else { return };
         let id = record.id.clone();
-        if lock(&c.driving).contains(&id) {
+        if lock(&self.driving).contains(&id) {
             // Its own lease ran out (a starved heartbeat) and the claim gave it back:
             // it is driving it already, and the claim renewed the lease.
             return;
@@ -401,15 +377,15 @@ impl Host {
         let (record, request, how) = if taken_over {
             // Its process died; another may still hold the thread (it only lost its
             // lease): give the run back and look again later.
-            match self.inner.store.claim(&record.thread) {
+            match host.inner.store.claim(&record.thread) {
                 Ok(claim) => drop(claim),
                 Err(_) => {
-                    let _ = self.inner.store.release_run(&id, &c.worker);
+                    let _ = host.inner.store.release_run(&id, &self.worker);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     return;
                 }
             }
-            match self.recovery(record) {
+            match host.recovery(record) {
                 Ok(Recovery::Go {
                     mut record,
                     request,
@@ -429,7 +405,7 @@ impl Host {
             (record, request, how)
         };
         let run = {
-            let mut runs = lock(&self.inner.runs);
+            let mut runs = lock(&host.inner.runs);
             runs.entry(id.clone())
                 .or_insert_with(|| RunHandle::new(record.clone(), request.clone()))
                 .clone()
@@ -443,7 +419,7 @@ impl Host {
             let _copying = run.mirroring.lock().await;
             run.driven_here.store(true, Ordering::SeqCst);
             *lock(&run.record) = record;
-            if let Ok(events) = self.inner.store.events(&run.id, run.log.len()) {
+            if let Ok(events) = host.inner.store.events(&run.id, run.log.len()) {
                 for text in events {
                     if let Ok(e) = serde_json::from_str::<Event>(&text) {
                         run.log.push(e);
@@ -452,14 +428,14 @@ impl Host {
             }
         }
         if let Some(how) = how {
-            self.notice(Notice::RunRecovered {
+            host.notice(Notice::RunRecovered {
                 run: run.id.clone(),
                 thread: run.thread.clone(),
                 how,
             });
         }
-        lock(&c.driving).insert(id.clone());
-        let host = self.clone();
+        lock(&self.driving).insert(id.clone());
+        let host = host.clone();
         tokio::spawn(async move {
             let end = host.execute_apart(&run, Some(slot)).await;
             if let Some(c) = host.cluster() {
@@ -475,10 +451,83 @@ impl Host {
                 }
                 // Another process goes on with it: this handle follows it from now.
                 run.driven_here.store(false, Ordering::SeqCst);
-                host.spawn_mirror(run);
+                spawn_mirror(&host, run);
                 return;
             }
             host.close_run(&run, end);
         });
     }
+}
+
+/// Copies a run's events and end from the store into its handle, until the run ends
+/// or this process starts driving it.
+fn spawn_mirror(host: &Host, run: Arc<RunHandle>) {
+    let host = host.clone();
+    tokio::spawn(async move {
+        loop {
+            {
+                let _copying = run.mirroring.lock().await;
+                if run.driven_here.load(Ordering::SeqCst) {
+                    return;
+                }
+                let store = &host.inner.store;
+                // The end first: events written before it are all there after.
+                let record = store.get_run(&run.id);
+                if let Ok(events) = store.events(&run.id, run.log.len()) {
+                    for text in events {
+                        match serde_json::from_str::<Event>(&text) {
+                            Ok(e) => {
+                                run.log.push(e);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                match record {
+                    Ok(None) => {
+                        end_mirror(&host, &run, RunStatus::Interrupted, None, true);
+                        return;
+                    }
+                    Ok(Some(r)) => {
+                        let (status, error) = (r.status, r.error.clone());
+                        *lock(&run.record) = r;
+                        if !status.in_flight() {
+                            end_mirror(&host, &run, status, error, false);
+                            return;
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+            tokio::time::sleep(MIRROR_EVERY).await;
+        }
+    });
+}
+
+/// A followed run ended: its end is set, its log closed, and the handle goes after the
+/// log retention time, as a driven run's does.
+fn end_mirror(
+    host: &Host,
+    run: &Arc<RunHandle>,
+    status: RunStatus,
+    error: Option<String>,
+    deleted: bool,
+) {
+    run.end.send_replace(Some(RunEnd {
+        status,
+        error,
+        deleted,
+    }));
+    run.log.close();
+    let host = host.clone();
+    let id = run.id.clone();
+    let retention = if deleted {
+        Duration::ZERO
+    } else {
+        host.inner.log_retention
+    };
+    tokio::spawn(async move {
+        tokio::time::sleep(retention).await;
+        lock(&host.inner.runs).remove(&id);
+    });
 }

@@ -2,16 +2,14 @@
 //! a [`Runner`] drives it with its events going to the run's log; how it ended is
 //! recorded, told and, for a stateless run, its thread removed.
 
-use super::request::CancelAction;
-use super::runs::{RunEnd, RunHandle, decide};
-use super::{Host, Notice, lock};
+use super::course::decide;
+use super::handle::{RunEnd, RunHandle};
+use super::request::{CancelAction, STATELESS_STOPPED};
+use super::{Host, HostError, Notice, lock};
 use crate::run::{Go, Outcome, RunError, Runner};
 use crate::store::RunStatus;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-
-/// Why a stateless run that a server stopped (or lost) before it ended did not go on.
-pub(super) const STATELESS_STOPPED: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
 
 impl Host {
     /// The worker of a thread's queue: takes its runs in turn, each in a task of its
@@ -20,40 +18,11 @@ impl Host {
     pub(super) fn spawn_worker(&self, thread: String) {
         let host = self.clone();
         tokio::spawn(async move {
-            loop {
-                let run = {
-                    let mut queues = lock(&host.inner.queues);
-                    let Some(q) = queues.get_mut(&thread) else {
-                        return;
-                    };
-                    match q.waiting.pop_front() {
-                        Some(r) => {
-                            q.running = Some(r.clone());
-                            r
-                        }
-                        None => {
-                            queues.remove(&thread);
-                            return;
-                        }
-                    }
-                };
+            while let Some(run) = host.inner.queue.next(&thread) {
                 let end = host.execute_apart(&run, None).await;
                 // The thread is free before anyone hears that the run ended, so a
                 // client that starts the next run on hearing it is not refused.
-                let last = {
-                    let mut queues = lock(&host.inner.queues);
-                    match queues.get_mut(&thread) {
-                        Some(q) if q.waiting.is_empty() => {
-                            queues.remove(&thread);
-                            true
-                        }
-                        Some(q) => {
-                            q.running = None;
-                            false
-                        }
-                        None => true,
-                    }
-                };
+                let last = host.inner.queue.finished(&thread);
                 host.close_run(&run, end);
                 if last {
                     return;
@@ -109,18 +78,9 @@ impl Host {
         if let Some(c) = self.cluster()
             && r.status != RunStatus::Running
             && run.driven_here.load(Ordering::SeqCst)
+            && !c.still_ours(self, run)?
         {
-            // Still this process's (its lease renewed now), or another process took
-            // it over and its record is that one's to write.
-            let until = super::now_ms() + c.lease.as_millis() as u64;
-            let held =
-                self.inner
-                    .store
-                    .renew_leases(&c.worker, std::slice::from_ref(&run.id), until)?;
-            if held.is_empty() {
-                run.lost.store(true, Ordering::SeqCst);
-                return Ok(());
-            }
+            return Ok(());
         }
         self.inner.store.put_run(r)
     }
@@ -217,14 +177,8 @@ impl Host {
         if self.inner.closing.load(Ordering::SeqCst) {
             // Left pending for the next process (a claimed shared run was marked
             // running: it is put back).
-            if self.cluster().is_some() {
-                let mut request = run.request.clone();
-                request.resumed_after_restart = run.resumes();
-                let r = run.update(|r| {
-                    r.status = RunStatus::Pending;
-                    r.kwargs = serde_json::to_value(&request).unwrap_or_default();
-                });
-                let _ = self.save_run(run, &r);
+            if let Some(c) = self.cluster() {
+                c.put_back(self, run);
             }
             return RunEnd {
                 status: RunStatus::Pending,
@@ -234,7 +188,8 @@ impl Host {
         }
         let end = match self.drive(run).await {
             Ok(end) => end,
-            Err(message) => {
+            Err(e) => {
+                let message = e.to_string();
                 let r = run.update(|r| {
                     r.status = RunStatus::Error;
                     r.error = Some(message.clone());
@@ -251,16 +206,33 @@ impl Host {
         end
     }
 
+    /// A driven run's event: to the tracer and into its log (and, with runs shared,
+    /// kept for the store).
+    fn record_event(&self, run: &RunHandle, event: crate::run::Event) {
+        if let Some(t) = &self.inner.tracer {
+            t.observe(&run.id, &event);
+        }
+        match self.cluster() {
+            Some(c) => c.log_event(run, event),
+            None => {
+                run.log.push(event);
+            }
+        }
+    }
+
     /// Drives the run; an error is a failure before the runner could start.
-    pub(super) async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, String> {
+    pub(super) async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, HostError> {
         let store = &self.inner.store;
-        let latest = store.latest(&run.thread).map_err(|e| e.to_string())?;
-        let current = self
-            .current_graph(&run.assistant)
-            .map_err(|e| e.to_string())?;
-        let graph = self
-            .graph_for_thread(&run.assistant, &current, &run.thread, latest.as_ref())
-            .map_err(|e| e.to_string())?;
+        let latest = store.latest(&run.thread)?;
+        // Decided when the run was created, while the thread still stands there; else
+        // now (its graph) and once its update is written (what it does).
+        let course = lock(&run.course)
+            .take()
+            .filter(|c| c.at == latest.as_ref().map(|l| l.seq));
+        let graph = match &course {
+            Some(c) => c.graph.clone(),
+            None => self.graph_of_run(&run.assistant, &run.thread, latest.as_ref())?,
+        };
         // Where the run's records begin: kept from a previous process that began it, so a
         // rollback removes all of them.
         let record = run.update(|r| {
@@ -269,8 +241,8 @@ impl Host {
                 .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
         });
         let first_seq = record.first_seq.unwrap_or(0);
-        self.save_run(run, &record).map_err(|e| e.to_string())?;
-        let llm = self.inner.llm.client(&graph).map_err(|e| e.to_string())?;
+        self.save_run(run, &record)?;
+        let llm = self.inner.llm.client(&graph)?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tools.set_events(Some(tx.clone()));
@@ -304,12 +276,14 @@ impl Host {
             {
                 runner.threads().update(&run.thread, update, None)?;
             }
-            let latest = store.latest(&run.thread)?;
-            let go = if run.resumes() {
-                Go::resume(None)
-            } else {
-                decide(&run.request, latest.as_ref(), &run.thread)
-                    .map_err(|e| RunError::Input(e.to_string()))?
+            let go = match course {
+                Some(c) => c.go,
+                None if run.resumes() => Go::resume(None),
+                None => {
+                    let latest = store.latest(&run.thread)?;
+                    decide(&run.request, latest.as_ref(), &run.thread)
+                        .map_err(|e| RunError::Input(e.to_string()))?
+                }
             };
             runner.run(&run.thread, go).await
         };
@@ -323,7 +297,9 @@ impl Host {
                         while let Ok(e) = rx.try_recv() {
                             self.record_event(run, e);
                         }
-                        self.save_events(run);
+                        if let Some(c) = self.cluster() {
+                            c.save_events(self, run);
+                        }
                     }
                     out = &mut work => break out,
                 }
@@ -335,16 +311,13 @@ impl Host {
         while let Ok(e) = rx.try_recv() {
             self.record_event(run, e);
         }
-        self.save_events(run);
-        // Another process drives the thread (it took the run over while this one
-        // waited): the run is that process's to record.
-        if self.cluster().is_some()
-            && matches!(
-                outcome,
-                Err(RunError::Store(crate::store::StoreError::Claimed { .. }))
-            )
+        if let Some(c) = self.cluster() {
+            c.save_events(self, run);
+        }
+        if let (Some(c), Err(RunError::Store(crate::store::StoreError::Claimed { .. }))) =
+            (self.cluster(), &outcome)
         {
-            run.lost.store(true, Ordering::SeqCst);
+            c.lost_thread(run);
         }
         let (status, error) = match &outcome {
             Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),
@@ -365,7 +338,7 @@ impl Host {
                 r.status = RunStatus::Error;
                 r.error = Some(error.clone());
             });
-            self.save_run(run, &r).map_err(|e| e.to_string())?;
+            self.save_run(run, &r)?;
             return Ok(RunEnd {
                 status: RunStatus::Error,
                 error: Some(error),
@@ -382,7 +355,7 @@ impl Host {
                 r.status = RunStatus::Pending;
                 r.kwargs = serde_json::to_value(&request).unwrap_or_default();
             });
-            self.save_run(run, &r).map_err(|e| e.to_string())?;
+            self.save_run(run, &r)?;
             return Ok(RunEnd {
                 status: RunStatus::Pending,
                 error: None,
@@ -392,8 +365,7 @@ impl Host {
         if run.cancel_action() == Some(CancelAction::Rollback) {
             store
                 .truncate(&run.thread, first_seq)
-                .and_then(|()| store.delete_run(&run.id))
-                .map_err(|e| e.to_string())?;
+                .and_then(|()| store.delete_run(&run.id))?;
             return Ok(RunEnd {
                 status: RunStatus::Interrupted,
                 error: None,
@@ -404,7 +376,7 @@ impl Host {
             r.status = status;
             r.error = error.clone();
         });
-        self.save_run(run, &r).map_err(|e| e.to_string())?;
+        self.save_run(run, &r)?;
         Ok(RunEnd {
             status,
             error,

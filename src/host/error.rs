@@ -24,6 +24,10 @@ pub enum HostError {
     Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The model client a graph's runs need cannot be made (a missing key, a
+    /// recording that cannot be opened).
+    #[error(transparent)]
+    Llm(#[from] crate::llm::SetupError),
 }
 
 impl From<RunError> for HostError {

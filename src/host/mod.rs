@@ -13,11 +13,14 @@
 //! into responses, the way the command line turns flags into them.
 
 mod cluster;
+mod course;
 mod drive;
 mod error;
 pub mod graphs;
+mod handle;
 mod llm;
 mod log;
+mod queue;
 mod request;
 mod runs;
 mod schemas;
@@ -26,16 +29,16 @@ mod tools;
 
 pub use error::HostError;
 pub use graphs::{Drawing, Graphs, Problems, Served};
+pub use handle::{RunEnd, RunHandle};
 pub use llm::LlmSource;
 pub use log::{LogEntry, RunLog};
 pub use request::{CancelAction, Command, Multitask, RunRequest};
-pub use runs::{RunEnd, RunHandle};
 pub(crate) use threads::contains;
 pub use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView};
 
 use crate::run::Runner;
 use crate::store::{Checkpointer, RunRecord};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -119,8 +122,8 @@ struct Inner {
     llm: LlmSource,
     tools: tools::ToolPool,
     slots: Arc<tokio::sync::Semaphore>,
-    /// Threads with runs in flight: the one running and those waiting, in order.
-    queues: Mutex<HashMap<String, ThreadQueue>>,
+    /// Threads with runs in flight here: the one running and those waiting, in order.
+    queue: queue::RunQueue,
     /// Runs in flight, and finished ones for `log_retention`.
     runs: Mutex<HashMap<String, Arc<RunHandle>>>,
     log_retention: Duration,
@@ -133,15 +136,6 @@ struct Inner {
     epoch: String,
     /// Runs shared with other processes through the store (`cluster.rs`).
     cluster: Option<cluster::Cluster>,
-}
-
-#[derive(Default)]
-struct ThreadQueue {
-    running: Option<Arc<RunHandle>>,
-    waiting: VecDeque<Arc<RunHandle>>,
-    /// A worker task owns this queue: it takes the waiting runs in turn and removes
-    /// the queue when none is left. Exactly one per queue.
-    worker: bool,
 }
 
 impl Host {
@@ -160,7 +154,7 @@ impl Host {
                 llm: options.llm,
                 tools,
                 slots: Arc::new(tokio::sync::Semaphore::new(options.max_runs.max(1))),
-                queues: Mutex::new(HashMap::new()),
+                queue: queue::RunQueue::default(),
                 runs: Mutex::new(HashMap::new()),
                 log_retention: options.log_retention,
                 thread_ttl: options.thread_ttl,
@@ -217,7 +211,9 @@ impl Host {
             });
         }
         self.inner.tools.spawn_reaper();
-        self.spawn_dispatcher();
+        if let Some(c) = self.cluster() {
+            c.spawn_dispatcher(self);
+        }
         if let Some(ttl) = self.inner.thread_ttl {
             let host = self.clone();
             // Often enough that a thread outlives its TTL by a fraction of it at most.
@@ -265,15 +261,17 @@ impl Host {
         }
     }
 
+    /// This process as one of several sharing the store's runs, when it is one.
+    fn cluster(&self) -> Option<&cluster::Cluster> {
+        self.inner.cluster.as_ref()
+    }
+
     /// Refuses new runs, asks every running one to stop at its next node boundary
     /// (each saves a checkpoint and goes back to `pending`, for the next process to
     /// resume), waits for them, and stops every MCP server.
     pub async fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::SeqCst);
-        let mut running: Vec<Arc<RunHandle>> = lock(&self.inner.queues)
-            .values()
-            .filter_map(|q| q.running.clone())
-            .collect();
+        let mut running: Vec<Arc<RunHandle>> = self.inner.queue.running();
         if let Some(c) = self.cluster() {
             let driving = lock(&c.driving).clone();
             let runs = lock(&self.inner.runs);
@@ -299,29 +297,10 @@ impl Host {
 
     /// Whether a thread has runs in flight, and their ids (the running one first).
     pub fn in_flight(&self, thread: &str) -> Vec<String> {
-        if self.cluster().is_some() {
-            // Whichever process drives them: the store knows.
-            let mut runs: Vec<RunRecord> = self
-                .inner
-                .store
-                .runs(thread)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|r| r.status.in_flight())
-                .collect();
-            runs.sort_by_key(|r| r.status != crate::store::RunStatus::Running);
-            return runs.into_iter().map(|r| r.id).collect();
+        match self.cluster() {
+            Some(c) => c.in_flight(self, thread),
+            None => self.inner.queue.in_flight(thread),
         }
-        lock(&self.inner.queues)
-            .get(thread)
-            .map(|q| {
-                q.running
-                    .iter()
-                    .chain(q.waiting.iter())
-                    .map(|r| r.id.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// Runs that a previous process left in flight: each is queued again. One that had

@@ -50,6 +50,9 @@ impl RunRequest {
     }
 }
 
+/// Why a stateless run that a server stopped (or lost) before it ended did not go on.
+pub(super) const STATELESS_STOPPED: &str = "the server stopped before this stateless run ended; a stateless run keeps no checkpoints to go on from, so it was not resumed: start it again";
+
 /// LangGraph's `Command`: an answer to the pending interrupt, and fields to write
 /// before going on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

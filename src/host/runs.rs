@@ -1,132 +1,14 @@
-//! Runs: created, queued per thread, cancelled, recovered after a restart.
-//!
-//! Each thread with runs in flight has a queue and one task (its worker) that takes
-//! the runs in order: at most one run per thread at a time, as a thread's checkpoints
-//! are one line. How a worker drives a run is in `drive.rs`.
+//! Runs: created, queued per thread (`queue.rs`), read, cancelled, deleted, recovered
+//! after a restart. How a thread's worker drives its runs is in `drive.rs`; runs that
+//! several processes share go through the cluster (`cluster.rs`).
 
-use super::request::{CancelAction, Multitask, RunRequest};
-use super::{Host, HostError, Notice, RunLog, fresh_record, lock, new_id, now_ms};
-use crate::graph::Graph;
-use crate::run::{Go, StopHandle};
-use crate::store::{Checkpoint, RunRecord, RunStatus, Status, ThreadRecord};
+use super::course::{Course, decide};
+use super::handle::RunHandle;
+use super::request::{CancelAction, RunRequest, STATELESS_STOPPED};
+use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
+use crate::store::{RunRecord, RunStatus, Status, ThreadRecord};
 use serde_json::{Value as Json, json};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
-
-/// A run the host knows now: in flight, or finished within the log retention time.
-pub struct RunHandle {
-    pub id: String,
-    pub thread: String,
-    pub assistant: String,
-    pub request: RunRequest,
-    pub(super) record: Mutex<RunRecord>,
-    pub(super) stop: StopHandle,
-    pub(super) cancel: watch::Sender<Option<CancelAction>>,
-    /// Stopped because the host shuts down: it goes back to pending for the next
-    /// process.
-    pub(super) shutting_down: AtomicBool,
-    pub log: RunLog,
-    pub(super) end: watch::Sender<Option<RunEnd>>,
-    /// Shared runs (`cluster.rs`): driven by this process (else its log and end are
-    /// mirrored from the store), taken over from a process that died (it resumes from
-    /// the thread's last checkpoint), its lease lost to another process (its end is
-    /// not this process's to record).
-    pub(super) driven_here: AtomicBool,
-    pub(super) resumed: AtomicBool,
-    pub(super) lost: AtomicBool,
-    /// Held while the mirror copies events in, so that it stops cleanly when this
-    /// process starts driving the run.
-    pub(super) mirroring: tokio::sync::Mutex<()>,
-    /// Events logged here and not yet in the store (a shared run's), written together.
-    pub(super) unsaved: Mutex<Vec<String>>,
-}
-
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunEnd {
-    pub status: RunStatus,
-    pub error: Option<String>,
-    /// Rolled back: the run and what it wrote are gone.
-    pub deleted: bool,
-}
-
-impl RunHandle {
-    pub(super) fn new(record: RunRecord, request: RunRequest) -> Arc<RunHandle> {
-        Arc::new(RunHandle {
-            id: record.id.clone(),
-            thread: record.thread.clone(),
-            assistant: record.assistant.clone(),
-            request,
-            record: Mutex::new(record),
-            stop: StopHandle::default(),
-            cancel: watch::channel(None).0,
-            shutting_down: AtomicBool::new(false),
-            log: RunLog::default(),
-            end: watch::channel(None).0,
-            driven_here: AtomicBool::new(false),
-            resumed: AtomicBool::new(false),
-            lost: AtomicBool::new(false),
-            mirroring: tokio::sync::Mutex::new(()),
-            unsaved: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Goes on after its process stopped: resumed, not started again.
-    pub(super) fn resumes(&self) -> bool {
-        self.request.resumed_after_restart || self.resumed.load(Ordering::SeqCst)
-    }
-
-    /// The run's record as it stands.
-    pub fn record(&self) -> RunRecord {
-        lock(&self.record).clone()
-    }
-
-    /// How it ended, once it has.
-    pub fn end(&self) -> Option<RunEnd> {
-        self.end.borrow().clone()
-    }
-
-    /// Waits for the end.
-    pub async fn finished(&self) -> RunEnd {
-        let mut rx = self.end.subscribe();
-        match rx.wait_for(Option::is_some).await {
-            Ok(end) => end.clone().expect("waited for some"),
-            // The sender lives in the handle, which outlives this borrow.
-            Err(_) => RunEnd {
-                status: RunStatus::Error,
-                error: Some("the run was dropped".into()),
-                deleted: false,
-            },
-        }
-    }
-
-    pub(super) fn cancel_action(&self) -> Option<CancelAction> {
-        *self.cancel.borrow()
-    }
-
-    pub(super) fn request_cancel(&self, action: CancelAction) {
-        // A rollback asked after an interrupt still rolls back.
-        self.cancel.send_modify(|a| {
-            if *a != Some(CancelAction::Rollback) {
-                *a = Some(action);
-            }
-        });
-        self.stop.stop();
-    }
-
-    pub(super) fn shutdown_stop(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
-        self.stop.stop();
-    }
-
-    pub(super) fn update(&self, f: impl FnOnce(&mut RunRecord)) -> RunRecord {
-        let mut r = lock(&self.record);
-        f(&mut r);
-        r.updated_ms = now_ms();
-        r.clone()
-    }
-}
+use std::sync::Arc;
 
 /// What becomes of a run a process left in flight; see [`Host::recovery`].
 pub(super) enum Recovery {
@@ -167,67 +49,54 @@ impl Host {
             )));
         }
         let graph = self.graph_for_thread(assistant, &graph, &thread_id, latest.as_ref())?;
-        if self.cluster().is_some() {
-            return self.create_shared_run(assistant, thread_id, request, metadata, graph);
+        if let Some(c) = self.cluster() {
+            return c.create_run(self, assistant, thread_id, request, metadata, graph);
         }
-        let busy = !self.in_flight(&thread_id).is_empty();
-        // Checked now when the run would start now; behind other runs the state it
-        // will find is not known yet.
-        if !busy && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
+        // Decided and checked now when the run would start now (a refusal changes
+        // nothing); behind other runs, or after an update, the state it will find is
+        // not known yet.
+        let course = if self.inner.queue.in_flight(&thread_id).is_empty()
+            && request.command.as_ref().is_none_or(|c| c.update.is_none())
+        {
             let go = decide(&request, latest.as_ref(), &thread_id)?;
-            self.runner(graph.clone()).check(&thread_id, go)?;
+            self.runner(graph.clone()).check(&thread_id, go.clone())?;
+            Some(Course {
+                graph,
+                go,
+                at: latest.as_ref().map(|l| l.seq),
+            })
+        } else {
+            None
+        };
+        let admitted = self.inner.queue.admit(
+            &thread_id,
+            request.multitask_strategy,
+            |ids| refused_busy(&thread_id, ids),
+            |waiting| {
+                let end = self.end_unstarted(waiting);
+                self.close_run(waiting, end);
+            },
+            || {
+                // Read again under the lock: a metadata patch since the first read
+                // stands.
+                let thread_record = self.thread_record(&thread_id, assistant)?;
+                let run = RunHandle::new(
+                    fresh_record(new_id(), &thread_id, assistant, &request, metadata),
+                    request,
+                );
+                store
+                    .put_thread(&thread_record)
+                    .and_then(|()| store.put_run(&run.record()))?;
+                Ok(run)
+            },
+        )?;
+        let run = admitted.run;
+        // A course decided before another run got in ahead is stale: its turn decides.
+        if admitted.first {
+            *lock(&run.course) = course;
         }
-        let mut queues = lock(&self.inner.queues);
-        let queue = queues.entry(thread_id.clone()).or_default();
-        let busy = queue.running.is_some() || !queue.waiting.is_empty();
-        if busy {
-            match request.multitask_strategy {
-                Multitask::Reject => {
-                    return Err(refused_busy(
-                        &thread_id,
-                        queue
-                            .running
-                            .iter()
-                            .chain(&queue.waiting)
-                            .map(|r| r.id.as_str()),
-                    ));
-                }
-                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
-                    // Enqueue asks nothing of them; interrupt and rollback stop them.
-                    if let Some(action) = request.multitask_strategy.cancel_action() {
-                        let waiting: Vec<_> = queue.waiting.drain(..).collect();
-                        if let Some(r) = &queue.running {
-                            r.request_cancel(action);
-                        }
-                        for r in waiting {
-                            r.request_cancel(action);
-                            let end = self.end_unstarted(&r);
-                            self.close_run(&r, end);
-                        }
-                    }
-                }
-            }
-        }
-        // Read again under the lock: a metadata patch since the first read stands.
-        let thread_record = self.thread_record(&thread_id, assistant)?;
-        let run = RunHandle::new(
-            fresh_record(new_id(), &thread_id, assistant, &request, metadata),
-            request,
-        );
-        let saved = store
-            .put_thread(&thread_record)
-            .and_then(|()| store.put_run(&run.record()));
-        if let Err(e) = saved {
-            if !queue.worker && queue.running.is_none() && queue.waiting.is_empty() {
-                queues.remove(&thread_id);
-            }
-            return Err(e.into());
-        }
-        queue.waiting.push_back(run.clone());
-        let spawn = !std::mem::replace(&mut queue.worker, true);
-        drop(queues);
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
-        if spawn {
+        if admitted.spawn_worker {
             self.spawn_worker(thread_id);
         }
         Ok(run)
@@ -279,8 +148,7 @@ impl Host {
         let live = lock(&self.inner.runs).get(run).cloned();
         match live {
             Some(h) => Some(h),
-            None if self.cluster().is_some() => self.follow(run),
-            None => None,
+            None => self.cluster()?.follow(self, run),
         }
     }
 
@@ -309,8 +177,10 @@ impl Host {
         action: CancelAction,
     ) -> Result<Arc<RunHandle>, HostError> {
         let record = self.run(Some(thread), run)?;
-        if self.cluster().is_some() && record.status.in_flight() {
-            self.cancel_shared(&record, action)?;
+        if let Some(c) = self.cluster()
+            && record.status.in_flight()
+        {
+            c.cancel(self, &record, action)?;
             if let Some(h) = self.handle(run) {
                 return Ok(h);
             }
@@ -322,17 +192,7 @@ impl Host {
                 record.status.name()
             )));
         };
-        let waiting = {
-            let mut queues = lock(&self.inner.queues);
-            match queues.get_mut(thread) {
-                Some(q) => {
-                    let before = q.waiting.len();
-                    q.waiting.retain(|r| r.id != run);
-                    q.waiting.len() != before
-                }
-                None => false,
-            }
-        };
+        let waiting = self.inner.queue.remove_waiting(thread, run);
         handle.request_cancel(action);
         if waiting {
             let end = self.end_unstarted(&handle);
@@ -371,12 +231,7 @@ impl Host {
         record.kwargs = serde_json::to_value(&request).unwrap_or_default();
         self.inner.store.put_run(&record)?;
         let run = RunHandle::new(*record, request);
-        let spawn = {
-            let mut queues = lock(&self.inner.queues);
-            let q = queues.entry(run.thread.clone()).or_default();
-            q.waiting.push_back(run.clone());
-            !std::mem::replace(&mut q.worker, true)
-        };
+        let spawn = self.inner.queue.requeue(run.clone());
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
         self.notice(Notice::RunRecovered {
             run: run.id.clone(),
@@ -428,7 +283,7 @@ impl Host {
                 run: record.id.clone(),
                 thread: record.thread.clone(),
                 status: "error",
-                error: Some(super::drive::STATELESS_STOPPED.to_string()),
+                error: Some(STATELESS_STOPPED.to_string()),
             });
             self.inner.store.delete_thread(&record.thread)?;
             return Ok(Recovery::Done);
@@ -474,102 +329,13 @@ impl Host {
             how,
         })
     }
-
-    /// The current version of a served graph.
-    pub(super) fn current_graph(&self, assistant: &str) -> Result<Arc<Graph>, HostError> {
-        let Some(served) = self.inner.graphs.get(assistant) else {
-            let ids: Vec<String> = self
-                .inner
-                .graphs
-                .list()
-                .into_iter()
-                .map(|s| format!("`{}`", s.id))
-                .collect();
-            return Err(HostError::NotFound(format!(
-                "no graph `{assistant}`; this server serves {}",
-                if ids.is_empty() {
-                    "none".to_string()
-                } else {
-                    ids.join(", ")
-                }
-            )));
-        };
-        served.current.ok_or_else(|| {
-            HostError::Conflict(format!(
-                "graph `{assistant}` does not validate:\n{}",
-                served.problems.map(|p| p.rendered).unwrap_or_default()
-            ))
-        })
-    }
-
-    /// The version a run of `assistant` uses on a thread: the one the thread stands on
-    /// while it has not ended, else `current`. A thread of another graph is refused.
-    pub(super) fn graph_for_thread(
-        &self,
-        assistant: &str,
-        current: &Arc<Graph>,
-        thread: &str,
-        latest: Option<&Checkpoint>,
-    ) -> Result<Arc<Graph>, HostError> {
-        let Some(latest) = latest else {
-            return Ok(current.clone());
-        };
-        let version = self.inner.graphs.version(&latest.graph_hash);
-        let owner = version
-            .as_ref()
-            .map(|g| g.name.clone())
-            .or_else(|| self.inner.graphs.by_path(&latest.graph).map(|s| s.id));
-        if let Some(owner) = owner.filter(|o| o != assistant) {
-            return Err(HostError::Conflict(format!(
-                "thread `{thread}` belongs to graph `{owner}`; run it with that graph, or use another thread"
-            )));
-        }
-        let ended = matches!(latest.status, Status::Finished | Status::Failed);
-        Ok(match version {
-            Some(v) if !ended => v,
-            _ => current.clone(),
-        })
-    }
 }
 
 /// The refusal of a run on a thread with runs in flight (`multitask_strategy` reject).
-pub(super) fn refused_busy<'a>(thread: &str, runs: impl Iterator<Item = &'a str>) -> HostError {
+pub(super) fn refused_busy(thread: &str, runs: &mut dyn Iterator<Item = &str>) -> HostError {
     let ids: Vec<String> = runs.map(|id| format!("`{id}`")).collect();
     HostError::Conflict(format!(
         "thread `{thread}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
         ids.join(", ")
     ))
-}
-
-/// What a request does on a thread that stands at `latest`.
-pub(super) fn decide(
-    request: &RunRequest,
-    latest: Option<&Checkpoint>,
-    thread: &str,
-) -> Result<Go, HostError> {
-    if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
-        return Ok(Go::resume((!resume.is_null()).then_some(resume)));
-    }
-    match &request.input {
-        Some(Json::Null) | None => match latest.map(|l| l.status) {
-            Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
-            // A breakpoint takes no answer: a run with no input lets it go on, as in
-            // LangGraph.
-            Some(Status::Interrupted)
-                if latest
-                    .and_then(|l| l.pending.as_ref())
-                    .is_some_and(|p| p.breakpoint.is_some()) =>
-            {
-                Ok(Go::resume(None))
-            }
-            Some(Status::Interrupted) => Err(HostError::Conflict(format!(
-                "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
-                latest
-                    .and_then(|l| l.pending.as_ref())
-                    .map_or("?", |p| &*p.node)
-            ))),
-            _ => Ok(Go::Start(json!({}))),
-        },
-        Some(input) => Ok(Go::Start(input.clone())),
-    }
 }

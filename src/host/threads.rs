@@ -1,7 +1,7 @@
 //! Threads as a host shows them: their catalog entry, where they stand, their state
 //! at any checkpoint, and a person's writes to it.
 
-use super::{Host, HostError, lock, new_id, now_ms};
+use super::{Host, HostError, new_id, now_ms};
 use crate::graph::Graph;
 use crate::store::{Checkpoint, Status, ThreadRecord};
 use serde_json::{Value as Json, json};
@@ -409,7 +409,7 @@ impl Host {
     /// The checkpoint seq of each run in flight, for callers that tell a run's
     /// records from others'.
     pub fn thread_busy(&self, id: &str) -> bool {
-        lock(&self.inner.queues).contains_key(id)
+        self.inner.queue.has(id)
     }
 }
 

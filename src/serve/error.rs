@@ -38,7 +38,7 @@ impl From<HostError> for ApiError {
             HostError::Conflict(_) => StatusCode::CONFLICT,
             HostError::Invalid(_) | HostError::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            HostError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            HostError::Store(_) | HostError::Llm(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
     }

@@ -13,6 +13,7 @@ mod auth;
 mod body;
 mod error;
 mod meta;
+mod run_create;
 mod runs;
 mod stream;
 mod threads;

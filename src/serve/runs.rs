@@ -5,17 +5,16 @@
 use super::AppState;
 use super::body::Body;
 use super::error::{ApiError, ApiResult};
+use super::run_create::RunCreate;
 use super::stream::{self, Modes};
-use super::threads::CheckpointRef;
 use super::wire;
-use crate::host::{CancelAction, Command, Multitask, RunHandle, RunRequest};
+use crate::host::{CancelAction, RunHandle, RunRequest};
 use crate::store::RunStatus;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::{Deserialize, Deserializer};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -35,65 +34,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/runs/{rid}/join", get(join_stateless))
 }
 
-/// A run's request body, as the SDKs send it. Fields Switchyard ignores on purpose:
-/// `context`, `feedback_keys`, `durability`, `checkpoint_during`, `langsmith_tracer`,
-/// `stream_subgraphs` (graphs have no subgraphs).
-#[derive(Deserialize, Default)]
-struct RunCreate {
-    #[serde(default)]
-    assistant_id: Option<String>,
-    #[serde(default)]
-    input: Option<Json>,
-    #[serde(default)]
-    command: Option<CommandIn>,
-    #[serde(default)]
-    metadata: Option<Json>,
-    #[serde(default)]
-    config: Option<Json>,
-    #[serde(default)]
-    stream_mode: Option<Json>,
-    #[serde(default)]
-    stream_resumable: Option<bool>,
-    #[serde(default)]
-    multitask_strategy: Option<String>,
-    #[serde(default)]
-    if_not_exists: Option<String>,
-    #[serde(default)]
-    on_disconnect: Option<String>,
-    #[serde(default)]
-    on_completion: Option<String>,
-    #[serde(default)]
-    interrupt_before: Option<Json>,
-    #[serde(default)]
-    interrupt_after: Option<Json>,
-    #[serde(default)]
-    checkpoint_id: Option<String>,
-    #[serde(default)]
-    checkpoint: Option<CheckpointRef>,
-    #[serde(default)]
-    after_seconds: Option<f64>,
-    #[serde(default)]
-    webhook: Option<String>,
-    /// Switchyard's own: node executions allowed in this run (as `recursion_limit`).
-    #[serde(default)]
-    max_steps: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-struct CommandIn {
-    /// Present, even as null: an answer (null lets a stop or breakpoint go on).
-    #[serde(default, deserialize_with = "present")]
-    resume: Option<Json>,
-    #[serde(default)]
-    update: Option<Json>,
-    #[serde(default)]
-    goto: Option<Json>,
-}
-
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
-    Json::deserialize(d).map(Some)
-}
-
 /// What a created run needs besides its handle.
 struct Created {
     run: Arc<RunHandle>,
@@ -101,191 +41,29 @@ struct Created {
     cancel_on_disconnect: bool,
 }
 
+/// Creates the run `body` asks for on `thread` (none: a stateless run), once the body
+/// passed every check against the thread as it stands and the graph it names.
 fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
-    let assistant = body
+    let latest = thread
+        .and_then(|t| s.host.thread(t).ok())
+        .and_then(|v| v.latest);
+    let graph = body
         .assistant_id
-        .clone()
-        .ok_or_else(|| ApiError::invalid("`assistant_id` is required: the graph to run"))?;
-    let names = stream::mode_names(body.stream_mode.as_ref().unwrap_or(&Json::Null))
-        .map_err(ApiError::invalid)?;
-    let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
-    let multitask = match body.multitask_strategy.as_deref() {
-        None => Multitask::Reject,
-        Some(m) => Multitask::parse(m).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "multitask_strategy `{m}` is not one of reject, enqueue, interrupt, rollback"
-            ))
-        })?,
-    };
-    let create_thread = match body.if_not_exists.as_deref() {
-        None | Some("reject") => false,
-        Some("create") => true,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "if_not_exists `{other}` is not `create` or `reject`"
-            )));
-        }
-    };
-    let cancel_on_disconnect = match body.on_disconnect.as_deref() {
-        None | Some("continue") => false,
-        Some("cancel") => true,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "on_disconnect `{other}` is not `cancel` or `continue`"
-            )));
-        }
-    };
-    let keep = match body.on_completion.as_deref() {
-        None | Some("delete") | Some("complete") => false,
-        Some("keep") | Some("continue") => true,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "on_completion `{other}` is not `delete` or `keep`"
-            )));
-        }
-    };
-    for (name, v) in [
-        ("interrupt_before", &body.interrupt_before),
-        ("interrupt_after", &body.interrupt_after),
-    ] {
-        if v.as_ref()
-            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
-        {
-            return Err(ApiError::invalid(format!(
-                "{name} is not supported: declare `breakpoint = \"{}\"` on the node in the graph file",
-                if name == "interrupt_before" {
-                    "before"
-                } else {
-                    "after"
-                }
-            )));
-        }
-    }
-    if body.after_seconds.is_some_and(|s| s > 0.0) {
-        return Err(ApiError::invalid(
-            "after_seconds is not supported: runs start when their thread and a slot are free",
-        ));
-    }
-    if body.webhook.as_ref().is_some_and(|w| !w.is_empty()) {
-        return Err(ApiError::invalid(
-            "webhook is not supported: follow the run with /join or its stream",
-        ));
-    }
-    let command = body.command.unwrap_or_default();
-    if command.goto.as_ref().is_some_and(|g| !g.is_null()) {
-        return Err(ApiError::invalid(
-            "command.goto is not supported: a run goes where the graph's edges send it",
-        ));
-    }
-    if thread.is_none() && command.resume.is_some() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "a resume needs a thread: POST /threads/{thread_id}/runs",
-        ));
-    }
-    let latest = match thread {
-        Some(t) => s.host.thread(t).ok().and_then(|v| v.latest),
-        None => None,
-    };
-    let at = body
-        .checkpoint_id
-        .or(body.checkpoint.and_then(|c| c.checkpoint_id));
-    if let Some(at) = at {
-        let seq = wire::parse_checkpoint_id(&at);
-        if seq.is_none() || seq != latest.as_ref().map(|l| l.seq) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "a run goes on from a thread's latest checkpoint, and `{at}` is not it; copy the thread to go on from an earlier point"
-                ),
-            ));
-        }
-    }
-    let config = body.config.unwrap_or_else(|| json!({}));
-    let max_steps = match (body.max_steps, config.get("recursion_limit")) {
-        (Some(n), _) => Some(n),
-        (None, None | Some(Json::Null)) => None,
-        (None, Some(v)) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "config.recursion_limit is `{v}`, not a positive integer"
-            ))
-        })?),
-    };
-    if max_steps == Some(0) {
-        return Err(ApiError::invalid(
-            "max_steps is 0: a run takes at least one step",
-        ));
-    }
-    // An answer keyed by the interrupt's id, as LangGraph allows, is the answer. The
-    // runner picks among the interrupts of parallel branches by `reference`: an answer
-    // to one of those that carries none is given its interrupt's.
-    let resume = command.resume.map(|r| match (&r, &latest) {
-        (Json::Object(m), Some(l)) if m.len() == 1 => {
-            let pending = wire::interrupts_of(l);
-            let Some((k, i)) = pending
-                .iter()
-                .enumerate()
-                .find_map(|(k, i)| Some((k, m.get(i["id"].as_str()?)?)))
-            else {
-                return r;
-            };
-            let mut answer = i.clone();
-            let reference = l.pending.as_ref().and_then(|p| {
-                if k == 0 {
-                    p.reference.clone()
-                } else {
-                    p.others.get(k - 1)?.reference.clone()
-                }
-            });
-            if let (Json::Object(a), Some(reference)) = (&mut answer, reference)
-                && k > 0
-                && !a.contains_key("reference")
-            {
-                a.insert("reference".into(), Json::String(reference));
-            }
-            answer
-        }
-        _ => r,
-    });
-    let graph = s.host.graphs().get(&assistant).and_then(|g| g.current);
-    let mut input = body.input;
-    let mut update = command.update.filter(|u| !u.is_null());
-    if let Some(g) = &graph {
-        if let Some(i) = &mut input {
-            wire::input_messages(i, g);
-        }
-        if let Some(u) = &mut update {
-            wire::input_messages(u, g);
-        }
-    }
-    let metadata = match body.metadata {
-        None | Some(Json::Null) => json!({}),
-        Some(m @ Json::Object(_)) => m,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "`metadata` is an object, not `{other}`"
-            )));
-        }
-    };
-    let request = RunRequest {
-        input,
-        command: (resume.is_some() || update.is_some()).then_some(Command { resume, update }),
-        max_steps,
-        multitask_strategy: multitask,
-        config,
-        stream_mode: names,
-        stream_resumable: body.stream_resumable.unwrap_or(false),
-        temporary: false,
-        on_completion_keep: keep,
-        resumed_after_restart: false,
-    };
-    let run = s
-        .host
-        .create_run(&assistant, thread, request, metadata, create_thread)?;
+        .as_deref()
+        .and_then(|a| s.host.graphs().get(a))
+        .and_then(|g| g.current);
+    let new = body.check(thread.is_none(), latest.as_ref(), graph.as_deref())?;
+    let run = s.host.create_run(
+        &new.assistant,
+        thread,
+        new.request,
+        new.metadata,
+        new.create_thread,
+    )?;
     Ok(Created {
         run,
-        modes,
-        cancel_on_disconnect,
+        modes: new.modes,
+        cancel_on_disconnect: new.cancel_on_disconnect,
     })
 }
 

@@ -1,0 +1,122 @@
+//! A run's [`Course`]: the graph version it uses and what it does on its thread
+//! ([`Go`]), decided once per run: when it is created on an idle thread (its input or
+//! answer checked then, and a refusal changes nothing), else when its turn comes.
+
+use super::request::RunRequest;
+use super::{Host, HostError};
+use crate::graph::Graph;
+use crate::run::Go;
+use crate::store::{Checkpoint, Status};
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+
+/// Which graph a run uses and what it does.
+pub(super) struct Course {
+    pub(super) graph: Arc<Graph>,
+    pub(super) go: Go,
+    /// The thread's latest checkpoint when it was decided: the course holds while the
+    /// thread still stands there (nothing wrote to it since).
+    pub(super) at: Option<u64>,
+}
+
+impl Host {
+    /// The current version of a served graph.
+    pub(super) fn current_graph(&self, assistant: &str) -> Result<Arc<Graph>, HostError> {
+        let Some(served) = self.inner.graphs.get(assistant) else {
+            let ids: Vec<String> = self
+                .inner
+                .graphs
+                .list()
+                .into_iter()
+                .map(|s| format!("`{}`", s.id))
+                .collect();
+            return Err(HostError::NotFound(format!(
+                "no graph `{assistant}`; this server serves {}",
+                if ids.is_empty() {
+                    "none".to_string()
+                } else {
+                    ids.join(", ")
+                }
+            )));
+        };
+        served.current.ok_or_else(|| {
+            HostError::Conflict(format!(
+                "graph `{assistant}` does not validate:\n{}",
+                served.problems.map(|p| p.rendered).unwrap_or_default()
+            ))
+        })
+    }
+
+    /// The version a run of `assistant` uses on a thread: the one the thread stands on
+    /// while it has not ended, else `current`. A thread of another graph is refused.
+    pub(super) fn graph_for_thread(
+        &self,
+        assistant: &str,
+        current: &Arc<Graph>,
+        thread: &str,
+        latest: Option<&Checkpoint>,
+    ) -> Result<Arc<Graph>, HostError> {
+        let Some(latest) = latest else {
+            return Ok(current.clone());
+        };
+        let version = self.inner.graphs.version(&latest.graph_hash);
+        let owner = version
+            .as_ref()
+            .map(|g| g.name.clone())
+            .or_else(|| self.inner.graphs.by_path(&latest.graph).map(|s| s.id));
+        if let Some(owner) = owner.filter(|o| o != assistant) {
+            return Err(HostError::Conflict(format!(
+                "thread `{thread}` belongs to graph `{owner}`; run it with that graph, or use another thread"
+            )));
+        }
+        let ended = matches!(latest.status, Status::Finished | Status::Failed);
+        Ok(match version {
+            Some(v) if !ended => v,
+            _ => current.clone(),
+        })
+    }
+
+    /// The version of `assistant` a run on `thread`, standing at `latest`, uses.
+    pub(super) fn graph_of_run(
+        &self,
+        assistant: &str,
+        thread: &str,
+        latest: Option<&Checkpoint>,
+    ) -> Result<Arc<Graph>, HostError> {
+        let current = self.current_graph(assistant)?;
+        self.graph_for_thread(assistant, &current, thread, latest)
+    }
+}
+
+/// What a request does on a thread that stands at `latest`.
+pub(super) fn decide(
+    request: &RunRequest,
+    latest: Option<&Checkpoint>,
+    thread: &str,
+) -> Result<Go, HostError> {
+    if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
+        return Ok(Go::resume((!resume.is_null()).then_some(resume)));
+    }
+    match &request.input {
+        Some(Json::Null) | None => match latest.map(|l| l.status) {
+            Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
+            // A breakpoint takes no answer: a run with no input lets it go on, as in
+            // LangGraph.
+            Some(Status::Interrupted)
+                if latest
+                    .and_then(|l| l.pending.as_ref())
+                    .is_some_and(|p| p.breakpoint.is_some()) =>
+            {
+                Ok(Go::resume(None))
+            }
+            Some(Status::Interrupted) => Err(HostError::Conflict(format!(
+                "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
+                latest
+                    .and_then(|l| l.pending.as_ref())
+                    .map_or("?", |p| &*p.node)
+            ))),
+            _ => Ok(Go::Start(json!({}))),
+        },
+        Some(input) => Ok(Go::Start(input.clone())),
+    }
+}

@@ -1,0 +1,186 @@
+//! [`RunQueue`]: the runs in flight on each thread in this process, the one running and
+//! those waiting, in order: at most one run per thread at a time, as a thread's
+//! checkpoints are one line. A thread's queue has one worker task (`drive.rs`) that
+//! takes its runs in turn and leaves when none is left.
+
+use super::HostError;
+use super::handle::RunHandle;
+use super::lock;
+use super::request::Multitask;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+pub(super) struct RunQueue {
+    queues: Mutex<HashMap<String, ThreadQueue>>,
+}
+
+#[derive(Default)]
+struct ThreadQueue {
+    running: Option<Arc<RunHandle>>,
+    waiting: VecDeque<Arc<RunHandle>>,
+    /// A worker task owns this queue: it takes the waiting runs in turn and removes
+    /// the queue when none is left. Exactly one per queue.
+    worker: bool,
+}
+
+impl ThreadQueue {
+    fn busy(&self) -> bool {
+        self.running.is_some() || !self.waiting.is_empty()
+    }
+}
+
+/// A run let into a thread's queue.
+pub(super) struct Admitted {
+    pub(super) run: Arc<RunHandle>,
+    /// No run was in flight on the thread: this one is next.
+    pub(super) first: bool,
+    /// The thread had no worker: the caller starts one.
+    pub(super) spawn_worker: bool,
+}
+
+impl RunQueue {
+    /// Lets a run into `thread`'s queue, behind the runs in flight as `strategy` says:
+    /// refused beside them (`reject`), after them (`enqueue`), or after asking them to
+    /// stop (`interrupt`, `rollback`: `cancel_waiting` ends each waiting one, which
+    /// never starts). `make` builds and saves the run; all of it happens under the
+    /// queue's lock, so runs are queued in the order they were saved, and a run that
+    /// could not be saved leaves the queue as it was.
+    pub(super) fn admit(
+        &self,
+        thread: &str,
+        strategy: Multitask,
+        refused: impl FnOnce(&mut dyn Iterator<Item = &str>) -> HostError,
+        cancel_waiting: impl Fn(&Arc<RunHandle>),
+        make: impl FnOnce() -> Result<Arc<RunHandle>, HostError>,
+    ) -> Result<Admitted, HostError> {
+        let mut queues = lock(&self.queues);
+        let queue = queues.entry(thread.to_string()).or_default();
+        let first = !queue.busy();
+        if !first {
+            match strategy {
+                Multitask::Reject => {
+                    let mut ids = queue
+                        .running
+                        .iter()
+                        .chain(&queue.waiting)
+                        .map(|r| r.id.as_str());
+                    return Err(refused(&mut ids));
+                }
+                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
+                    // Enqueue asks nothing of them; interrupt and rollback stop them.
+                    if let Some(action) = strategy.cancel_action() {
+                        let waiting: Vec<_> = queue.waiting.drain(..).collect();
+                        if let Some(r) = &queue.running {
+                            r.request_cancel(action);
+                        }
+                        for r in waiting {
+                            r.request_cancel(action);
+                            cancel_waiting(&r);
+                        }
+                    }
+                }
+            }
+        }
+        let run = match make() {
+            Ok(run) => run,
+            Err(e) => {
+                if !queue.worker && !queue.busy() {
+                    queues.remove(thread);
+                }
+                return Err(e);
+            }
+        };
+        queue.waiting.push_back(run.clone());
+        let spawn_worker = !std::mem::replace(&mut queue.worker, true);
+        Ok(Admitted {
+            run,
+            first,
+            spawn_worker,
+        })
+    }
+
+    /// Queues a run again (one a previous process left in flight); whether the thread
+    /// needs a worker.
+    pub(super) fn requeue(&self, run: Arc<RunHandle>) -> bool {
+        let mut queues = lock(&self.queues);
+        let q = queues.entry(run.thread.clone()).or_default();
+        q.waiting.push_back(run);
+        !std::mem::replace(&mut q.worker, true)
+    }
+
+    /// The worker's next run of `thread`, now its running one; none when the queue is
+    /// empty, which then goes (and the worker with it).
+    pub(super) fn next(&self, thread: &str) -> Option<Arc<RunHandle>> {
+        let mut queues = lock(&self.queues);
+        let q = queues.get_mut(thread)?;
+        match q.waiting.pop_front() {
+            Some(r) => {
+                q.running = Some(r.clone());
+                Some(r)
+            }
+            None => {
+                queues.remove(thread);
+                None
+            }
+        }
+    }
+
+    /// The thread's running run ended: the thread is free for its next run. True when
+    /// none waits (the queue is gone, and its worker stops).
+    pub(super) fn finished(&self, thread: &str) -> bool {
+        let mut queues = lock(&self.queues);
+        match queues.get_mut(thread) {
+            Some(q) if q.waiting.is_empty() => {
+                queues.remove(thread);
+                true
+            }
+            Some(q) => {
+                q.running = None;
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// Takes a waiting run out of its thread's queue; false when it is not waiting
+    /// (it runs, or it ended).
+    pub(super) fn remove_waiting(&self, thread: &str, run: &str) -> bool {
+        let mut queues = lock(&self.queues);
+        match queues.get_mut(thread) {
+            Some(q) => {
+                let before = q.waiting.len();
+                q.waiting.retain(|r| r.id != run);
+                q.waiting.len() != before
+            }
+            None => false,
+        }
+    }
+
+    /// The ids of a thread's runs in flight, the running one first.
+    pub(super) fn in_flight(&self, thread: &str) -> Vec<String> {
+        lock(&self.queues)
+            .get(thread)
+            .map(|q| {
+                q.running
+                    .iter()
+                    .chain(q.waiting.iter())
+                    .map(|r| r.id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether the thread has a queue (runs in flight, or a worker finishing).
+    pub(super) fn has(&self, thread: &str) -> bool {
+        lock(&self.queues).contains_key(thread)
+    }
+
+    /// Every thread's running run.
+    pub(super) fn running(&self) -> Vec<Arc<RunHandle>> {
+        lock(&self.queues)
+            .values()
+            .filter_map(|q| q.running.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,313 @@
+//! A run's request body as the SDKs send it ([`RunCreate`]), checked option by option
+//! into what the host takes ([`NewRun`]) before anything is created: a refusal names
+//! the field and changes nothing.
+
+use super::error::{ApiError, ApiResult};
+use super::stream::{self, Modes};
+use super::threads::CheckpointRef;
+use super::wire;
+use crate::graph::Graph;
+use crate::host::{Command, Multitask, RunRequest};
+use crate::store::Checkpoint;
+use axum::http::StatusCode;
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value as Json, json};
+
+/// A run's request body, as the SDKs send it. Fields Switchyard ignores on purpose:
+/// `context`, `feedback_keys`, `durability`, `checkpoint_during`, `langsmith_tracer`,
+/// `stream_subgraphs` (graphs have no subgraphs).
+#[derive(Deserialize, Default)]
+pub(super) struct RunCreate {
+    #[serde(default)]
+    pub(super) assistant_id: Option<String>,
+    #[serde(default)]
+    input: Option<Json>,
+    #[serde(default)]
+    command: Option<CommandIn>,
+    #[serde(default)]
+    metadata: Option<Json>,
+    #[serde(default)]
+    config: Option<Json>,
+    #[serde(default)]
+    stream_mode: Option<Json>,
+    #[serde(default)]
+    stream_resumable: Option<bool>,
+    #[serde(default)]
+    multitask_strategy: Option<String>,
+    #[serde(default)]
+    if_not_exists: Option<String>,
+    #[serde(default)]
+    on_disconnect: Option<String>,
+    #[serde(default)]
+    on_completion: Option<String>,
+    #[serde(default)]
+    interrupt_before: Option<Json>,
+    #[serde(default)]
+    interrupt_after: Option<Json>,
+    #[serde(default)]
+    checkpoint_id: Option<String>,
+    #[serde(default)]
+    checkpoint: Option<CheckpointRef>,
+    #[serde(default)]
+    after_seconds: Option<f64>,
+    #[serde(default)]
+    webhook: Option<String>,
+    /// Switchyard's own: node executions allowed in this run (as `recursion_limit`).
+    #[serde(default)]
+    max_steps: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct CommandIn {
+    /// Present, even as null: an answer (null lets a stop or breakpoint go on).
+    #[serde(default, deserialize_with = "present")]
+    resume: Option<Json>,
+    #[serde(default)]
+    update: Option<Json>,
+    #[serde(default)]
+    goto: Option<Json>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+/// A run request that passed every check: what `Host::create_run` takes, and how its
+/// response streams.
+pub(super) struct NewRun {
+    pub(super) assistant: String,
+    pub(super) request: RunRequest,
+    pub(super) metadata: Json,
+    pub(super) create_thread: bool,
+    pub(super) modes: Modes,
+    pub(super) cancel_on_disconnect: bool,
+}
+
+impl RunCreate {
+    /// Checks the body for a run on a thread standing at `latest` (`stateless`: a
+    /// thread of its own), of `graph` (the current version of the assistant named,
+    /// whose message fields take LangChain's messages).
+    pub(super) fn check(
+        self,
+        stateless: bool,
+        latest: Option<&Checkpoint>,
+        graph: Option<&Graph>,
+    ) -> ApiResult<NewRun> {
+        let assistant = self
+            .assistant_id
+            .clone()
+            .ok_or_else(|| ApiError::invalid("`assistant_id` is required: the graph to run"))?;
+        let names = stream::mode_names(self.stream_mode.as_ref().unwrap_or(&Json::Null))
+            .map_err(ApiError::invalid)?;
+        let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
+        let multitask = multitask(self.multitask_strategy.as_deref())?;
+        let create_thread = choice(
+            "if_not_exists",
+            self.if_not_exists.as_deref(),
+            &[("reject", false), ("create", true)],
+            "is not `create` or `reject`",
+        )?;
+        let cancel_on_disconnect = choice(
+            "on_disconnect",
+            self.on_disconnect.as_deref(),
+            &[("continue", false), ("cancel", true)],
+            "is not `cancel` or `continue`",
+        )?;
+        let keep = choice(
+            "on_completion",
+            self.on_completion.as_deref(),
+            &[
+                ("delete", false),
+                ("complete", false),
+                ("keep", true),
+                ("continue", true),
+            ],
+            "is not `delete` or `keep`",
+        )?;
+        self.refuse_unsupported()?;
+        let command = self.command.unwrap_or_default();
+        if command.goto.as_ref().is_some_and(|g| !g.is_null()) {
+            return Err(ApiError::invalid(
+                "command.goto is not supported: a run goes where the graph's edges send it",
+            ));
+        }
+        if stateless && command.resume.is_some() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "a resume needs a thread: POST /threads/{thread_id}/runs",
+            ));
+        }
+        let at = self
+            .checkpoint_id
+            .or(self.checkpoint.and_then(|c| c.checkpoint_id));
+        if let Some(at) = at {
+            let seq = wire::parse_checkpoint_id(&at);
+            if seq.is_none() || seq != latest.map(|l| l.seq) {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "a run goes on from a thread's latest checkpoint, and `{at}` is not it; copy the thread to go on from an earlier point"
+                    ),
+                ));
+            }
+        }
+        let config = self.config.unwrap_or_else(|| json!({}));
+        let max_steps = max_steps(self.max_steps, &config)?;
+        let resume = command.resume.map(|r| answer_by_id(r, latest));
+        let mut input = self.input;
+        let mut update = command.update.filter(|u| !u.is_null());
+        if let Some(g) = graph {
+            if let Some(i) = &mut input {
+                wire::input_messages(i, g);
+            }
+            if let Some(u) = &mut update {
+                wire::input_messages(u, g);
+            }
+        }
+        let metadata = match self.metadata {
+            None | Some(Json::Null) => json!({}),
+            Some(m @ Json::Object(_)) => m,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "`metadata` is an object, not `{other}`"
+                )));
+            }
+        };
+        let request = RunRequest {
+            input,
+            command: (resume.is_some() || update.is_some()).then_some(Command { resume, update }),
+            max_steps,
+            multitask_strategy: multitask,
+            config,
+            stream_mode: names,
+            stream_resumable: self.stream_resumable.unwrap_or(false),
+            temporary: false,
+            on_completion_keep: keep,
+            resumed_after_restart: false,
+        };
+        Ok(NewRun {
+            assistant,
+            request,
+            metadata,
+            create_thread,
+            modes,
+            cancel_on_disconnect,
+        })
+    }
+
+    /// The options LangGraph takes that Switchyard refuses, each with what to do
+    /// instead.
+    fn refuse_unsupported(&self) -> ApiResult<()> {
+        for (name, v) in [
+            ("interrupt_before", &self.interrupt_before),
+            ("interrupt_after", &self.interrupt_after),
+        ] {
+            if v.as_ref()
+                .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+            {
+                return Err(ApiError::invalid(format!(
+                    "{name} is not supported: declare `breakpoint = \"{}\"` on the node in the graph file",
+                    if name == "interrupt_before" {
+                        "before"
+                    } else {
+                        "after"
+                    }
+                )));
+            }
+        }
+        if self.after_seconds.is_some_and(|s| s > 0.0) {
+            return Err(ApiError::invalid(
+                "after_seconds is not supported: runs start when their thread and a slot are free",
+            ));
+        }
+        if self.webhook.as_ref().is_some_and(|w| !w.is_empty()) {
+            return Err(ApiError::invalid(
+                "webhook is not supported: follow the run with /join or its stream",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn multitask(given: Option<&str>) -> ApiResult<Multitask> {
+    match given {
+        None => Ok(Multitask::Reject),
+        Some(m) => Multitask::parse(m).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "multitask_strategy `{m}` is not one of reject, enqueue, interrupt, rollback"
+            ))
+        }),
+    }
+}
+
+/// One of an option's words (`choices`, with what each means; none given means the
+/// first), or the refusal `refused` completes.
+fn choice(
+    name: &str,
+    given: Option<&str>,
+    choices: &[(&str, bool)],
+    refused: &str,
+) -> ApiResult<bool> {
+    let Some(given) = given else {
+        return Ok(choices[0].1);
+    };
+    choices
+        .iter()
+        .find(|(word, _)| *word == given)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| ApiError::invalid(format!("{name} `{given}` {refused}")))
+}
+
+/// Node executions allowed in the run: Switchyard's own `max_steps`, else LangGraph's
+/// `config.recursion_limit`.
+fn max_steps(given: Option<u64>, config: &Json) -> ApiResult<Option<u64>> {
+    let max_steps = match (given, config.get("recursion_limit")) {
+        (Some(n), _) => Some(n),
+        (None, None | Some(Json::Null)) => None,
+        (None, Some(v)) => Some(v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "config.recursion_limit is `{v}`, not a positive integer"
+            ))
+        })?),
+    };
+    if max_steps == Some(0) {
+        return Err(ApiError::invalid(
+            "max_steps is 0: a run takes at least one step",
+        ));
+    }
+    Ok(max_steps)
+}
+
+/// An answer keyed by the interrupt's id, as LangGraph allows, is the answer. The
+/// runner picks among the interrupts of parallel branches by `reference`: an answer to
+/// one of those that carries none is given its interrupt's.
+fn answer_by_id(r: Json, latest: Option<&Checkpoint>) -> Json {
+    match (&r, latest) {
+        (Json::Object(m), Some(l)) if m.len() == 1 => {
+            let pending = wire::interrupts_of(l);
+            let Some((k, i)) = pending
+                .iter()
+                .enumerate()
+                .find_map(|(k, i)| Some((k, m.get(i["id"].as_str()?)?)))
+            else {
+                return r;
+            };
+            let mut answer = i.clone();
+            let reference = l.pending.as_ref().and_then(|p| {
+                if k == 0 {
+                    p.reference.clone()
+                } else {
+                    p.others.get(k - 1)?.reference.clone()
+                }
+            });
+            if let (Json::Object(a), Some(reference)) = (&mut answer, reference)
+                && k > 0
+                && !a.contains_key("reference")
+            {
+                a.insert("reference".into(), Json::String(reference));
+            }
+            answer
+        }
+        _ => r,
+    }
+}
