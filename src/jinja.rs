@@ -7,7 +7,7 @@
 //! | `sha256` | the SHA-256 of a value's text (strings as they are, others as JSON), in hex |
 //! | `fromjson` | parses a JSON string into a value; none when it is not JSON; any other value as it is |
 
-pub mod limits;
+pub(crate) mod limits;
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind};
@@ -15,10 +15,10 @@ use sha2::{Digest, Sha256};
 
 /// Instructions one evaluation or render may run: loops that would build enormous
 /// strings or lists, or never end, fail instead ("engine ran out of fuel").
-pub const MAX_FUEL: u64 = 20_000_000;
+pub(crate) const MAX_FUEL: u64 = 20_000_000;
 
 /// A fresh environment with Switchyard's filters.
-pub fn environment() -> Environment<'static> {
+pub(crate) fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(MAX_FUEL));
     env.add_filter("sha256", sha256);

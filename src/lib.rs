@@ -1,47 +1,54 @@
 //! Switchyard runs agent graphs declared in TOML.
 //!
-//! Data flows through the stages in this order:
+//! Data flows down the pipeline, each stage a module that imports only those below it:
 //!
-//! 1. [`load`]: the TOML text becomes a [`spec::GraphSpec`], the graph as written, with
-//!    every name, target, type and path keeping its byte span.
-//! 2. [`check`]: static analysis of the spec (names, reachability, cycles, route
-//!    coverage, data flow, prompt and schema files, policy guards), collecting every
-//!    [`Diagnostic`] at once.
-//! 3. [`compile`]: a spec that passed every check becomes a [`graph::Graph`]:
+//! 1. load (`load/`): the TOML text becomes a [`spec::GraphSpec`], the graph as
+//!    written, every name, target, type and path keeping its byte span.
+//! 2. check (`check/`): static analysis of the spec (names, reachability, cycles,
+//!    route coverage, data flow, types, prompt and schema files, policy guards),
+//!    collecting every [`Diagnostic`] at once.
+//! 3. compile ([`graph`]): a spec that passed every check becomes a [`graph::Graph`]:
 //!    names resolved to indices, expressions compiled, templates and schemas loaded.
-//!    Only a `Graph` can run.
-//! 4. [`run`]: the async interpreter runs a `Graph` node by node, merging writes into
-//!    the state through reducers, checkpointing after every node, pausing at interrupts
-//!    and emitting events. Its `mcp_call` nodes reach tools through a
-//!    [`tool::ToolClient`]; [`mcp::McpClient`] is the real one (rmcp over stdio and
-//!    streamable HTTP, schema-checked arguments, a blob store for binary results).
-//! 5. [`render`]: DOT and Mermaid drawings of the spec, from the file alone.
+//!    Only a `Graph` can run. [`validate_file`] drives load -> check,
+//!    [`load_graph`] load -> check -> compile.
+//! 4. run ([`run`]): the async interpreter drives a `Graph` on a thread, node by node,
+//!    writing through the reducers, pausing at interrupts and emitting [`run::Event`]s.
+//!    It reaches the world through two ports beside it: models through
+//!    [`llm::LlmClient`] (an OpenAI-compatible client, recordings, replays) and tools
+//!    through [`tool::ToolClient`] ([`mcp::McpClient`] is the real one).
+//! 5. store ([`store`]): the runner records a checkpoint after every node into a
+//!    [`store::Checkpointer`] (memory, SQLite, Postgres), which also keeps a server's
+//!    catalog of threads and runs; [`run::Threads`] reads a thread back.
 //!
-//! [`validate_file`] drives load -> check for one file, [`load_graph`] load -> check ->
-//! compile. The library never prints.
+//! Beside the pipeline: [`render`] draws a spec (DOT, Mermaid, SVG); [`telemetry`]
+//! turns a run's events into OpenTelemetry traces. [`host`] is the adapter that serves
+//! many clients (graphs reloaded as their files change, a queue of runs per thread,
+//! MCP servers kept per thread) and [`serve`] puts it behind the LangGraph Agent
+//! Server API over HTTP; the `switchyard` binary's `cli/` puts the library on the
+//! command line. The library never prints.
 
-pub mod check;
+mod check;
 pub mod diagnostic;
 mod fxhash;
 pub mod graph;
 pub mod host;
-pub mod jinja;
+mod jinja;
 mod json_schema;
 pub mod llm;
-pub mod load;
+mod load;
 pub mod mcp;
 mod pipeline;
-pub mod region;
+mod region;
 pub mod render;
 pub mod run;
 pub mod serve;
-pub mod source;
+mod source;
 pub mod spec;
 pub mod store;
-pub mod suggestion;
+mod suggestion;
 pub mod telemetry;
 pub mod tool;
-pub mod topology;
+mod topology;
 mod value;
 
 pub use diagnostic::{Diagnostic, Severity};

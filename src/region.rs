@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 /// A fork's branches and where they meet.
 #[derive(Debug)]
-pub struct Region<'s> {
+pub(crate) struct Region<'s> {
     pub join: &'s str,
     /// The nodes of each branch, from its first up to (not including) the join.
     pub branches: Vec<BTreeSet<&'s str>>,
@@ -15,7 +15,7 @@ pub struct Region<'s> {
 
 /// Why branches do not form a region.
 #[derive(Debug, PartialEq)]
-pub enum RegionError {
+pub(crate) enum RegionError {
     /// No node is reached by every branch (one of them ends the run instead).
     NoJoin,
     /// A node of one branch is also reached by another before the join.
@@ -71,13 +71,16 @@ fn distances<'s>(
 }
 
 /// The region `fork` starts, or why its branches do not make one.
-pub fn region<'s>(spec: &'s GraphSpec, fork: &'s NodeSpec) -> Result<Region<'s>, RegionError> {
+pub(crate) fn region<'s>(
+    spec: &'s GraphSpec,
+    fork: &'s NodeSpec,
+) -> Result<Region<'s>, RegionError> {
     region_of(spec, &fork.fork)
 }
 
 /// The region branches starting at `starts` make (a `next = [...]`, or a route case
 /// that names several nodes).
-pub fn region_of<'s>(
+pub(crate) fn region_of<'s>(
     spec: &'s GraphSpec,
     starts: &'s [crate::spec::Sp<String>],
 ) -> Result<Region<'s>, RegionError> {

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 
 /// Index of a file in [`Sources`].
-pub type FileId = usize;
+pub(crate) type FileId = usize;
 
 /// Every source text read while loading and checking, kept so diagnostics can quote it.
 #[derive(Default)]
@@ -69,11 +69,11 @@ impl Sources {
 }
 
 /// The largest prompt or schema file read, in bytes.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Why a file a graph names was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum FileProblem {
+pub(crate) enum FileProblem {
     #[error("absolute paths are not taken: a graph's files live under its root")]
     Absolute,
     #[error("the path goes above the graph's root through `..`")]
@@ -94,7 +94,7 @@ pub enum FileProblem {
 /// regular file under the root, of at most [`MAX_FILE_BYTES`]. With `outside`, a path
 /// may lead anywhere (`[graph] allow_outside_root = true`); the file must still be a
 /// regular one of that size, so a device or a pipe never hangs or floods the checker.
-pub fn read_graph_file(
+pub(crate) fn read_graph_file(
     root: &Path,
     written: &str,
     outside: bool,

@@ -1,7 +1,7 @@
 //! "did you mean" hints for misspelt names.
 
 /// The candidate closest to `name`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a, I>(name: &str, candidates: I) -> Option<&'a str>
+pub(crate) fn did_you_mean<'a, I>(name: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
@@ -33,7 +33,7 @@ where
 }
 
 /// A `help:` line suggesting the closest candidate, or `None`.
-pub fn help_for<'a, I>(name: &str, candidates: I) -> Option<String>
+pub(crate) fn help_for<'a, I>(name: &str, candidates: I) -> Option<String>
 where
     I: IntoIterator<Item = &'a str>,
 {

@@ -6,7 +6,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Vertex {
+pub(crate) enum Vertex {
     Start,
     End,
     /// Where the run goes when a limit is reached (`[graph] on_limit`).
@@ -18,13 +18,13 @@ pub enum Vertex {
 }
 
 #[derive(Clone, Debug)]
-pub struct Link {
+pub(crate) struct Link {
     pub label: Option<String>,
     pub kind: LinkKind,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkKind {
+pub(crate) enum LinkKind {
     Edge(EdgeKind),
     /// START -> entry.
     Entry,
@@ -34,7 +34,7 @@ pub enum LinkKind {
     Limit,
 }
 
-pub struct Topology {
+pub(crate) struct Topology {
     pub graph: DiGraph<Vertex, Link>,
     pub start: NodeIndex,
     pub end: NodeIndex,
@@ -45,7 +45,7 @@ pub struct Topology {
 }
 
 impl Topology {
-    pub fn build(spec: &GraphSpec) -> Self {
+    pub(crate) fn build(spec: &GraphSpec) -> Self {
         let mut graph = DiGraph::new();
         let start = graph.add_node(Vertex::Start);
         let end = graph.add_node(Vertex::End);
@@ -145,7 +145,7 @@ impl Topology {
         ix
     }
 
-    pub fn vertex(&self, name: &str) -> Option<NodeIndex> {
+    pub(crate) fn vertex(&self, name: &str) -> Option<NodeIndex> {
         if name == END {
             Some(self.end)
         } else {
@@ -154,7 +154,7 @@ impl Topology {
     }
 
     /// The spec node index of a vertex, if it is a node.
-    pub fn node_of(&self, ix: NodeIndex) -> Option<usize> {
+    pub(crate) fn node_of(&self, ix: NodeIndex) -> Option<usize> {
         match self.graph[ix] {
             Vertex::Node(i) => Some(i),
             _ => None,
@@ -162,7 +162,7 @@ impl Topology {
     }
 
     /// Name of a vertex for messages: node names, `START`, `END`.
-    pub fn name<'a>(&'a self, spec: &'a GraphSpec, ix: NodeIndex) -> &'a str {
+    pub(crate) fn name<'a>(&'a self, spec: &'a GraphSpec, ix: NodeIndex) -> &'a str {
         match &self.graph[ix] {
             Vertex::Start => "START",
             Vertex::End => END,
@@ -174,7 +174,7 @@ impl Topology {
 
     /// The vertex's id as the LangGraph API names it: `__start__`, `__end__`,
     /// `__limit__`, or the node's name.
-    pub fn wire_id<'a>(&'a self, spec: &'a GraphSpec, ix: NodeIndex) -> &'a str {
+    pub(crate) fn wire_id<'a>(&'a self, spec: &'a GraphSpec, ix: NodeIndex) -> &'a str {
         match &self.graph[ix] {
             Vertex::Start => "__start__",
             Vertex::End => "__end__",
@@ -185,7 +185,7 @@ impl Topology {
     }
 
     /// Spec nodes reachable from START.
-    pub fn reachable(&self) -> Vec<bool> {
+    pub(crate) fn reachable(&self) -> Vec<bool> {
         let mut seen = vec![false; self.graph.node_count()];
         let mut bfs = petgraph::visit::Bfs::new(&self.graph, self.start);
         while let Some(ix) = bfs.next(&self.graph) {

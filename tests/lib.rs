@@ -8,6 +8,7 @@ mod examples;
 mod format_schema;
 mod hardening;
 mod language;
+mod layers;
 mod llm;
 mod mcp;
 mod no_panic;

@@ -11,7 +11,7 @@ mod names;
 mod parallel;
 mod policy;
 mod routes;
-pub mod schema_path;
+pub(crate) mod schema_path;
 mod set_types;
 mod sources;
 mod strict;
@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 /// Runs every check on a loaded graph.
-pub fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
+pub(crate) fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> {
     let topo = Topology::build(spec);
     let text = sources.text(spec.file).to_string();
     let mut cx = Cx {

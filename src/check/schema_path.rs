@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// What a schema says about the value at `path` below it.
-pub enum At<'a> {
+pub(crate) enum At<'a> {
     /// The schema describes the value here.
     Schema(&'a Value),
     /// The schema is closed and has no such property: the name that failed and the
@@ -14,7 +14,7 @@ pub enum At<'a> {
 }
 
 /// Resolves `path` (property names) in `schema`.
-pub fn resolve<'a>(schema: &'a Value, path: &[&str]) -> At<'a> {
+pub(crate) fn resolve<'a>(schema: &'a Value, path: &[&str]) -> At<'a> {
     let mut here = schema;
     for name in path {
         let Some(props) = here.get("properties").and_then(Value::as_object) else {
@@ -36,7 +36,7 @@ pub fn resolve<'a>(schema: &'a Value, path: &[&str]) -> At<'a> {
 
 /// The values a schema allows when it is a closed set: `enum`, `const`, or `boolean`.
 /// Values are written as a route's case names are: strings bare, others as JSON.
-pub fn closed_values(schema: &Value) -> Option<Vec<String>> {
+pub(crate) fn closed_values(schema: &Value) -> Option<Vec<String>> {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         return Some(values.iter().map(case_name).collect());
     }
@@ -49,7 +49,7 @@ pub fn closed_values(schema: &Value) -> Option<Vec<String>> {
     None
 }
 
-pub fn case_name(v: &Value) -> String {
+pub(crate) fn case_name(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "none".into(),
@@ -58,7 +58,7 @@ pub fn case_name(v: &Value) -> String {
 }
 
 /// The non-null JSON types a schema's top level declares, if it declares any.
-pub fn top_types(schema: &Value) -> Option<Vec<&str>> {
+pub(crate) fn top_types(schema: &Value) -> Option<Vec<&str>> {
     match schema.get("type")? {
         Value::String(t) => Some(vec![t.as_str()]),
         Value::Array(ts) => Some(

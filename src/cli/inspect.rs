@@ -296,7 +296,7 @@ pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
                 .runs(t)
                 .map_or(true, |runs| runs.iter().any(|r| r.status.in_flight()))
         };
-        let deleted = switchyard::store::retention::delete_ended(&*opened, before, waiting)?;
+        let deleted = switchyard::store::delete_ended(&*opened, before, waiting)?;
         for t in &deleted {
             writeln!(out, "deleted thread `{t}`")?;
         }

@@ -3,6 +3,7 @@
 //! `args.rs` is the command line as a whole, `flags.rs` the flags several share; the
 //! helpers they share are here. No subcommand's file imports another's.
 
+mod answer;
 pub(crate) mod args;
 pub(crate) mod color;
 pub(crate) mod conformance;

@@ -1,6 +1,7 @@
 //! `switchyard run` and `switchyard resume`: drive a thread, print its events, answer
 //! interrupts in place when a person is at the terminal.
 
+use super::answer;
 use super::events::Printer;
 use super::exit;
 use super::flags::{SqliteFlags, TraceArgs, cli_default_store};
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard::graph::{Body, Graph};
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::run::{Event, Go, Outcome, RunError, Runner, answer};
+use switchyard::run::{Event, Go, Outcome, RunError, Runner};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 #[derive(clap::Args)]

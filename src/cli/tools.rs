@@ -26,20 +26,16 @@ pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
-    let servers: Vec<_> = graph
-        .servers
-        .iter()
-        .filter(|s| only.is_none_or(|o| o == s.name))
-        .collect();
-    if let Some(name) = only
-        && servers.is_empty()
-    {
-        let names = graph.servers.iter().map(|s| s.name.as_str());
-        let help = switchyard::suggestion::help_for(name, names)
-            .map(|h| format!("; {h}"))
-            .unwrap_or_default();
-        anyhow::bail!("`{}` has no server `{name}`{help}", path.display());
-    }
+    let servers: Vec<_> = match only {
+        Some(name) => match graph.server(name) {
+            Ok(server) => vec![server],
+            Err(help) => {
+                let help = help.map(|h| format!("; {h}")).unwrap_or_default();
+                anyhow::bail!("`{}` has no server `{name}`{help}", path.display());
+            }
+        },
+        None => graph.servers.iter().collect(),
+    };
     let client = super::mcp_client(&graph.root);
     let listed = super::runtime()?.block_on(async {
         let mut listed = Vec::new();

@@ -116,7 +116,7 @@ fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
     let graph = switchyard::compile(spec, sources)?;
     let client = super::mcp_client(&graph.root);
     let found = super::runtime()?.block_on(async {
-        let found = switchyard::mcp::online::check(spec, &graph, &client).await;
+        let found = switchyard::mcp::check_online(spec, &graph, &client).await;
         client.shutdown().await;
         found
     });

@@ -1,6 +1,6 @@
 //! The checked graph: names resolved to indices, expressions compiled, templates
 //! registered, schemas loaded. Only a [`Graph`] can run; it is made from a spec that
-//! passed every check (see [`compile`]).
+//! passed every check (see [`crate::compile`]).
 
 mod compile;
 mod exprs;
@@ -70,6 +70,14 @@ impl Graph {
 
     pub fn field_id(&self, name: &str) -> Option<FieldId> {
         self.field_ids.get(name).copied()
+    }
+
+    /// The MCP server the graph declares as `name`; without one, the help that names
+    /// the nearest declared one (`did you mean ...?`), if any is near.
+    pub fn server(&self, name: &str) -> Result<&Server, Option<String>> {
+        self.servers.iter().find(|s| s.name == name).ok_or_else(|| {
+            crate::suggestion::help_for(name, self.servers.iter().map(|s| s.name.as_str()))
+        })
     }
 
     pub fn target_name(&self, t: Target) -> &str {

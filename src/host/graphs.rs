@@ -14,8 +14,9 @@
 //! reading a few graphs' files once a second costs next to nothing.
 
 use super::{Notice, lock};
+use crate::diagnostic::Diagnostic;
 use crate::graph::Graph;
-use crate::{Diagnostic, Sources};
+use crate::source::Sources;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

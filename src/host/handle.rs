@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 /// A run the host knows now: in flight, or finished within the log retention time.
-pub struct RunHandle {
+pub(crate) struct RunHandle {
     pub id: String,
     pub thread: String,
     pub assistant: String,
@@ -44,7 +44,7 @@ pub struct RunHandle {
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RunEnd {
+pub(crate) struct RunEnd {
     pub status: RunStatus,
     pub error: Option<String>,
     /// Rolled back: the run and what it wrote are gone.
@@ -79,17 +79,17 @@ impl RunHandle {
     }
 
     /// The run's record as it stands.
-    pub fn record(&self) -> RunRecord {
+    pub(crate) fn record(&self) -> RunRecord {
         lock(&self.record).clone()
     }
 
     /// How it ended, once it has.
-    pub fn end(&self) -> Option<RunEnd> {
+    pub(crate) fn end(&self) -> Option<RunEnd> {
         self.end.borrow().clone()
     }
 
     /// Waits for the end.
-    pub async fn finished(&self) -> RunEnd {
+    pub(crate) async fn finished(&self) -> RunEnd {
         let mut rx = self.end.subscribe();
         match rx.wait_for(Option::is_some).await {
             Ok(end) => end.clone().expect("waited for some"),

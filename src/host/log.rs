@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 /// One event of a run, numbered from 0 in the order the run emitted them.
 #[derive(Debug)]
-pub struct LogEntry {
+pub(crate) struct LogEntry {
     pub index: u64,
     pub event: Event,
     /// Unix milliseconds when the host received it.
@@ -18,7 +18,7 @@ pub struct LogEntry {
 
 /// The events of one run. Appending never blocks on readers; readers wait for new
 /// events or the end.
-pub struct RunLog {
+pub(crate) struct RunLog {
     entries: Mutex<Vec<Arc<LogEntry>>>,
     /// How many entries there are, and whether the log is closed (the run ended).
     tick: watch::Sender<(u64, bool)>,
@@ -52,13 +52,8 @@ impl RunLog {
     pub(super) fn close(&self) {
         self.tick.send_modify(|(_, closed)| *closed = true);
     }
-
-    pub fn is_closed(&self) -> bool {
-        self.tick.borrow().1
-    }
-
     /// The entries from `index` on, as they are now, and whether the log is closed.
-    pub fn read_from(&self, index: u64) -> (Vec<Arc<LogEntry>>, bool) {
+    pub(crate) fn read_from(&self, index: u64) -> (Vec<Arc<LogEntry>>, bool) {
         let closed = self.tick.borrow().1;
         let entries = lock(&self.entries);
         let from = (index as usize).min(entries.len());
@@ -66,16 +61,12 @@ impl RunLog {
     }
 
     /// Waits until there are entries from `index` on, or the log is closed.
-    pub async fn wait_past(&self, index: u64) {
+    pub(crate) async fn wait_past(&self, index: u64) {
         let mut rx = self.tick.subscribe();
         let _ = rx.wait_for(|(n, closed)| *n > index || *closed).await;
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.tick.borrow().0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }

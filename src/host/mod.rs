@@ -4,9 +4,9 @@
 //! version, every older version a thread still stands on, reloaded when their files
 //! change), one store, and the runs. A run waits for its thread's turn (one run at a
 //! time per thread, in the order they came), then for a free slot (a cap on runs at
-//! once), then drives a [`Runner`]; its events go to a [`RunLog`] that any number of
+//! once), then drives a [`Runner`]; its events go to a `RunLog` that any number of
 //! readers follow from any point. A thread's MCP servers belong to the thread
-//! ([`tools::ToolPool`]): they stay up while it is paused, until an idle timeout or a
+//! (`tools::ToolPool`): they stay up while it is paused, until an idle timeout or a
 //! cap stops them, so a browser keeps its page across a confirmation.
 //!
 //! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
@@ -16,7 +16,7 @@ mod cluster;
 mod course;
 mod drive;
 mod error;
-pub mod graphs;
+mod graphs;
 mod handle;
 mod llm;
 mod log;
@@ -27,14 +27,16 @@ mod schemas;
 mod threads;
 mod tools;
 
+// The face the command line sees: a host, its options, its graphs and notices.
 pub use error::HostError;
-pub use graphs::{Drawing, Graphs, Problems, Served};
-pub use handle::{RunEnd, RunHandle};
+pub use graphs::{Graphs, Problems, Served};
 pub use llm::LlmSource;
-pub use log::{LogEntry, RunLog};
-pub use request::{CancelAction, Command, Multitask, RunRequest};
-pub(crate) use threads::contains;
-pub use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView};
+
+// What the server (`serve/`) uses besides.
+pub(crate) use handle::RunHandle;
+pub(crate) use log::{LogEntry, RunLog};
+pub(crate) use request::{CancelAction, Command, Multitask, RunRequest};
+pub(crate) use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView, contains};
 
 use crate::run::Runner;
 use crate::store::{Checkpointer, RunRecord};
@@ -181,18 +183,13 @@ impl Host {
     }
 
     /// This process's mark, different from any earlier process's on the same store.
-    pub fn epoch(&self) -> &str {
+    pub(crate) fn epoch(&self) -> &str {
         &self.inner.epoch
     }
 
     pub fn graphs(&self) -> &Graphs {
         &self.inner.graphs
     }
-
-    pub fn store(&self) -> &Arc<dyn Checkpointer> {
-        &self.inner.store
-    }
-
     /// Starts the background work: the graph watcher (every `watch`, if any), the
     /// reaper of idle MCP servers and, with a thread TTL, the sweeper of threads that
     /// ended longer ago. Call once, inside the runtime.
@@ -238,7 +235,7 @@ impl Host {
     /// Deletes the threads that ended longer than `ttl` ago and have no run waiting.
     fn expire_threads(&self, ttl: Duration) -> Result<Vec<String>, HostError> {
         let before = now_ms().saturating_sub(ttl.as_millis() as u64);
-        Ok(crate::store::retention::delete_ended(
+        Ok(crate::store::delete_ended(
             &*self.inner.store,
             before,
             |thread| !self.in_flight(thread).is_empty(),
@@ -296,7 +293,7 @@ impl Host {
     }
 
     /// Whether a thread has runs in flight, and their ids (the running one first).
-    pub fn in_flight(&self, thread: &str) -> Vec<String> {
+    pub(crate) fn in_flight(&self, thread: &str) -> Vec<String> {
         match self.cluster() {
             Some(c) => c.in_flight(self, thread),
             None => self.inner.queue.in_flight(thread),
@@ -334,7 +331,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 /// A new id for a run or a thread: a UUIDv7, time-ordered.
-pub fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 

@@ -171,11 +171,6 @@ impl RunQueue {
             .unwrap_or_default()
     }
 
-    /// Whether the thread has a queue (runs in flight, or a worker finishing).
-    pub(super) fn has(&self, thread: &str) -> bool {
-        lock(&self.queues).contains_key(thread)
-    }
-
     /// Every thread's running run.
     pub(super) fn running(&self) -> Vec<Arc<RunHandle>> {
         lock(&self.queues)

@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 /// A request to run a graph on a thread.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunRequest {
+pub(crate) struct RunRequest {
     /// State fields to write before the run starts from the entry. None, with no
     /// command, goes on from where a stopped thread stands (or starts with no input).
     #[serde(default)]
@@ -56,7 +56,7 @@ pub(super) const STATELESS_STOPPED: &str = "the server stopped before this state
 /// LangGraph's `Command`: an answer to the pending interrupt, and fields to write
 /// before going on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Command {
+pub(crate) struct Command {
     /// The answer (`Some(Json::Null)` lets a breakpoint or a stop go on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Json>,
@@ -69,7 +69,7 @@ pub struct Command {
 /// What a new run does when its thread already has one in flight.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Multitask {
+pub(crate) enum Multitask {
     /// Refuse the new run.
     #[default]
     Reject,
@@ -82,7 +82,7 @@ pub enum Multitask {
 }
 
 impl Multitask {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Multitask::Reject => "reject",
             Multitask::Enqueue => "enqueue",
@@ -93,7 +93,7 @@ impl Multitask {
 
     /// What the runs in the way are asked to do: stop (`interrupt`), or stop and take
     /// back what they wrote (`rollback`); none for the other strategies.
-    pub fn cancel_action(self) -> Option<CancelAction> {
+    pub(crate) fn cancel_action(self) -> Option<CancelAction> {
         match self {
             Multitask::Interrupt => Some(CancelAction::Interrupt),
             Multitask::Rollback => Some(CancelAction::Rollback),
@@ -101,7 +101,7 @@ impl Multitask {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "reject" => Multitask::Reject,
             "enqueue" => Multitask::Enqueue,
@@ -114,7 +114,7 @@ impl Multitask {
 
 /// How a cancelled run ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CancelAction {
+pub(crate) enum CancelAction {
     /// Stop at the next node boundary; what it did stands (status `interrupted`).
     Interrupt,
     /// Stop, then remove the run and the checkpoints it wrote.

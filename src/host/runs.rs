@@ -27,7 +27,7 @@ impl Host {
     /// none), queued behind the thread's runs in flight as `request.multitask_strategy`
     /// says. When the run would start at once, its input or answer is checked now,
     /// and a refusal changes nothing.
-    pub fn create_run(
+    pub(crate) fn create_run(
         &self,
         assistant: &str,
         thread: Option<&str>,
@@ -127,7 +127,7 @@ impl Host {
     }
 
     /// The run `run` of `thread`: the live handle's record, or the stored one.
-    pub fn run(&self, thread: Option<&str>, run: &str) -> Result<RunRecord, HostError> {
+    pub(crate) fn run(&self, thread: Option<&str>, run: &str) -> Result<RunRecord, HostError> {
         let live = lock(&self.inner.runs).get(run).cloned();
         let record = match live {
             Some(h) => Some(h.record()),
@@ -144,7 +144,7 @@ impl Host {
 
     /// The live handle of a run in flight or recently finished; with runs shared by
     /// several processes, one that follows a run another process drives.
-    pub fn handle(&self, run: &str) -> Option<Arc<RunHandle>> {
+    pub(crate) fn handle(&self, run: &str) -> Option<Arc<RunHandle>> {
         let live = lock(&self.inner.runs).get(run).cloned();
         match live {
             Some(h) => Some(h),
@@ -153,7 +153,7 @@ impl Host {
     }
 
     /// The runs of a thread, newest first.
-    pub fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, HostError> {
+    pub(crate) fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, HostError> {
         self.thread(thread)?;
         let mut runs = self.inner.store.runs(thread)?;
         // The live records are newer than the stored ones while the runs are going.
@@ -170,7 +170,7 @@ impl Host {
 
     /// Cancels a run in flight: a waiting one ends at once, a running one at its next
     /// node boundary. With `Rollback` the run and what it wrote are removed.
-    pub fn cancel(
+    pub(crate) fn cancel(
         &self,
         thread: &str,
         run: &str,
@@ -203,7 +203,7 @@ impl Host {
 
     /// Deletes a finished run's record (its checkpoints stay: later runs stand on
     /// them).
-    pub fn delete_run(&self, thread: &str, run: &str) -> Result<(), HostError> {
+    pub(crate) fn delete_run(&self, thread: &str, run: &str) -> Result<(), HostError> {
         let record = self.run(Some(thread), run)?;
         if record.status.in_flight() {
             return Err(HostError::Conflict(format!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 /// Where a thread stands, named as the LangGraph API names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThreadStatus {
+pub(crate) enum ThreadStatus {
     /// No run in flight, nothing pending (new, finished, or stopped).
     Idle,
     /// A run is in flight or waiting.
@@ -21,7 +21,7 @@ pub enum ThreadStatus {
 }
 
 impl ThreadStatus {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ThreadStatus::Idle => "idle",
             ThreadStatus::Busy => "busy",
@@ -30,7 +30,7 @@ impl ThreadStatus {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "idle" => ThreadStatus::Idle,
             "busy" => ThreadStatus::Busy,
@@ -43,7 +43,7 @@ impl ThreadStatus {
 
 /// A thread as clients see it.
 #[derive(Clone, Debug)]
-pub struct ThreadView {
+pub(crate) struct ThreadView {
     pub record: ThreadRecord,
     pub status: ThreadStatus,
     /// The latest checkpoint, none before the first run.
@@ -56,7 +56,7 @@ pub struct ThreadView {
 
 /// The state at one checkpoint.
 #[derive(Clone)]
-pub struct StateView {
+pub(crate) struct StateView {
     pub values: Json,
     pub record: Checkpoint,
     pub graph: Arc<Graph>,
@@ -64,7 +64,7 @@ pub struct StateView {
 
 /// Which threads a search returns.
 #[derive(Clone, Debug, Default)]
-pub struct ThreadFilter {
+pub(crate) struct ThreadFilter {
     /// Every key of it equals the thread's metadata's (JSON containment).
     pub metadata: Option<Json>,
     /// Contained in the thread's latest values.
@@ -76,7 +76,7 @@ pub struct ThreadFilter {
 impl Host {
     /// Creates a thread (a new id when none is given). An existing id is a conflict,
     /// or, with `do_nothing`, the thread as it is.
-    pub fn create_thread(
+    pub(crate) fn create_thread(
         &self,
         id: Option<String>,
         metadata: Json,
@@ -104,7 +104,7 @@ impl Host {
 
     /// A thread: its catalog entry, or (for one run only from the command line) one
     /// made from its checkpoints.
-    pub fn thread(&self, id: &str) -> Result<ThreadView, HostError> {
+    pub(crate) fn thread(&self, id: &str) -> Result<ThreadView, HostError> {
         let store = &self.inner.store;
         let latest = store.latest(id)?;
         let record = match (store.get_thread(id)?, &latest) {
@@ -158,7 +158,7 @@ impl Host {
     }
 
     /// Threads that pass `filter`, newest first (or by `sort`), `limit` from `offset`.
-    pub fn search_threads(
+    pub(crate) fn search_threads(
         &self,
         filter: &ThreadFilter,
         sort: Option<(&str, bool)>,
@@ -221,7 +221,7 @@ impl Host {
     }
 
     /// Merges `metadata` into a thread's.
-    pub fn patch_thread(&self, id: &str, metadata: Json) -> Result<ThreadView, HostError> {
+    pub(crate) fn patch_thread(&self, id: &str, metadata: Json) -> Result<ThreadView, HostError> {
         let view = self.thread(id)?;
         let mut record = view.record;
         if let (Json::Object(have), Json::Object(new)) = (&mut record.metadata, metadata) {
@@ -234,7 +234,7 @@ impl Host {
 
     /// Deletes a thread with its checkpoints and runs. A thread with runs in flight is
     /// refused: cancel them first.
-    pub fn delete_thread(&self, id: &str) -> Result<(), HostError> {
+    pub(crate) fn delete_thread(&self, id: &str) -> Result<(), HostError> {
         self.thread(id)?;
         self.refuse_busy(id, "deleted")?;
         self.inner.store.delete_thread(id)?;
@@ -247,7 +247,7 @@ impl Host {
 
     /// The bytes and MIME type of a blob a tool's result was stored as
     /// (`{"blob": "sha256:..."}` in state: a screenshot).
-    pub fn blob(&self, reference: &str) -> Result<(Vec<u8>, &'static str), HostError> {
+    pub(crate) fn blob(&self, reference: &str) -> Result<(Vec<u8>, &'static str), HostError> {
         self.inner
             .tools
             .blob(reference)
@@ -256,7 +256,7 @@ impl Host {
 
     /// Copies a thread (its metadata and every checkpoint, or those up to `upto`) into a
     /// new one.
-    pub fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
+    pub(crate) fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
         self.closing()?;
         let view = self.thread(id)?;
         let new = new_id();
@@ -299,7 +299,7 @@ impl Host {
 
     /// The state at the latest checkpoint, or at checkpoint `seq`; none for a thread
     /// with no checkpoints.
-    pub fn state(&self, id: &str, seq: Option<u64>) -> Result<Option<StateView>, HostError> {
+    pub(crate) fn state(&self, id: &str, seq: Option<u64>) -> Result<Option<StateView>, HostError> {
         let view = self.thread(id)?;
         let Some(latest) = view.latest else {
             return match seq {
@@ -320,7 +320,7 @@ impl Host {
 
     /// The state at each checkpoint, newest first: `limit` of them before checkpoint
     /// `before` (or the latest).
-    pub fn history(
+    pub(crate) fn history(
         &self,
         id: &str,
         before: Option<u64>,
@@ -346,7 +346,7 @@ impl Host {
     /// A person's write to a thread's state (see [`crate::run::Threads::update`]),
     /// refused while the thread has runs in flight. A thread with no checkpoint takes
     /// the write under the graph its metadata names (`graph_id`).
-    pub fn update_state(
+    pub(crate) fn update_state(
         &self,
         id: &str,
         values: Json,
@@ -390,7 +390,7 @@ impl Host {
 
     /// The graph version a checkpoint was written by: loaded by hash, else the graph
     /// now served from the same file.
-    pub fn graph_of(&self, record: &Checkpoint) -> Result<Arc<Graph>, HostError> {
+    pub(crate) fn graph_of(&self, record: &Checkpoint) -> Result<Arc<Graph>, HostError> {
         if let Some(g) = self.inner.graphs.version(&record.graph_hash) {
             return Ok(g);
         }
@@ -404,12 +404,6 @@ impl Host {
                     record.thread, record.graph
                 ))
             })
-    }
-
-    /// The checkpoint seq of each run in flight, for callers that tell a run's
-    /// records from others'.
-    pub fn thread_busy(&self, id: &str) -> bool {
-        self.inner.queue.has(id)
     }
 }
 

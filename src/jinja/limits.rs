@@ -7,14 +7,11 @@
 //! each `{{ }}` and `{% %}` of a template), and how deep a template's blocks nest. A
 //! source past a limit is refused with a diagnostic and never parsed.
 
-/// Operators an expression, or one tag of a template, may hold.
-pub const MAX_OPERATORS: usize = 1_000;
-/// How deep a template's blocks (`{% if %}`, `{% for %}`, ...) may nest.
-pub const MAX_BLOCK_DEPTH: usize = 100;
+use crate::spec::{MAX_BLOCK_DEPTH, MAX_OPERATORS};
 
 /// Why `source` is too complex to parse safely, if it is. `template` says whether it is
 /// a template (text with tags) rather than a bare expression.
-pub fn too_complex(source: &str, template: bool) -> Option<String> {
+pub(crate) fn too_complex(source: &str, template: bool) -> Option<String> {
     if !template {
         let n = operators(source);
         return (n > MAX_OPERATORS).then(|| {

@@ -20,7 +20,7 @@ use std::fmt;
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// A chat-completions client for one endpoint. It sends one HTTP request per
-/// [`LlmClient::complete`]: no retries of its own (see [`super::http`]), and the API
+/// [`LlmClient::complete`]: no retries of its own (see `http.rs`), and the API
 /// key appears in no error it returns.
 pub struct OpenAiClient {
     client: async_openai::Client<OpenAIConfig>,

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 
 /// The outcome of loading one file: the spec when the TOML parsed, and every problem.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub spec: Option<GraphSpec>,
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -36,7 +36,7 @@ pub struct ReadError {
 }
 
 /// Reads and loads a graph file.
-pub fn load_file(path: &Path, sources: &mut Sources) -> Result<Loaded, ReadError> {
+pub(crate) fn load_file(path: &Path, sources: &mut Sources) -> Result<Loaded, ReadError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReadError {
         path: path.to_path_buf(),
         source,
@@ -45,7 +45,7 @@ pub fn load_file(path: &Path, sources: &mut Sources) -> Result<Loaded, ReadError
 }
 
 /// Loads graph text as if it were the file at `path` (which decides the root).
-pub fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded {
+pub(crate) fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded {
     let file = sources.add(path.display().to_string(), text);
     let mut diags = Vec::new();
     let doc = match DeTable::parse(text) {

@@ -6,7 +6,7 @@
 //! arguments against its compiled [`ToolSchema`], calls it with a timeout, and turns the
 //! result into a state value (`reply.rs`), storing binary content in the [`BlobStore`].
 //! A server's `${NAME}` and `${NAME:-default}` are expanded from the environment when
-//! it starts (`env_vars.rs`). [`online`] checks a graph's fixed tool names and literal arguments against the live
+//! it starts (`env_vars.rs`). [`check_online`] checks a graph's fixed tool names and literal arguments against the live
 //! servers (`switchyard validate --online`).
 
 mod blob_store;
@@ -16,7 +16,7 @@ mod error;
 mod event_sink;
 mod handler;
 mod oauth;
-pub mod online;
+mod online;
 mod reply;
 mod session;
 mod tool_schema;
@@ -26,6 +26,7 @@ pub use client::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_RESTARTS, McpClient,
 };
 pub use error::{ArgumentProblem, McpError};
+pub use online::check_online;
 pub use tool_schema::{
     ToolSchema, compile as compile_schema, example_arguments, problems as argument_problems,
 };

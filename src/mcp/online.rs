@@ -19,7 +19,11 @@ type NamedTool<'a> = (&'a Sp<String>, Option<&'a ToolCall>);
 
 /// Starts (through `client`) every server a node uses and checks the nodes against the
 /// tools they offer. `graph` is `spec` compiled; the diagnostics point into `spec`'s file.
-pub async fn check(spec: &GraphSpec, graph: &Graph, client: &dyn ToolClient) -> Vec<Diagnostic> {
+pub async fn check_online(
+    spec: &GraphSpec,
+    graph: &Graph,
+    client: &dyn ToolClient,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut listed: HashMap<String, Option<Vec<ToolInfo>>> = HashMap::new();
     for node in &spec.nodes {

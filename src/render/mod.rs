@@ -1,5 +1,5 @@
 //! Render: DOT, Mermaid and SVG drawings of a graph, from the file alone. All read the same
-//! [`Topology`] the checker analyses, so what is drawn is what is checked: no edge is
+//! `Topology` the checker analyses, so what is drawn is what is checked: no edge is
 //! guessed or simulated. Nodes are shaped and coloured by kind, route edges carry their
 //! case names (`default` for a route's default), edges are drawn and coloured by kind
 //! (error, timeout, pseudo tool, limit, finish), parallel edges drawn alike are one

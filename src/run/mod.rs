@@ -8,13 +8,12 @@
 //! run stands is plain data in `cursor.rs`. [`Threads`] reads a graph's threads back:
 //! their state at any checkpoint, history, forks and a person's updates.
 
-pub mod answer;
 mod apply;
 mod cursor;
 mod emitter;
-pub mod event;
+mod event;
 mod go;
-pub mod kinds;
+mod kinds;
 mod map;
 mod outcome;
 mod parallel;
@@ -23,7 +22,7 @@ mod recorder;
 mod runner;
 pub(crate) mod scope;
 pub(crate) mod slot;
-pub mod state;
+mod state;
 mod step;
 mod stop;
 mod subgraph;
@@ -34,6 +33,6 @@ pub use event::Event;
 pub use go::Go;
 pub use outcome::{Outcome, RunError};
 pub use runner::Runner;
-pub use state::State;
+pub use state::{State, WriteError};
 pub use stop::StopHandle;
 pub use threads::Threads;

@@ -3,7 +3,7 @@
 use crate::store::StoreError;
 use serde_json::Value as Json;
 
-/// How a call to [`Runner::start`] or [`Runner::resume`] ended.
+/// How a call to [`Runner::run`](super::Runner::run) (or its shorthands `start` and `resume`) ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// The run reached a finalize node or END.

@@ -477,9 +477,9 @@ fn message_id(m: &Json) -> Option<&str> {
 }
 
 /// How deep a value written to a field may nest (objects and lists).
-pub const MAX_VALUE_DEPTH: usize = 64;
+pub(super) const MAX_VALUE_DEPTH: usize = 64;
 /// How large a value written to a field may be, in bytes of its JSON text (about).
-pub const MAX_VALUE_BYTES: usize = 16 << 20;
+pub(super) const MAX_VALUE_BYTES: usize = 16 << 20;
 
 /// Whether a value fits [`MAX_VALUE_DEPTH`] and [`MAX_VALUE_BYTES`]: a deeper one
 /// could not be read back from a checkpoint, a larger one would make every copy of

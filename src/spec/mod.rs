@@ -10,6 +10,13 @@ pub use duration::parse_duration;
 pub use field_type::{FieldType, TYPE_NAMES, is_message, parse_field_type};
 pub use llm::{Provider, Sampling, parse_provider};
 
+/// Operators an expression, or one tag of a template, may hold: minijinja parses by
+/// recursion, and a deeper expression would overflow the stack (`jinja/limits.rs`
+/// measures every source first).
+pub const MAX_OPERATORS: usize = 1_000;
+/// How deep a template's blocks (`{% if %}`, `{% for %}`, ...) may nest.
+pub const MAX_BLOCK_DEPTH: usize = 100;
+
 use crate::source::FileId;
 use std::ops::Range;
 use std::path::PathBuf;

@@ -16,7 +16,7 @@ mod frozen;
 mod memory;
 mod none;
 mod postgres;
-pub mod retention;
+mod retention;
 mod rows;
 mod sqlite;
 pub(crate) mod stored;
@@ -25,6 +25,7 @@ pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use memory::MemoryStore;
 pub use none::NoStore;
 pub use postgres::PostgresStore;
+pub use retention::delete_ended;
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use stored::Stored;
 

@@ -39,7 +39,7 @@ impl Stored {
             .map_err(|e| corrupt(thread, format!("`{what}`: {e}")))
     }
 
-    /// The value. Text that [`Stored::from_raw`] kept parses (it was checked); should it
+    /// The value. Text that `Stored::from_raw` kept parses (it was checked); should it
     /// not, the value is none rather than a panic.
     pub fn parse(&self) -> Arc<Json> {
         match self {

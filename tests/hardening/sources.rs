@@ -117,7 +117,7 @@ fn templates_nested_tens_of_thousands_deep_are_diagnosed_not_a_stack_overflow() 
 #[test]
 fn sources_at_the_limits_are_parsed_without_crashing() {
     // Just under the limits, each goes through minijinja's parser on a 2 MiB stack.
-    let n = switchyard::jinja::limits::MAX_OPERATORS;
+    let n = switchyard::spec::MAX_OPERATORS;
     for expr in [
         format!("{}true", "not ".repeat(n)),
         format!("1{}", " + 1".repeat(n)),
@@ -128,7 +128,7 @@ fn sources_at_the_limits_are_parsed_without_crashing() {
     ] {
         let _ = diagnose(graph_with(&expr, "ok"));
     }
-    let d = switchyard::jinja::limits::MAX_BLOCK_DEPTH;
+    let d = switchyard::spec::MAX_BLOCK_DEPTH;
     let _ = diagnose(graph_with(
         "1",
         &format!("{}x{}", "{% if true %}".repeat(d), "{% endif %}".repeat(d)),

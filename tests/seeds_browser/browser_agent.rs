@@ -189,9 +189,10 @@ fn said(role: &str, content: &str) -> Json {
     json!({ "role": role, "content": content })
 }
 
-/// The assistant message plan_action adds: the action as the graph's `tojson` writes it.
+/// The assistant message plan_action adds: the action as the graph's `tojson` writes it
+/// (minijinja's own filter, which Switchyard's environment keeps as it is).
 fn planned(a: &Json) -> Json {
-    let env = switchyard::jinja::environment();
+    let env = minijinja::Environment::new();
     let text = env
         .render_str(
             "Action {{ a.id }}: {{ a | tojson }}",

@@ -5,8 +5,8 @@
 pub(crate) mod cx;
 pub(crate) mod finalize;
 pub(crate) mod interrupt;
-pub mod llm;
-pub mod mcp;
+pub(crate) mod llm;
+pub(crate) mod mcp;
 pub(crate) mod policy;
 
 use crate::graph::{FieldId, Target};

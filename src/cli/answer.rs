@@ -6,7 +6,7 @@ use serde_json::{Map, Value as Json};
 
 /// The kind of answer a resume schema asks for, to tell the person what to type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnswerShape {
+pub(crate) enum AnswerShape {
     /// An object with a required boolean property (`confirmed`): yes or no.
     YesNo { property: String },
     /// A string, or an object with one required string property: free text.
@@ -17,7 +17,7 @@ pub enum AnswerShape {
 
 impl AnswerShape {
     /// What the person is asked to type.
-    pub fn hint(&self) -> &'static str {
+    pub(crate) fn hint(&self) -> &'static str {
         match self {
             AnswerShape::YesNo { .. } => "answer yes or no (or JSON)",
             AnswerShape::Text { .. } => "type your answer (or JSON)",
@@ -27,7 +27,7 @@ impl AnswerShape {
 }
 
 /// Reads the shape of answer from a resume schema (none: free text or JSON).
-pub fn shape(schema: Option<&Json>) -> AnswerShape {
+pub(crate) fn shape(schema: Option<&Json>) -> AnswerShape {
     let Some(schema) = schema else {
         return AnswerShape::Text { property: None };
     };
@@ -84,7 +84,7 @@ fn accepts_type(schema: &Json, t: &str) -> bool {
 /// Builds a payload from a typed line. JSON that the line parses as is taken as is
 /// (except a bare word, which is text); otherwise the shape decides. `reference` is the
 /// pending interrupt's reference, filled in when the schema has that property.
-pub fn payload(
+pub(crate) fn payload(
     shape: &AnswerShape,
     schema: Option<&Json>,
     reference: Option<&str>,
