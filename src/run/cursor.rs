@@ -52,6 +52,7 @@ impl Live {
     }
 
     /// `run` as expressions see it, with the run's step limit.
+    #[inline]
     pub(super) fn run_info(&self, max_steps: Option<u64>) -> RunInfo {
         RunInfo {
             thread: self.thread.clone(),
@@ -67,6 +68,7 @@ impl Live {
 
     /// Inside parallel branches: the branch being completed goes on to `to`, or waits
     /// at the join.
+    #[inline]
     pub(super) fn advance(&mut self, to: Target) {
         if let (Some(f), Some(i)) = (&mut self.frontier, self.branch) {
             f.cursors[i] = match to {

@@ -23,16 +23,20 @@ impl Emitter {
     }
 
     /// Whether anyone listens.
+    #[inline]
     pub(super) fn is_on(&self) -> bool {
         self.tx.is_some()
     }
 
     /// The channel, for the parts of a run that send events of their own (a node's
     /// kind, a client).
+    #[inline]
     pub(super) fn sender(&self) -> &Option<UnboundedSender<Event>> {
         &self.tx
     }
 
+    // Inlined, so that with nobody listening the event's closure is never even made.
+    #[inline(always)]
     pub(super) fn emit(&self, make: impl FnOnce() -> Event) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(make());

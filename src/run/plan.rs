@@ -1,6 +1,7 @@
 //! A start or a resume, in two halves: [`Runner::prepare`] makes every check the run
 //! makes and decides what it will do ([`Plan`]), writing nothing; then
-//! [`Runner::execute`] goes on from there. A server checks an input or an answer
+//! [`Runner::begin`] writes its first records and [`Runner::execute`] goes on from
+//! there. A server checks an input or an answer
 //! before it accepts the request (a refused one leaves the thread as it was), and runs
 //! it later.
 
@@ -317,8 +318,37 @@ impl Runner {
         })
     }
 
-    /// Goes on as `plan` decided.
-    pub(super) async fn execute(&self, plan: Plan) -> Result<Outcome, RunError> {
+    /// Goes on from where [`Runner::begin`] left the run: the loop, after a subgraph's
+    /// child takes its answer when it has one.
+    pub(super) async fn execute(&self, begun: Begun) -> Result<Outcome, RunError> {
+        match begun {
+            Begun::Drive(live, next) => self.drive(live, next).await,
+            Begun::Child {
+                mut live,
+                node: id,
+                payload,
+            } => {
+                let node = self.graph.node(id);
+                let start = self.events.is_on().then(Instant::now);
+                let Body::Graph(g) = &node.body else {
+                    unreachable!("a child resumption is made for a graph node")
+                };
+                let thread = live.thread.clone();
+                let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
+                let flow = self.complete(&mut live, id, step, start)?;
+                match go_on(live, flow) {
+                    Begun::Drive(live, next) => self.drive(live, next).await,
+                    Begun::Ended(outcome) => Ok(outcome),
+                    Begun::Child { .. } => unreachable!("a step goes on or ends"),
+                }
+            }
+            Begun::Ended(outcome) => Ok(outcome),
+        }
+    }
+
+    /// Carries `plan` out up to where the loop takes over: its first records and
+    /// events. Apart from the loop, so that the loop's future does not hold the plan.
+    pub(super) fn begin(&self, plan: Plan) -> Result<Begun, RunError> {
         let started = |live: &Live| {
             self.events.emit(|| Event::RunStarted {
                 thread: live.thread.clone(),
@@ -327,7 +357,7 @@ impl Runner {
                 resumed: true,
             })
         };
-        match plan {
+        Ok(match plan {
             Plan::Start { mut live, writes } => {
                 let entry = Target::Node(self.graph.entry);
                 self.recorder.record(
@@ -341,7 +371,7 @@ impl Runner {
                     run: live.run,
                     resumed: false,
                 });
-                self.drive(live, entry).await
+                Begun::Drive(live, entry)
             }
             Plan::Continue {
                 mut live,
@@ -358,7 +388,7 @@ impl Runner {
                         live.past_breakpoint = Some(id);
                     }
                 }
-                self.drive(live, next).await
+                Begun::Drive(live, next)
             }
             Plan::TimedOut { mut live, node, to } => {
                 let node = self.graph.node(node);
@@ -369,27 +399,23 @@ impl Runner {
                 });
                 self.take_edge(&mut live, node, to, Vec::new(), "timeout")?;
                 live.branch = None;
-                self.drive(live, to).await
+                Begun::Drive(live, to)
             }
             Plan::Child {
-                mut live,
-                node: id,
+                live,
+                node,
                 payload,
             } => {
-                let node = self.graph.node(id);
                 started(&live);
                 self.events.emit(|| Event::Resumed {
-                    node: node.name.clone(),
+                    node: self.graph.node(node).name.clone(),
                     timed_out: false,
                 });
-                let start = self.events.is_on().then(Instant::now);
-                let Body::Graph(g) = &node.body else {
-                    unreachable!("a child resumption is made for a graph node")
-                };
-                let thread = live.thread.clone();
-                let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
-                let flow = self.complete(&mut live, id, step, start)?;
-                self.go_on(live, flow).await
+                Begun::Child {
+                    live,
+                    node,
+                    payload,
+                }
             }
             Plan::Answered {
                 mut live,
@@ -406,22 +432,35 @@ impl Runner {
                 });
                 let flow = self.commit(&mut live, node, applied, next, None, start, false)?;
                 live.branch = None;
-                self.go_on(live, flow).await
+                go_on(live, flow)
             }
-        }
+        })
     }
+}
 
-    /// Goes on after the step a resume completed: along its edge, into its branches
-    /// (their join next), or back with how the run ended or paused again.
-    async fn go_on(&self, live: Live, flow: Flow) -> Result<Outcome, RunError> {
-        match flow {
-            Flow::Next(t) => self.drive(live, t).await,
-            Flow::Return(o) => Ok(o),
-            Flow::Fork => {
-                let join = live.frontier.as_ref().map(|f| f.join);
-                self.drive(live, join.map_or(Target::End, Target::Node))
-                    .await
-            }
+/// Where a plan leaves the run once its first records are written.
+pub(super) enum Begun {
+    /// The loop goes on from this node.
+    Drive(Live, Target),
+    /// A subgraph's child takes the answer first.
+    Child {
+        live: Live,
+        node: NodeId,
+        payload: Json,
+    },
+    /// The step a resume completed ended or paused the run.
+    Ended(Outcome),
+}
+
+/// Goes on after the step a resume completed: along its edge, into its branches
+/// (their join next), or back with how the run ended or paused again.
+fn go_on(live: Live, flow: Flow) -> Begun {
+    match flow {
+        Flow::Next(t) => Begun::Drive(live, t),
+        Flow::Return(o) => Begun::Ended(o),
+        Flow::Fork => {
+            let join = live.frontier.as_ref().map(|f| f.join);
+            Begun::Drive(live, join.map_or(Target::End, Target::Node))
         }
     }
 }

@@ -16,13 +16,15 @@ use std::time::Instant;
 const SNAPSHOT_EVERY: u64 = 1024;
 
 /// What one checkpoint record says besides where the thread stands: the node that
-/// wrote it, where the run goes on, what it wrote, and how the thread stands.
+/// wrote it, where the run goes on, what it wrote, and how the thread stands. Small, so
+/// that making one per step costs nothing (a pause's `Pending` is boxed already, as
+/// the record keeps it).
 pub(super) struct Entry<'a> {
     pub(super) node: Option<&'a Node>,
     pub(super) next: Option<Target>,
     pub(super) writes: Vec<Write>,
     pub(super) status: Status,
-    pub(super) pending: Option<Pending>,
+    pub(super) pending: Option<Box<Pending>>,
     pub(super) outcome: Option<String>,
 }
 
@@ -47,8 +49,12 @@ impl<'a> Entry<'a> {
     /// A run stopped at a node boundary, to go on at `next`.
     pub(super) fn stopped(next: Option<Target>, writes: Vec<Write>) -> Self {
         Entry {
+            node: None,
+            next,
+            writes,
             status: Status::Stopped,
-            ..Entry::running(None, next, writes)
+            pending: None,
+            outcome: None,
         }
     }
 
@@ -60,27 +66,36 @@ impl<'a> Entry<'a> {
         outcome: Option<String>,
     ) -> Self {
         Entry {
+            node: Some(node),
+            next,
+            writes,
             status: Status::Failed,
+            pending: None,
             outcome,
-            ..Entry::running(Some(node), next, writes)
         }
     }
 
     /// A run that ended, after `node` (none: at END or a limit).
     pub(super) fn finished(node: Option<&'a Node>, writes: Vec<Write>, outcome: String) -> Self {
         Entry {
+            node,
+            next: None,
+            writes,
             status: Status::Finished,
+            pending: None,
             outcome: Some(outcome),
-            ..Entry::running(node, None, writes)
         }
     }
 
     /// A run paused at `node`, waiting for `pending`; a resume goes on at `next`.
     pub(super) fn interrupted(node: &'a Node, next: Target, pending: Pending) -> Self {
         Entry {
+            node: Some(node),
+            next: Some(next),
+            writes: Vec::new(),
             status: Status::Interrupted,
-            pending: Some(pending),
-            ..Entry::running(Some(node), Some(next), Vec::new())
+            pending: Some(Box::new(pending)),
+            outcome: None,
         }
     }
 }
@@ -164,7 +179,7 @@ impl Recorder {
             },
             writes,
             status,
-            pending: pending.map(Box::new),
+            pending,
             outcome,
             graph: self.threads.graph_path().clone(),
             graph_hash: self.threads.graph_hash().clone(),

@@ -162,8 +162,8 @@ impl Runner {
     pub async fn run(&self, thread: &str, go: Go) -> Result<Outcome, RunError> {
         let claim = self.recorder.threads.store().claim(thread)?;
         self.recorder.begin();
-        let outcome = match self.prepare(thread, go) {
-            Ok(plan) => self.execute(plan).await,
+        let outcome = match self.prepare(thread, go).and_then(|plan| self.begin(plan)) {
+            Ok(begun) => self.execute(begun).await,
             Err(e) => Err(e),
         };
         if self.shutdown_tools {
@@ -181,19 +181,24 @@ impl Runner {
         self.prepare(thread, go).map(drop)
     }
 
-    /// [`Runner::run`] with [`Go::Start`].
-    pub async fn start(&self, thread: &str, input: serde_json::Value) -> Result<Outcome, RunError> {
-        self.run(thread, Go::Start(input)).await
+    /// [`Runner::run`] with [`Go::Start`]. (The future is `run`'s own, not one that
+    /// wraps it: a run's future is copied when it is spawned or pinned.)
+    pub fn start<'a>(
+        &'a self,
+        thread: &'a str,
+        input: serde_json::Value,
+    ) -> impl Future<Output = Result<Outcome, RunError>> + Send + 'a {
+        self.run(thread, Go::Start(input))
     }
 
     /// [`Runner::run`] with [`Go::Resume`].
-    pub async fn resume(
-        &self,
-        thread: &str,
+    pub fn resume<'a>(
+        &'a self,
+        thread: &'a str,
         payload: Option<serde_json::Value>,
         force: bool,
-    ) -> Result<Outcome, RunError> {
-        self.run(thread, Go::Resume { payload, force }).await
+    ) -> impl Future<Output = Result<Outcome, RunError>> + Send + 'a {
+        self.run(thread, Go::Resume { payload, force })
     }
 
     /// Which limit, if any, the run has reached.

@@ -41,19 +41,23 @@ impl Threads {
         }
     }
 
+    #[inline]
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph
     }
 
+    #[inline]
     pub(super) fn store(&self) -> &Arc<dyn Checkpointer> {
         &self.store
     }
 
     /// The graph file as records name it (absolute) and its hash.
+    #[inline]
     pub(super) fn graph_path(&self) -> &Arc<str> {
         &self.path
     }
 
+    #[inline]
     pub(super) fn graph_hash(&self) -> &Arc<str> {
         &self.hash
     }
