@@ -58,9 +58,9 @@ impl Cluster {
 impl Cluster {
     /// [`Host::create_run`] when runs are shared: what is in flight on the thread is
     /// read from the store, the run is saved as pending for any process to claim, and
-    /// the handle returned follows it. Its course is decided (and its input checked)
-    /// here when the thread is idle, and again by whichever process claims it: the
-    /// thread may have moved while the run waited in the store.
+    /// the handle returned follows it. Its input or answer is checked here when the
+    /// thread is idle; whichever process claims it decides its course then (the
+    /// thread may have moved while the run waited in the store).
     pub(super) fn create_run(
         &self,
         host: &Host,

@@ -1,6 +1,8 @@
 //! A run's [`Course`]: the graph version it uses and what it does on its thread
-//! ([`Go`]), decided once per run: when it is created on an idle thread (its input or
-//! answer checked then, and a refusal changes nothing), else when its turn comes.
+//! ([`Go`]). A run created on an idle thread has it decided then (its input or answer
+//! checked, and a refusal changes nothing), and its drive takes it as long as nothing
+//! changed since (the thread's latest checkpoint, the graphs served); any other run's
+//! is decided when its turn comes.
 
 use super::request::RunRequest;
 use super::{Host, HostError};
@@ -17,6 +19,9 @@ pub(super) struct Course {
     /// The thread's latest checkpoint when it was decided: the course holds while the
     /// thread still stands there (nothing wrote to it since).
     pub(super) at: Option<u64>,
+    /// The served graphs' generation, read before the graph was looked up: the course
+    /// holds while no graph was loaded, changed or removed since.
+    pub(super) generation: u64,
 }
 
 impl Host {

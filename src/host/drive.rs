@@ -224,11 +224,12 @@ impl Host {
     pub(super) async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, HostError> {
         let store = &self.inner.store;
         let latest = store.latest(&run.thread)?;
-        // Decided when the run was created, while the thread still stands there; else
-        // now (its graph) and once its update is written (what it does).
-        let course = lock(&run.course)
-            .take()
-            .filter(|c| c.at == latest.as_ref().map(|l| l.seq));
+        // Decided when the run was created, while the thread still stands there and the
+        // graphs served are as they were; else now (its graph) and once its update is
+        // written (what it does).
+        let course = lock(&run.course).take().filter(|c| {
+            c.at == latest.as_ref().map(|l| l.seq) && c.generation == self.inner.graphs.generation()
+        });
         let graph = match &course {
             Some(c) => c.graph.clone(),
             None => self.graph_of_run(&run.assistant, &run.thread, latest.as_ref())?,
@@ -276,13 +277,15 @@ impl Host {
             {
                 runner.threads().update(&run.thread, update, None)?;
             }
-            let go = match course {
-                Some(c) => c.go,
-                None if run.resumes() => Go::resume(None),
-                None => {
-                    let latest = store.latest(&run.thread)?;
-                    decide(&run.request, latest.as_ref(), &run.thread)
-                        .map_err(|e| RunError::Input(e.to_string()))?
+            let go = if run.resumes() {
+                Go::resume(None)
+            } else {
+                let latest = store.latest(&run.thread)?;
+                match course {
+                    // Nothing wrote to the thread since it was decided.
+                    Some(c) if c.at == latest.as_ref().map(|l| l.seq) => c.go,
+                    _ => decide(&run.request, latest.as_ref(), &run.thread)
+                        .map_err(|e| RunError::Input(e.to_string()))?,
                 }
             };
             runner.run(&run.thread, go).await

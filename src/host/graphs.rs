@@ -86,6 +86,9 @@ struct State {
     /// Per graph file: the digest of its files when last read, the files it read,
     /// and the id it serves under.
     files: HashMap<PathBuf, FileState>,
+    /// Counts the changes to what is served: a run's course decided at one count
+    /// holds while it is the same.
+    generation: u64,
 }
 
 struct FileState {
@@ -111,6 +114,7 @@ impl Graphs {
                 by_id: BTreeMap::new(),
                 versions: HashMap::new(),
                 files: HashMap::new(),
+                generation: 0,
             })),
             notices: Arc::new(Mutex::new(None)),
         };
@@ -130,6 +134,11 @@ impl Graphs {
         if let Some(tx) = &*lock(&self.notices) {
             let _ = tx.send(n);
         }
+    }
+
+    /// How many times what is served has changed: equal counts, the same graphs.
+    pub(crate) fn generation(&self) -> u64 {
+        lock(&self.inner).generation
     }
 
     /// Every served graph, by id.
@@ -199,6 +208,7 @@ impl Graphs {
         for path in gone {
             changed += 1;
             let mut s = lock(&self.inner);
+            s.generation += 1;
             if let Some(f) = s.files.remove(&path) {
                 if s.by_id.get(&f.id).is_some_and(|g| g.path == path) {
                     s.by_id.remove(&f.id);
@@ -264,6 +274,7 @@ impl Graphs {
             }
         };
         let mut s = lock(&self.inner);
+        s.generation += 1;
         // The id: the name the file gives, else the one it served under, else its stem.
         let id = named
             .or_else(|| s.files.get(path).map(|f| f.id.clone()))

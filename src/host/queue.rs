@@ -33,8 +33,6 @@ impl ThreadQueue {
 /// A run let into a thread's queue.
 pub(super) struct Admitted {
     pub(super) run: Arc<RunHandle>,
-    /// No run was in flight on the thread: this one is next.
-    pub(super) first: bool,
     /// The thread had no worker: the caller starts one.
     pub(super) spawn_worker: bool,
 }
@@ -43,16 +41,17 @@ impl RunQueue {
     /// Lets a run into `thread`'s queue, behind the runs in flight as `strategy` says:
     /// refused beside them (`reject`), after them (`enqueue`), or after asking them to
     /// stop (`interrupt`, `rollback`: `cancel_waiting` ends each waiting one, which
-    /// never starts). `make` builds and saves the run; all of it happens under the
-    /// queue's lock, so runs are queued in the order they were saved, and a run that
-    /// could not be saved leaves the queue as it was.
+    /// never starts). `make` builds and saves the run, told whether it is first (no
+    /// run in flight on the thread); all of it happens under the queue's lock, so runs
+    /// are queued in the order they were saved, and a run that could not be saved is
+    /// not queued (the runs the strategy stopped stay stopped).
     pub(super) fn admit(
         &self,
         thread: &str,
         strategy: Multitask,
         refused: impl FnOnce(&mut dyn Iterator<Item = &str>) -> HostError,
         cancel_waiting: impl Fn(&Arc<RunHandle>),
-        make: impl FnOnce() -> Result<Arc<RunHandle>, HostError>,
+        make: impl FnOnce(bool) -> Result<Arc<RunHandle>, HostError>,
     ) -> Result<Admitted, HostError> {
         let mut queues = lock(&self.queues);
         let queue = queues.entry(thread.to_string()).or_default();
@@ -82,7 +81,7 @@ impl RunQueue {
                 }
             }
         }
-        let run = match make() {
+        let run = match make(first) {
             Ok(run) => run,
             Err(e) => {
                 if !queue.worker && !queue.busy() {
@@ -93,11 +92,7 @@ impl RunQueue {
         };
         queue.waiting.push_back(run.clone());
         let spawn_worker = !std::mem::replace(&mut queue.worker, true);
-        Ok(Admitted {
-            run,
-            first,
-            spawn_worker,
-        })
+        Ok(Admitted { run, spawn_worker })
     }
 
     /// Queues a run again (one a previous process left in flight); whether the thread

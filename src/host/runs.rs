@@ -36,6 +36,9 @@ impl Host {
         create_thread: bool,
     ) -> Result<Arc<RunHandle>, HostError> {
         self.closing()?;
+        // Read before the graph is looked up: a reload after it makes the course
+        // decided here stale (see `Course`).
+        let generation = self.inner.graphs.generation();
         let graph = self.current_graph(assistant)?;
         request.temporary = thread.is_none();
         let thread_id = thread.map_or_else(new_id, str::to_string);
@@ -64,10 +67,12 @@ impl Host {
                 graph,
                 go,
                 at: latest.as_ref().map(|l| l.seq),
+                generation,
             })
         } else {
             None
         };
+        let mut course = course;
         let admitted = self.inner.queue.admit(
             &thread_id,
             request.multitask_strategy,
@@ -76,7 +81,7 @@ impl Host {
                 let end = self.end_unstarted(waiting);
                 self.close_run(waiting, end);
             },
-            || {
+            |first| {
                 // Read again under the lock: a metadata patch since the first read
                 // stands.
                 let thread_record = self.thread_record(&thread_id, assistant)?;
@@ -87,14 +92,15 @@ impl Host {
                 store
                     .put_thread(&thread_record)
                     .and_then(|()| store.put_run(&run.record()))?;
+                // A course decided before another run got in ahead is stale: its turn
+                // decides. Set before the run is queued, so its worker finds it.
+                if first {
+                    *lock(&run.course) = course.take();
+                }
                 Ok(run)
             },
         )?;
         let run = admitted.run;
-        // A course decided before another run got in ahead is stale: its turn decides.
-        if admitted.first {
-            *lock(&run.course) = course;
-        }
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
         if admitted.spawn_worker {
             self.spawn_worker(thread_id);

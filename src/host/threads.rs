@@ -297,6 +297,12 @@ impl Host {
         self.thread(&new)
     }
 
+    /// A thread's latest checkpoint, none before its first run (or for no thread): where
+    /// it stands, read without its state.
+    pub(crate) fn latest(&self, id: &str) -> Result<Option<Checkpoint>, HostError> {
+        Ok(self.inner.store.latest(id)?)
+    }
+
     /// The state at the latest checkpoint, or at checkpoint `seq`; none for a thread
     /// with no checkpoints.
     pub(crate) fn state(&self, id: &str, seq: Option<u64>) -> Result<Option<StateView>, HostError> {

@@ -1,7 +1,8 @@
 //! Where a run stands as the runner drives it: the thread's cursor ([`Live`]), what a
 //! node's work came to ([`Work`]), where the loop goes next ([`Flow`], [`Routed`]) and,
-//! inside parallel branches, where each branch is ([`Frontier`]). Plain data: every
-//! other file of the interpreter reads and moves it, and it imports none of them.
+//! inside parallel branches, where each branch is ([`Frontier`]). Plain data: the
+//! loop and what acts on a step (runner, step, apply, recorder, plan, parallel) read
+//! and move it; it imports only the data it holds (the state, a kind's step, `run`).
 
 use super::kinds::Step;
 use super::outcome::Outcome;

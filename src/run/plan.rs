@@ -331,7 +331,7 @@ impl Runner {
                 let node = self.graph.node(id);
                 let start = self.events.is_on().then(Instant::now);
                 let Body::Graph(g) = &node.body else {
-                    unreachable!("a child resumption is made for a graph node")
+                    unreachable!("a child plan is made for a graph node")
                 };
                 let thread = live.thread.clone();
                 let step = self.resume_subgraph(g, &thread, &node.name, payload).await;

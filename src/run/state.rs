@@ -84,7 +84,7 @@ impl State {
         s
     }
 
-    /// The state a pruned thread's base record holds (see `Runner::prune`).
+    /// The state a pruned thread's base record holds (see `Threads::prune`).
     pub(crate) fn from_base(graph: &Graph, record: &crate::store::Checkpoint) -> Self {
         let values = record
             .writes

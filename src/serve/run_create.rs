@@ -84,13 +84,14 @@ pub(super) struct NewRun {
 }
 
 impl RunCreate {
-    /// Checks the body for a run on a thread standing at `latest` (`stateless`: a
-    /// thread of its own), of `graph` (the current version of the assistant named,
-    /// whose message fields take LangChain's messages).
+    /// Checks the body for a run on a thread (`stateless`: a thread of its own) that
+    /// stands at what `latest` reads (only once the options are known to be right), of
+    /// `graph` (the current version of the assistant named, whose message fields take
+    /// LangChain's messages).
     pub(super) fn check(
         self,
         stateless: bool,
-        latest: Option<&Checkpoint>,
+        latest: impl FnOnce() -> Option<Checkpoint>,
         graph: Option<&Graph>,
     ) -> ApiResult<NewRun> {
         let assistant = self
@@ -137,6 +138,8 @@ impl RunCreate {
                 "a resume needs a thread: POST /threads/{thread_id}/runs",
             ));
         }
+        let latest = latest();
+        let latest = latest.as_ref();
         let at = self
             .checkpoint_id
             .or(self.checkpoint.and_then(|c| c.checkpoint_id));

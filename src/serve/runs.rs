@@ -44,15 +44,14 @@ struct Created {
 /// Creates the run `body` asks for on `thread` (none: a stateless run), once the body
 /// passed every check against the thread as it stands and the graph it names.
 fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
-    let latest = thread
-        .and_then(|t| s.host.thread(t).ok())
-        .and_then(|v| v.latest);
+    // Where the thread stands, without its state (which a run request never needs).
+    let latest = || thread.and_then(|t| s.host.latest(t).ok().flatten());
     let graph = body
         .assistant_id
         .as_deref()
         .and_then(|a| s.host.graphs().get(a))
         .and_then(|g| g.current);
-    let new = body.check(thread.is_none(), latest.as_ref(), graph.as_deref())?;
+    let new = body.check(thread.is_none(), latest, graph.as_deref())?;
     let run = s.host.create_run(
         &new.assistant,
         thread,

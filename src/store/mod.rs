@@ -109,7 +109,7 @@ pub enum Source {
     Loop,
     /// A person's write to the state between runs (`Threads::update`).
     Update,
-    /// The first record of a pruned thread (`Runner::prune`): its writes are the
+    /// The first record of a pruned thread (`Threads::prune`): its writes are the
     /// whole state at that record, which replaces the state rather than going through
     /// the reducers. The records before it are gone.
     Base,

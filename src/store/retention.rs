@@ -1,6 +1,6 @@
 //! Keeping a store's size bounded: threads that ended long ago are deleted (a
 //! server's `--thread-ttl`, `switchyard prune --ended-before`); a long thread's history
-//! is pruned to its latest checkpoint by `Runner::prune`.
+//! is pruned to its latest checkpoint by `Threads::prune`.
 
 use super::{Checkpointer, Status, StoreError};
 

@@ -393,6 +393,69 @@ async fn runs_past_the_cap_wait_for_a_slot() {
     assert_eq!(done["status"], "success");
 }
 
+/// A run created on an idle thread is checked, and what it will do decided, when it is
+/// created; one that then waits for a slot while its graph is edited runs the version
+/// served when its turn comes, as one decided at its turn would.
+#[tokio::test]
+async fn a_run_waiting_for_a_slot_runs_the_graph_served_when_its_turn_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ask.toml");
+    write_whole(&file, ASK.replace("VERSION", "one")).unwrap();
+    std::fs::copy(
+        "tests/fixtures/serve/spin.toml",
+        dir.path().join("spin.toml"),
+    )
+    .unwrap();
+    let s = serve(&[dir.path().to_str().unwrap()])
+        .arg("--max-runs")
+        .arg("1")
+        .arg("--watch")
+        .arg("50ms")
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "a" })).await;
+    h.post("/threads", json!({ "thread_id": "b" })).await;
+    let run_id = |r: Json| r["run_id"].as_str().unwrap().to_string();
+    let a = run_id(
+        h.post(
+            "/threads/a/runs",
+            json!({ "assistant_id": "spin", "input": {} }),
+        )
+        .await
+        .json(),
+    );
+    h.until(&format!("/threads/a/runs/{a}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    let b = run_id(
+        h.post(
+            "/threads/b/runs",
+            json!({ "assistant_id": "ask", "input": {} }),
+        )
+        .await
+        .json(),
+    );
+    write_whole(&file, ASK.replace("VERSION", "two")).unwrap();
+    h.until("/assistants/ask", |a| a["version"] == 2).await;
+    assert_eq!(
+        h.get(&format!("/threads/b/runs/{b}")).await.json()["status"],
+        "pending",
+        "no slot yet"
+    );
+    h.post(&format!("/threads/a/runs/{a}/cancel"), Json::Null)
+        .await;
+    h.until(&format!("/threads/b/runs/{b}"), |r| {
+        r["status"] == "interrupted"
+    })
+    .await;
+    assert_eq!(
+        h.get("/threads/b/state").await.json()["tasks"][0]["interrupts"][0]["value"],
+        json!({ "version": "two" })
+    );
+}
+
 #[tokio::test]
 async fn browsers_from_listed_origins_may_call_and_every_request_is_logged() {
     let s = serve(&["tests/fixtures/serve/three.toml"])
