@@ -532,6 +532,115 @@ fn ctrl_c_stops_at_a_node_boundary_and_resume_goes_on() {
     assert_eq!(out.stdout, COUNT_DONE);
 }
 
+/// A run that waits shows what it did before it waited: buffered lines go out 20 ms
+/// after the first of them, not only when the buffer fills or the run ends (here a
+/// model endpoint that takes the request and never answers).
+#[test]
+fn events_are_printed_while_the_run_waits() {
+    use std::io::{BufRead, BufReader};
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let connection = silent.accept().map(|(c, _)| c);
+        std::thread::sleep(Duration::from_secs(30));
+        drop(connection);
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "run",
+            "tests/fixtures/llm/plan.toml",
+            "--store",
+            "none",
+            "--json",
+            "--input",
+            r#"{"goal": "wait"}"#,
+        ])
+        .env("OPENAI_BASE_URL", url)
+        .env("OPENAI_API_KEY", "sk-test")
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let line = rx
+            .recv_timeout(Duration::from_secs(4))
+            .expect("the events before the model call are printed while it waits");
+        seen.push(json_of(&line)["event"].clone());
+    }
+    assert_eq!(seen, [json!("run_started"), json!("node_started")]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(held);
+}
+
+/// Lines are buffered, not held: a run that goes on for as long as it is let shows its
+/// first events while it runs, and every event it printed before a stop is out when
+/// the process ends.
+#[test]
+fn a_long_runs_events_are_printed_while_it_runs() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "run",
+            "tests/fixtures/serve/spin.toml",
+            "--store",
+            "none",
+            "--json",
+        ])
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().map(Result::unwrap);
+        tx.send(first.clone()).unwrap();
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        (first, rest)
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no event printed while the run goes on")
+        .expect("a line");
+    assert_eq!(json_of(&first)["event"], json!("run_started"));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(5));
+    let (_, rest) = reader.join().unwrap();
+    let last = json_of(rest.last().expect("more lines"));
+    assert_eq!(last["event"], json!("run_finished"));
+    assert_eq!(last["status"], json!("stopped"));
+    // Every line is whole and in order: steps count up without a gap.
+    let steps: Vec<u64> = rest
+        .iter()
+        .map(|l| json_of(l))
+        .filter(|e| e["event"] == "node_started")
+        .map(|e| e["step"].as_u64().unwrap())
+        .collect();
+    assert!(steps.len() > 1, "{} steps", steps.len());
+    assert!(steps.windows(2).all(|w| w[1] == w[0] + 1));
+}
+
 #[test]
 fn max_steps_overrides_the_graph_for_one_run() {
     let out = switchyard(&[
