@@ -532,31 +532,16 @@ fn ctrl_c_stops_at_a_node_boundary_and_resume_goes_on() {
     assert_eq!(out.stdout, COUNT_DONE);
 }
 
-/// A run that waits shows what it did before it waited: buffered lines go out 20 ms
-/// after the first of them, not only when the buffer fills or the run ends (here a
-/// model endpoint that takes the request and never answers).
-#[test]
-fn events_are_printed_while_the_run_waits() {
+/// `switchyard ARGS` in a child whose standard output comes line by line through the
+/// receiver, as it is written.
+fn lines_of(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", silent.local_addr().unwrap());
-    let held = std::thread::spawn(move || {
-        let connection = silent.accept().map(|(c, _)| c);
-        std::thread::sleep(Duration::from_secs(30));
-        drop(connection);
-    });
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args([
-            "run",
-            "tests/fixtures/llm/plan.toml",
-            "--store",
-            "none",
-            "--json",
-            "--input",
-            r#"{"goal": "wait"}"#,
-        ])
-        .env("OPENAI_BASE_URL", url)
-        .env("OPENAI_API_KEY", "sk-test")
+        .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -573,9 +558,36 @@ fn events_are_printed_while_the_run_waits() {
             }
         }
     });
+    (child, rx)
+}
+
+/// A run that waits shows what it did before it waited: buffered lines go out 20 ms
+/// after the first of them, not only when the buffer fills or the run ends (here a
+/// model endpoint that takes the request and never answers).
+#[test]
+fn events_are_printed_while_the_run_waits() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let connection = silent.accept().map(|(c, _)| c);
+        std::thread::sleep(Duration::from_secs(30));
+        drop(connection);
+    });
+    let (mut child, lines) = lines_of(
+        &[
+            "run",
+            "tests/fixtures/llm/plan.toml",
+            "--store",
+            "none",
+            "--json",
+            "--input",
+            r#"{"goal": "wait"}"#,
+        ],
+        &[("OPENAI_BASE_URL", &url), ("OPENAI_API_KEY", "sk-test")],
+    );
     let mut seen = Vec::new();
     while seen.len() < 2 {
-        let line = rx
+        let line = lines
             .recv_timeout(Duration::from_secs(4))
             .expect("the events before the model call are printed while it waits");
         seen.push(json_of(&line)["event"].clone());
@@ -591,34 +603,19 @@ fn events_are_printed_while_the_run_waits() {
 /// the process ends.
 #[test]
 fn a_long_runs_events_are_printed_while_it_runs() {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args([
+    let (mut child, lines) = lines_of(
+        &[
             "run",
             "tests/fixtures/serve/spin.toml",
             "--store",
             "none",
             "--json",
-        ])
-        .current_dir(root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().map(Result::unwrap);
-        tx.send(first.clone()).unwrap();
-        let rest: Vec<String> = lines.map(Result::unwrap).collect();
-        (first, rest)
-    });
-    let first = rx
+        ],
+        &[],
+    );
+    let first = lines
         .recv_timeout(Duration::from_secs(10))
-        .expect("no event printed while the run goes on")
-        .expect("a line");
+        .expect("no event printed while the run goes on");
     assert_eq!(json_of(&first)["event"], json!("run_started"));
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -626,14 +623,13 @@ fn a_long_runs_events_are_printed_while_it_runs() {
         .unwrap();
     assert!(status.success());
     assert_eq!(child.wait().unwrap().code(), Some(5));
-    let (_, rest) = reader.join().unwrap();
-    let last = json_of(rest.last().expect("more lines"));
+    let rest: Vec<Json> = lines.iter().map(|l| json_of(&l)).collect();
+    let last = rest.last().expect("more lines");
     assert_eq!(last["event"], json!("run_finished"));
     assert_eq!(last["status"], json!("stopped"));
     // Every line is whole and in order: steps count up without a gap.
     let steps: Vec<u64> = rest
         .iter()
-        .map(|l| json_of(l))
         .filter(|e| e["event"] == "node_started")
         .map(|e| e["step"].as_u64().unwrap())
         .collect();

@@ -343,14 +343,9 @@ async fn stop_and_restart(start: Start, store: &str) -> tempfile::TempDir {
     dir
 }
 
-#[tokio::test]
-async fn runs_past_the_cap_wait_for_a_slot() {
-    let s = serve(&["tests/fixtures/serve"])
-        .arg("--max-runs")
-        .arg("1")
-        .start()
-        .await;
-    let h = s.http();
+/// Threads `a` and `b`, and a `spin` run on `a` that holds a server's one slot (run
+/// with `--max-runs 1`) until cancelled: its id.
+async fn spin_in_the_one_slot(h: &super::server::Http) -> String {
     h.post("/threads", json!({ "thread_id": "a" })).await;
     h.post("/threads", json!({ "thread_id": "b" })).await;
     let a = h
@@ -367,6 +362,18 @@ async fn runs_past_the_cap_wait_for_a_slot() {
         r["status"] == "running"
     })
     .await;
+    a
+}
+
+#[tokio::test]
+async fn runs_past_the_cap_wait_for_a_slot() {
+    let s = serve(&["tests/fixtures/serve"])
+        .arg("--max-runs")
+        .arg("1")
+        .start()
+        .await;
+    let h = s.http();
+    let a = spin_in_the_one_slot(&h).await;
     let b = h
         .post(
             "/threads/b/runs",
@@ -414,21 +421,8 @@ async fn a_run_waiting_for_a_slot_runs_the_graph_served_when_its_turn_comes() {
         .start()
         .await;
     let h = s.http();
-    h.post("/threads", json!({ "thread_id": "a" })).await;
-    h.post("/threads", json!({ "thread_id": "b" })).await;
     let run_id = |r: Json| r["run_id"].as_str().unwrap().to_string();
-    let a = run_id(
-        h.post(
-            "/threads/a/runs",
-            json!({ "assistant_id": "spin", "input": {} }),
-        )
-        .await
-        .json(),
-    );
-    h.until(&format!("/threads/a/runs/{a}"), |r| {
-        r["status"] == "running"
-    })
-    .await;
+    let a = spin_in_the_one_slot(&h).await;
     let b = run_id(
         h.post(
             "/threads/b/runs",
