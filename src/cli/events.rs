@@ -7,6 +7,7 @@
 //! 64 KiB, or 20 ms after its first line, whichever comes first: a person watching
 //! sees each line within 20 ms, a fast run makes one write for many lines.
 
+use super::now_ms;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +32,8 @@ struct Envelope {
 }
 
 impl Envelope {
-    /// Appends `e` as one NDJSON line to `out`: `v`, `ts` (Unix milliseconds when it
-    /// was written out), `thread` and `run` first, then the event's own fields, each
+    /// Appends `e` as one NDJSON line to `out`: `v`, `ts` (Unix milliseconds when the
+    /// line was made), `thread` and `run` first, then the event's own fields, each
     /// once. Nothing is appended for an event that cannot be written as JSON.
     fn line(&mut self, e: &Event, out: &mut Vec<u8>) {
         if let Event::RunStarted { thread, run, .. } = e {
@@ -161,12 +162,6 @@ impl Printer {
         };
         self.buffer.clear();
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// One line for people (without its line end), written into `out`.

@@ -95,6 +95,13 @@ pub(crate) fn mcp_client(root: &Path) -> McpClient {
     )
 }
 
+/// The wall clock in Unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The async runtime of a command: one thread is enough for one run.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()

@@ -6,7 +6,7 @@ use super::events::Printer;
 use super::exit;
 use super::flags::{SqliteFlags, TraceArgs, cli_default_store};
 use super::store::StoreArg;
-use super::{read_json_arg, shell_quote};
+use super::{now_ms, read_json_arg, shell_quote};
 use anyhow::Context;
 use serde_json::Value as Json;
 use std::io::{IsTerminal, Write};
@@ -458,12 +458,6 @@ fn default_store_path() -> PathBuf {
         Ok(StoreArg::Sqlite(p, _)) => p,
         _ => PathBuf::new(),
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Ctrl-C or SIGTERM asks the run to stop at the next node boundary (its MCP servers

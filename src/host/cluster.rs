@@ -10,8 +10,9 @@
 
 use super::course::decide;
 use super::handle::{RunEnd, RunHandle};
+use super::queue::refused_busy;
 use super::request::{CancelAction, Multitask, RunRequest};
-use super::runs::{Recovery, refused_busy};
+use super::runs::Recovery;
 use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
 use crate::run::Event;
 use crate::store::{RunRecord, RunStatus};
@@ -86,7 +87,7 @@ impl Cluster {
                 Multitask::Reject => {
                     return Err(refused_busy(
                         &thread_id,
-                        &mut in_flight.iter().map(|r| r.id.as_str()),
+                        in_flight.iter().map(|r| r.id.as_str()),
                     ));
                 }
                 Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
@@ -118,10 +119,7 @@ impl Cluster {
             Ok(Ok(())) => {}
             Ok(Err(busy)) => {
                 lock(&host.inner.runs).remove(&run.id);
-                return Err(refused_busy(
-                    &thread_id,
-                    &mut busy.iter().map(String::as_str),
-                ));
+                return Err(refused_busy(&thread_id, busy.iter().map(String::as_str)));
             }
             Err(e) => {
                 lock(&host.inner.runs).remove(&run.id);

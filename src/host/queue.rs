@@ -39,7 +39,7 @@ pub(super) struct Admitted {
 
 impl RunQueue {
     /// Lets a run into `thread`'s queue, behind the runs in flight as `strategy` says:
-    /// refused beside them (`reject`), after them (`enqueue`), or after asking them to
+    /// refused beside them (`reject`: [`refused_busy`]), after them (`enqueue`), or after asking them to
     /// stop (`interrupt`, `rollback`: `cancel_waiting` ends each waiting one, which
     /// never starts). `make` builds and saves the run, told whether it is first (no
     /// run in flight on the thread); all of it happens under the queue's lock, so runs
@@ -49,7 +49,6 @@ impl RunQueue {
         &self,
         thread: &str,
         strategy: Multitask,
-        refused: impl FnOnce(&mut dyn Iterator<Item = &str>) -> HostError,
         cancel_waiting: impl Fn(&Arc<RunHandle>),
         make: impl FnOnce(bool) -> Result<Arc<RunHandle>, HostError>,
     ) -> Result<Admitted, HostError> {
@@ -59,12 +58,8 @@ impl RunQueue {
         if !first {
             match strategy {
                 Multitask::Reject => {
-                    let mut ids = queue
-                        .running
-                        .iter()
-                        .chain(&queue.waiting)
-                        .map(|r| r.id.as_str());
-                    return Err(refused(&mut ids));
+                    let ids = queue.running.iter().chain(&queue.waiting);
+                    return Err(refused_busy(thread, ids.map(|r| r.id.as_str())));
                 }
                 Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
                     // Enqueue asks nothing of them; interrupt and rollback stop them.
@@ -173,4 +168,13 @@ impl RunQueue {
             .filter_map(|q| q.running.clone())
             .collect()
     }
+}
+
+/// The refusal of a run on a thread with runs in flight (`multitask_strategy` reject).
+pub(super) fn refused_busy<'a>(thread: &str, runs: impl Iterator<Item = &'a str>) -> HostError {
+    let ids: Vec<String> = runs.map(|id| format!("`{id}`")).collect();
+    HostError::Conflict(format!(
+        "thread `{thread}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
+        ids.join(", ")
+    ))
 }

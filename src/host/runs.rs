@@ -58,7 +58,7 @@ impl Host {
         // Decided and checked now when the run would start now (a refusal changes
         // nothing); behind other runs, or after an update, the state it will find is
         // not known yet.
-        let course = if self.inner.queue.in_flight(&thread_id).is_empty()
+        let mut course = if self.inner.queue.in_flight(&thread_id).is_empty()
             && request.command.as_ref().is_none_or(|c| c.update.is_none())
         {
             let go = decide(&request, latest.as_ref(), &thread_id)?;
@@ -72,11 +72,9 @@ impl Host {
         } else {
             None
         };
-        let mut course = course;
         let admitted = self.inner.queue.admit(
             &thread_id,
             request.multitask_strategy,
-            |ids| refused_busy(&thread_id, ids),
             |waiting| {
                 let end = self.end_unstarted(waiting);
                 self.close_run(waiting, end);
@@ -335,13 +333,4 @@ impl Host {
             how,
         })
     }
-}
-
-/// The refusal of a run on a thread with runs in flight (`multitask_strategy` reject).
-pub(super) fn refused_busy(thread: &str, runs: &mut dyn Iterator<Item = &str>) -> HostError {
-    let ids: Vec<String> = runs.map(|id| format!("`{id}`")).collect();
-    HostError::Conflict(format!(
-        "thread `{thread}` is already running a task (run {}); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)",
-        ids.join(", ")
-    ))
 }

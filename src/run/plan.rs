@@ -320,29 +320,27 @@ impl Runner {
 
     /// Goes on from where [`Runner::begin`] left the run: the loop, after a subgraph's
     /// child takes its answer when it has one.
-    pub(super) async fn execute(&self, begun: Begun) -> Result<Outcome, RunError> {
-        match begun {
-            Begun::Drive(live, next) => self.drive(live, next).await,
-            Begun::Child {
-                mut live,
-                node: id,
-                payload,
-            } => {
-                let node = self.graph.node(id);
-                let start = self.events.is_on().then(Instant::now);
-                let Body::Graph(g) = &node.body else {
-                    unreachable!("a child plan is made for a graph node")
-                };
-                let thread = live.thread.clone();
-                let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
-                let flow = self.complete(&mut live, id, step, start)?;
-                match go_on(live, flow) {
-                    Begun::Drive(live, next) => self.drive(live, next).await,
-                    Begun::Ended(outcome) => Ok(outcome),
-                    Begun::Child { .. } => unreachable!("a step goes on or ends"),
+    pub(super) async fn execute(&self, mut begun: Begun) -> Result<Outcome, RunError> {
+        loop {
+            begun = match begun {
+                Begun::Drive(live, next) => return self.drive(live, next).await,
+                Begun::Ended(outcome) => return Ok(outcome),
+                Begun::Child {
+                    mut live,
+                    node: id,
+                    payload,
+                } => {
+                    let node = self.graph.node(id);
+                    let start = self.events.is_on().then(Instant::now);
+                    let Body::Graph(g) = &node.body else {
+                        unreachable!("a child plan is made for a graph node")
+                    };
+                    let thread = live.thread.clone();
+                    let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
+                    let flow = self.complete(&mut live, id, step, start)?;
+                    go_on(live, flow)
                 }
-            }
-            Begun::Ended(outcome) => Ok(outcome),
+            };
         }
     }
 
