@@ -120,7 +120,14 @@ enum Mode {
 struct Part {
     mode: Mode,
     event: &'static str,
-    data: Json,
+    data: Data,
+}
+
+/// A part's data: a JSON value, or JSON text already written (a `values` part, put
+/// together from each field's text).
+enum Data {
+    Json(Json),
+    Text(Vec<u8>),
 }
 
 /// Parts being collected for a reader's modes.
@@ -131,10 +138,14 @@ struct Parts {
 
 impl Parts {
     fn push(&mut self, mode: Mode, event: &'static str, data: impl FnOnce() -> Json) {
+        self.push_data(mode, event, || Data::Json(data()));
+    }
+
+    fn push_data(&mut self, mode: Mode, event: &'static str, data: impl FnOnce() -> Data) {
         let data = if self.modes.wants(mode) {
             data()
         } else {
-            Json::Null
+            Data::Json(Json::Null)
         };
         self.parts.push(Part { mode, event, data });
     }
@@ -151,6 +162,10 @@ struct Translator {
     /// The state after the last checkpoint: the run's first checkpoint carries it
     /// whole, the others their writes, applied here through the reducers.
     state: Option<State>,
+    /// Each field's value as JSON text (as clients see it), kept until a checkpoint
+    /// writes the field: a `values` part joins them, so a field that did not change
+    /// (a 2 KB page between two looks) is not copied and serialised again.
+    field_text: Vec<Option<Vec<u8>>>,
     /// The reader's modes: only their parts are built.
     modes: Modes,
     /// The step of the node running now, and whether its reply streamed.
@@ -270,9 +285,23 @@ impl Translator {
         }
         if let Some(graph) = &self.graph {
             match (values, &mut self.state) {
-                (Some(v), _) => self.state = Some(State::from_values(graph, v)),
+                (Some(v), _) => {
+                    self.state = Some(State::from_values(graph, v));
+                    self.field_text.clear();
+                }
                 (None, Some(st)) => {
                     let _ = st.apply(graph, record);
+                    if record.source == crate::store::Source::Base {
+                        self.field_text.clear();
+                    }
+                    for w in &record.writes {
+                        if let Some(text) = graph
+                            .field_id(&w.field)
+                            .and_then(|id| self.field_text.get_mut(id.0 as usize))
+                        {
+                            *text = None;
+                        }
+                    }
                 }
                 (None, None) => {}
             }
@@ -335,12 +364,18 @@ impl Translator {
         {
             out.push(Mode::Updates, "updates", || json!({ &**node: writes() }));
         }
-        // The state, once, for the modes that show it.
-        let values = (self.modes.values || self.modes.debug || self.modes.checkpoints)
-            .then(|| self.values_json(record));
-        out.push(Mode::Values, "values", || {
-            values.clone().unwrap_or_default()
-        });
+        // The state, once, for the modes that show it in a JSON value; `values` alone
+        // writes it from its fields' texts.
+        let values = (self.modes.debug || self.modes.checkpoints).then(|| self.values_json(record));
+        if self.modes.values {
+            let text = match &values {
+                Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+                None => self.values_text(record),
+            };
+            out.push_data(Mode::Values, "values", || Data::Text(text));
+        } else {
+            out.push(Mode::Values, "values", || Json::Null);
+        }
         if let Some(node) = &record.node {
             let id = self.task_id();
             let result =
@@ -387,6 +422,52 @@ impl Translator {
         }
     }
 
+    /// [`Self::values_json`] as text, byte for byte what serialising it gives, written
+    /// from each field's kept text.
+    fn values_text(&mut self, record: &Checkpoint) -> Vec<u8> {
+        let pending = wire::interrupts_of(record);
+        let mut out = Vec::with_capacity(256);
+        out.push(b'{');
+        if let (Some(st), Some(g)) = (&self.state, &self.graph) {
+            self.field_text.resize(g.fields.len(), None);
+            for (i, ((f, v), text)) in g
+                .fields
+                .iter()
+                .zip(st.values.iter())
+                .zip(self.field_text.iter_mut())
+                .enumerate()
+            {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut out, &*f.name);
+                out.push(b':');
+                let text = text.get_or_insert_with(|| {
+                    let v: &Json = v;
+                    let mut t = Vec::new();
+                    let _ = match (f.ty.base(), v) {
+                        (FieldType::Messages, Json::Array(items)) => serde_json::to_writer(
+                            &mut t,
+                            &items.iter().map(wire::Typed).collect::<Vec<_>>(),
+                        ),
+                        _ => serde_json::to_writer(&mut t, v),
+                    };
+                    t
+                });
+                out.extend_from_slice(text);
+            }
+        }
+        if !pending.is_empty() {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"__interrupt__\":");
+            let _ = serde_json::to_writer(&mut out, &pending);
+        }
+        out.push(b'}');
+        out
+    }
+
     /// The state after a checkpoint, as clients see it, with the pending interrupt.
     fn values_json(&self, record: &Checkpoint) -> Json {
         let mut v = match (&self.state, &self.graph) {
@@ -407,6 +488,7 @@ impl Translator {
             host: host.clone(),
             graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
             state: None,
+            field_text: Vec::new(),
             modes,
             step: 0,
             node: None,
@@ -429,22 +511,20 @@ pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
         }
         _ => {}
     }
+    // The state is followed through the log with no part built, and shown once, after
+    // the last checkpoint: building the values of every checkpoint to keep the last
+    // cost a copy of the whole state per step.
     let (entries, _) = run.log.read_from(0);
-    let values_only = Modes {
-        values: true,
-        ..Modes::default()
-    };
-    let mut translator = Translator::new(host, run, values_only);
+    let mut translator = Translator::new(host, run, Modes::default());
     let mut last = None;
     for entry in &entries {
-        for part in translator.parts(entry) {
-            if part.mode == Mode::Values {
-                last = Some(part.data);
-            }
+        translator.parts(entry);
+        if let Event::Saved { record, .. } = &entry.event {
+            last = Some(record);
         }
     }
     match last {
-        Some(values) => values,
+        Some(record) => translator.values_json(record),
         None => host
             .thread(&run.thread)
             .ok()
@@ -584,7 +664,10 @@ impl Follow {
                         continue;
                     }
                     let id = format!("{}-{k}.{}", entry.index, self.epoch);
-                    let data = serde_json::to_vec(&part.data).unwrap_or_default();
+                    let data = match part.data {
+                        Data::Json(v) => serde_json::to_vec(&v).unwrap_or_default(),
+                        Data::Text(text) => text,
+                    };
                     self.queue.push_back(frame(part.event, &data, Some(&id)));
                 }
             }

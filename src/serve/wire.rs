@@ -148,16 +148,47 @@ pub(crate) fn values(mut v: Json, graph: Option<&Graph>) -> Json {
     v
 }
 
+/// A message as [`values`] shows it, serialised without being copied: with the
+/// `type` LangChain reads after its own keys when it has a `role` and no `type`.
+pub(crate) struct Typed<'a>(pub(crate) &'a Json);
+
+impl serde::Serialize for Typed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Json::Object(o) = self.0 else {
+            return self.0.serialize(s);
+        };
+        let Some(t) = (!o.contains_key("type"))
+            .then(|| o.get("role").and_then(Json::as_str))
+            .flatten()
+            .map(type_of)
+        else {
+            return self.0.serialize(s);
+        };
+        let mut map = s.serialize_map(Some(o.len() + 1))?;
+        for (k, v) in o {
+            map.serialize_entry(k, v)?;
+        }
+        map.serialize_entry("type", t)?;
+        map.end()
+    }
+}
+
+/// LangChain's message type for a `role`.
+fn type_of(role: &str) -> &str {
+    match role {
+        "user" => "human",
+        "assistant" => "ai",
+        other => other,
+    }
+}
+
 fn add_type(m: &mut Json) {
     if let Json::Object(o) = m
         && !o.contains_key("type")
         && let Some(role) = o.get("role").and_then(Json::as_str)
     {
-        let t = match role {
-            "user" => "human",
-            "assistant" => "ai",
-            other => other,
-        };
+        let t = type_of(role).to_string();
         o.insert("type".into(), json!(t));
     }
 }
