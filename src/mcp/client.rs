@@ -259,7 +259,7 @@ impl McpClient {
         {
             schema.check_result(&server.name, structured)?;
         }
-        let (content, is_error) = reply_value(&server.name, &result, &self.blobs)?;
+        let (content, is_error) = reply_value(&server.name, result, &self.blobs)?;
         Ok(ToolReply { content, is_error })
     }
 }

@@ -16,15 +16,20 @@ use serde_json::{Map, Value as Json, json};
 /// The state value of a result, and whether the tool reported an error (`isError`).
 pub(crate) fn reply_value(
     server: &str,
-    result: &Json,
+    mut result: Json,
     blobs: &BlobStore,
 ) -> Result<(Json, bool), McpError> {
     let is_error = result
         .get("isError")
         .and_then(Json::as_bool)
         .unwrap_or(false);
-    if !is_error && let Some(structured) = result.get("structuredContent") {
-        return Ok((unblob(server, structured, blobs)?, false));
+    if !is_error
+        && let Some(mut structured) = result
+            .as_object_mut()
+            .and_then(|o| o.remove("structuredContent"))
+    {
+        unblob(server, &mut structured, blobs)?;
+        return Ok((structured, false));
     }
     let parts = match result.get("content") {
         Some(Json::Array(parts)) => parts.as_slice(),
@@ -106,8 +111,8 @@ fn part_value(server: &str, part: &Json, blobs: &BlobStore) -> Result<Json, McpE
 /// structuredContent with every binary MCP content object inside it (an image or audio
 /// part, an embedded blob resource; some servers mirror their content there) replaced
 /// by its blob reference, so no bytes reach the state.
-fn unblob(server: &str, v: &Json, blobs: &BlobStore) -> Result<Json, McpError> {
-    Ok(match v {
+fn unblob(server: &str, v: &mut Json, blobs: &BlobStore) -> Result<(), McpError> {
+    match v {
         Json::Object(o) => {
             let kind = o.get("type").and_then(Json::as_str);
             let binary_part = matches!(kind, Some("image" | "audio"))
@@ -116,23 +121,21 @@ fn unblob(server: &str, v: &Json, blobs: &BlobStore) -> Result<Json, McpError> {
                 && o.get("resource")
                     .is_some_and(|r| r.get("blob").is_some_and(Json::is_string));
             if binary_part || blob_resource {
-                part_value(server, v, blobs)?
+                *v = part_value(server, v, blobs)?;
             } else {
-                Json::Object(
-                    o.iter()
-                        .map(|(k, v)| Ok((k.clone(), unblob(server, v, blobs)?)))
-                        .collect::<Result<_, McpError>>()?,
-                )
+                for value in o.values_mut() {
+                    unblob(server, value, blobs)?;
+                }
             }
         }
-        Json::Array(items) => Json::Array(
-            items
-                .iter()
-                .map(|i| unblob(server, i, blobs))
-                .collect::<Result<_, _>>()?,
-        ),
-        other => other.clone(),
-    })
+        Json::Array(items) => {
+            for item in items {
+                unblob(server, item, blobs)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Text that is JSON becomes that JSON; other text stays a string.
@@ -192,7 +195,7 @@ mod tests {
     fn structured_content_wins_over_text() {
         let r = json!({ "content": [{ "type": "text", "text": "{\"a\":1}" }], "structuredContent": { "b": 2 } });
         assert_eq!(
-            reply_value("s", &r, &store()).unwrap(),
+            reply_value("s", r.clone(), &store()).unwrap(),
             (json!({ "b": 2 }), false)
         );
     }
@@ -202,7 +205,7 @@ mod tests {
         let r = json!({ "structuredContent": { "content": [{ "type": "image", "data": "aGk=", "mimeType": "image/png" }], "n": 1 } });
         let hash = "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4";
         assert_eq!(
-            reply_value("s", &r, &store()).unwrap().0,
+            reply_value("s", r.clone(), &store()).unwrap().0,
             json!({ "content": [{ "blob": format!("sha256:{hash}"), "mime_type": "image/png", "bytes": 2 }], "n": 1 })
         );
     }
@@ -210,12 +213,18 @@ mod tests {
     #[test]
     fn text_is_json_when_it_parses_and_a_string_when_not() {
         let r = json!({ "content": [{ "type": "text", "text": " [1, 2] " }] });
-        assert_eq!(reply_value("s", &r, &store()).unwrap().0, json!([1, 2]));
+        assert_eq!(
+            reply_value("s", r.clone(), &store()).unwrap().0,
+            json!([1, 2])
+        );
         let r = json!({ "content": [{ "type": "text", "text": "Echo: hi" }] });
-        assert_eq!(reply_value("s", &r, &store()).unwrap().0, json!("Echo: hi"));
+        assert_eq!(
+            reply_value("s", r.clone(), &store()).unwrap().0,
+            json!("Echo: hi")
+        );
         let r = json!({ "content": [{ "type": "text", "text": "{not json" }] });
         assert_eq!(
-            reply_value("s", &r, &store()).unwrap().0,
+            reply_value("s", r.clone(), &store()).unwrap().0,
             json!("{not json")
         );
     }
@@ -223,9 +232,12 @@ mod tests {
     #[test]
     fn several_parts_make_a_list_and_none_make_null() {
         let r = json!({ "content": [{ "type": "text", "text": "a" }, { "type": "text", "text": "2" }] });
-        assert_eq!(reply_value("s", &r, &store()).unwrap().0, json!(["a", 2]));
         assert_eq!(
-            reply_value("s", &json!({ "content": [] }), &store())
+            reply_value("s", r.clone(), &store()).unwrap().0,
+            json!(["a", 2])
+        );
+        assert_eq!(
+            reply_value("s", json!({ "content": [] }), &store())
                 .unwrap()
                 .0,
             Json::Null
@@ -235,12 +247,14 @@ mod tests {
     #[test]
     fn bad_base64_and_bad_content_are_clear_errors() {
         let r = json!({ "content": [{ "type": "image", "data": "!!!", "mimeType": "image/png" }] });
-        let e = reply_value("s", &r, &store()).unwrap_err().to_string();
+        let e = reply_value("s", r.clone(), &store())
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("server `s` sent a reply Switchyard cannot use: the data of an image part is not base64"),
             "{e}"
         );
-        let e = reply_value("s", &json!({ "content": 3 }), &store()).unwrap_err();
+        let e = reply_value("s", json!({ "content": 3 }), &store()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "server `s` sent a reply Switchyard cannot use: `content` is not a list but a number"
@@ -251,7 +265,7 @@ mod tests {
     fn is_error_keeps_the_text() {
         let r = json!({ "content": [{ "type": "text", "text": "boom" }], "isError": true });
         assert_eq!(
-            reply_value("s", &r, &store()).unwrap(),
+            reply_value("s", r.clone(), &store()).unwrap(),
             (json!("boom"), true)
         );
     }

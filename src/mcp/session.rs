@@ -393,10 +393,18 @@ impl Session {
                 asked,
             });
         }
-        serde_json::to_value(&result).map_err(|e| McpError::BadReply {
+        // The structured content is moved into the value, not copied through the
+        // serializer with the rest: a page snapshot is most of a browser's reply.
+        let mut result = result;
+        let structured = result.structured_content.take();
+        let mut value = serde_json::to_value(&result).map_err(|e| McpError::BadReply {
             server: self.server.clone(),
             message: e.to_string(),
-        })
+        })?;
+        if let (Some(structured), Json::Object(o)) = (structured, &mut value) {
+            o.insert("structuredContent".into(), structured);
+        }
+        Ok(value)
     }
 
     /// Ends the session: closes the connection; a child gets its stdin closed, then
