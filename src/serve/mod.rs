@@ -12,11 +12,14 @@ mod assistants;
 mod auth;
 mod body;
 mod error;
+mod field_text;
 mod meta;
+mod modes;
 mod run_create;
 mod runs;
 mod stream;
 mod threads;
+mod translate;
 mod ui;
 mod wire;
 

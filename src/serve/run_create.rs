@@ -3,7 +3,8 @@
 //! the field and changes nothing.
 
 use super::error::{ApiError, ApiResult};
-use super::stream::{self, Modes};
+use super::modes::Modes;
+use super::stream;
 use super::threads::CheckpointRef;
 use super::wire;
 use crate::graph::Graph;

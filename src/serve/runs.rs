@@ -5,8 +5,9 @@
 use super::AppState;
 use super::body::Body;
 use super::error::{ApiError, ApiResult};
+use super::modes::Modes;
 use super::run_create::RunCreate;
-use super::stream::{self, Modes};
+use super::stream;
 use super::wire;
 use crate::host::{CancelAction, RunHandle, RunRequest};
 use crate::store::RunStatus;

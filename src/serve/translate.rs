@@ -1,0 +1,451 @@
+//! [`Translator`]: what one reader of a run's log knows of the run so far (the node
+//! being run, whether it streamed its reply, the state after the last checkpoint),
+//! and the parts of the stream modes each log event makes.
+
+use super::field_text::FieldText;
+use super::modes::{Mode, Modes};
+use super::wire;
+use crate::graph::Graph;
+use crate::host::{Host, LogEntry, RunHandle};
+use crate::run::{Event, State};
+use crate::spec::FieldType;
+use crate::store::{Checkpoint, Status};
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+
+/// The parts one log event makes, for every mode (the data of a mode the reader did
+/// not ask for is left out: `Json::Null`).
+pub(super) struct Part {
+    pub(super) mode: Mode,
+    pub(super) event: &'static str,
+    pub(super) data: Data,
+}
+
+/// A part's data: a JSON value, or JSON text already written (a `values` part, put
+/// together from each field's text).
+pub(super) enum Data {
+    Json(Json),
+    Text(Vec<u8>),
+}
+
+/// Parts being collected for a reader's modes.
+struct Parts {
+    modes: Modes,
+    parts: Vec<Part>,
+}
+
+impl Parts {
+    fn push(&mut self, mode: Mode, event: &'static str, data: impl FnOnce() -> Json) {
+        self.push_data(mode, event, || Data::Json(data()));
+    }
+
+    fn push_data(&mut self, mode: Mode, event: &'static str, data: impl FnOnce() -> Data) {
+        let data = if self.modes.wants(mode) {
+            data()
+        } else {
+            Data::Json(Json::Null)
+        };
+        self.parts.push(Part { mode, event, data });
+    }
+}
+
+/// An `updates` part, `{ node: { field: value } }`, serialised from the record's
+/// writes without copying them; a field written twice shows its last value in the
+/// place of its first, as a map collected from the writes does.
+struct Updates<'a>(&'a str, &'a [crate::store::Write]);
+
+impl serde::Serialize for Updates<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Writes<'a>(&'a [crate::store::Write]);
+        impl serde::Serialize for Writes<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let w = self.0;
+                let mut map = s.serialize_map(None)?;
+                for (i, first) in w.iter().enumerate() {
+                    if w[..i].iter().any(|e| e.field == first.field) {
+                        continue;
+                    }
+                    let last = w[i..].iter().rfind(|e| e.field == first.field);
+                    map.serialize_entry(&*first.field, &*last.unwrap_or(first).value)?;
+                }
+                map.end()
+            }
+        }
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(self.0, &Writes(self.1))?;
+        map.end()
+    }
+}
+
+/// What a reader knows of the run so far.
+pub(super) struct Translator {
+    run_id: String,
+    thread: String,
+    /// The graph version the run uses (from its first checkpoint), for the fields'
+    /// types and reducers.
+    host: Host,
+    graph: Option<Arc<Graph>>,
+    /// The state after the last checkpoint: the run's first checkpoint carries it
+    /// whole, the others their writes, applied here through the reducers.
+    state: Option<State>,
+    /// Each field's value as JSON text (as clients see it), kept until a checkpoint
+    /// writes the field: a `values` part joins them, so a field that did not change
+    /// (a 2 KB page between two looks) is not copied and serialised again.
+    field_text: Vec<Option<FieldText>>,
+    /// The reader's modes: only their parts are built.
+    modes: Modes,
+    /// The step of the node running now, and whether its reply streamed.
+    step: u64,
+    node: Option<Arc<str>>,
+    streamed: bool,
+}
+
+impl Translator {
+    fn message_id(&self) -> String {
+        format!("run-{}-{}", self.run_id, self.step)
+    }
+
+    fn meta(&self) -> Json {
+        json!({
+            "tags": [],
+            "thread_id": self.thread,
+            "run_id": self.run_id,
+            "langgraph_node": self.node.as_deref(),
+            "langgraph_step": self.step,
+            "langgraph_checkpoint_ns": "",
+            "checkpoint_ns": "",
+        })
+    }
+
+    /// The parts one log event makes. Every mode's parts are counted (their ids do not
+    /// depend on the reader's modes), and only the reader's are built.
+    pub(super) fn parts(&mut self, entry: &Arc<LogEntry>) -> Vec<Part> {
+        let mut out = Parts {
+            modes: self.modes,
+            parts: Vec::new(),
+        };
+        match &entry.event {
+            Event::Saved { record, values } => {
+                self.saved(entry, record, values.as_deref(), &mut out)
+            }
+            e => {
+                match e {
+                    Event::NodeStarted { node, step } => {
+                        self.step = *step;
+                        self.node = Some(node.clone());
+                        self.streamed = false;
+                        let id = self.task_id();
+                        out.push(Mode::Tasks, "tasks", || {
+                            json!({ "id": id, "name": &**node, "input": null, "triggers": [], "interrupts": [] })
+                        });
+                        out.push(Mode::Debug, "debug", || {
+                            json!({
+                                "type": "task",
+                                "timestamp": wire::time(entry.at_ms),
+                                "step": step,
+                                "payload": { "id": id, "name": &**node, "input": null, "triggers": [] },
+                            })
+                        });
+                    }
+                    Event::TextDelta { node, text } => {
+                        self.streamed = true;
+                        out.push(Mode::Messages, "messages", || {
+                            json!([
+                                {
+                                    "type": "AIMessageChunk",
+                                    "content": text,
+                                    "id": self.message_id(),
+                                    "name": &**node,
+                                    "tool_call_chunks": [],
+                                    "tool_calls": [],
+                                    "invalid_tool_calls": [],
+                                    "additional_kwargs": {},
+                                    "response_metadata": {},
+                                },
+                                self.meta(),
+                            ])
+                        });
+                    }
+                    Event::NodeFailed { node, message, .. } => {
+                        out.push(Mode::Tasks, "tasks", || {
+                            json!({ "id": self.task_id(), "name": &**node, "error": message, "interrupts": [] })
+                        })
+                    }
+                    _ => {}
+                }
+                out.push(Mode::Custom, "custom", || {
+                    serde_json::to_value(e).unwrap_or_default()
+                });
+                out.push(Mode::Events, "events", || {
+                    let data = serde_json::to_value(e).unwrap_or_default();
+                    json!({
+                        "event": langchain_event(e),
+                        "name": data["event"],
+                        "run_id": self.run_id,
+                        "tags": [],
+                        "metadata": self.meta(),
+                        "parent_ids": [],
+                        "data": data,
+                    })
+                });
+            }
+        }
+        out.parts
+    }
+
+    fn task_id(&self) -> String {
+        format!("{}:{}", self.run_id, self.step)
+    }
+
+    fn saved(
+        &mut self,
+        entry: &Arc<LogEntry>,
+        record: &Arc<Checkpoint>,
+        values: Option<&Json>,
+        out: &mut Parts,
+    ) {
+        if self.state.is_none()
+            && let Some(g) = self.host.graphs().version(&record.graph_hash)
+        {
+            self.graph = Some(g);
+        }
+        if let Some(graph) = &self.graph {
+            match (values, &mut self.state) {
+                (Some(v), _) => {
+                    self.state = Some(State::from_values(graph, v));
+                    self.field_text.clear();
+                }
+                (None, Some(st)) => {
+                    let _ = st.apply(graph, record);
+                    if record.source == crate::store::Source::Base {
+                        self.field_text.clear();
+                    }
+                    for w in &record.writes {
+                        let Some(id) = graph.field_id(&w.field) else {
+                            continue;
+                        };
+                        if let Some(kept) = self.field_text.get_mut(id.0 as usize) {
+                            *kept = FieldText::after_write(
+                                kept.take(),
+                                graph.field(id),
+                                &w.value,
+                                st.get(id),
+                            );
+                        }
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        // Every pending interrupt: a pause inside parallel branches may list several.
+        let interrupts = wire::interrupts_of(record);
+        let writes = || -> serde_json::Map<String, Json> {
+            record
+                .writes
+                .iter()
+                .map(|w| (w.field.to_string(), (*w.value).clone()))
+                .collect()
+        };
+        // Messages a node wrote, each once, unless its reply was streamed as chunks.
+        if let (Some(graph), Some(_)) = (&self.graph, &record.node) {
+            for w in &record.writes {
+                let is_messages = graph
+                    .field_id(&w.field)
+                    .is_some_and(|id| matches!(graph.field(id).ty.base(), FieldType::Messages));
+                if !is_messages {
+                    continue;
+                }
+                let items: Vec<&Json> = match &*w.value {
+                    Json::Array(items) => items.iter().collect(),
+                    other => vec![other],
+                };
+                for (i, m) in items.into_iter().enumerate() {
+                    if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
+                        continue;
+                    }
+                    out.push(Mode::Messages, "messages", || {
+                        let mut m = m.clone();
+                        if let Json::Object(o) = &mut m {
+                            o.entry("id").or_insert_with(|| {
+                                json!(format!("{}-{}-{i}", self.message_id(), w.field))
+                            });
+                            if !o.contains_key("type") {
+                                let t = match o.get("role").and_then(Json::as_str) {
+                                    Some("user") => "human",
+                                    Some("assistant") | None => "ai",
+                                    Some(other) => other,
+                                }
+                                .to_string();
+                                o.insert("type".into(), json!(t));
+                            }
+                        }
+                        json!([m, self.meta()])
+                    });
+                }
+            }
+        }
+        if !interrupts.is_empty() {
+            out.push(
+                Mode::Updates,
+                "updates",
+                || json!({ "__interrupt__": interrupts }),
+            );
+        } else if let Some(node) = &record.node
+            && !record.writes.is_empty()
+        {
+            out.push_data(Mode::Updates, "updates", || {
+                Data::Text(serde_json::to_vec(&Updates(node, &record.writes)).unwrap_or_default())
+            });
+        }
+        // The state, once, for the modes that show it in a JSON value; `values` alone
+        // writes it from its fields' texts.
+        let values = (self.modes.debug || self.modes.checkpoints).then(|| self.values_json(record));
+        if self.modes.values {
+            let text = match &values {
+                Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+                None => self.values_text(record),
+            };
+            out.push_data(Mode::Values, "values", || Data::Text(text));
+        } else {
+            out.push(Mode::Values, "values", || Json::Null);
+        }
+        if let Some(node) = &record.node {
+            let id = self.task_id();
+            let result =
+                || -> Vec<Json> { writes().into_iter().map(|(k, v)| json!([k, v])).collect() };
+            out.push(Mode::Tasks, "tasks", || {
+                json!({
+                    "id": id,
+                    "name": &**node,
+                    "error": null,
+                    "result": result(),
+                    "interrupts": interrupts,
+                })
+            });
+            out.push(Mode::Debug, "debug", || {
+                json!({
+                    "type": "task_result",
+                    "timestamp": wire::time(entry.at_ms),
+                    "step": record.step,
+                    "payload": { "id": id, "name": &**node, "error": null, "result": result(), "interrupts": interrupts },
+                })
+            });
+        }
+        let checkpoint = || {
+            json!({
+                "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
+                "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
+                "values": values.clone().unwrap_or_default(),
+                "metadata": wire::metadata(record),
+                "next": wire::next(record),
+                "tasks": wire::tasks(record),
+            })
+        };
+        out.push(Mode::Debug, "debug", || {
+            json!({
+                "type": "checkpoint",
+                "timestamp": wire::time(record.at_ms),
+                "step": record.step,
+                "payload": checkpoint(),
+            })
+        });
+        out.push(Mode::Checkpoints, "checkpoints", checkpoint);
+        if record.status != Status::Running {
+            self.node = None;
+        }
+    }
+
+    /// [`Self::values_json`] as text, byte for byte what serialising it gives, written
+    /// from each field's kept text.
+    fn values_text(&mut self, record: &Checkpoint) -> Vec<u8> {
+        let pending = wire::interrupts_of(record);
+        let mut out = Vec::new();
+        if let (Some(st), Some(g)) = (&self.state, &self.graph) {
+            self.field_text.resize_with(g.fields.len(), || None);
+            for ((f, v), text) in g
+                .fields
+                .iter()
+                .zip(st.values.iter())
+                .zip(&mut self.field_text)
+            {
+                text.get_or_insert_with(|| FieldText::of(&f.ty, v));
+            }
+            // Made once at its size: a long conversation's state is grown into no copy.
+            let size: usize = g.fields.iter().map(|f| f.name.len() + 4).sum::<usize>()
+                + self
+                    .field_text
+                    .iter()
+                    .flatten()
+                    .map(|t| t.text.len())
+                    .sum::<usize>();
+            out.reserve(size + 2);
+            out.push(b'{');
+            for (i, (f, text)) in g
+                .fields
+                .iter()
+                .zip(self.field_text.iter().flatten())
+                .enumerate()
+            {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut out, &*f.name);
+                out.push(b':');
+                out.extend_from_slice(&text.text);
+            }
+        } else {
+            out.push(b'{');
+        }
+        if !pending.is_empty() {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"__interrupt__\":");
+            let _ = serde_json::to_writer(&mut out, &pending);
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The state after a checkpoint, as clients see it, with the pending interrupt.
+    pub(super) fn values_json(&self, record: &Checkpoint) -> Json {
+        let mut v = match (&self.state, &self.graph) {
+            (Some(st), Some(g)) => wire::values(st.to_json(g), Some(g)),
+            _ => json!({}),
+        };
+        let pending = wire::interrupts_of(record);
+        if let (false, Json::Object(o)) = (pending.is_empty(), &mut v) {
+            o.insert("__interrupt__".into(), json!(pending));
+        }
+        v
+    }
+
+    pub(super) fn new(host: &Host, run: &RunHandle, modes: Modes) -> Translator {
+        Translator {
+            run_id: run.id.clone(),
+            thread: run.thread.clone(),
+            host: host.clone(),
+            graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
+            state: None,
+            field_text: Vec::new(),
+            modes,
+            step: 0,
+            node: None,
+            streamed: false,
+        }
+    }
+}
+
+/// The LangChain `astream_events` name closest to an event.
+fn langchain_event(e: &Event) -> &'static str {
+    match e {
+        Event::NodeStarted { .. } | Event::RunStarted { .. } => "on_chain_start",
+        Event::NodeFinished { .. } | Event::RunFinished { .. } => "on_chain_end",
+        Event::TextDelta { .. } => "on_chat_model_stream",
+        Event::LlmInvocation { .. } => "on_chat_model_end",
+        Event::ToolCall { .. } => "on_tool_end",
+        _ => "on_custom_event",
+    }
+}
