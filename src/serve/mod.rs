@@ -17,6 +17,7 @@ mod meta;
 mod modes;
 mod run_create;
 mod runs;
+mod shared;
 mod stream;
 mod threads;
 mod translate;
@@ -83,6 +84,8 @@ pub enum ServeError {
 #[derive(Clone)]
 struct AppState {
     host: Host,
+    /// The frames of the runs being streamed, shared by their readers.
+    readers: Arc<shared::Readers>,
     api_key: Option<Arc<str>>,
     heartbeat: Duration,
 }
@@ -139,6 +142,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         })?;
     let state = AppState {
         host,
+        readers: Arc::default(),
         api_key: options.api_key.map(Arc::from),
         heartbeat: options.heartbeat,
     };

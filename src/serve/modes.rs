@@ -3,7 +3,7 @@
 use serde_json::Value as Json;
 
 /// The stream modes a reader asked for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Modes {
     pub(super) values: bool,
     pub(super) updates: bool,

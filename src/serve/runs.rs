@@ -112,6 +112,7 @@ fn sse(s: &AppState, c: Created, last_event_id: Option<&str>, stateless: bool) -
     let at = location(&c.run, stateless);
     let body = stream::body(
         &s.host,
+        &s.readers,
         c.run.clone(),
         c.modes,
         last_event_id,

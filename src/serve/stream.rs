@@ -13,8 +13,9 @@
 //! does, with an `error` event first if it failed.
 
 use super::modes::Modes;
+use super::shared::{Framed, Readers, Shared};
 use super::translate::{Data, Translator};
-use crate::host::{Host, RunHandle};
+use crate::host::{Host, LogEntry, RunHandle};
 use crate::run::Event;
 use crate::store::RunStatus;
 use axum::body::Bytes;
@@ -43,7 +44,7 @@ pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
     // the last checkpoint: building the values of every checkpoint to keep the last
     // cost a copy of the whole state per step.
     let (entries, _) = run.log.read_from(0);
-    let mut translator = Translator::new(host, run, Modes::default());
+    let mut translator = Translator::keeping_state(host, run);
     let mut last = None;
     for entry in &entries {
         translator.parts(entry);
@@ -126,6 +127,8 @@ struct Follow {
     ended: bool,
     heartbeat: Duration,
     guard: CancelOnDrop,
+    /// The frames this reader shares with the others following the run in its modes.
+    shared: Arc<Shared>,
 }
 
 impl Follow {
@@ -175,38 +178,64 @@ impl Follow {
             }
             for entry in entries {
                 self.next = entry.index + 1;
-                let parts = self.translator.parts(&entry);
-                for (k, part) in parts.into_iter().enumerate() {
+                // Another reader's frames of this event, or this reader's, made now and
+                // left for the others.
+                let framed = match self.shared.get(entry.index) {
+                    Some(framed) => {
+                        self.translator.follow(&entry);
+                        framed
+                    }
+                    None => {
+                        let framed = self.frames(&entry);
+                        self.shared.put(entry.index, &framed);
+                        framed
+                    }
+                };
+                for f in framed.iter() {
                     let skip = self
                         .resume
-                        .is_some_and(|(e, p)| entry.index < e || (entry.index == e && k <= p));
-                    if skip || !self.modes.wants(part.mode) {
-                        continue;
-                    }
-                    let id = format!("{}-{k}.{}", entry.index, self.epoch);
-                    let data = match part.data {
-                        Data::Json(v) => serde_json::to_vec(&v).unwrap_or_default(),
-                        Data::Text(text) => text,
-                    };
-                    if data.len() < BIG {
-                        self.queue.push_back(frame(part.event, &data, Some(&id)));
-                    } else {
-                        // Sent as it is, between its frame's head and tail, rather
-                        // than copied into one buffer with them.
-                        let head = format!("event: {}\ndata: ", part.event);
-                        self.queue.push_back(Bytes::from(head));
-                        self.queue.push_back(Bytes::from(data));
-                        self.queue.push_back(Bytes::from(format!("\nid: {id}\n\n")));
+                        .is_some_and(|(e, p)| entry.index < e || (entry.index == e && f.part <= p));
+                    if !skip {
+                        self.queue.extend(f.chunks.iter().cloned());
                     }
                 }
             }
         }
+    }
+
+    /// The frames of the reader's modes that a log event makes.
+    fn frames(&mut self, entry: &Arc<LogEntry>) -> Arc<[Framed]> {
+        let mut out = Vec::new();
+        for (k, part) in self.translator.parts(entry).into_iter().enumerate() {
+            if !self.modes.wants(part.mode) {
+                continue;
+            }
+            let id = format!("{}-{k}.{}", entry.index, self.epoch);
+            let data = match part.data {
+                Data::Json(v) => serde_json::to_vec(&v).unwrap_or_default(),
+                Data::Text(text) => text,
+            };
+            let chunks = if data.len() < BIG {
+                vec![frame(part.event, &data, Some(&id))]
+            } else {
+                // Sent as it is, between its frame's head and tail, rather than
+                // copied into one buffer with them.
+                vec![
+                    Bytes::from(format!("event: {}\ndata: ", part.event)),
+                    Bytes::from(data),
+                    Bytes::from(format!("\nid: {id}\n\n")),
+                ]
+            };
+            out.push(Framed { part: k, chunks });
+        }
+        out.into()
     }
 }
 
 /// The body of an event stream of `run` from just after `last_event_id`.
 pub(super) fn body(
     host: &Host,
+    readers: &Readers,
     run: Arc<RunHandle>,
     modes: Modes,
     last_event_id: Option<&str>,
@@ -216,6 +245,7 @@ pub(super) fn body(
     let epoch = host.epoch().to_string();
     let follow = Follow {
         translator: Translator::new(host, &run, modes),
+        shared: readers.join(&run.id, modes),
         modes,
         next: 0,
         resume: parse_last_event_id(last_event_id, &epoch),

@@ -96,6 +96,9 @@ pub(super) struct Translator {
     field_text: Vec<Option<FieldText>>,
     /// The reader's modes: only their parts are built.
     modes: Modes,
+    /// Whether the state is followed: only modes that show it need it (a reader of
+    /// `updates` alone does not apply every write to a copy of the state).
+    keeps_state: bool,
     /// The step of the node running now, and whether its reply streamed.
     step: u64,
     node: Option<Arc<str>>,
@@ -121,6 +124,13 @@ impl Translator {
 
     /// The parts one log event makes. Every mode's parts are counted (their ids do not
     /// depend on the reader's modes), and only the reader's are built.
+    /// Follows a log event without making its parts (another reader made them).
+    pub(super) fn follow(&mut self, entry: &Arc<LogEntry>) {
+        let modes = std::mem::take(&mut self.modes);
+        self.parts(entry);
+        self.modes = modes;
+    }
+
     pub(super) fn parts(&mut self, entry: &Arc<LogEntry>) -> Vec<Part> {
         let mut out = Parts {
             modes: self.modes,
@@ -211,7 +221,7 @@ impl Translator {
         {
             self.graph = Some(g);
         }
-        if let Some(graph) = &self.graph {
+        if let Some(graph) = self.graph.as_ref().filter(|_| self.keeps_state) {
             match (values, &mut self.state) {
                 (Some(v), _) => {
                     self.state = Some(State::from_values(graph, v));
@@ -422,6 +432,14 @@ impl Translator {
         v
     }
 
+    /// A translator that follows the state whatever the modes, to show it at the end.
+    pub(super) fn keeping_state(host: &Host, run: &RunHandle) -> Translator {
+        Translator {
+            keeps_state: true,
+            ..Translator::new(host, run, Modes::default())
+        }
+    }
+
     pub(super) fn new(host: &Host, run: &RunHandle, modes: Modes) -> Translator {
         Translator {
             run_id: run.id.clone(),
@@ -430,6 +448,7 @@ impl Translator {
             graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
             state: None,
             field_text: Vec::new(),
+            keeps_state: modes.values || modes.debug || modes.checkpoints,
             modes,
             step: 0,
             node: None,

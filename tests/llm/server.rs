@@ -202,6 +202,15 @@ async fn serve(
         });
         let answer = match script.lock().unwrap().pop_front() {
             Some(Answer::Reply(r)) => r.answer(&parsed),
+            // A reply that waits is sent the way the request asks, too.
+            Some(Answer::Slow(wait, a)) => match *a {
+                Answer::Reply(r) => Answer::Slow(wait, Box::new(r.answer(&parsed))),
+                a => Answer::Slow(wait, Box::new(a)),
+            },
+            Some(Answer::Held(gate, a)) => match *a {
+                Answer::Reply(r) => Answer::Held(gate, Box::new(r.answer(&parsed))),
+                a => Answer::Held(gate, Box::new(a)),
+            },
             Some(a) => a,
             None => Answer::Body {
                 status: 500,

@@ -372,6 +372,55 @@ async fn a_run_streams_its_modes_and_a_dropped_stream_picks_up_where_it_was() {
     insta::assert_snapshot!(t.text());
 }
 
+/// Readers following one run at once share the frames one of them made: each gets
+/// the stream it would have had alone, ids included, and a reader of other modes
+/// gets only its own.
+#[tokio::test]
+async fn readers_of_one_run_at_once_each_get_their_whole_stream() {
+    // The model answers after the three readers follow the run.
+    let llm = Llm::start(vec![Answer::Slow(
+        std::time::Duration::from_millis(500),
+        Box::new(Answer::Reply(Reply {
+            content: Some(json!({ "text": "Four, as always." }).to_string()),
+            tool_calls: Vec::new(),
+        })),
+    )])
+    .await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "s" })).await;
+    let run = h
+        .post(
+            "/threads/s/runs",
+            json!({ "assistant_id": "chat", "input": { "question": "2 + 2?" } }),
+        )
+        .await
+        .json();
+    let run = run["run_id"].as_str().expect("run_id").to_string();
+    let both =
+        format!("/threads/s/runs/{run}/stream?stream_mode=%5B%22values%22%2C%22updates%22%5D");
+    let updates = format!("/threads/s/runs/{run}/stream?stream_mode=%5B%22updates%22%5D");
+    let (a, b, c) = tokio::join!(h.get(&both), h.get(&both), h.get(&updates));
+    let (a, b, c) = (a.events(), b.events(), c.events());
+    let names = |e: &[(String, Json, Option<String>)]| -> Vec<String> {
+        e.iter().map(|(n, _, _)| n.clone()).collect()
+    };
+    assert_eq!(
+        names(&a),
+        [
+            "metadata", "values", "updates", "values", "updates", "values", "updates", "values"
+        ],
+    );
+    assert_eq!(a, b, "two readers in the same modes");
+    let a_updates: Vec<_> = a.iter().filter(|e| e.0 != "values").cloned().collect();
+    assert_eq!(a_updates.len(), 4);
+    assert_eq!(c, a_updates, "a reader of updates alone");
+    assert_eq!(
+        a.last().unwrap().1["draft"],
+        json!({ "text": "Four, as always." })
+    );
+}
+
 #[tokio::test]
 async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
     let s = serve(&["tests/fixtures/serve"]).start().await;
