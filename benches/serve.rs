@@ -20,11 +20,13 @@
 //!    spread over them, each running the 3-node graph again and again on a thread of
 //!    its own (`cargo bench --bench serve -- workers` runs this one alone).
 
+#[path = "shared/serve.rs"]
+mod serve;
+
 use serde_json::{Value as Json, json};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 
 struct Server {
     url: String,
@@ -33,31 +35,7 @@ struct Server {
 
 impl Server {
     async fn start(args: &[&str]) -> Server {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .arg("serve")
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .current_dir(root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("switchyard serve starts");
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the server says where");
-            if let Some(url) = line.strip_prefix("switchyard serve: listening on ") {
-                break url.to_string();
-            }
-        };
-        // Drain the access log, as a log collector would.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (url, child) = serve::start(args).await;
         Server { url, child }
     }
 

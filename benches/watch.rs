@@ -30,6 +30,11 @@ use switchyard::mcp::{BlobStore, McpClient};
 use switchyard::run::{Outcome, Runner};
 use switchyard::store::NoStore;
 
+#[path = "shared/page.rs"]
+mod page;
+#[path = "shared/serve.rs"]
+mod serve;
+
 const TRIES: usize = 3;
 
 fn main() {
@@ -135,9 +140,7 @@ struct Planner;
 #[async_trait::async_trait]
 impl LlmClient for Planner {
     async fn complete(&self, _: &LlmRequest, _: DeltaSink<'_>) -> Result<LlmReply, LlmError> {
-        Ok(reply_json(json!({
-            "id": "e42", "kind": "click", "target": "Opening hours link", "reason": "the page lists them"
-        })))
+        Ok(reply_json(page::plan()))
     }
 }
 
@@ -285,26 +288,14 @@ struct Server {
 
 impl Server {
     async fn start(bench: &Bench) -> Server {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .arg("serve")
-            .arg(&bench.graph)
-            .args(["--store", "memory", "--listen", "127.0.0.1:0", "--replay"])
-            .arg(&bench.recording)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("switchyard serve starts");
-        use tokio::io::AsyncBufReadExt;
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines.next_line().await.unwrap().expect("where it listens");
-            if let Some(url) = line.strip_prefix("switchyard serve: listening on ") {
-                break url.to_string();
-            }
-        };
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let (url, child) = serve::start([
+            bench.graph.as_os_str(),
+            "--store".as_ref(),
+            "memory".as_ref(),
+            "--replay".as_ref(),
+            bench.recording.as_os_str(),
+        ])
+        .await;
         let _ = rustls::crypto::ring::default_provider().install_default();
         Server {
             url,
@@ -375,21 +366,7 @@ impl Server {
 /// A browser for the bench: an MCP server on stdio that answers every snapshot with
 /// the same ~2 KB page of 16 elements and every action with "done".
 fn browser() {
-    let elements: Vec<Json> = (0..16)
-        .map(|i| {
-            json!({
-                "ref": format!("e{i}"),
-                "role": if i % 3 == 0 { "link" } else { "button" },
-                "name": format!("Element number {i} of the library page"),
-                "enabled": true,
-            })
-        })
-        .collect();
-    let page = json!({
-        "url": "https://library.example.org/visit",
-        "title": "Visit the City Library",
-        "elements": elements,
-    });
+    let page = page::observation();
     let action = json!({
         "type": "object",
         "properties": { "element": { "type": "string" }, "ref": { "type": "string" } },

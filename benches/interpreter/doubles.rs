@@ -14,29 +14,9 @@ use switchyard::store::SqliteOptions;
 use switchyard::store::{Checkpointer, SqliteStore};
 use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
-/// The planner's answer: ~100 bytes of JSON.
-fn plan() -> Json {
-    json!({ "id": "e42", "kind": "click", "target": "Opening hours link", "reason": "the page lists them" })
-}
-
-/// A page snapshot: ~2 KB, 16 elements.
-fn observation() -> Json {
-    let elements: Vec<Json> = (0..16)
-        .map(|i| {
-            json!({
-                "ref": format!("e{i}"),
-                "role": if i % 3 == 0 { "link" } else { "button" },
-                "name": format!("Element number {i} of the library page"),
-                "enabled": true,
-            })
-        })
-        .collect();
-    json!({
-        "url": "https://library.example.org/visit",
-        "title": "Visit the City Library",
-        "elements": elements,
-    })
-}
+#[path = "../shared/page.rs"]
+mod page;
+use page::{observation, plan};
 
 /// Answers every plan with the same action.
 pub(crate) struct Planner;

@@ -216,7 +216,13 @@ impl Translator {
         values: Option<&Json>,
         out: &mut Parts,
     ) {
+        // The version the run uses, looked up once (not at every checkpoint of a
+        // reader that keeps no state).
         if self.state.is_none()
+            && self
+                .graph
+                .as_ref()
+                .is_none_or(|g| *g.hash != *record.graph_hash)
             && let Some(g) = self.host.graphs().version(&record.graph_hash)
         {
             self.graph = Some(g);

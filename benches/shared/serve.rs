@@ -1,0 +1,39 @@
+//! `switchyard serve` started for a bench: in a child process on a free loopback
+//! port, its access log drained as a log collector would.
+
+use std::ffi::OsStr;
+use std::process::Stdio;
+use tokio::io::AsyncBufReadExt;
+
+/// Starts `switchyard serve ARGS --listen 127.0.0.1:0` in the crate's directory; the
+/// address it listens on, and the child (killed when dropped).
+pub(crate) async fn start<I, S>(args: I) -> (String, tokio::process::Child)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("switchyard serve starts");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let url = loop {
+        let line = lines
+            .next_line()
+            .await
+            .expect("its standard error")
+            .expect("the server says where");
+        if let Some(url) = line.strip_prefix("switchyard serve: listening on ") {
+            break url.to_string();
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (url, child)
+}
