@@ -3,7 +3,7 @@
 //! (`invoke_agent`, `chat`, `execute_tool`; `gen_ai.usage.input_tokens`, ...). Off
 //! unless asked for (`--otlp URL`, or `OTEL_EXPORTER_OTLP_ENDPOINT`). Spans are made
 //! from the run's events ([`Spans`]), so the runner knows nothing of tracing; they are
-//! sent when each run ends, by a task of their own, so a slow collector never slows a
+//! queued when each run ends and sent by a task of their own, so a slow collector never slows a
 //! run. Prompt and completion content go into spans only when asked (`content`).
 
 mod spans;
@@ -14,7 +14,6 @@ use crate::run::Event;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 /// Where traces go and what they carry.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,23 +75,16 @@ enum Outgoing {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
-enum Message {
-    /// The run under `key` is over, whatever its events said.
-    End(String),
-    Event {
-        key: String,
-        at_ms: u64,
-        event: Event,
-    },
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
 /// Takes events of runs and exports their spans. Cheap to clone; clones share the
 /// exporter.
 #[derive(Clone)]
 pub struct Tracer {
-    tx: UnboundedSender<Message>,
-    content: bool,
+    /// Spans are made in the caller, as events come: a run's spans are queued before
+    /// its end is told to anyone (a client that saw the run end and then asks the
+    /// collector finds its trace sent or on its way). Making them is cheap next to
+    /// the events themselves; only sending waits on the collector.
+    spans: Arc<std::sync::Mutex<Spans>>,
+    out: tokio::sync::mpsc::Sender<Outgoing>,
     failures: Arc<AtomicU64>,
     last_error: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -100,16 +92,15 @@ pub struct Tracer {
 impl Tracer {
     /// Starts the exporter on the current Tokio runtime.
     pub fn start(options: TraceOptions) -> Tracer {
-        let (tx, mut rx) = unbounded_channel::<Message>();
         let failures = Arc::new(AtomicU64::new(0));
         let last_error = Arc::new(std::sync::Mutex::new(None));
         let content = options.content;
         // reqwest is built without a TLS provider of its own: ours, as for LLM calls.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        // Spans are made as events come and sent by a task of their own, so a slow
-        // collector holds back neither the runs nor the making of spans: ended runs
-        // wait in a bounded queue, are sent together when several wait, and are
-        // dropped (counted as a failed export) when the queue is full.
+        // Spans are sent by a task of their own, so a slow collector holds back
+        // neither the runs nor the making of spans: ended runs wait in a bounded
+        // queue, are sent together when several wait, and are dropped (counted as a
+        // failed export) when the queue is full.
         let (out, mut queued) = tokio::sync::mpsc::channel::<Outgoing>(EXPORT_QUEUE);
         let (failed, last) = (failures.clone(), last_error.clone());
         tokio::spawn(async move {
@@ -155,36 +146,9 @@ impl Tracer {
                 }
             }
         });
-        let (failed, last) = (failures.clone(), last_error.clone());
-        tokio::spawn(async move {
-            let mut spans = Spans::new(content);
-            while let Some(m) = rx.recv().await {
-                // A run's spans once it has ended, however it ended.
-                let ended = match m {
-                    Message::Flush(done) => {
-                        // After every run queued before it has been sent.
-                        let _ = out.send(Outgoing::Flush(done)).await;
-                        continue;
-                    }
-                    Message::Event { key, at_ms, event } => spans.event(&key, at_ms, &event),
-                    Message::End(key) => spans.end(&key, now_ms()),
-                };
-                let Some(done) = ended else { continue };
-                if out.try_send(Outgoing::Spans(done)).is_err() {
-                    // The collector's own error, if it gave one, says more than this.
-                    failed.fetch_add(1, Ordering::SeqCst);
-                    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-                    if last.is_none() {
-                        *last = Some(format!(
-                            "the collector keeps {EXPORT_QUEUE} ended runs waiting: a run's spans were dropped"
-                        ));
-                    }
-                }
-            }
-        });
         Tracer {
-            tx,
-            content,
+            spans: Arc::new(std::sync::Mutex::new(Spans::new(content))),
+            out,
             failures,
             last_error,
         }
@@ -192,7 +156,8 @@ impl Tracer {
 
     /// One event of the run under `key` (any id that tells concurrent runs apart).
     pub fn observe(&self, key: &str, event: &Event) {
-        // Most events (deltas, stderr lines, routes) make no span: not copied at all.
+        // Most events (deltas, stderr lines, routes) make no span: the lock is not even
+        // taken.
         if !Spans::wants(event) {
             return;
         }
@@ -201,41 +166,34 @@ impl Tracer {
             self.observe(&format!("{key}/{node}"), inner);
             return;
         }
-        let event = match event {
-            // The content not wanted in spans is not copied either.
-            Event::LlmInvocation {
-                node,
-                model,
-                tokens_in,
-                tokens_out,
-                cache_hit,
-                latency_ms,
-                attempt,
-                ..
-            } if !self.content => Event::LlmInvocation {
-                node: node.clone(),
-                model: model.clone(),
-                tokens_in: *tokens_in,
-                tokens_out: *tokens_out,
-                cache_hit: *cache_hit,
-                latency_ms: *latency_ms,
-                attempt: *attempt,
-                messages: None,
-                reply: None,
-            },
-            other => other.clone(),
-        };
-        let _ = self.tx.send(Message::Event {
-            key: key.to_string(),
-            at_ms: now_ms(),
-            event,
-        });
+        let ended = self.lock().event(key, now_ms(), event);
+        self.queue(ended);
     }
 
     /// The run under `key` is over: a run that ended without its last event (a store
     /// error) is closed and sent all the same, and nothing of it is kept.
     pub fn end(&self, key: &str) {
-        let _ = self.tx.send(Message::End(key.to_string()));
+        let ended = self.lock().end(key, now_ms());
+        self.queue(ended);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Spans> {
+        self.spans.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues an ended run's spans for the sending task.
+    fn queue(&self, ended: Option<Vec<Span>>) {
+        let Some(done) = ended else { return };
+        if self.out.try_send(Outgoing::Spans(done)).is_err() {
+            // The collector's own error, if it gave one, says more than this.
+            self.failures.fetch_add(1, Ordering::SeqCst);
+            let mut last = self.last_error.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_none() {
+                *last = Some(format!(
+                    "the collector keeps {EXPORT_QUEUE} ended runs waiting: a run's spans were dropped"
+                ));
+            }
+        }
     }
 
     /// Waits until every span of the runs that ended so far has been sent (or failed);
@@ -244,10 +202,14 @@ impl Tracer {
     pub async fn flush(&self) -> (u64, Option<String>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         // Waited for a while, not for ever: a collector that takes no connection would
-        // hold up the command's end by every queued export's timeout.
-        if self.tx.send(Message::Flush(tx)).is_ok()
-            && tokio::time::timeout(FLUSH_WAIT, rx).await.is_err()
-        {
+        // hold up the command's end by every queued export's timeout (and a full
+        // queue would hold up even the asking).
+        let asked = async {
+            if self.out.send(Outgoing::Flush(tx)).await.is_ok() {
+                let _ = rx.await;
+            }
+        };
+        if tokio::time::timeout(FLUSH_WAIT, asked).await.is_err() {
             return (
                 self.failures.load(Ordering::SeqCst).max(1),
                 Some(format!(
