@@ -66,7 +66,7 @@ async fn run_on(mut runner: Runner, thread: &str, input: Json) -> Ran {
     let state = runner
         .threads()
         .state(thread, None)
-        .map(|(s, _)| s)
+        .map(|(s, _)| crate::util::without_made_ids(s))
         .unwrap_or(Json::Null);
     Ran {
         outcome,

@@ -160,3 +160,29 @@ pub(crate) fn without_envelope(e: &serde_json::Value) -> serde_json::Value {
     }
     e
 }
+
+/// `v` without the ids Switchyard made for messages (UUIDs of version 8, in objects
+/// with a `role`): what a test that pins a state's messages compares, the ids being
+/// pinned where they are the subject (`run::message_ids`). Ids a graph or an input
+/// gave stay.
+pub(crate) fn without_made_ids(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as Json;
+    match v {
+        Json::Object(mut o) => {
+            let made = o.contains_key("role")
+                && o.get("id")
+                    .and_then(Json::as_str)
+                    .is_some_and(|id| id.len() == 36 && &id[14..15] == "8");
+            if made {
+                o.remove("id");
+            }
+            Json::Object(
+                o.into_iter()
+                    .map(|(k, v)| (k, without_made_ids(v)))
+                    .collect(),
+            )
+        }
+        Json::Array(items) => Json::Array(items.into_iter().map(without_made_ids).collect()),
+        other => other,
+    }
+}

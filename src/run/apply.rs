@@ -5,6 +5,7 @@
 
 use super::cursor::{Live, Routed};
 use super::kinds::cx::jinja_error;
+use super::message_ids::{MessageIds, WrittenAt};
 use super::scope::{ScopeRef, to_json};
 use super::state::Undo;
 use crate::graph::{ExprId, FieldId, Graph, Next, Node};
@@ -14,13 +15,17 @@ use minijinja::Value;
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-/// Writes each field of an input (or a person's update) through its reducer.
+/// Writes each field of an input (or a person's update) through its reducer; its
+/// messages without ids are given ids of where they were written (`at`).
 pub(super) fn write_fields(
     graph: &Arc<Graph>,
     live: &mut Live,
     fields: serde_json::Map<String, Json>,
+    at: WrittenAt,
 ) -> Result<Vec<Write>, String> {
     let mut writes = Vec::with_capacity(fields.len());
+    let thread = live.thread.clone();
+    let mut ids = MessageIds::new(&thread, at);
     for (name, value) in fields {
         let id = graph.field_id(&name).ok_or_else(|| {
             let hint = crate::suggestion::help_for(&name, graph.fields.iter().map(|f| &*f.name))
@@ -28,7 +33,7 @@ pub(super) fn write_fields(
                 .unwrap_or_default();
             format!("`{name}` is not a state field{hint}")
         })?;
-        let value = Arc::new(value);
+        let value = ids.give(graph, id, Arc::new(value));
         live.state
             .write(graph, id, value.clone())
             .map_err(|e| e.to_string())?;
@@ -47,8 +52,11 @@ pub(super) fn write_what_stands(
     live: &mut Live,
     writes: Vec<(FieldId, Arc<Json>)>,
 ) -> Vec<Write> {
+    let thread = live.thread.clone();
+    let mut ids = MessageIds::new(&thread, step_of(live));
     writes
         .into_iter()
+        .map(|(field, value)| (field, ids.give(graph, field, value)))
         .filter(|(field, value)| live.state.write(graph, *field, value.clone()).is_ok())
         .map(|(field, value)| Write {
             field: graph.field(field).name.clone(),
@@ -89,7 +97,10 @@ fn apply_noting(
     undo: &mut Vec<Undo>,
 ) -> Result<Vec<Write>, String> {
     let mut applied = Vec::with_capacity(writes.len() + node.set.len());
+    let thread = live.thread.clone();
+    let mut ids = MessageIds::new(&thread, step_of(live));
     for (field, value) in writes {
+        let value = ids.give(graph, field, value);
         live.state
             .write_undoable(graph, field, value.clone(), undo)
             .map_err(|e| e.to_string())?;
@@ -118,7 +129,7 @@ fn apply_noting(
                 jinja_error(&e)
             )
         })?;
-        let value = Arc::new(to_json(&v)?);
+        let value = ids.give(graph, *field, Arc::new(to_json(&v)?));
         drop(v);
         live.state
             .write_undoable(graph, *field, value.clone(), undo)
@@ -129,6 +140,14 @@ fn apply_noting(
         });
     }
     Ok(applied)
+}
+
+/// Where the node being applied writes: its run and step.
+fn step_of(live: &Live) -> WrittenAt {
+    WrittenAt::Step {
+        run: live.run,
+        step: live.step,
+    }
 }
 
 /// Picks the next node from the node's edges, on the current state, with the name

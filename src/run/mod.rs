@@ -15,6 +15,7 @@ mod event;
 mod go;
 mod kinds;
 mod map;
+mod message_ids;
 mod outcome;
 mod parallel;
 mod plan;
@@ -31,6 +32,7 @@ mod threads;
 
 pub use event::Event;
 pub use go::Go;
+pub use message_ids::reply_id;
 pub use outcome::{Outcome, RunError};
 pub use runner::Runner;
 pub use state::{State, WriteError};

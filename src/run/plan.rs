@@ -10,6 +10,7 @@ use super::cursor::{Flow, Live, Routed, now_ms};
 use super::event::Event;
 use super::go::Go;
 use super::kinds;
+use super::message_ids::WrittenAt;
 use super::outcome::{Outcome, RunError};
 use super::recorder::Entry;
 use super::runner::Runner;
@@ -121,7 +122,11 @@ impl Runner {
                 fields.insert(f.name.to_string(), f.default.clone());
             }
         }
-        let writes = write_fields(&self.graph, &mut live, fields).map_err(RunError::Input)?;
+        let at = WrittenAt::Step {
+            run: live.run,
+            step: 0,
+        };
+        let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Input)?;
         Ok(Plan::Start { live, writes })
     }
 

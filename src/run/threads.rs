@@ -5,6 +5,7 @@
 
 use super::apply::{route, write_fields};
 use super::cursor::{Frontier, Live, now_ms};
+use super::message_ids::WrittenAt;
 use super::outcome::RunError;
 use super::state::{State, describe};
 use crate::graph::{Graph, Target};
@@ -440,7 +441,9 @@ impl Threads {
                 "`{name}` is a constant of the graph; a run's input can give it another value"
             )));
         }
-        let writes = write_fields(&self.graph, &mut live, fields).map_err(RunError::Update)?;
+        // The update is recorded as the next checkpoint.
+        let at = WrittenAt::Record { seq: live.seq };
+        let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Update)?;
         let (node, next, status, pending, outcome): (_, _, _, Option<Pending>, _) = match as_node {
             Some(name) => {
                 let id = self.graph.node_id(name).ok_or_else(|| {

@@ -99,15 +99,18 @@ pub(super) struct Translator {
     /// Whether the state is followed: only modes that show it need it (a reader of
     /// `updates` alone does not apply every write to a copy of the state).
     keeps_state: bool,
-    /// The step of the node running now, and whether its reply streamed.
+    /// The thread's run number (its checkpoints' `run`), the step of the node
+    /// running now, and whether its reply streamed.
+    run: u64,
     step: u64,
     node: Option<Arc<str>>,
     streamed: bool,
 }
 
 impl Translator {
+    /// The id of the reply the running node streams: the id its message gets.
     fn message_id(&self) -> String {
-        format!("run-{}-{}", self.run_id, self.step)
+        crate::run::reply_id(&self.thread, self.run, self.step)
     }
 
     fn meta(&self) -> Json {
@@ -142,6 +145,7 @@ impl Translator {
             }
             e => {
                 match e {
+                    Event::RunStarted { run, .. } => self.run = *run,
                     Event::NodeStarted { node, step } => {
                         self.step = *step;
                         self.node = Some(node.clone());
@@ -456,6 +460,7 @@ impl Translator {
             field_text: Vec::new(),
             keeps_state: modes.values || modes.debug || modes.checkpoints,
             modes,
+            run: 0,
             step: 0,
             node: None,
             streamed: false,

@@ -164,6 +164,7 @@ async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
         let out = r.resume("t", Some(json!("Bo")), false).await.unwrap();
         assert_eq!(out, finished("done", "3 messages", 4), "{name}");
         let (state, _) = r.threads().state("t", None).unwrap();
+        let state = crate::util::without_made_ids(state);
         let first = state["messages"][0]["content"].as_str().unwrap();
         assert!(first.len() > 256, "{name}: {first}");
         assert_eq!(
@@ -600,4 +601,46 @@ async fn a_store_that_keeps_no_records_is_handed_none() {
         .await
         .unwrap();
     assert_eq!(kept.load("t").unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn messages_without_ids_are_given_the_ids_of_where_they_were_written() {
+    let run_once = || async {
+        let store = Arc::new(MemoryStore::new());
+        let r = Runner::new(graph("message_ids"), store.clone());
+        r.start(
+            "t",
+            json!({ "messages": [{ "role": "user", "content": "hi" }] }),
+        )
+        .await
+        .unwrap();
+        let run = store.load("t").unwrap()[0].run;
+        (r.threads().state("t", None).unwrap().0, run)
+    };
+    let (state, run) = run_once().await;
+    let messages = state["messages"].as_array().unwrap();
+    let ids: Vec<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 5);
+    // The step's first assistant message is its reply: the id its streamed text had.
+    assert_eq!(ids[2], switchyard::run::reply_id("t", run, 1));
+    assert_eq!(ids[4], "mine");
+    for (i, id) in ids[..4].iter().enumerate() {
+        assert!(
+            id.len() == 36 && &id[14..15] == "8",
+            "a made id is a UUID of version 8: {id}"
+        );
+        assert!(!ids[i + 1..].contains(id), "{ids:?}");
+    }
+    assert_eq!(
+        crate::util::without_made_ids(state.clone())["messages"],
+        json!([
+            { "role": "user", "content": "hi" },
+            { "role": "tool", "content": "looked up", "tool_call_id": "c1" },
+            { "role": "assistant", "content": "hello" },
+            { "role": "assistant", "content": "anything else?" },
+            { "id": "mine", "role": "assistant", "content": "kept" }
+        ])
+    );
+    // The same run writes the same ids: a replay reads the state it recorded.
+    assert_eq!(run_once().await.0, state);
 }

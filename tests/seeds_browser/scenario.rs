@@ -328,9 +328,11 @@ impl Scenario {
 
     /// `switchyard state` of a thread, as JSON.
     pub(crate) fn state(&self, thread: &str) -> Json {
-        self.cli(&["state", "--thread", thread, "--store", &self.store()])
-            .code(0)
-            .json()
+        crate::util::without_made_ids(
+            self.cli(&["state", "--thread", thread, "--store", &self.store()])
+                .code(0)
+                .json(),
+        )
     }
 
     fn recording_tmp(&self, n: usize) -> PathBuf {

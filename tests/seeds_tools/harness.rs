@@ -235,7 +235,9 @@ impl Scenario {
             "state: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&out.stdout).expect("state prints JSON")
+        crate::util::without_made_ids(
+            serde_json::from_slice(&out.stdout).expect("state prints JSON"),
+        )
     }
 
     /// What a test snapshots: the events of its processes (`trace`), then the thread's

@@ -22,6 +22,10 @@ fn cli_final_state(snapshot: &str) -> Json {
 /// The server's values as the command line prints them: messages without the `type`
 /// the API adds, durations zeroed as the seed tests zero them.
 fn as_cli(v: &Json) -> Json {
+    crate::util::without_made_ids(as_cli_typed(v))
+}
+
+fn as_cli_typed(v: &Json) -> Json {
     match v {
         Json::Object(o) => Json::Object(
             o.iter()
