@@ -11,7 +11,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use switchyard::host::{Graphs, Host, HostOptions, LlmSource};
+use switchyard::host::{Graphs, Host, HostOptions, LlmSource, RunRules};
 use switchyard::serve::{ServeOptions, bind};
 
 #[derive(clap::Args)]
@@ -43,6 +43,13 @@ pub(crate) struct ServeArgs {
     /// The largest request body taken: bytes, or with kB / MB.
     #[arg(long, value_name = "SIZE", default_value = "10MB", value_parser = parse_size)]
     max_body: usize,
+    /// Refuse (409) what LangGraph's server lets through: a new input to a thread
+    /// paused at an interrupt (which starts it over), an answer to a thread that waits
+    /// for none, a run without input on a paused or ended thread; and make `reject`
+    /// the default multitask strategy. For clients that send a request again after
+    /// losing its answer.
+    #[arg(long)]
+    strict_runs: bool,
     /// Runs driven at once; more wait as pending.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     max_runs: u64,
@@ -145,6 +152,11 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 run_lease: args.run_lease,
                 llm_content: !args.no_llm_content,
                 tracer: tracer.clone(),
+                runs: if args.strict_runs {
+                    RunRules::Strict
+                } else {
+                    RunRules::LangGraph
+                },
             },
         );
         let (notices, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();

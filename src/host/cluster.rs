@@ -79,7 +79,7 @@ impl Cluster {
             .collect();
         if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
             let latest = store.latest(&thread_id)?;
-            let go = decide(&request, latest.as_ref(), &thread_id)?;
+            let go = decide(&request, latest.as_ref(), &thread_id, host.inner.rules)?;
             host.runner(graph).check(&thread_id, go)?;
         }
         if !in_flight.is_empty() {

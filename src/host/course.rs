@@ -5,7 +5,7 @@
 //! is decided when its turn comes.
 
 use super::request::RunRequest;
-use super::{Host, HostError};
+use super::{Host, HostError, RunRules};
 use crate::graph::Graph;
 use crate::run::Go;
 use crate::store::{Checkpoint, Status};
@@ -98,8 +98,17 @@ pub(super) fn decide(
     request: &RunRequest,
     latest: Option<&Checkpoint>,
     thread: &str,
+    rules: RunRules,
 ) -> Result<Go, HostError> {
+    if rules == RunRules::Strict {
+        return decide_strictly(request, latest, thread);
+    }
+    let ended = latest.is_some_and(|l| matches!(l.status, Status::Finished | Status::Failed));
     if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
+        // Nothing waits for the answer: LangGraph's server takes it and runs nothing.
+        if ended {
+            return Ok(Go::Stay);
+        }
         return Ok(Go::resume((!resume.is_null()).then_some(resume)));
     }
     match &request.input {
@@ -107,6 +116,38 @@ pub(super) fn decide(
             Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
             // A breakpoint takes no answer: a run with no input lets it go on, as in
             // LangGraph.
+            Some(Status::Interrupted)
+                if latest
+                    .and_then(|l| l.pending.as_ref())
+                    .is_some_and(|p| p.breakpoint.is_some()) =>
+            {
+                Ok(Go::resume(None))
+            }
+            // Nothing to answer with, nothing to go on with: the run stands where the
+            // thread is, as on LangGraph's server (an input or a resume moves it).
+            Some(Status::Interrupted | Status::Finished | Status::Failed) => Ok(Go::Stay),
+            None => Ok(Go::Start(json!({}))),
+        },
+        // An input to a thread paused at an interrupt starts a new run, dropping the
+        // interrupt, as LangGraph's server does.
+        Some(input) => Ok(Go::Restart(input.clone())),
+    }
+}
+
+/// [`decide`] under [`RunRules::Strict`]: a resume is a resume (the runner refuses one
+/// of a thread that waits for none), an input starts a run (refused on a paused
+/// thread), and a run without input on a thread paused at an interrupt is refused.
+fn decide_strictly(
+    request: &RunRequest,
+    latest: Option<&Checkpoint>,
+    thread: &str,
+) -> Result<Go, HostError> {
+    if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
+        return Ok(Go::resume((!resume.is_null()).then_some(resume)));
+    }
+    match &request.input {
+        Some(Json::Null) | None => match latest.map(|l| l.status) {
+            Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
             Some(Status::Interrupted)
                 if latest
                     .and_then(|l| l.pending.as_ref())

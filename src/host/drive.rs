@@ -11,6 +11,9 @@ use crate::store::RunStatus;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// Why a run that a limit ended, with no `on_limit` route, is an error.
+pub(super) const LIMIT_ERROR: &str = "the run reached its step limit (`max_steps`, `config.recursion_limit`) or another limit of the graph without finishing, and the graph has no `on_limit` route";
+
 impl Host {
     /// The worker of a thread's queue: takes its runs in turn, each in a task of its
     /// own (a panic in a run fails that run, not the queue), and removes the queue once
@@ -243,6 +246,7 @@ impl Host {
         });
         let first_seq = record.first_seq.unwrap_or(0);
         self.save_run(run, &record)?;
+        let routes_limits = graph.limits.on_limit.is_some();
         let llm = self.inner.llm.client(&graph)?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -284,7 +288,7 @@ impl Host {
                 match course {
                     // Nothing wrote to the thread since it was decided.
                     Some(c) if c.at == latest.as_ref().map(|l| l.seq) => c.go,
-                    _ => decide(&run.request, latest.as_ref(), &run.thread)
+                    _ => decide(&run.request, latest.as_ref(), &run.thread, self.inner.rules)
                         .map_err(|e| RunError::Input(e.to_string()))?,
                 }
             };
@@ -323,13 +327,27 @@ impl Host {
             c.lost_thread(run);
         }
         let (status, error) = match &outcome {
-            Ok(Outcome::Finished { .. }) => (RunStatus::Success, None),
-            Ok(Outcome::Interrupted { .. }) | Ok(Outcome::Stopped { .. }) => {
-                (RunStatus::Interrupted, None)
+            // A limit that no `on_limit` route takes ends the run as LangGraph's
+            // recursion limit does: an error.
+            Ok(Outcome::Finished { outcome, .. })
+                if outcome == "limit"
+                    && !routes_limits
+                    && store
+                        .latest(&run.thread)?
+                        .is_some_and(|l| l.ended_by_limit()) =>
+            {
+                (RunStatus::Error, Some(LIMIT_ERROR.to_string()))
             }
+            // A run that paused at an interrupt did what it was asked, as LangGraph
+            // says (the thread is the one that is interrupted); a stopped one did not.
+            Ok(Outcome::Finished { .. }) | Ok(Outcome::Interrupted { .. }) => {
+                (RunStatus::Success, None)
+            }
+            Ok(Outcome::Stopped { .. }) => (RunStatus::Interrupted, None),
             Err(e) => (RunStatus::Error, Some(e.to_string())),
         };
-        let finished = matches!(status, RunStatus::Success | RunStatus::Error);
+        // The thread's servers stay while it may go on (paused or stopped).
+        let finished = matches!(outcome, Ok(Outcome::Finished { .. }) | Err(_));
         self.inner.tools.checkin(&run.thread, finished).await;
         if run.shutting_down.load(Ordering::SeqCst)
             && matches!(outcome, Ok(Outcome::Stopped { .. }))

@@ -71,6 +71,23 @@ pub struct HostOptions {
     pub llm_content: bool,
     /// Every run's events also go here, to be exported as traces.
     pub tracer: Option<crate::telemetry::Tracer>,
+    /// Refuses what LangGraph's server lets through (see [`RunRules`]).
+    pub runs: RunRules,
+}
+
+/// What a run request may do to a thread that is not where it expects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunRules {
+    /// As LangGraph's server: a second run on a busy thread waits its turn (the
+    /// `enqueue` default), an input to a thread paused at an interrupt starts a new
+    /// run and drops the interrupt, and an answer to a thread that waits for none, or
+    /// a run without input on a paused or ended thread, runs nothing.
+    #[default]
+    LangGraph,
+    /// Each of those is refused (409) and changes nothing, and `reject` is the default
+    /// multitask strategy: a client that sends a request again after losing its
+    /// answer (a load balancer's retry) cannot start a thread over or run it twice.
+    Strict,
 }
 
 /// Something the host did that whoever runs it may want to log.
@@ -132,6 +149,7 @@ struct Inner {
     thread_ttl: Option<Duration>,
     llm_content: bool,
     tracer: Option<crate::telemetry::Tracer>,
+    rules: RunRules,
     closing: AtomicBool,
     notices: Mutex<Option<UnboundedSender<Notice>>>,
     /// Marks what this process hands out that the next one cannot honour (event ids).
@@ -162,6 +180,7 @@ impl Host {
                 thread_ttl: options.thread_ttl,
                 llm_content: options.llm_content,
                 tracer: options.tracer,
+                rules: options.runs,
                 closing: AtomicBool::new(false),
                 notices: Mutex::new(None),
                 epoch,
@@ -185,6 +204,11 @@ impl Host {
     /// This process's mark, different from any earlier process's on the same store.
     pub(crate) fn epoch(&self) -> &str {
         &self.inner.epoch
+    }
+
+    /// What run requests may do (see [`RunRules`]).
+    pub fn run_rules(&self) -> RunRules {
+        self.inner.rules
     }
 
     pub fn graphs(&self) -> &Graphs {

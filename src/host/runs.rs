@@ -61,7 +61,7 @@ impl Host {
         let mut course = if self.inner.queue.in_flight(&thread_id).is_empty()
             && request.command.as_ref().is_none_or(|c| c.update.is_none())
         {
-            let go = decide(&request, latest.as_ref(), &thread_id)?;
+            let go = decide(&request, latest.as_ref(), &thread_id, self.inner.rules)?;
             self.runner(graph.clone()).check(&thread_id, go.clone())?;
             Some(Course {
                 graph,
@@ -307,8 +307,7 @@ impl Host {
                 .as_ref()
                 .filter(|l| l.seq >= record.first_seq.unwrap_or(0))
                 .and_then(|l| match l.status {
-                    Status::Interrupted => Some(RunStatus::Interrupted),
-                    Status::Finished => Some(RunStatus::Success),
+                    Status::Interrupted | Status::Finished => Some(RunStatus::Success),
                     Status::Failed => Some(RunStatus::Error),
                     Status::Running | Status::Stopped => None,
                 });

@@ -131,13 +131,24 @@ impl Host {
         latest: Option<Checkpoint>,
     ) -> Result<ThreadView, HostError> {
         let busy = !self.in_flight(&record.id).is_empty();
+        let graph = latest.as_ref().and_then(|l| self.graph_of(l).ok());
         let status = match (&latest, busy) {
             (_, true) => ThreadStatus::Busy,
-            (Some(l), _) if l.status == Status::Interrupted => ThreadStatus::Interrupted,
+            // Stopped by a cancel, it waits to go on as a paused one does: LangGraph
+            // says `interrupted` of both.
+            (Some(l), _) if matches!(l.status, Status::Interrupted | Status::Stopped) => {
+                ThreadStatus::Interrupted
+            }
             (Some(l), _) if l.status == Status::Failed => ThreadStatus::Error,
+            // Ended by a limit no route takes: LangGraph's recursion error.
+            (Some(l), _)
+                if l.ended_by_limit()
+                    && graph.as_ref().is_some_and(|g| g.limits.on_limit.is_none()) =>
+            {
+                ThreadStatus::Error
+            }
             _ => ThreadStatus::Idle,
         };
-        let graph = latest.as_ref().and_then(|l| self.graph_of(l).ok());
         let values = match (&latest, &graph) {
             (Some(_), Some(g)) => Some(self.threads(g.clone()).state(&record.id, None)?.0),
             _ => None,

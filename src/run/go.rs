@@ -8,10 +8,19 @@ pub enum Go {
     /// A new run from the entry node: the input's fields are written through their
     /// reducers onto the thread's state (a new thread's defaults).
     Start(Json),
+    /// [`Go::Start`] on a thread that may be paused: its pending interrupt is dropped
+    /// and the run starts from the entry node, as LangGraph's server does with a new
+    /// input to a thread waiting at an interrupt. (`Start` refuses a paused thread, so
+    /// that an answer is not lost by mistake.)
+    Restart(Json),
     /// Go on from where the thread is paused: with the answer to its interrupt, or
     /// none after a stop, a crash or at a breakpoint. `force` goes on even when the
     /// graph file changed where the thread stands.
     Resume { payload: Option<Json>, force: bool },
+    /// Nothing to do: the run ends at once, writing nothing, its outcome where the
+    /// thread stands (as LangGraph's server takes a resume of an ended thread, or a
+    /// run without input on a paused or ended one). The thread must have a checkpoint.
+    Stay,
 }
 
 impl Go {

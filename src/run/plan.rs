@@ -17,7 +17,7 @@ use super::runner::Runner;
 use super::state::describe;
 use super::step::reference_text;
 use crate::graph::{Body, NodeId, Target};
-use crate::store::{Pending, Status, StoreError, Write};
+use crate::store::{Checkpoint, Pending, Status, StoreError, Write};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 pub(super) enum Plan {
     /// A new run from the entry, its input written (`writes`).
     Start { live: Live, writes: Vec<Write> },
+    /// Nothing to do: the thread stands at `last`.
+    Stay { live: Live, last: Checkpoint },
     /// Go on from a stop, a crash or a breakpoint; `passed` is the node whose
     /// breakpoint was let through, and whether it was a `before` one.
     Continue {
@@ -60,13 +62,20 @@ impl Runner {
     /// makes; nothing is written.
     pub(super) fn prepare(&self, thread: &str, go: Go) -> Result<Plan, RunError> {
         match go {
-            Go::Start(input) => self.prepare_start(thread, input),
+            Go::Start(input) => self.prepare_start(thread, input, false),
+            Go::Restart(input) => self.prepare_start(thread, input, true),
             Go::Resume { payload, force } => self.prepare_resume(thread, payload, force),
+            Go::Stay => {
+                let (live, last) = self.recorder.threads.load_live(thread)?;
+                let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+                Ok(Plan::Stay { live, last })
+            }
         }
     }
 
-    /// The thread as a new run finds it, with the input written.
-    fn prepare_start(&self, thread: &str, input: Json) -> Result<Plan, RunError> {
+    /// The thread as a new run finds it, with the input written; a paused thread's
+    /// interrupt dropped when `over_pause`, else a paused thread is refused.
+    fn prepare_start(&self, thread: &str, input: Json, over_pause: bool) -> Result<Plan, RunError> {
         let Json::Object(fields) = input else {
             return Err(RunError::Input(format!(
                 "expected an object, got {}",
@@ -75,7 +84,7 @@ impl Runner {
         };
         let (mut live, last) = self.recorder.threads.load_live(thread)?;
         if let Some(last) = &last {
-            if last.status == Status::Interrupted {
+            if last.status == Status::Interrupted && !over_pause {
                 let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
                 return Err(RunError::Paused {
                     thread: thread.into(),
@@ -361,6 +370,11 @@ impl Runner {
             })
         };
         Ok(match plan {
+            Plan::Stay { live, last } => {
+                started(&live);
+                self.recorder.tell_standing(&live, &last, &self.events);
+                Begun::Ended(standing(last))
+            }
             Plan::Start { mut live, writes } => {
                 let entry = Target::Node(self.graph.entry);
                 self.recorder.record(
@@ -491,4 +505,23 @@ fn check_elicited(node: &str, asked: &Json, payload: Option<Json>) -> Result<Jso
         crate::json_schema::check(&validator, &content).map_err(invalid)?;
     }
     Ok(json!({ "action": "accept", "content": content }))
+}
+
+/// Where a thread that stands at `last` is, as a run's outcome.
+fn standing(last: Checkpoint) -> Outcome {
+    match (last.status, last.pending) {
+        (Status::Interrupted, Some(p)) => Outcome::Interrupted {
+            node: p.node.to_string(),
+            payload: p.payload,
+        },
+        (Status::Stopped | Status::Running, _) => Outcome::Stopped {
+            next: last.next.map(|n| n.to_string()),
+            steps: 0,
+        },
+        _ => Outcome::Finished {
+            outcome: last.outcome.unwrap_or_default(),
+            response: None,
+            steps: 0,
+        },
+    }
 }

@@ -127,6 +127,19 @@ impl Recorder {
         self.first_saved.store(true, Ordering::SeqCst);
     }
 
+    /// Tells, with a `Saved` event when asked for them, where a run that writes
+    /// nothing finds its thread: its latest record `last`, and the whole state.
+    pub(super) fn tell_standing(&self, live: &Live, last: &Checkpoint, events: &Emitter) {
+        if self.saved.is_some() && events.is_on() {
+            let values = (self.saved == Some(true))
+                .then(|| Arc::new(live.state.to_json(self.threads.graph())));
+            events.emit(|| Event::Saved {
+                record: Arc::new(last.clone()),
+                values,
+            });
+        }
+    }
+
     /// Appends the record of `entry` at `live`'s position and moves it on; keeps the
     /// thread's snapshot when the thread stops running (or every so many records),
     /// and tells of the record with a `Saved` event when asked to.

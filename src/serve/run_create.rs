@@ -8,7 +8,7 @@ use super::stream;
 use super::threads::CheckpointRef;
 use super::wire;
 use crate::graph::Graph;
-use crate::host::{Command, Multitask, RunRequest};
+use crate::host::{Command, Multitask, RunRequest, RunRules};
 use crate::store::Checkpoint;
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
@@ -94,6 +94,7 @@ impl RunCreate {
         stateless: bool,
         latest: impl FnOnce() -> Option<Checkpoint>,
         graph: Option<&Graph>,
+        rules: RunRules,
     ) -> ApiResult<NewRun> {
         let assistant = self
             .assistant_id
@@ -102,7 +103,7 @@ impl RunCreate {
         let names = stream::mode_names(self.stream_mode.as_ref().unwrap_or(&Json::Null))
             .map_err(ApiError::invalid)?;
         let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
-        let multitask = multitask(self.multitask_strategy.as_deref())?;
+        let multitask = multitask(self.multitask_strategy.as_deref(), rules)?;
         let create_thread = choice(
             "if_not_exists",
             self.if_not_exists.as_deref(),
@@ -233,8 +234,10 @@ impl RunCreate {
     }
 }
 
-fn multitask(given: Option<&str>) -> ApiResult<Multitask> {
+fn multitask(given: Option<&str>, rules: RunRules) -> ApiResult<Multitask> {
     match given {
+        // LangGraph's default: a second run on a busy thread waits its turn.
+        None if rules == RunRules::LangGraph => Ok(Multitask::Enqueue),
         None => Ok(Multitask::Reject),
         Some(m) => Multitask::parse(m).ok_or_else(|| {
             ApiError::invalid(format!(

@@ -52,7 +52,12 @@ fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Cre
         .as_deref()
         .and_then(|a| s.host.graphs().get(a))
         .and_then(|g| g.current);
-    let new = body.check(thread.is_none(), latest, graph.as_deref())?;
+    let new = body.check(
+        thread.is_none(),
+        latest,
+        graph.as_deref(),
+        s.host.run_rules(),
+    )?;
     let run = s.host.create_run(
         &new.assistant,
         thread,

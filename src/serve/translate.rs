@@ -103,6 +103,8 @@ pub(super) struct Translator {
     /// running now, and whether its reply streamed.
     run: u64,
     step: u64,
+    /// A `values` part was made (for any reader's modes: part ids count them all).
+    values_told: bool,
     node: Option<Arc<str>>,
     streamed: bool,
 }
@@ -322,14 +324,24 @@ impl Translator {
         // The state, once, for the modes that show it in a JSON value; `values` alone
         // writes it from its fields' texts.
         let values = (self.modes.debug || self.modes.checkpoints).then(|| self.values_json(record));
-        if self.modes.values {
-            let text = match &values {
-                Some(v) => serde_json::to_vec(v).unwrap_or_default(),
-                None => self.values_text(record),
-            };
-            out.push_data(Mode::Values, "values", || Data::Text(text));
-        } else {
-            out.push(Mode::Values, "values", || Json::Null);
+        // As LangGraph sends the state after each step that changed it: a record that
+        // writes and asks nothing (an empty input, a run's end) makes no `values`
+        // part, unless the stream has told of no state yet (a run that writes nothing
+        // shows where its thread stands).
+        let unchanged = record.writes.is_empty()
+            && interrupts.is_empty()
+            && (self.values_told || record.source == crate::store::Source::Input);
+        if !unchanged {
+            self.values_told = true;
+            if self.modes.values {
+                let text = match &values {
+                    Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+                    None => self.values_text(record),
+                };
+                out.push_data(Mode::Values, "values", || Data::Text(text));
+            } else {
+                out.push(Mode::Values, "values", || Json::Null);
+            }
         }
         if let Some(node) = &record.node {
             let id = self.task_id();
@@ -462,6 +474,7 @@ impl Translator {
             modes,
             run: 0,
             step: 0,
+            values_told: false,
             node: None,
             streamed: false,
         }

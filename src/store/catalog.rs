@@ -25,13 +25,14 @@ pub enum RunStatus {
     /// Waiting for its turn: another run of its thread, or a free slot.
     Pending,
     Running,
-    /// Ended at a finalize node or END.
+    /// Ended at a finalize node or END, or paused at an interrupt (the thread then
+    /// is `interrupted`), as LangGraph says.
     Success,
     /// Failed, or could not start (its graph version is gone).
     Error,
     /// Hit the wall-time limit of the request.
     Timeout,
-    /// Paused at an interrupt, or stopped by a cancel.
+    /// Stopped by a cancel (or a shutdown).
     Interrupted,
 }
 

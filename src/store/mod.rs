@@ -172,6 +172,17 @@ pub struct Checkpoint {
     pub source: Source,
 }
 
+impl Checkpoint {
+    /// The record of a run that a limit ended at once (no `on_limit` route took it, or
+    /// that route ran out of its grace steps).
+    pub fn ended_by_limit(&self) -> bool {
+        self.status == Status::Finished
+            && self.limited
+            && self.node.is_none()
+            && self.outcome.as_deref() == Some("limit")
+    }
+}
+
 /// A thread's whole state after one of its records, so that its latest state is read
 /// from the snapshot and the records after it rather than replayed from its first
 /// record: resuming a thread costs the same however long its history is. Its values are

@@ -163,24 +163,6 @@ async fn a_thread_pauses_at_an_interrupt_and_resumes_with_its_answer() {
         "POST /threads/chat-1/runs/wait {command: {resume: {confirmed: \"yes\"}}}",
         &r,
     );
-    let r = h
-        .post(
-            "/threads/chat-1/runs/wait",
-            json!({ "assistant_id": "chat", "input": { "question": "again?" } }),
-        )
-        .await;
-    t.note("POST /threads/chat-1/runs/wait {input} (while paused)", &r);
-    assert_eq!(h.get("/threads/chat-1/state").await.text, paused.text);
-    assert_eq!(
-        h.get("/threads/chat-1/runs")
-            .await
-            .json()
-            .as_array()
-            .map(Vec::len),
-        Some(1),
-        "a refused run is not recorded"
-    );
-
     // Answered by the interrupt's id, as LangGraph's clients may.
     let id = paused.json()["tasks"][0]["interrupts"][0]["id"].clone();
     let r = h
@@ -443,10 +425,10 @@ async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
     })
     .await;
     t.note(
-        "POST /threads/q/runs {input: {label: second}} (reject, the default)",
+        "POST /threads/q/runs {input: {label: second}, multitask_strategy: reject}",
         &h.post(
             "/threads/q/runs",
-            json!({ "assistant_id": "spin", "input": { "label": "second" } }),
+            json!({ "assistant_id": "spin", "input": { "label": "second" }, "multitask_strategy": "reject" }),
         )
         .await,
     );
@@ -828,5 +810,204 @@ async fn the_interrupts_of_parallel_branches_are_listed_and_answered_by_id() {
     assert_eq!(
         after["second"],
         json!({ "confirmed": false, "reference": "q2" })
+    );
+}
+
+/// The runs a chat front end makes, as LangGraph's server takes them (observed side by
+/// side with `langgraph dev` 0.16.7): a pause is a successful run on an interrupted
+/// thread; a new input to a paused thread starts over and drops the interrupt; a run
+/// with nothing to do runs nothing; a limit no route takes is an error; a second run
+/// waits its turn; a cancelled run leaves its thread interrupted.
+#[tokio::test]
+async fn runs_on_a_thread_go_as_on_langgraphs_server() {
+    let s = serve(&[
+        "tests/fixtures/serve_cluster/steps.toml",
+        "tests/fixtures/serve/spin.toml",
+    ])
+    .start()
+    .await;
+    let h = s.http();
+    let wait = |body: Json| {
+        let h = &h;
+        async move { h.post("/threads/p/runs/wait", body).await }
+    };
+    let runs = || async { h.get("/threads/p/runs").await.json() };
+    let thread_status = |t: &'static str| {
+        let h = &h;
+        async move { h.get(&format!("/threads/{t}")).await.json()["status"].clone() }
+    };
+    let history_len = || async {
+        h.get("/threads/p/history?limit=1000")
+            .await
+            .json()
+            .as_array()
+            .map(Vec::len)
+    };
+    h.post("/threads", json!({ "thread_id": "p" })).await;
+
+    // Paused: the run succeeded, the thread is interrupted.
+    let paused = wait(json!({ "assistant_id": "steps", "input": { "input": "one" } })).await;
+    assert_eq!(paused.status, 200, "{}", paused.text);
+    let first_interrupt = paused.json()["__interrupt__"][0]["id"].clone();
+    assert_eq!(paused.json()["trail"], json!(["a:one", "b"]));
+    assert_eq!(runs().await[0]["status"], "success");
+    assert_eq!(thread_status("p").await, "interrupted");
+
+    // A new input while paused: a new run from the entry, the interrupt dropped.
+    let again = wait(json!({ "assistant_id": "steps", "input": { "input": "two" } })).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.json()["trail"], json!(["a:one", "b", "a:two", "b"]));
+    let second_interrupt = again.json()["__interrupt__"][0]["id"].clone();
+    assert_ne!(second_interrupt, first_interrupt, "asked again");
+    assert_eq!(thread_status("p").await, "interrupted");
+
+    // Nothing to go on with: the run stands where the thread is, writing nothing.
+    let before = history_len().await;
+    let stay = wait(json!({ "assistant_id": "steps" })).await;
+    assert_eq!(stay.status, 200, "{}", stay.text);
+    assert_eq!(stay.json()["__interrupt__"][0]["id"], second_interrupt);
+    assert_eq!(history_len().await, before);
+
+    // Answered, then answered again: the second answer runs nothing.
+    let done = wait(json!({ "assistant_id": "steps", "command": { "resume": "yes" } })).await;
+    assert_eq!(
+        done.json()["trail"],
+        json!(["a:one", "b", "a:two", "b", "c:yes"])
+    );
+    assert_eq!(thread_status("p").await, "idle");
+    let before = history_len().await;
+    for body in [
+        json!({ "assistant_id": "steps", "command": { "resume": "again" } }),
+        json!({ "assistant_id": "steps", "input": null }),
+    ] {
+        let r = wait(body).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.json()["trail"], done.json()["trail"]);
+    }
+    assert_eq!(history_len().await, before);
+    let statuses: Vec<Json> = runs()
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
+    assert_eq!(statuses, vec![json!("success"); 6], "newest first");
+
+    // A limit no `on_limit` route takes: the run and the thread are in error.
+    let limited = h
+        .post(
+            "/threads/l/runs/wait",
+            json!({ "assistant_id": "steps", "input": { "input": "x" }, "config": { "recursion_limit": 1 }, "if_not_exists": "create" }),
+        )
+        .await;
+    assert_eq!(
+        limited.json(),
+        json!({ "__error__": { "error": "RunError", "message": "the run reached its step limit (`max_steps`, `config.recursion_limit`) or another limit of the graph without finishing, and the graph has no `on_limit` route" } })
+    );
+    assert_eq!(h.get("/threads/l/runs").await.json()[0]["status"], "error");
+    assert_eq!(thread_status("l").await, "error");
+
+    // A second run on a busy thread waits its turn (`enqueue`); a cancelled run leaves
+    // its thread interrupted, to go on from where it stopped.
+    let first = h
+        .post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "first" }, "if_not_exists": "create" }),
+        )
+        .await
+        .json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.until(&format!("/threads/q/runs/{first}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    let second = h
+        .post(
+            "/threads/q/runs",
+            json!({ "assistant_id": "spin", "input": { "label": "second" } }),
+        )
+        .await;
+    assert_eq!(second.status, 200, "{}", second.text);
+    assert_eq!(
+        (
+            &second.json()["status"],
+            &second.json()["multitask_strategy"]
+        ),
+        (&json!("pending"), &json!("enqueue"))
+    );
+    let second = second.json()["run_id"].as_str().unwrap().to_string();
+    h.post(
+        &format!("/threads/q/runs/{first}/cancel?wait=1"),
+        Json::Null,
+    )
+    .await;
+    assert_eq!(
+        h.get(&format!("/threads/q/runs/{first}")).await.json()["status"],
+        "interrupted"
+    );
+    h.until(&format!("/threads/q/runs/{second}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
+    h.post(
+        &format!("/threads/q/runs/{second}/cancel?wait=1"),
+        Json::Null,
+    )
+    .await;
+    assert_eq!(thread_status("q").await, "interrupted");
+}
+
+/// `--strict-runs` refuses what LangGraph's server lets through, and changes nothing.
+#[tokio::test]
+async fn strict_runs_refuse_what_would_start_a_thread_over_or_answer_it_twice() {
+    let s = serve(&["tests/fixtures/serve_cluster/steps.toml"])
+        .arg("--strict-runs")
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "p" })).await;
+    let wait = |body: Json| {
+        let h = &h;
+        async move { h.post("/threads/p/runs/wait", body).await }
+    };
+    wait(json!({ "assistant_id": "steps", "input": { "input": "one" } })).await;
+    let paused = h.get("/threads/p/state").await.text;
+    let refused = |r: super::server::Resp| (r.status, r.json()["detail"].clone());
+    assert_eq!(
+        refused(wait(json!({ "assistant_id": "steps", "input": { "input": "two" } })).await),
+        (
+            409,
+            json!("thread `p` is paused at `ask`; resume it instead of starting a new run")
+        )
+    );
+    assert_eq!(
+        refused(wait(json!({ "assistant_id": "steps" })).await),
+        (
+            409,
+            json!("thread `p` is paused at `ask`; answer it with `command: {\"resume\": ...}`")
+        )
+    );
+    assert_eq!(h.get("/threads/p/state").await.text, paused);
+    wait(json!({ "assistant_id": "steps", "command": { "resume": "yes" } })).await;
+    assert_eq!(
+        refused(wait(json!({ "assistant_id": "steps", "command": { "resume": "again" } })).await),
+        (
+            409,
+            json!(
+                "thread `p` is finished; only a paused (interrupted or stopped) thread can be resumed"
+            )
+        )
+    );
+    assert_eq!(
+        h.get("/threads/p/runs")
+            .await
+            .json()
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "refused runs are not recorded"
     );
 }

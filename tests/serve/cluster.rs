@@ -178,7 +178,7 @@ async fn servers_on_one_database_share_runs_streams_answers_and_cancels() {
     let refused = b
         .post(
             "/threads/t3/runs",
-            json!({ "assistant_id": "spin", "input": {} }),
+            json!({ "assistant_id": "spin", "input": {}, "multitask_strategy": "reject" }),
         )
         .await;
     assert_eq!(refused.status, 409, "{}", refused.text);
@@ -444,11 +444,15 @@ fn history_line(db: &str, thread: &str) -> String {
 async fn three_workers_killed_at_random_finish_every_run_once() {
     const THREADS: usize = 300;
     let db = crate::postgres::database();
+    // The balancer sends a request again when its server died before answering: the
+    // strict rules refuse the copy that comes after the first went through, where
+    // LangGraph's would start the thread over or answer it twice.
     let start = || {
         serve(&["tests/fixtures/serve_cluster/steps.toml"])
             .store(&db)
             .arg("--run-lease")
             .arg("1s")
+            .arg("--strict-runs")
             .start()
     };
     let mut workers = Vec::new();
@@ -489,6 +493,7 @@ async fn three_workers_killed_at_random_finish_every_run_once() {
                     .store(&db)
                     .arg("--run-lease")
                     .arg("1s")
+                    .arg("--strict-runs")
                     .start()
                     .await;
                 lb.urls.write().unwrap()[victim] = fresh.http().url("");
@@ -528,7 +533,8 @@ async fn three_workers_killed_at_random_finish_every_run_once() {
             .iter()
             .map(|r| r["status"].as_str().unwrap())
             .collect();
-        assert_eq!(statuses, ["success", "interrupted"], "{t}: {runs}");
+        // The first paused at its interrupt: a run that did what it was asked.
+        assert_eq!(statuses, ["success", "success"], "{t}: {runs}");
         let (_, state) = lb.send(i, &format!("/threads/{t}/state"), None).await;
         assert_eq!(
             state["values"]["trail"],

@@ -73,8 +73,9 @@ out("threads.getHistory before", before.map((h) => h.checkpoint.checkpoint_id));
 const spin = await client.threads.create({ threadId: "sdk-spin" });
 const first = await client.runs.create(spin.thread_id, "spin", { input: { label: "first" } });
 while ((await client.runs.get(spin.thread_id, first.run_id)).status !== "running") await sleep(20);
-out("a concurrent run (reject)", await error(() => client.runs.create(spin.thread_id, "spin", { input: { label: "x" } })));
-const second = await client.runs.create(spin.thread_id, "spin", { input: { label: "second" }, multitaskStrategy: "enqueue" });
+out("a concurrent run (reject)", await error(() => client.runs.create(spin.thread_id, "spin", { input: { label: "x" }, multitaskStrategy: "reject" })));
+// Enqueued: LangGraph's default.
+const second = await client.runs.create(spin.thread_id, "spin", { input: { label: "second" } });
 out("an enqueued run", second.status);
 await client.runs.cancel(spin.thread_id, first.run_id, true);
 out("runs.cancel", (await client.runs.get(spin.thread_id, first.run_id)).status);

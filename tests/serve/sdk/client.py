@@ -61,7 +61,7 @@ while client.runs.get(spin["thread_id"], run["run_id"])["status"] != "running":
     time.sleep(0.02)
 out(
     "a concurrent run (reject)",
-    error(lambda: client.runs.create(spin["thread_id"], "spin", input={"label": "x"})),
+    error(lambda: client.runs.create(spin["thread_id"], "spin", input={"label": "x"}, multitask_strategy="reject")),
 )
 client.runs.cancel(spin["thread_id"], run["run_id"], wait=True)
 out("runs.cancel", client.runs.get(spin["thread_id"], run["run_id"])["status"])
