@@ -392,6 +392,7 @@ pub(crate) fn compile(
         hash,
         entry,
         limits,
+        require_policy: spec.graph.require_policy,
         fields,
         nodes,
         servers,

@@ -39,6 +39,8 @@ pub struct Graph {
     /// SHA-256 of the graph file and every prompt and schema file it names.
     pub hash: String,
     pub entry: NodeId,
+    /// `[graph] require_policy`: side-effecting tool calls only after a policy node.
+    pub require_policy: bool,
     pub limits: Limits,
     pub fields: Vec<Field>,
     pub nodes: Vec<Node>,
@@ -56,6 +58,65 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// A side-effecting tool node that a run going to `from` could reach without
+    /// passing a policy node (the checker proves none is reachable so from the entry
+    /// under `require_policy`; a run sent elsewhere, by `command.goto`, needs asking).
+    pub fn unguarded_side_effect_from(&self, from: Target) -> Option<NodeId> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack = Vec::new();
+        if let Target::Node(n) = from {
+            stack.push(n);
+        }
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut seen[id.0 as usize], true) {
+                continue;
+            }
+            let node = self.node(id);
+            match &node.body {
+                Body::Policy(_) => continue,
+                Body::Mcp(m) if m.side_effects => return Some(id),
+                _ => {}
+            }
+            let mut targets: Vec<Target> = node.on_error.into_iter().collect();
+            match &node.next {
+                Next::Goto(t) => targets.push(*t),
+                Next::Switch {
+                    cases,
+                    default,
+                    forks,
+                    ..
+                } => {
+                    targets.extend(cases.iter().map(|(_, t)| *t));
+                    targets.extend(*default);
+                    for (_, branches, join) in forks {
+                        targets.extend(branches.iter().copied());
+                        targets.push(Target::Node(*join));
+                    }
+                }
+                Next::When { cases, default } => {
+                    targets.extend(cases.iter().map(|c| c.to));
+                    targets.extend(*default);
+                }
+                Next::Finish => {}
+                Next::Fork { branches, join } => {
+                    targets.extend(branches.iter().copied());
+                    targets.push(Target::Node(*join));
+                }
+            }
+            match &node.body {
+                Body::Interrupt(i) => targets.extend(i.on_timeout),
+                Body::Llm(l) => targets.extend(l.pseudo_tools.iter().map(|p| p.to)),
+                _ => {}
+            }
+            targets.extend(self.limits.on_limit);
+            stack.extend(targets.into_iter().filter_map(|t| match t {
+                Target::Node(n) => Some(n),
+                Target::End => None,
+            }));
+        }
+        None
+    }
+
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0 as usize]
     }

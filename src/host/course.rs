@@ -100,6 +100,10 @@ pub(super) fn decide(
     thread: &str,
     rules: RunRules,
 ) -> Result<Go, HostError> {
+    let goto = request.command.as_ref().and_then(|c| c.goto.clone());
+    if let Some(node) = goto {
+        return decide_goto(request, latest, thread, rules, node);
+    }
     if rules == RunRules::Strict {
         return decide_strictly(request, latest, thread);
     }
@@ -164,5 +168,43 @@ fn decide_strictly(
             _ => Ok(Go::Start(json!({}))),
         },
         Some(input) => Ok(Go::Start(input.clone())),
+    }
+}
+
+/// [`decide`] for a request with `command.goto`: an answer goes there after it is
+/// taken; otherwise a new run starts there. A thread paused at an interrupt that gets
+/// neither an answer nor an input stays as it is, as on LangGraph's server (refused
+/// under [`RunRules::Strict`]).
+fn decide_goto(
+    request: &RunRequest,
+    latest: Option<&Checkpoint>,
+    thread: &str,
+    rules: RunRules,
+    node: String,
+) -> Result<Go, HostError> {
+    let ended = latest.is_some_and(|l| matches!(l.status, Status::Finished | Status::Failed));
+    if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
+        if ended && rules == RunRules::LangGraph {
+            return Ok(Go::Stay);
+        }
+        return Ok(Go::ResumeTo {
+            payload: (!resume.is_null()).then_some(resume),
+            node,
+        });
+    }
+    let input = request.input.clone().filter(|i| !i.is_null());
+    let paused = latest.is_some_and(|l| l.status == Status::Interrupted);
+    match input {
+        None if paused && rules == RunRules::Strict => Err(HostError::Conflict(format!(
+            "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ..., \"goto\": ...}}`",
+            latest
+                .and_then(|l| l.pending.as_ref())
+                .map_or("?", |p| &*p.node)
+        ))),
+        None if paused => Ok(Go::Stay),
+        input => Ok(Go::StartAt {
+            input: input.unwrap_or_else(|| json!({})),
+            node,
+        }),
     }
 }

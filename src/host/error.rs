@@ -52,6 +52,7 @@ impl From<RunError> for HostError {
             | RunError::WrongReference { .. }
             | RunError::AnswerRefused { .. }
             | RunError::Input(_)
+            | RunError::Goto(_)
             | RunError::Update(_) => HostError::Invalid(message),
             RunError::Node { .. } | RunError::Failed { .. } => HostError::Conflict(message),
         }

@@ -64,6 +64,10 @@ pub(crate) struct Command {
     /// person's update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<Json>,
+    /// Where the run goes (a node, or `__end__`) instead of the entry, or instead of
+    /// where the answered interrupt's edges send it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goto: Option<String>,
 }
 
 /// What a new run does when its thread already has one in flight.

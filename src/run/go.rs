@@ -17,6 +17,13 @@ pub enum Go {
     /// none after a stop, a crash or at a breakpoint. `force` goes on even when the
     /// graph file changed where the thread stands.
     Resume { payload: Option<Json>, force: bool },
+    /// A new run (its input written, a paused thread's interrupt dropped) that starts
+    /// at `node` (a node's name, or `__end__`) rather than the entry: LangGraph's
+    /// `command.goto`.
+    StartAt { input: Json, node: String },
+    /// [`Go::Resume`], the run then going to `node` (or `__end__`) rather than where
+    /// the answered node's edges send it: `command` with `resume` and `goto`.
+    ResumeTo { payload: Option<Json>, node: String },
     /// Nothing to do: the run ends at once, writing nothing, its outcome where the
     /// thread stands (as LangGraph's server takes a resume of an ended thread, or a
     /// run without input on a paused or ended one). The thread must have a checkpoint.

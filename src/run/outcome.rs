@@ -51,6 +51,9 @@ pub enum RunError {
     GraphChanged { thread: String, why: String },
     #[error("the input is refused: {0}")]
     Input(String),
+    /// `command.goto` names no node, or a node that would skip a required policy.
+    #[error("command.goto is refused: {0}")]
+    Goto(String),
     /// A person's write to the state (`Threads::update`) that the fields refuse.
     #[error("the update is refused: {0}")]
     Update(String),

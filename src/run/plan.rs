@@ -24,8 +24,13 @@ use std::time::{Duration, Instant};
 
 /// What a run will do, decided before anything is written.
 pub(super) enum Plan {
-    /// A new run from the entry, its input written (`writes`).
-    Start { live: Live, writes: Vec<Write> },
+    /// A new run from `at` (the entry, unless `command.goto` said), its input written
+    /// (`writes`).
+    Start {
+        live: Live,
+        writes: Vec<Write>,
+        at: Target,
+    },
     /// Nothing to do: the thread stands at `last`.
     Stay { live: Live, last: Checkpoint },
     /// Go on from a stop, a crash or a breakpoint; `passed` is the node whose
@@ -64,6 +69,43 @@ impl Runner {
         match go {
             Go::Start(input) => self.prepare_start(thread, input, false),
             Go::Restart(input) => self.prepare_start(thread, input, true),
+            Go::StartAt { input, node } => {
+                let to = self.goto_target(&node)?;
+                match self.prepare_start(thread, input, true)? {
+                    Plan::Start { live, writes, .. } => Ok(Plan::Start {
+                        live,
+                        writes,
+                        at: to,
+                    }),
+                    other => Ok(other),
+                }
+            }
+            Go::ResumeTo { payload, node } => {
+                let to = self.goto_target(&node)?;
+                match self.prepare_resume(thread, payload, false)? {
+                    Plan::Answered {
+                        live,
+                        node,
+                        applied,
+                        start,
+                        ..
+                    } => Ok(Plan::Answered {
+                        live,
+                        node,
+                        applied,
+                        next: Some((to, Some("goto".into()))),
+                        start,
+                    }),
+                    Plan::Continue { live, passed, .. } => Ok(Plan::Continue {
+                        live,
+                        next: to,
+                        passed,
+                    }),
+                    _ => Err(RunError::Goto(format!(
+                        "thread `{thread}` waits at an interrupt whose answer goes to a subgraph or whose time ran out; answer it without goto"
+                    ))),
+                }
+            }
             Go::Resume { payload, force } => self.prepare_resume(thread, payload, force),
             Go::Stay => {
                 let (live, last) = self.recorder.threads.load_live(thread)?;
@@ -136,7 +178,35 @@ impl Runner {
             step: 0,
         };
         let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Input)?;
-        Ok(Plan::Start { live, writes })
+        Ok(Plan::Start {
+            live,
+            writes,
+            at: Target::Node(self.graph.entry),
+        })
+    }
+
+    /// Where `command.goto` sends the run: a node, or END; refused when the graph
+    /// requires a policy before side effects and the node could reach one without it.
+    fn goto_target(&self, name: &str) -> Result<Target, RunError> {
+        // LangGraph's END is `__end__`.
+        if name == crate::spec::END || name == "__end__" {
+            return Ok(Target::End);
+        }
+        let id = self.graph.node_id(name).ok_or_else(|| {
+            let hint = crate::suggestion::help_for(name, self.graph.nodes.iter().map(|n| &*n.name))
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            RunError::Goto(format!("`{name}` is not a node of the graph{hint}"))
+        })?;
+        if self.graph.require_policy
+            && let Some(x) = self.graph.unguarded_side_effect_from(Target::Node(id))
+        {
+            return Err(RunError::Goto(format!(
+                "from `{name}` the run could reach side-effecting `{}` without passing a policy node, and the graph sets `require_policy`",
+                self.graph.node(x).name
+            )));
+        }
+        Ok(Target::Node(id))
     }
 
     fn prepare_resume(
@@ -375,8 +445,11 @@ impl Runner {
                 self.recorder.tell_standing(&live, &last, &self.events);
                 Begun::Ended(standing(last))
             }
-            Plan::Start { mut live, writes } => {
-                let entry = Target::Node(self.graph.entry);
+            Plan::Start {
+                mut live,
+                writes,
+                at: entry,
+            } => {
                 self.recorder.record(
                     &mut live,
                     Entry::running(None, Some(entry), writes),

@@ -129,9 +129,23 @@ impl RunCreate {
         )?;
         self.refuse_unsupported()?;
         let command = self.command.unwrap_or_default();
-        if command.goto.as_ref().is_some_and(|g| !g.is_null()) {
-            return Err(ApiError::invalid(
-                "command.goto is not supported: a run goes where the graph's edges send it",
+        let goto = match &command.goto {
+            None | Some(Json::Null) => None,
+            Some(Json::String(node)) => Some(node.clone()),
+            // LangGraph takes a list of destinations; one is what a run can go to.
+            Some(Json::Array(nodes)) if nodes.len() == 1 && nodes[0].is_string() => {
+                nodes[0].as_str().map(str::to_string)
+            }
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "command.goto is a node's name (or `__end__`), not `{other}`: a run goes to one node at a time"
+                )));
+            }
+        };
+        if stateless && goto.is_some() && command.resume.is_some() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "a resume needs a thread: POST /threads/{thread_id}/runs",
             ));
         }
         if stateless && command.resume.is_some() {
@@ -180,7 +194,11 @@ impl RunCreate {
         };
         let request = RunRequest {
             input,
-            command: (resume.is_some() || update.is_some()).then_some(Command { resume, update }),
+            command: (resume.is_some() || update.is_some() || goto.is_some()).then_some(Command {
+                resume,
+                update,
+                goto,
+            }),
             max_steps,
             multitask_strategy: multitask,
             config,

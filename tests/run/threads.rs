@@ -644,3 +644,23 @@ async fn messages_without_ids_are_given_the_ids_of_where_they_were_written() {
     // The same run writes the same ids: a replay reads the state it recorded.
     assert_eq!(run_once().await.0, state);
 }
+
+#[tokio::test]
+async fn a_goto_that_would_skip_a_required_policy_is_refused() {
+    let r = Runner::new(graph("agent"), Arc::new(MemoryStore::new()));
+    let go = |node: &str| switchyard::run::Go::StartAt {
+        input: json!({}),
+        node: node.into(),
+    };
+    assert_eq!(
+        r.check("t", go("act")).unwrap_err().to_string(),
+        "command.goto is refused: from `act` the run could reach side-effecting `act` without passing a policy node, and the graph sets `require_policy`"
+    );
+    assert_eq!(
+        r.check("t", go("actt")).unwrap_err().to_string(),
+        "command.goto is refused: `actt` is not a node of the graph; did you mean `act`?"
+    );
+    // The policy guards every way on from it; the end runs nothing.
+    r.check("t", go("gate")).unwrap();
+    r.check("t", go("__end__")).unwrap();
+}

@@ -894,6 +894,53 @@ async fn runs_on_a_thread_go_as_on_langgraphs_server() {
         .collect();
     assert_eq!(statuses, vec![json!("success"); 6], "newest first");
 
+    // `command.goto`: an answer goes there instead of along the interrupt's edges; a
+    // new run starts there; `__end__` writes the input and runs nothing.
+    let g = |body: Json| {
+        let h = &h;
+        async move { h.post("/threads/g/runs/wait", body).await }
+    };
+    h.post("/threads", json!({ "thread_id": "g" })).await;
+    g(json!({ "assistant_id": "steps", "input": { "input": "g" } })).await;
+    let stay = g(json!({ "assistant_id": "steps", "command": { "goto": "c" } })).await;
+    assert_eq!(stay.json()["trail"], json!(["a:g", "b"]), "still paused");
+    assert!(stay.json()["__interrupt__"].is_array(), "{}", stay.text);
+    let skipped =
+        g(json!({ "assistant_id": "steps", "command": { "resume": "yes", "goto": "done" } })).await;
+    assert_eq!(
+        (&skipped.json()["trail"], &skipped.json()["answer"]),
+        (&json!(["a:g", "b"]), &json!("yes")),
+        "c skipped: {}",
+        skipped.text
+    );
+    let at_c = g(
+        json!({ "assistant_id": "steps", "input": { "input": "h" }, "command": { "goto": ["c"] } }),
+    )
+    .await;
+    assert_eq!(at_c.json()["trail"], json!(["a:g", "b", "c:yes"]));
+    let ended = g(json!({ "assistant_id": "steps", "input": { "input": "z" }, "command": { "goto": "__end__" } })).await;
+    assert_eq!(
+        (&ended.json()["input"], &ended.json()["trail"]),
+        (&json!("z"), &json!(["a:g", "b", "c:yes"]))
+    );
+    let refused = g(json!({ "assistant_id": "steps", "command": { "goto": "cc" } })).await;
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            422,
+            json!({ "detail": "command.goto is refused: `cc` is not a node of the graph; did you mean `c`?" })
+        )
+    );
+    let refused =
+        g(json!({ "assistant_id": "steps", "command": { "goto": { "node": "c" } } })).await;
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            422,
+            json!({ "detail": "command.goto is a node's name (or `__end__`), not `{\"node\":\"c\"}`: a run goes to one node at a time" })
+        )
+    );
+
     // A limit no `on_limit` route takes: the run and the thread are in error.
     let limited = h
         .post(
