@@ -14,6 +14,7 @@
 //!   `--record`, `--replay` and `--stream`).
 
 mod client;
+pub(crate) mod content;
 mod error;
 mod exchange;
 mod http;

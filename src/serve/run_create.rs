@@ -178,9 +178,12 @@ impl RunCreate {
         if let Some(g) = graph {
             if let Some(i) = &mut input {
                 wire::input_messages(i, g);
+                wire::check_content(i, g).map_err(|e| ApiError::invalid(format!("input: {e}")))?;
             }
             if let Some(u) = &mut update {
                 wire::input_messages(u, g);
+                wire::check_content(u, g)
+                    .map_err(|e| ApiError::invalid(format!("command.update: {e}")))?;
             }
         }
         let metadata = match self.metadata {

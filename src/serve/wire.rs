@@ -209,6 +209,27 @@ pub(crate) fn input_messages(v: &mut Json, graph: &Graph) {
     }
 }
 
+/// Refuses, naming the field, message and block, content a model could not be sent
+/// (a content block the chat API has no part for): before the run, not at its model
+/// call.
+pub(crate) fn check_content(v: &Json, graph: &Graph) -> Result<(), String> {
+    let Json::Object(fields) = v else {
+        return Ok(());
+    };
+    for f in &graph.fields {
+        if !matches!(f.ty.base(), FieldType::Messages) {
+            continue;
+        }
+        let check = match fields.get(&*f.name) {
+            Some(Json::Array(messages)) => crate::llm::content::check_messages(messages),
+            Some(m @ Json::Object(_)) => crate::llm::content::check_messages([m]),
+            _ => Ok(()),
+        };
+        check.map_err(|e| format!("field `{}`: {e}", f.name))?;
+    }
+    Ok(())
+}
+
 fn to_role(m: &mut Json) {
     let Json::Object(o) = m else { return };
     if o.contains_key("role") {

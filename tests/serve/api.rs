@@ -1058,3 +1058,62 @@ async fn strict_runs_refuse_what_would_start_a_thread_over_or_answer_it_twice() 
         "refused runs are not recorded"
     );
 }
+
+/// An image attached in a chat front end (a LangChain content block) reaches the model
+/// as the chat API's image part; a block the API has no part for is refused when the
+/// input arrives, naming it, and nothing is recorded.
+#[tokio::test]
+async fn an_attached_image_reaches_the_model_and_an_unknown_block_is_refused() {
+    let model = llm(&["A cat."]).await;
+    let s = chat_server(&model).await;
+    let h = s.http();
+    let ask = |blocks: Json| {
+        let h = &h;
+        async move {
+            h.post(
+                "/threads/i/runs/wait",
+                json!({
+                    "assistant_id": "chat",
+                    "if_not_exists": "create",
+                    "input": {
+                        "question": "What is in it?",
+                        "messages": [{ "type": "human", "content": blocks }],
+                    },
+                }),
+            )
+            .await
+        }
+    };
+    let refused = ask(json!([
+        { "type": "text", "text": "Listen:" },
+        { "type": "audio", "source_type": "base64", "mime_type": "audio/wav", "data": "UklG" },
+    ]))
+    .await;
+    assert_eq!(
+        (refused.status, refused.json()),
+        (
+            422,
+            json!({ "detail": "input: field `messages`: message 1: content block 2 (`audio`) is not a kind the chat API takes (text, image, image_url, file)" })
+        )
+    );
+    assert_eq!(h.get("/threads/i").await.status, 404, "nothing was made");
+    let paused = ask(json!([
+        { "type": "text", "text": "Look:" },
+        { "type": "image", "source_type": "base64", "mime_type": "image/png", "data": "iVBORw0KGgo=", "metadata": { "name": "cat.png" } },
+    ]))
+    .await;
+    assert_eq!(paused.status, 200, "{}", paused.text);
+    let sent = &model.seen()[0].body["messages"];
+    assert_eq!(
+        sent[0],
+        json!({ "role": "user", "content": [
+            { "type": "text", "text": "Look:" },
+            { "type": "image_url", "image_url": { "url": "data:image/png;base64,iVBORw0KGgo=" } },
+        ] })
+    );
+    // The state keeps the blocks as the front end sent them, to show them back.
+    assert_eq!(
+        paused.json()["messages"][0]["content"][1]["metadata"],
+        json!({ "name": "cat.png" })
+    );
+}

@@ -259,7 +259,8 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
     Ok((request, offer))
 }
 
-/// The history field as chat messages: Switchyard's message `id`s stay in the state.
+/// The history field as chat messages: Switchyard's message `id`s stay in the state,
+/// and LangChain's content blocks (an image, a file) go as the chat API's parts.
 fn history(value: &Json) -> Result<Vec<Json>, String> {
     match value {
         Json::Null => Ok(Vec::new()),
@@ -270,6 +271,12 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
                 Json::Object(o) => {
                     let mut o = o.clone();
                     o.remove("id");
+                    if let Some(content) = o.get_mut("content")
+                        && content.is_array()
+                    {
+                        *content = crate::llm::content::content_parts(content)
+                            .map_err(|e| format!("message {}: {e}", i + 1))?;
+                    }
                     Ok(Json::Object(o))
                 }
                 _ => Err(format!("message {} is not an object", i + 1)),
