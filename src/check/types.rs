@@ -76,6 +76,27 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             }
         }
         match &node.body {
+            KindSpec::Llm(l) if l.chat => {
+                if let Some(out) = &l.output
+                    && let Some(field) = spec.field(out.get_ref())
+                    && !matches!(field.ty.get_ref().base(), FieldType::Messages)
+                {
+                    cx.error(
+                        "output-type",
+                        out.span(),
+                        format!(
+                            "`llm_chat` node `{}` adds its reply to a conversation, and field `{}` is `{}`",
+                            node.name.get_ref(),
+                            out.get_ref(),
+                            field.ty.get_ref()
+                        ),
+                    )
+                    .with_label("not a `messages` field")
+                    .with_help(
+                        "give it a field declared `type = \"messages\"`, or use `llm_structured` for other output",
+                    );
+                }
+            }
             KindSpec::Llm(l) => {
                 // A mapped node writes the list of its outputs: each item must fit.
                 let written = |f: &'_ FieldSpec| -> FieldType {

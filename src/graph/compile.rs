@@ -617,8 +617,12 @@ impl Compiler<'_> {
                     });
                 }
                 Body::Llm(Box::new(LlmBody {
-                    prompt: self
-                        .template_file(l.prompt.as_ref().ok_or_else(|| missing("prompt"))?)?,
+                    prompt: match &l.prompt {
+                        Some(p) => Some(self.template_file(p)?),
+                        // A chat node answers the conversation as it stands.
+                        None if l.chat => None,
+                        None => return Err(missing("prompt")),
+                    },
                     system: l
                         .system
                         .as_ref()
@@ -651,6 +655,7 @@ impl Compiler<'_> {
                     stream: l.stream,
                     strict: l.strict.or(self.spec.llm.strict).unwrap_or(true),
                     parallel_tool_calls: l.parallel_tool_calls,
+                    chat: l.chat,
                     sampling: {
                         let s = l.sampling.or(&self.spec.llm.sampling);
                         crate::spec::Sampling {

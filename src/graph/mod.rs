@@ -345,8 +345,9 @@ pub struct FinalizeBody {
 }
 
 pub struct LlmBody {
-    /// Names of the registered prompt templates.
-    pub prompt: String,
+    /// Names of the registered prompt templates (an `llm_chat` node may have no
+    /// prompt: it answers the conversation).
+    pub prompt: Option<String>,
     pub system: Option<String>,
     pub schema: Option<Arc<serde_json::Value>>,
     pub validator: Option<Arc<jsonschema::Validator>>,
@@ -368,6 +369,8 @@ pub struct LlmBody {
     pub parallel_tool_calls: Option<bool>,
     /// Its sampling settings, `[llm]`'s where it sets none.
     pub sampling: crate::spec::Sampling,
+    /// `llm_chat`: the reply is text, appended to `output` as an AI message.
+    pub chat: bool,
 }
 
 pub struct PseudoTool {

@@ -50,6 +50,21 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "top_p",
             "stop",
         ],
+        NodeKind::LlmChat => &[
+            "prompt",
+            "system",
+            "output",
+            "model",
+            "temperature",
+            "retries",
+            "stream",
+            "max_tokens",
+            "max_completion_tokens",
+            "reasoning_effort",
+            "seed",
+            "top_p",
+            "stop",
+        ],
         NodeKind::McpCall => &[
             "server",
             "tool",
@@ -145,6 +160,50 @@ pub(super) fn read_node(
     node.kind = kind.clone();
     node.body = match kind.get_ref() {
         NodeKind::LlmStructured => KindSpec::Llm(Box::new(read_llm(&mut t, diags))),
+        NodeKind::LlmChat => {
+            // Keys of `llm_structured` that a chat node does not take: refused as
+            // unknown, before they are read as the model node's.
+            for key in [
+                "schema",
+                "history",
+                "fallback",
+                "cache",
+                "tools",
+                "pseudo_tools",
+                "strict",
+                "parallel_tool_calls",
+            ] {
+                if let Some(span) = t.key_span(key) {
+                    diags.push(
+                        Diagnostic::error(
+                            "unknown-key",
+                            file,
+                            span,
+                            format!("unknown key `{key}` in node `{}`", name.get_ref()),
+                        )
+                        .label("not taken by an `llm_chat` node")
+                        .help(format!(
+                            "an `llm_chat` node answers in plain text, which joins its `output`; `{key}` is for `llm_structured`"
+                        )),
+                    );
+                }
+            }
+            // The conversation it answers is the field its reply joins.
+            let l = read_llm(&mut t, diags);
+            // What was refused above is not read on (no cascade of errors about it).
+            KindSpec::Llm(Box::new(LlmNode {
+                chat: true,
+                history: l.output.clone(),
+                schema: None,
+                fallback: None,
+                cache: None,
+                tools: None,
+                pseudo_tools: Vec::new(),
+                strict: None,
+                parallel_tool_calls: None,
+                ..l
+            }))
+        }
         NodeKind::McpCall => KindSpec::Mcp(read_mcp(&mut t, diags)),
         NodeKind::Policy => KindSpec::Policy(read_policy(&mut t, diags)),
         NodeKind::Interrupt => KindSpec::Interrupt(read_interrupt(&mut t, diags)),
@@ -515,6 +574,7 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
         strict: t.bool("strict", diags),
         parallel_tool_calls: t.bool("parallel_tool_calls", diags),
         sampling: super::sampling::read(t, diags),
+        chat: false,
     }
 }
 
@@ -773,6 +833,14 @@ fn required(t: &Table<'_, '_>, node: &NodeSpec, diags: &mut Vec<Diagnostic>) {
         }
     };
     match &node.body {
+        KindSpec::Llm(l) if l.chat => {
+            if l.output.is_none() {
+                missing(
+                    "output",
+                    "add `output = \"messages\"`: the `messages` field the reply joins",
+                );
+            }
+        }
         KindSpec::Llm(l) => {
             if l.prompt.is_none() {
                 missing("prompt", "add `prompt = \"prompts/<graph>/<node>.j2\"`");

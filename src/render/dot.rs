@@ -38,7 +38,7 @@ pub fn dot(spec: &GraphSpec) -> String {
                 let (fill, line) = colours(kind);
                 let shape = match kind {
                     _ if node.kind_unknown => "box",
-                    NodeKind::LlmStructured => "box",
+                    NodeKind::LlmStructured | NodeKind::LlmChat => "box",
                     NodeKind::McpCall => "component",
                     NodeKind::Policy => "diamond",
                     NodeKind::Interrupt => "octagon",
@@ -50,7 +50,7 @@ pub fn dot(spec: &GraphSpec) -> String {
                 let mut style = vec!["filled"];
                 if matches!(
                     kind,
-                    NodeKind::LlmStructured | NodeKind::Finalize | NodeKind::Fail
+                    NodeKind::LlmStructured | NodeKind::LlmChat | NodeKind::Finalize | NodeKind::Fail
                 ) {
                     style.insert(0, "rounded");
                 }

@@ -40,7 +40,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
                 }
                 match kind {
                     _ if node.kind_unknown => format!("[\"{label}\"]"),
-                    NodeKind::LlmStructured => format!("(\"{label}\")"),
+                    NodeKind::LlmStructured | NodeKind::LlmChat => format!("(\"{label}\")"),
                     NodeKind::McpCall => format!("[[\"{label}\"]]"),
                     NodeKind::Policy => format!("{{\"{label}\"}}"),
                     NodeKind::Interrupt => format!("{{{{\"{label}\"}}}}"),
@@ -81,6 +81,10 @@ pub fn mermaid(spec: &GraphSpec) -> String {
     }
     for kind in NodeKind::NAMES {
         let k = NodeKind::parse(kind).expect("listed kind");
+        // Both model kinds are drawn alike: one class.
+        if k == NodeKind::LlmChat {
+            continue;
+        }
         let (fill, line) = colours(k);
         let extra = if k == NodeKind::Interrupt {
             ",stroke-width:3px"
@@ -154,7 +158,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
 
 fn class_of(kind: NodeKind) -> &'static str {
     match kind {
-        NodeKind::LlmStructured => "llm",
+        NodeKind::LlmStructured | NodeKind::LlmChat => "llm",
         NodeKind::McpCall => "mcp",
         NodeKind::Policy => "policy",
         NodeKind::Interrupt => "interrupt",

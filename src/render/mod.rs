@@ -44,7 +44,7 @@ pub fn render(spec: &GraphSpec, format: Format) -> String {
 /// Colours per kind: (fill, stroke). Shared so both formats agree.
 fn colours(kind: NodeKind) -> (&'static str, &'static str) {
     match kind {
-        NodeKind::LlmStructured => ("#dbeafe", "#1d4ed8"),
+        NodeKind::LlmStructured | NodeKind::LlmChat => ("#dbeafe", "#1d4ed8"),
         NodeKind::McpCall => ("#dcfce7", "#15803d"),
         NodeKind::Policy => ("#ffedd5", "#c2410c"),
         NodeKind::Interrupt => ("#fee2e2", "#b91c1c"),

@@ -380,6 +380,7 @@ impl Runner {
             Body::Finalize(f) => kinds::finalize::run(cx, f),
             Body::Fail(f) => kinds::finalize::fail(cx, f),
             Body::Interrupt(i) => kinds::interrupt::run(cx, i),
+            Body::Llm(l) if l.chat => kinds::chat::run(cx, l).await,
             Body::Llm(l) => kinds::llm::run(cx, l).await,
             Body::Mcp(m) => kinds::mcp::run(cx, m).await,
             Body::Graph(g) => self.run_subgraph(cx, g).await,

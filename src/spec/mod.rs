@@ -287,10 +287,12 @@ pub enum NodeKind {
     Set,
     Fail,
     Graph,
+    /// A model's plain-text reply, appended to a `messages` field as an AI message.
+    LlmChat,
 }
 
 impl NodeKind {
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "llm_structured",
         "mcp_call",
         "policy",
@@ -299,6 +301,7 @@ impl NodeKind {
         "set",
         "fail",
         "graph",
+        "llm_chat",
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -311,6 +314,7 @@ impl NodeKind {
             "set" => Self::Set,
             "fail" => Self::Fail,
             "graph" => Self::Graph,
+            "llm_chat" => Self::LlmChat,
             _ => return None,
         })
     }
@@ -404,6 +408,9 @@ pub struct LlmNode {
     /// `parallel_tool_calls`; not sent when unset).
     pub parallel_tool_calls: Option<bool>,
     pub sampling: SamplingSpec,
+    /// `llm_chat`: the reply is plain text, appended to `output` (a `messages` field,
+    /// also the history sent) as an AI message; no schema, tools or fallback.
+    pub chat: bool,
 }
 
 /// What a node asks of the model's sampling, each sent only when set (and as far as

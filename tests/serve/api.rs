@@ -1117,3 +1117,71 @@ async fn an_attached_image_reaches_the_model_and_an_unknown_block_is_refused() {
         json!({ "name": "cat.png" })
     );
 }
+
+/// An `llm_chat` node's reply streams as text (never JSON) in `AIMessageChunk`s whose
+/// id is the id of the AI message that then joins the conversation, with the model's
+/// metadata and token counts, as LangChain's chat models write them.
+#[tokio::test]
+async fn a_chat_node_streams_its_reply_as_text_and_the_message_keeps_the_chunks_id() {
+    let model = Llm::start(vec![Answer::Reply(Reply {
+        content: Some("Paris is the capital of France.".into()),
+        tool_calls: Vec::new(),
+    })])
+    .await;
+    let s = serve(&["tests/fixtures/llm_chat/talk.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .start()
+        .await;
+    let h = s.http();
+    let r = h
+        .post(
+            "/runs/stream",
+            json!({
+                "assistant_id": "talk",
+                "input": { "messages": [{ "type": "human", "content": "Capital of France?" }] },
+                "stream_mode": ["messages-tuple", "values"],
+            }),
+        )
+        .await;
+    let events = r.events();
+    let chunks: Vec<&Json> = events
+        .iter()
+        .filter(|(e, _, _)| e == "messages")
+        .map(|(_, d, _)| &d[0])
+        .filter(|m| m["type"] == "AIMessageChunk")
+        .collect();
+    assert!(chunks.len() > 1, "streamed in pieces: {events:?}");
+    let text: String = chunks
+        .iter()
+        .map(|c| c["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Paris is the capital of France.");
+    let last = &events
+        .iter()
+        .rfind(|(e, _, _)| e == "values")
+        .expect("values")
+        .1["messages"];
+    let reply = &last[1];
+    assert!(chunks.iter().all(|c| c["id"] == reply["id"]), "{events:?}");
+    assert_eq!(
+        crate::util::without_made_ids(last.clone()),
+        json!([
+            { "role": "user", "content": "Capital of France?", "type": "human" },
+            {
+                "role": "assistant",
+                "content": "Paris is the capital of France.",
+                "response_metadata": { "model_name": "scripted", "finish_reason": "stop" },
+                "usage_metadata": { "input_tokens": 26, "output_tokens": 8, "total_tokens": 34 },
+                "type": "ai",
+            },
+        ])
+    );
+    // The model was sent the system prompt, rendered, and the conversation.
+    assert_eq!(
+        model.seen()[0].body["messages"],
+        json!([
+            { "role": "system", "content": "You are a brief assistant." },
+            { "role": "user", "content": "Capital of France?" },
+        ])
+    );
+}

@@ -184,9 +184,15 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
 }
 
 /// The first request of this execution, and what replies may be.
-async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer), String> {
-    let prompt = cx
-        .render(&body.prompt)
+pub(super) async fn request(
+    cx: &NodeCx<'_>,
+    body: &LlmBody,
+) -> Result<(LlmRequest, Offer), String> {
+    let prompt = body
+        .prompt
+        .as_deref()
+        .map(|p| cx.render(p))
+        .transpose()
         .map_err(|e| format!("prompt: {e}"))?;
     let system = body
         .system
@@ -209,7 +215,9 @@ async fn request(cx: &NodeCx<'_>, body: &LlmBody) -> Result<(LlmRequest, Offer),
                 .map_err(|e| format!("history `{}`: {e}", cx.graph.field(h).name))?,
         );
     }
-    messages.push(json!({ "role": "user", "content": prompt }));
+    if let Some(prompt) = prompt {
+        messages.push(json!({ "role": "user", "content": prompt }));
+    }
     let tools = match &body.tools {
         Some((server, only)) => {
             let server = &cx.graph.servers[*server];
@@ -270,7 +278,19 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
             .map(|(i, m)| match m {
                 Json::Object(o) => {
                     let mut o = o.clone();
-                    o.remove("id");
+                    // What LangChain keeps beside a message is not the chat API's.
+                    for key in [
+                        "id",
+                        "type",
+                        "response_metadata",
+                        "usage_metadata",
+                        "additional_kwargs",
+                        "invalid_tool_calls",
+                        "tool_call_chunks",
+                        "example",
+                    ] {
+                        o.remove(key);
+                    }
                     if let Some(content) = o.get_mut("content")
                         && content.is_array()
                     {
@@ -290,7 +310,10 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
 /// backoff with jitter, or the server's `Retry-After` when it asks for longer. Each
 /// try has the node's `timeout` (else `[llm] timeout`). A failure comes with the
 /// number of tries made.
-async fn send(cx: &NodeCx<'_>, request: &LlmRequest) -> Result<LlmReply, (LlmError, u32)> {
+pub(super) async fn send(
+    cx: &NodeCx<'_>,
+    request: &LlmRequest,
+) -> Result<LlmReply, (LlmError, u32)> {
     let policy = cx.node.retry.clone().unwrap_or_else(default_retry);
     let timeout = cx.node.timeout.unwrap_or(cx.graph.llm.timeout);
     let sink = |text: &str| {
@@ -389,7 +412,7 @@ fn cache_key(
     };
     let env = cx.graph.exprs.env();
     let mut prompts = String::new();
-    for name in std::iter::once(&body.prompt).chain(body.system.as_ref()) {
+    for name in body.prompt.iter().chain(body.system.as_ref()) {
         let source = env
             .get_template(name)
             .map_err(|e| format!("cache key: {e}"))?
@@ -441,7 +464,7 @@ fn from_cache(
 
 /// What a model answered, as an event shows it: its text (or refusal), and the tools
 /// it called.
-fn reply_content(reply: &crate::llm::LlmReply) -> Json {
+pub(super) fn reply_content(reply: &crate::llm::LlmReply) -> Json {
     json!({
         "content": reply.content,
         "refusal": reply.refusal,
@@ -465,7 +488,7 @@ fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {
     }
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -2,6 +2,7 @@
 //! receives ([`cx::NodeCx`]) and its compiled body to a [`Step`]. The runner matches on
 //! the node's body to pick the kind (`Runner::run_kind`); no kind imports the runner.
 
+pub(crate) mod chat;
 pub(crate) mod cx;
 pub(crate) mod finalize;
 pub(crate) mod interrupt;

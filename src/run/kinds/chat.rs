@@ -1,0 +1,112 @@
+//! `llm_chat`: the model answers the conversation in a `messages` field with plain
+//! text, streamed as it comes when `stream = true`, and the answer joins the field as
+//! an AI message: its text, the model and finish reason (`response_metadata`) and the
+//! tokens (`usage_metadata`), as LangChain's chat models write them. Its id is the one
+//! its streamed text carried (see `run::message_ids`).
+//!
+//! One execution: render the system prompt (and the prompt, when the node has one,
+//! sent last and not kept); send the system prompt, the conversation and the prompt;
+//! transport failures are retried as for `llm_structured` (`retry`, `timeout`); a
+//! reply with no text is asked again, up to `retries` times, then the node fails.
+
+use super::Step;
+use super::cx::NodeCx;
+use super::llm::{reply_content, request, send};
+use crate::graph::LlmBody;
+use crate::llm::{LlmError, LlmReply};
+use crate::run::event::Event;
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
+    let mut request = match request(cx, body).await {
+        Ok((r, _)) => r,
+        Err(message) => return Step::fail(message),
+    };
+    let mut tokens = 0u64;
+    let mut problem = String::new();
+    for attempt in 1..=body.retries.saturating_add(1) {
+        let start = Instant::now();
+        let reply = match send(cx, &request).await {
+            Ok(r) => r,
+            Err((LlmError::Stopped, _)) => {
+                return Step::Abandoned {
+                    tokens,
+                    writes: Vec::new(),
+                };
+            }
+            Err((e, tries)) => {
+                return Step::Fail {
+                    message: if tries > 1 {
+                        format!("{e} (after {tries} attempts)")
+                    } else {
+                        e.to_string()
+                    },
+                    tokens,
+                    writes: Vec::new(),
+                };
+            }
+        };
+        tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
+        cx.emit(|| Event::LlmInvocation {
+            node: cx.node.name.clone(),
+            model: request.model.clone(),
+            tokens_in: reply.tokens_in,
+            tokens_out: reply.tokens_out,
+            cache_hit: false,
+            latency_ms: start.elapsed().as_millis() as u64,
+            attempt,
+            messages: cx.llm_content.then(|| request.messages.clone()),
+            reply: cx.llm_content.then(|| reply_content(&reply)),
+        });
+        match reply.content.as_deref().filter(|t| !t.trim().is_empty()) {
+            Some(text) => {
+                let message = Arc::new(ai_message(text, &request.model, &reply));
+                return Step::Done {
+                    result: message.clone(),
+                    writes: vec![(body.output, message)],
+                    route: None,
+                    finish: None,
+                    tokens,
+                };
+            }
+            None => {
+                problem = match &reply.refusal {
+                    Some(r) => format!("the model refused: {r}"),
+                    None => "the model's reply has no text".into(),
+                };
+                request.messages.extend([
+                    json!({ "role": "assistant", "content": reply.content.clone().unwrap_or_default() }),
+                    json!({ "role": "user", "content": "Your reply was empty. Answer the conversation in plain text." }),
+                ]);
+            }
+        }
+    }
+    let replies = body.retries.saturating_add(1);
+    Step::Fail {
+        message: format!(
+            "{problem} (after {replies} {})",
+            if replies == 1 { "reply" } else { "replies" }
+        ),
+        tokens,
+        writes: Vec::new(),
+    }
+}
+
+/// The reply as the AI message LangChain's chat models write.
+fn ai_message(text: &str, model: &str, reply: &LlmReply) -> Json {
+    json!({
+        "role": "assistant",
+        "content": text,
+        "response_metadata": {
+            "model_name": model,
+            "finish_reason": reply.finish_reason,
+        },
+        "usage_metadata": {
+            "input_tokens": reply.tokens_in,
+            "output_tokens": reply.tokens_out,
+            "total_tokens": reply.tokens_in.saturating_add(reply.tokens_out),
+        },
+    })
+}
