@@ -58,6 +58,30 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Where `command.goto` sends a run: a node, or END (`END` or LangGraph's
+    /// `__end__`); why not, when the name is no node or the graph requires a policy
+    /// before side effects and the node could reach one without it.
+    pub fn goto_target(&self, name: &str) -> Result<Target, String> {
+        if name == crate::spec::END || name == "__end__" {
+            return Ok(Target::End);
+        }
+        let id = self.node_id(name).ok_or_else(|| {
+            let hint = crate::suggestion::help_for(name, self.nodes.iter().map(|n| &*n.name))
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            format!("`{name}` is not a node of the graph{hint}")
+        })?;
+        if self.require_policy
+            && let Some(x) = self.unguarded_side_effect_from(Target::Node(id))
+        {
+            return Err(format!(
+                "from `{name}` the run could reach side-effecting `{}` without passing a policy node, and the graph sets `require_policy`",
+                self.node(x).name
+            ));
+        }
+        Ok(Target::Node(id))
+    }
+
     /// A side-effecting tool node that a run going to `from` could reach without
     /// passing a policy node (the checker proves none is reachable so from the entry
     /// under `require_policy`; a run sent elsewhere, by `command.goto`, needs asking).

@@ -185,28 +185,9 @@ impl Runner {
         })
     }
 
-    /// Where `command.goto` sends the run: a node, or END; refused when the graph
-    /// requires a policy before side effects and the node could reach one without it.
+    /// Where `command.goto` sends the run (see [`crate::graph::Graph::goto_target`]).
     fn goto_target(&self, name: &str) -> Result<Target, RunError> {
-        // LangGraph's END is `__end__`.
-        if name == crate::spec::END || name == "__end__" {
-            return Ok(Target::End);
-        }
-        let id = self.graph.node_id(name).ok_or_else(|| {
-            let hint = crate::suggestion::help_for(name, self.graph.nodes.iter().map(|n| &*n.name))
-                .map(|h| format!("; {h}"))
-                .unwrap_or_default();
-            RunError::Goto(format!("`{name}` is not a node of the graph{hint}"))
-        })?;
-        if self.graph.require_policy
-            && let Some(x) = self.graph.unguarded_side_effect_from(Target::Node(id))
-        {
-            return Err(RunError::Goto(format!(
-                "from `{name}` the run could reach side-effecting `{}` without passing a policy node, and the graph sets `require_policy`",
-                self.graph.node(x).name
-            )));
-        }
-        Ok(Target::Node(id))
+        self.graph.goto_target(name).map_err(RunError::Goto)
     }
 
     fn prepare_resume(

@@ -142,6 +142,12 @@ impl RunCreate {
                 )));
             }
         };
+        // Refused now, whatever the thread is doing (a paused one would take a goto
+        // alone as nothing to do).
+        if let (Some(g), Some(node)) = (graph, &goto) {
+            g.goto_target(node)
+                .map_err(|e| ApiError::invalid(format!("command.goto is refused: {e}")))?;
+        }
         if stateless && goto.is_some() && command.resume.is_some() {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,

@@ -651,7 +651,7 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         ("POST /threads/b/runs {interrupt_after: [draft]}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "interrupt_after": ["draft"] })).await),
         ("POST /threads/b/runs {after_seconds: 5}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "after_seconds": 5 })).await),
         ("POST /threads/b/runs {webhook: ...}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "webhook": "http://hook.test/" })).await),
-        ("POST /threads/b/runs {command: {goto: draft}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "goto": "draft" } })).await),
+        ("POST /threads/b/runs {command: {goto: nowhere}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "goto": "nowhere" } })).await),
         ("POST /runs {command: {resume: yes}} (no thread)", h.post("/runs", json!({ "assistant_id": "chat", "command": { "resume": "yes" } })).await),
         ("POST /threads/b/runs {checkpoint_id: not the latest}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "checkpoint_id": "1" })).await),
         ("POST /threads/b/runs {max_steps: 0}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "max_steps": 0 })).await),
