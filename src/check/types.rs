@@ -98,6 +98,32 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                 }
             }
             KindSpec::Llm(l) => {
+                if let Some(field) = &l.stream_field {
+                    let schema = l.schema.as_ref().and_then(|s| cx.schema(s)).cloned();
+                    let ty = schema
+                        .as_ref()
+                        .and_then(|s| s.get("properties")?.get(field.get_ref())?.get("type"));
+                    let is_string = match ty {
+                        Some(Value::String(t)) => t == "string",
+                        Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+                        _ => false,
+                    };
+                    if !is_string && (schema.is_some() || l.schema.is_none()) {
+                        cx.error(
+                            "stream-field",
+                            field.span(),
+                            format!(
+                                "`stream` of node `{}` names `{}`, which is not a string property of its schema",
+                                node.name.get_ref(),
+                                field.get_ref()
+                            ),
+                        )
+                        .with_label("only a top-level string property streams as text")
+                        .with_help(
+                            "name a property the schema declares `\"type\": \"string\"`, or write `stream = true` to stream the reply's JSON",
+                        );
+                    }
+                }
                 // A mapped node writes the list of its outputs: each item must fit.
                 let written = |f: &'_ FieldSpec| -> FieldType {
                     match (&node.map, f.ty.get_ref().base()) {

@@ -653,6 +653,7 @@ impl Compiler<'_> {
                         .transpose()?,
                     pseudo_tools,
                     stream: l.stream,
+                    stream_field: l.stream_field.as_ref().map(|f| f.get_ref().clone()),
                     strict: l.strict.or(self.spec.llm.strict).unwrap_or(true),
                     parallel_tool_calls: l.parallel_tool_calls,
                     chat: l.chat,

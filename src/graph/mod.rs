@@ -386,6 +386,8 @@ pub struct LlmBody {
     pub tools: Option<(usize, Vec<String>)>,
     pub pseudo_tools: Vec<PseudoTool>,
     pub stream: bool,
+    /// Only this top-level string property of the reply streams.
+    pub stream_field: Option<String>,
     /// The output schema goes as a strict `response_format`.
     pub strict: bool,
     /// `parallel_tool_calls` as the node sets it: `Some(true)` takes several calls in

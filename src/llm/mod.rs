@@ -27,6 +27,7 @@ mod redact;
 mod replay;
 mod reply;
 mod request;
+pub(crate) mod tap;
 mod wire;
 
 pub use client::{DeltaSink, LlmClient, NoLlm};

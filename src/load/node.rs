@@ -190,6 +190,21 @@ pub(super) fn read_node(
             }
             // The conversation it answers is the field its reply joins.
             let l = read_llm(&mut t, diags);
+            if let Some(field) = &l.stream_field {
+                diags.push(
+                    Diagnostic::error(
+                        "wrong-type",
+                        file,
+                        field.span(),
+                        format!(
+                            "`stream` of node `{}` names a property, and an `llm_chat` reply is text",
+                            name.get_ref()
+                        ),
+                    )
+                    .label("a property of what?")
+                    .help("write `stream = true`: the reply's text streams as it comes"),
+                );
+            }
             // What was refused above is not read on (no cascade of errors about it).
             KindSpec::Llm(Box::new(LlmNode {
                 chat: true,
@@ -201,6 +216,7 @@ pub(super) fn read_node(
                 pseudo_tools: Vec::new(),
                 strict: None,
                 parallel_tool_calls: None,
+                stream_field: None,
                 ..l
             }))
         }
@@ -557,6 +573,22 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
             });
         }
     }
+    let (stream, stream_field) = match t.raw("stream") {
+        None => (false, None),
+        Some(v) => match v.get_ref() {
+            DeValue::Boolean(b) => (*b, None),
+            DeValue::String(s) => (true, Some(Sp::new(v.span(), s.to_string()))),
+            other => {
+                diags.push(t.wrong_type(
+                    "stream",
+                    v.span(),
+                    "a boolean, or the name of a string property of the schema",
+                    other,
+                ));
+                (false, None)
+            }
+        },
+    };
     LlmNode {
         prompt: t.str("prompt", diags),
         system: t.str("system", diags),
@@ -570,7 +602,8 @@ fn read_llm(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmNode {
         cache,
         tools,
         pseudo_tools,
-        stream: t.bool("stream", diags).unwrap_or(false),
+        stream,
+        stream_field,
         strict: t.bool("strict", diags),
         parallel_tool_calls: t.bool("parallel_tool_calls", diags),
         sampling: super::sampling::read(t, diags),

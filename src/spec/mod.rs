@@ -402,6 +402,9 @@ pub struct LlmNode {
     pub tools: Option<ToolsSpec>,
     pub pseudo_tools: Vec<PseudoTool>,
     pub stream: bool,
+    /// `stream = "<property>"`: only that top-level string property of the reply's
+    /// JSON streams (its text, not the JSON around it).
+    pub stream_field: Option<Sp<String>>,
     /// Whether the output schema is sent strict; `None` takes `[llm] strict`.
     pub strict: Option<bool>,
     /// With `tools`: whether the model may call several in one reply (sent as

@@ -28,7 +28,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     let mut problem = String::new();
     for attempt in 1..=body.retries.saturating_add(1) {
         let start = Instant::now();
-        let reply = match send(cx, &request).await {
+        let reply = match send(cx, &request, None).await {
             Ok(r) => r,
             Err((LlmError::Stopped, _)) => {
                 return Step::Abandoned {

@@ -23,6 +23,7 @@ use super::Step;
 use super::cx::NodeCx;
 use crate::graph::{LlmBody, Retry, Target};
 use crate::llm::offer::{Offer, PseudoSpec, Verdict};
+use crate::llm::tap::FieldTap;
 use crate::run::event::Event;
 use crate::run::kinds::mcp::backoff;
 use crate::value::from_json;
@@ -77,7 +78,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     let mut last_error = String::new();
     for attempt in 1..=body.retries.saturating_add(1) {
         let start = Instant::now();
-        let reply = match send(cx, &request).await {
+        let reply = match send(cx, &request, body.stream_field.as_deref()).await {
             Ok(r) => r,
             Err((LlmError::Stopped, _)) => {
                 return Step::Abandoned {
@@ -310,21 +311,35 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
 /// backoff with jitter, or the server's `Retry-After` when it asks for longer. Each
 /// try has the node's `timeout` (else `[llm] timeout`). A failure comes with the
 /// number of tries made.
+/// With `tap`, only that top-level string property of the streamed JSON is told as
+/// text deltas.
 pub(super) async fn send(
     cx: &NodeCx<'_>,
     request: &LlmRequest,
+    key: Option<&str>,
 ) -> Result<LlmReply, (LlmError, u32)> {
     let policy = cx.node.retry.clone().unwrap_or_else(default_retry);
     let timeout = cx.node.timeout.unwrap_or(cx.graph.llm.timeout);
+    let tap = key.map(|key| std::sync::Mutex::new(FieldTap::new(key)));
     let sink = |text: &str| {
-        cx.emit(|| Event::TextDelta {
-            node: cx.node.name.clone(),
-            text: text.to_string(),
-        })
+        let text = match &tap {
+            Some(t) => t.lock().unwrap_or_else(|p| p.into_inner()).push(text),
+            None => text.to_string(),
+        };
+        if !text.is_empty() {
+            cx.emit(|| Event::TextDelta {
+                node: cx.node.name.clone(),
+                text,
+            })
+        }
     };
     let mut attempt = 0;
     loop {
         attempt += 1;
+        // Each try's JSON is read from its start.
+        if let (Some(t), Some(key)) = (&tap, key) {
+            *t.lock().unwrap_or_else(|p| p.into_inner()) = FieldTap::new(key);
+        }
         // A request is abandoned when the run is asked to stop: it has no effect
         // but its cost, and the node runs again on the resume.
         let result = tokio::select! {
