@@ -193,6 +193,14 @@ fn decide_goto(
         });
     }
     let input = request.input.clone().filter(|i| !i.is_null());
+    let pending = latest.and_then(|l| l.pending.as_ref());
+    // A breakpoint takes no answer: a goto without input lets it go on, elsewhere.
+    if input.is_none() && pending.is_some_and(|p| p.breakpoint.is_some()) {
+        return Ok(Go::ResumeTo {
+            payload: None,
+            node,
+        });
+    }
     let paused = latest.is_some_and(|l| l.status == Status::Interrupted);
     match input {
         None if paused && rules == RunRules::Strict => Err(HostError::Conflict(format!(
@@ -202,6 +210,12 @@ fn decide_goto(
                 .map_or("?", |p| &*p.node)
         ))),
         None if paused => Ok(Go::Stay),
+        Some(_) if paused && rules == RunRules::Strict => Err(HostError::Conflict(format!(
+            "thread `{thread}` is paused at `{}`; resume it instead of starting a new run",
+            latest
+                .and_then(|l| l.pending.as_ref())
+                .map_or("?", |p| &*p.node)
+        ))),
         input => Ok(Go::StartAt {
             input: input.unwrap_or_else(|| json!({})),
             node,

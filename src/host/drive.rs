@@ -210,8 +210,10 @@ impl Host {
     }
 
     /// A driven run's event: to the tracer and into its log (and, with runs shared,
-    /// kept for the store).
-    fn record_event(&self, run: &RunHandle, event: crate::run::Event) {
+    /// kept for the store). Whether it says a limit ended the run, no `on_limit`
+    /// route taking it.
+    fn record_event(&self, run: &RunHandle, event: crate::run::Event) -> bool {
+        let limit_ended = matches!(event, crate::run::Event::LimitReached { to: None, .. });
         if let Some(t) = &self.inner.tracer {
             t.observe(&run.id, &event);
         }
@@ -221,6 +223,7 @@ impl Host {
                 run.log.push(event);
             }
         }
+        limit_ended
     }
 
     /// Drives the run; an error is a failure before the runner could start.
@@ -246,7 +249,6 @@ impl Host {
         });
         let first_seq = record.first_seq.unwrap_or(0);
         self.save_run(run, &record)?;
-        let routes_limits = graph.limits.on_limit.is_some();
         let llm = self.inner.llm.client(&graph)?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -294,15 +296,17 @@ impl Host {
             };
             runner.run(&run.thread, go).await
         };
+        // Whether a limit ended the run with no route to take (its event says so).
+        let mut limit_ended = false;
         let outcome = {
             tokio::pin!(work);
             loop {
                 tokio::select! {
                     biased;
                     Some(e) = rx.recv() => {
-                        self.record_event(run, e);
+                        limit_ended |= self.record_event(run, e);
                         while let Ok(e) = rx.try_recv() {
-                            self.record_event(run, e);
+                            limit_ended |= self.record_event(run, e);
                         }
                         if let Some(c) = self.cluster() {
                             c.save_events(self, run);
@@ -316,7 +320,7 @@ impl Host {
         drop(runner);
         tools.set_events(None);
         while let Ok(e) = rx.try_recv() {
-            self.record_event(run, e);
+            limit_ended |= self.record_event(run, e);
         }
         if let Some(c) = self.cluster() {
             c.save_events(self, run);
@@ -329,13 +333,7 @@ impl Host {
         let (status, error) = match &outcome {
             // A limit that no `on_limit` route takes ends the run as LangGraph's
             // recursion limit does: an error.
-            Ok(Outcome::Finished { outcome, .. })
-                if outcome == "limit"
-                    && !routes_limits
-                    && store
-                        .latest(&run.thread)?
-                        .is_some_and(|l| l.ended_by_limit()) =>
-            {
+            Ok(Outcome::Finished { .. }) if limit_ended => {
                 (RunStatus::Error, Some(LIMIT_ERROR.to_string()))
             }
             // A run that paused at an interrupt did what it was asked, as LangGraph

@@ -80,8 +80,8 @@ pub struct HostOptions {
 pub enum RunRules {
     /// As LangGraph's server: a second run on a busy thread waits its turn (the
     /// `enqueue` default), an input to a thread paused at an interrupt starts a new
-    /// run and drops the interrupt, and an answer to a thread that waits for none, or
-    /// a run without input on a paused or ended thread, runs nothing.
+    /// run and drops the interrupt, and an answer to a finished or failed thread, or a
+    /// run without input on a thread paused at an interrupt or ended, runs nothing.
     #[default]
     LangGraph,
     /// Each of those is refused (409) and changes nothing, and `reject` is the default

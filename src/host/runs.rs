@@ -307,6 +307,7 @@ impl Host {
                 .as_ref()
                 .filter(|l| l.seq >= record.first_seq.unwrap_or(0))
                 .and_then(|l| match l.status {
+                    Status::Finished if l.ended_by_limit() => Some(RunStatus::Error),
                     Status::Interrupted | Status::Finished => Some(RunStatus::Success),
                     Status::Failed => Some(RunStatus::Error),
                     Status::Running | Status::Stopped => None,

@@ -190,6 +190,18 @@ pub(super) fn read_node(
             }
             // The conversation it answers is the field its reply joins.
             let l = read_llm(&mut t, diags);
+            if let Some(map) = &node.map {
+                diags.push(
+                    Diagnostic::error(
+                        "unknown-key",
+                        file,
+                        map.span.clone(),
+                        format!("node `{}` maps an `llm_chat` reply", name.get_ref()),
+                    )
+                    .label("one conversation, one reply")
+                    .help("map an `llm_structured` node, or answer once"),
+                );
+            }
             if let Some(field) = &l.stream_field {
                 diags.push(
                     Diagnostic::error(

@@ -142,11 +142,11 @@ fn apply_noting(
     Ok(applied)
 }
 
-/// Where the node being applied writes: its run and step.
+/// Where the node being applied writes: the checkpoint it will make, its run and step.
 fn step_of(live: &Live) -> WrittenAt {
-    WrittenAt::Step {
-        run: live.run,
-        step: live.step,
+    WrittenAt {
+        seq: live.seq,
+        step: Some((live.run, live.step)),
     }
 }
 

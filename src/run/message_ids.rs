@@ -5,55 +5,55 @@
 //! ids.
 //!
 //! A made id is a UUID (version 8, its bits from SHA-256) of where the message was
-//! written: the thread, and the run and step of the node that wrote it (or the record,
-//! for an input or a person's update), and its place among that write's messages. The
-//! same run makes the same ids, so a recording replayed gives the same state, and a
-//! reader of the run's events knows a streamed reply's id before the message is
-//! written: the first assistant message a step writes without an id is its reply
-//! ([`reply_id`]), the id its streamed text carried.
+//! written: the thread, the checkpoint that records it (unique in the thread, whatever
+//! wrote it: a node, an input, a person's update) and its place among that
+//! checkpoint's messages. The first assistant message a node's step writes without an
+//! id is its reply: its id is made of the thread, run and step instead ([`reply_id`]),
+//! so a reader of the run's events knows it before the message is written, and gives
+//! it to the streamed text. The same run makes the same ids, so a recording replayed
+//! gives the same state.
 
 use crate::graph::{FieldId, Graph};
-use crate::spec::{Reducer, is_message};
+use crate::spec::{FieldType, is_message};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-/// Where messages are being written.
+/// Where messages are being written: the checkpoint that will record them (`seq`,
+/// unique in the thread whatever writes there), and for a node's step its run and
+/// step, which name its reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WrittenAt {
-    /// By the node at `step` of run `run` (a run's input is its step 0).
-    Step { run: u64, step: u64 },
-    /// By a person's update, recorded as checkpoint `seq`.
-    Record { seq: u64 },
+pub(crate) struct WrittenAt {
+    pub(crate) seq: u64,
+    pub(crate) step: Option<(u64, u64)>,
 }
 
 /// The id of the reply a step streamed: the id its first assistant message without an
 /// id of its own is given.
 pub fn reply_id(thread: &str, run: u64, step: u64) -> String {
-    made_id(thread, WrittenAt::Step { run, step }, None)
+    made_id(thread, Place::Reply { run, step })
 }
 
-fn made_id(thread: &str, at: WrittenAt, index: Option<usize>) -> String {
+enum Place {
+    Reply { run: u64, step: u64 },
+    Indexed { seq: u64, index: usize },
+}
+
+fn made_id(thread: &str, place: Place) -> String {
     let mut h = Sha256::new();
     h.update(thread.as_bytes());
     // A separator no thread name holds (names are text), then the place.
     h.update([0]);
-    match at {
-        WrittenAt::Step { run, step } => {
-            h.update(b"s");
+    match place {
+        Place::Reply { run, step } => {
+            h.update(b"reply");
             h.update(run.to_le_bytes());
             h.update(step.to_le_bytes());
         }
-        WrittenAt::Record { seq } => {
-            h.update(b"r");
+        Place::Indexed { seq, index } => {
+            h.update(b"at");
             h.update(seq.to_le_bytes());
-        }
-    }
-    match index {
-        None => h.update(b"reply"),
-        Some(i) => {
-            h.update(b"i");
-            h.update((i as u64).to_le_bytes());
+            h.update((index as u64).to_le_bytes());
         }
     }
     let digest = h.finalize();
@@ -65,8 +65,8 @@ fn made_id(thread: &str, at: WrittenAt, index: Option<usize>) -> String {
     uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
 }
 
-/// Gives ids to the messages of one step's (or input's, or update's) writes, counting
-/// across its writes so that no two get the same.
+/// Gives ids to the messages of one checkpoint's writes (a step's, an input's, an
+/// update's), counting across its writes so that no two get the same.
 pub(crate) struct MessageIds<'a> {
     thread: &'a str,
     at: WrittenAt,
@@ -84,15 +84,15 @@ impl<'a> MessageIds<'a> {
         }
     }
 
-    /// `value` as written to `field`: when the field's reducer is `messages`, each
-    /// message without an id given one. Copied only when one lacks an id.
+    /// `value` as written to `field`: when the field holds messages, each message
+    /// without an id given one. Copied only when one lacks an id.
     pub(crate) fn give(
         &mut self,
         graph: &Graph,
         field: FieldId,
         mut value: Arc<Json>,
     ) -> Arc<Json> {
-        if graph.field(field).reducer != Reducer::Messages || !lacks_id(&value) {
+        if !matches!(graph.field(field).ty.base(), FieldType::Messages) || !lacks_id(&value) {
             return value;
         }
         match Arc::make_mut(&mut value) {
@@ -111,17 +111,30 @@ impl<'a> MessageIds<'a> {
         if o.get("id").is_some_and(|id| !id.is_null()) {
             return;
         }
-        let reply = !self.replied
-            && matches!(self.at, WrittenAt::Step { step, .. } if step > 0)
-            && o.get("role").and_then(Json::as_str) == Some("assistant");
-        let id = if reply {
-            self.replied = true;
-            made_id(self.thread, self.at, None)
-        } else {
-            self.next += 1;
-            made_id(self.thread, self.at, Some(self.next - 1))
+        let reply = match self.at.step {
+            Some((run, step))
+                if !self.replied
+                    && step > 0
+                    && o.get("role").and_then(Json::as_str) == Some("assistant") =>
+            {
+                Some(Place::Reply { run, step })
+            }
+            _ => None,
         };
-        o.insert("id".into(), Json::String(id));
+        let place = match reply {
+            Some(p) => {
+                self.replied = true;
+                p
+            }
+            None => {
+                self.next += 1;
+                Place::Indexed {
+                    seq: self.at.seq,
+                    index: self.next - 1,
+                }
+            }
+        };
+        o.insert("id".into(), Json::String(made_id(self.thread, place)));
     }
 }
 
@@ -143,25 +156,22 @@ mod tests {
 
     #[test]
     fn made_ids_are_uuids_of_where_the_message_was_written() {
-        let a = made_id("t1", WrittenAt::Step { run: 1, step: 2 }, Some(0));
+        let a = made_id("t1", Place::Indexed { seq: 2, index: 0 });
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "8", "version 8: {a}");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "variant: {a}");
         // The same place, the same id; any other place, another.
-        assert_eq!(
-            a,
-            made_id("t1", WrittenAt::Step { run: 1, step: 2 }, Some(0))
-        );
+        assert_eq!(a, made_id("t1", Place::Indexed { seq: 2, index: 0 }));
         let others = [
-            made_id("t2", WrittenAt::Step { run: 1, step: 2 }, Some(0)),
-            made_id("t1", WrittenAt::Step { run: 2, step: 2 }, Some(0)),
-            made_id("t1", WrittenAt::Step { run: 1, step: 3 }, Some(0)),
-            made_id("t1", WrittenAt::Step { run: 1, step: 2 }, Some(1)),
-            made_id("t1", WrittenAt::Step { run: 1, step: 2 }, None),
-            made_id("t1", WrittenAt::Record { seq: 2 }, Some(0)),
+            made_id("t2", Place::Indexed { seq: 2, index: 0 }),
+            made_id("t1", Place::Indexed { seq: 3, index: 0 }),
+            made_id("t1", Place::Indexed { seq: 2, index: 1 }),
+            made_id("t1", Place::Reply { run: 0, step: 2 }),
         ];
         for o in &others {
             assert_ne!(&a, o);
         }
+        assert_ne!(reply_id("t1", 0, 2), reply_id("t1", 1, 2));
+        assert_ne!(reply_id("t1", 0, 2), reply_id("t1", 0, 3));
     }
 }

@@ -82,7 +82,18 @@ impl Runner {
             }
             Go::ResumeTo { payload, node } => {
                 let to = self.goto_target(&node)?;
-                match self.prepare_resume(thread, payload, false)? {
+                let plan = self.prepare_resume(thread, payload, false)?;
+                let (Plan::Answered { live, .. } | Plan::Continue { live, .. }) = &plan else {
+                    return Err(RunError::Goto(format!(
+                        "thread `{thread}` waits at an interrupt whose answer goes to a subgraph or whose time ran out; answer it without goto"
+                    )));
+                };
+                if live.answer.is_some() || live.frontier.is_some() {
+                    return Err(RunError::Goto(format!(
+                        "thread `{thread}` waits inside parallel branches or for a tool's question: the run cannot leave from there; answer it without goto"
+                    )));
+                }
+                match plan {
                     Plan::Answered {
                         live,
                         node,
@@ -173,9 +184,10 @@ impl Runner {
                 fields.insert(f.name.to_string(), f.default.clone());
             }
         }
-        let at = WrittenAt::Step {
-            run: live.run,
-            step: 0,
+        // The input's record is the next checkpoint.
+        let at = WrittenAt {
+            seq: live.seq,
+            step: None,
         };
         let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Input)?;
         Ok(Plan::Start {

@@ -133,8 +133,13 @@ impl Recorder {
         if self.saved.is_some() && events.is_on() {
             let values = (self.saved == Some(true))
                 .then(|| Arc::new(live.state.to_json(self.threads.graph())));
+            // Told as where the thread stands, not as a step taken now: no node, no
+            // writes (a reader would take them for this run's).
+            let mut record = last.clone();
+            record.node = None;
+            record.writes.clear();
             events.emit(|| Event::Saved {
-                record: Arc::new(last.clone()),
+                record: Arc::new(record),
                 values,
             });
         }

@@ -61,10 +61,12 @@ impl Runner {
         let child = self.child_runner(body);
         let stopped =
             matches!(child.threads().latest(&thread), Ok(last) if last.status == Status::Stopped);
+        // A child left paused (its parent's interrupt was dropped by a new input)
+        // starts over with the parent.
         let go = if stopped {
             Go::resume(None)
         } else {
-            Go::Start(Json::Object(input))
+            Go::Restart(Json::Object(input))
         };
         let out = self
             .follow(child, &thread, &cx.node.name, cx.events, go)

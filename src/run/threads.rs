@@ -442,7 +442,10 @@ impl Threads {
             )));
         }
         // The update is recorded as the next checkpoint.
-        let at = WrittenAt::Record { seq: live.seq };
+        let at = WrittenAt {
+            seq: live.seq,
+            step: None,
+        };
         let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Update)?;
         let (node, next, status, pending, outcome): (_, _, _, Option<Pending>, _) = match as_node {
             Some(name) => {

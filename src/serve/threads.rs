@@ -297,6 +297,8 @@ async fn update(
         && let Some(graph) = view.latest.as_ref().and_then(|l| s.host.graph_of(l).ok())
     {
         wire::input_messages(&mut values, &graph);
+        wire::check_content(&values, &graph)
+            .map_err(|e| ApiError::invalid(format!("values: {e}")))?;
     }
     let record = s.host.update_state(&id, values, u.as_node.as_deref())?;
     let checkpoint = wire::checkpoint_ref(&record.thread, record.seq);

@@ -566,7 +566,9 @@ async function threadsPage(turn = routes) {
 /// running, paused, finished or failed, as people say it.
 function threadStatus(t) {
   if (t.status === "busy") return "running";
-  if (t.status === "interrupted") return "paused";
+  // Cancelled threads are `interrupted` too (as on LangGraph's server): paused only
+  // when an interrupt waits.
+  if (t.status === "interrupted") return Object.keys(t.interrupts || {}).length ? "paused" : "stopped";
   if (t.status === "error") return "failed";
   return t.values ? "finished" : "new";
 }
