@@ -954,6 +954,14 @@ async fn runs_on_a_thread_go_as_on_langgraphs_server() {
     );
     assert_eq!(h.get("/threads/l/runs").await.json()[0]["status"], "error");
     assert_eq!(thread_status("l").await, "error");
+    // A stateless run, which keeps no checkpoint, all the same.
+    let stateless = h
+        .post(
+            "/runs/wait",
+            json!({ "assistant_id": "steps", "input": { "input": "x" }, "config": { "recursion_limit": 1 } }),
+        )
+        .await;
+    assert_eq!(stateless.json(), limited.json());
 
     // A second run on a busy thread waits its turn (`enqueue`); a cancelled run leaves
     // its thread interrupted, to go on from where it stopped.
@@ -1035,6 +1043,16 @@ async fn strict_runs_refuse_what_would_start_a_thread_over_or_answer_it_twice() 
         (
             409,
             json!("thread `p` is paused at `ask`; answer it with `command: {\"resume\": ...}`")
+        )
+    );
+    assert_eq!(
+        refused(
+            wait(json!({ "assistant_id": "steps", "input": { "input": "two" }, "command": { "goto": "b" } }))
+                .await
+        ),
+        (
+            409,
+            json!("thread `p` is paused at `ask`; resume it instead of starting a new run")
         )
     );
     assert_eq!(h.get("/threads/p/state").await.text, paused);
