@@ -104,70 +104,41 @@ pub(super) fn decide(
     if let Some(node) = goto {
         return decide_goto(request, latest, thread, rules, node);
     }
-    if rules == RunRules::Strict {
-        return decide_strictly(request, latest, thread);
-    }
+    let strict = rules == RunRules::Strict;
     let ended = latest.is_some_and(|l| matches!(l.status, Status::Finished | Status::Failed));
     if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
-        // Nothing waits for the answer: LangGraph's server takes it and runs nothing.
-        if ended {
+        // Nothing waits for the answer: LangGraph's server takes it and runs nothing
+        // (the strict rules let the runner refuse it).
+        if ended && !strict {
             return Ok(Go::Stay);
         }
         return Ok(Go::resume((!resume.is_null()).then_some(resume)));
     }
+    let pending = latest.and_then(|l| l.pending.as_ref());
     match &request.input {
         Some(Json::Null) | None => match latest.map(|l| l.status) {
             Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
             // A breakpoint takes no answer: a run with no input lets it go on, as in
             // LangGraph.
-            Some(Status::Interrupted)
-                if latest
-                    .and_then(|l| l.pending.as_ref())
-                    .is_some_and(|p| p.breakpoint.is_some()) =>
-            {
+            Some(Status::Interrupted) if pending.is_some_and(|p| p.breakpoint.is_some()) => {
                 Ok(Go::resume(None))
             }
+            Some(Status::Interrupted) if strict => Err(HostError::Conflict(format!(
+                "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
+                pending.map_or("?", |p| &*p.node)
+            ))),
             // Nothing to answer with, nothing to go on with: the run stands where the
             // thread is, as on LangGraph's server (an input or a resume moves it).
-            Some(Status::Interrupted | Status::Finished | Status::Failed) => Ok(Go::Stay),
-            None => Ok(Go::Start(json!({}))),
+            Some(Status::Interrupted | Status::Finished | Status::Failed) if !strict => {
+                Ok(Go::Stay)
+            }
+            _ => Ok(Go::Start(json!({}))),
         },
+        // The strict rules let the runner refuse an input to a paused thread.
+        Some(input) if strict => Ok(Go::Start(input.clone())),
         // An input to a thread paused at an interrupt starts a new run, dropping the
         // interrupt, as LangGraph's server does.
         Some(input) => Ok(Go::Restart(input.clone())),
-    }
-}
-
-/// [`decide`] under [`RunRules::Strict`]: a resume is a resume (the runner refuses one
-/// of a thread that waits for none), an input starts a run (refused on a paused
-/// thread), and a run without input on a thread paused at an interrupt is refused.
-fn decide_strictly(
-    request: &RunRequest,
-    latest: Option<&Checkpoint>,
-    thread: &str,
-) -> Result<Go, HostError> {
-    if let Some(resume) = request.command.as_ref().and_then(|c| c.resume.clone()) {
-        return Ok(Go::resume((!resume.is_null()).then_some(resume)));
-    }
-    match &request.input {
-        Some(Json::Null) | None => match latest.map(|l| l.status) {
-            Some(Status::Stopped | Status::Running) => Ok(Go::resume(None)),
-            Some(Status::Interrupted)
-                if latest
-                    .and_then(|l| l.pending.as_ref())
-                    .is_some_and(|p| p.breakpoint.is_some()) =>
-            {
-                Ok(Go::resume(None))
-            }
-            Some(Status::Interrupted) => Err(HostError::Conflict(format!(
-                "thread `{thread}` is paused at `{}`; answer it with `command: {{\"resume\": ...}}`",
-                latest
-                    .and_then(|l| l.pending.as_ref())
-                    .map_or("?", |p| &*p.node)
-            ))),
-            _ => Ok(Go::Start(json!({}))),
-        },
-        Some(input) => Ok(Go::Start(input.clone())),
     }
 }
 

@@ -11,10 +11,9 @@
 
 use super::Step;
 use super::cx::NodeCx;
-use super::llm::{reply_content, request, send};
+use super::llm::{invoked, request, send};
 use crate::graph::LlmBody;
 use crate::llm::{LlmError, LlmReply};
-use crate::run::event::Event;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,17 +48,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             }
         };
         tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
-        cx.emit(|| Event::LlmInvocation {
-            node: cx.node.name.clone(),
-            model: request.model.clone(),
-            tokens_in: reply.tokens_in,
-            tokens_out: reply.tokens_out,
-            cache_hit: false,
-            latency_ms: start.elapsed().as_millis() as u64,
-            attempt,
-            messages: cx.llm_content.then(|| request.messages.clone()),
-            reply: cx.llm_content.then(|| reply_content(&reply)),
-        });
+        invoked(cx, &request, &reply, attempt, start);
         match reply.content.as_deref().filter(|t| !t.trim().is_empty()) {
             Some(text) => {
                 let message = Arc::new(ai_message(text, &request.model, &reply));

@@ -114,17 +114,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             }
         };
         tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
-        cx.emit(|| Event::LlmInvocation {
-            node: cx.node.name.clone(),
-            model: request.model.clone(),
-            tokens_in: reply.tokens_in,
-            tokens_out: reply.tokens_out,
-            cache_hit: false,
-            latency_ms: start.elapsed().as_millis() as u64,
-            attempt,
-            messages: cx.llm_content.then(|| request.messages.clone()),
-            reply: cx.llm_content.then(|| reply_content(&reply)),
-        });
+        invoked(cx, &request, &reply, attempt, start);
         match offer.judge(&reply) {
             Ok(verdict) => {
                 if let Some((key, ttl)) = &cache {
@@ -477,9 +467,31 @@ fn from_cache(
     Some(done(body, Verdict { output, pseudo }, 0))
 }
 
+/// Tells of one reply to `request`: its tokens and latency, and with content asked
+/// for, the messages sent and what came back.
+pub(super) fn invoked(
+    cx: &NodeCx<'_>,
+    request: &LlmRequest,
+    reply: &LlmReply,
+    attempt: u32,
+    start: Instant,
+) {
+    cx.emit(|| Event::LlmInvocation {
+        node: cx.node.name.clone(),
+        model: request.model.clone(),
+        tokens_in: reply.tokens_in,
+        tokens_out: reply.tokens_out,
+        cache_hit: false,
+        latency_ms: start.elapsed().as_millis() as u64,
+        attempt,
+        messages: cx.llm_content.then(|| request.messages.clone()),
+        reply: cx.llm_content.then(|| reply_content(reply)),
+    });
+}
+
 /// What a model answered, as an event shows it: its text (or refusal), and the tools
 /// it called.
-pub(super) fn reply_content(reply: &crate::llm::LlmReply) -> Json {
+fn reply_content(reply: &crate::llm::LlmReply) -> Json {
     json!({
         "content": reply.content,
         "refusal": reply.refusal,
