@@ -292,15 +292,16 @@ fn pause_resume_and_fork(store_url: &str, file: &str) {
         lines,
         [
             " seq run  step  node -> next                 status       writes",
-            "   0   0     0  (input) -> prepare           running",
-            "   1   0     1  prepare -> fetch             running      trail",
-            "   2   0     1  prepare -> fetch             interrupted",
-            "   3   0     1  fetch -> fetch               interrupted",
-            "   4   0     2  fetch -> recover             running",
-            "   5   0     3  recover -> ask               running      trail, failure",
-            "   6   0     4  ask -> ask                   interrupted",
-            "   7   0     4  ask -> done                  running      answer, trail",
-            "   8   0     5  done                         finished:done",
+            "   0   0     0  (start) -> prepare           running",
+            "   1   0     0  (input) -> prepare           running",
+            "   2   0     1  prepare -> fetch             running      trail",
+            "   3   0     1  prepare -> fetch             interrupted",
+            "   4   0     1  fetch -> fetch               interrupted",
+            "   5   0     2  fetch -> recover             running",
+            "   6   0     3  recover -> ask               running      trail, failure",
+            "   7   0     4  ask -> ask                   interrupted",
+            "   8   0     4  ask -> done                  running      answer, trail",
+            "   9   0     5  done                         finished:done",
         ]
     );
     let records = json_of(
@@ -309,21 +310,21 @@ fn pause_resume_and_fork(store_url: &str, file: &str) {
             .code(0)
             .stdout,
     );
-    assert_eq!(records.as_array().unwrap().len(), 9);
+    assert_eq!(records.as_array().unwrap().len(), 10);
     assert_eq!(
-        records[7]["writes"][0],
+        records[8]["writes"][0],
         json!({ "field": "answer", "value": "sure" })
     );
 
     // Fork at the question and answer it differently.
-    let out = switchyard(&["fork", "--thread", "p", "--at", "6", "--store", &store])
+    let out = switchyard(&["fork", "--thread", "p", "--at", "7", "--store", &store])
         .run()
         .code(0);
-    assert_eq!(out.stdout, "p@6\n");
+    assert_eq!(out.stdout, "p@7\n");
     let out = switchyard(&[
         "resume",
         "--thread",
-        "p@6",
+        "p@7",
         "--payload",
         r#""no""#,
         "--store",
@@ -333,39 +334,55 @@ fn pause_resume_and_fork(store_url: &str, file: &str) {
     .code(0);
     assert_eq!(out.stdout, "prepare recover answered\n");
     let state = json_of(
-        &switchyard(&["state", "--thread", "p@6", "--store", &store])
+        &switchyard(&["state", "--thread", "p@7", "--store", &store])
             .run()
             .code(0)
             .stdout,
     );
     assert_eq!(state["state"]["answer"], json!("no"));
-    // `resume --at` forks and resumes in one go.
+    // `resume --at` answers the question again on the thread itself: a branch from
+    // there, the first answer's checkpoints kept on theirs.
     let out = switchyard(&[
         "resume",
         "--thread",
         "p",
         "--at",
-        "6",
+        "7",
         "--payload",
         r#""maybe""#,
         "--store",
         &store,
     ])
     .run()
-    .code(1);
-    assert!(
-        out.stderr.contains("thread `p@6` already exists"),
-        "{}",
-        out.stderr
-    );
+    .code(0);
+    assert_eq!(out.stdout, "prepare recover answered\n");
     let state = json_of(
-        &switchyard(&["state", "--thread", "p", "--at", "6", "--store", &store])
+        &switchyard(&["state", "--thread", "p", "--store", &store])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(state["state"]["answer"], json!("maybe"));
+    let state = json_of(
+        &switchyard(&["state", "--thread", "p", "--at", "7", "--store", &store])
             .run()
             .code(0)
             .stdout,
     );
     assert_eq!(state["status"], json!("interrupted"));
     assert_eq!(state["state"]["answer"], json!(null));
+    let out = switchyard(&["history", "--thread", "p", "--store", &store])
+        .run()
+        .code(0);
+    let lines: Vec<&str> = out.stdout.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines[10..],
+        [
+            "   9   0     5  done                         finished:done",
+            "  10   1     4  ask -> done                  running      answer, trail  (follows 7)",
+            "  11   1     5  done                         finished:done",
+        ]
+    );
 }
 
 #[test]
@@ -729,51 +746,34 @@ fn resume_at_a_checkpoint_can_be_retried_after_a_refused_answer() {
     switchyard(&["run", file, "--thread", "a", "--store", &store])
         .run()
         .code(4);
-    let out = switchyard(&[
-        "resume",
-        "--thread",
-        "a",
-        "--at",
-        "1",
-        "--payload",
-        r#"{"name": 1}"#,
-        "--store",
-        &store,
-    ])
-    .run()
-    .code(1);
+    let resume = |args: &[&str], code: i32| {
+        let mut all = vec!["resume", "--thread", "a", "--store", &store];
+        all.extend_from_slice(args);
+        switchyard(&all).run().code(code)
+    };
+    let out = resume(&["--payload", r#""Bo""#], 0);
+    assert_eq!(out.stdout, "hello Bo\n");
+    let history = |at: Option<&str>| {
+        let mut args = vec!["state", "--thread", "a", "--store", &store];
+        args.extend(at.map(|a| ["--at", a]).into_iter().flatten());
+        json_of(&switchyard(&args).run().code(0).stdout)
+    };
+    let before = history(None);
+    // The question (checkpoint 2) answered again, wrongly: refused, nothing written.
+    let out = resume(&["--at", "2", "--payload", r#"{"name": 1}"#], 1);
     assert!(
         out.stderr.contains("the answer to `ask` cannot be taken"),
         "{}",
         out.stderr
     );
-    let out = switchyard(&[
-        "resume",
-        "--thread",
-        "a",
-        "--at",
-        "1",
-        "--payload",
-        r#""Al""#,
-        "--store",
-        &store,
-    ])
-    .run()
-    .code(0);
-    assert!(
-        out.stderr.starts_with("going on in the fork `a@1`\n"),
-        "{}",
-        out.stderr
-    );
+    assert_eq!(history(None), before);
+    let out = resume(&["--at", "2", "--payload", r#""Al""#], 0);
     assert_eq!(out.stdout, "hello Al\n");
-    // The original thread is still waiting for its answer.
-    let state = json_of(
-        &switchyard(&["state", "--thread", "a", "--store", &store])
-            .run()
-            .code(0)
-            .stdout,
-    );
-    assert_eq!(state["status"], json!("interrupted"));
+    assert_eq!(history(None)["state"]["name"], json!("Al"));
+    // The first answer's branch is still there, and the question before both.
+    assert_eq!(history(Some("2"))["status"], json!("interrupted"));
+    let first_end = before["seq"].as_u64().map(|s| s.to_string());
+    assert_eq!(history(first_end.as_deref())["state"]["name"], json!("Bo"));
 }
 
 #[test]
@@ -1002,7 +1002,7 @@ fn state_set_writes_through_the_reducers_as_a_step_of_its_own() {
     assert_eq!(
         (&doc["seq"], &doc["status"], &doc["outcome"], &doc["state"]),
         (
-            &json!(5),
+            &json!(6),
             &json!("finished"),
             &json!("zero"),
             &json!({ "n": 7, "size": "small", "trail": ["classify", "count_down:1", "count_down:0", "by hand"] })
@@ -1010,7 +1010,7 @@ fn state_set_writes_through_the_reducers_as_a_step_of_its_own() {
     );
     assert_eq!(
         history().lines().last().unwrap(),
-        "   5   0     4  (update)                     finished:zero n, trail"
+        "   6   0     4  (update)                     finished:zero n, trail"
     );
 
     // As a node: the thread stands stopped before the node that node's edges pick,
@@ -1073,7 +1073,7 @@ fn prune_keeps_the_latest_checkpoint_and_the_thread_goes_on_the_same() {
         .code(0);
     assert_eq!(
         out.stdout,
-        "thread `pruned`: 6 checkpoints removed; checkpoint 6 holds its state\n"
+        "thread `pruned`: 7 checkpoints removed; checkpoint 7 holds its state\n"
     );
     let after = state("pruned");
     assert_eq!(after["state"], before["state"]);
@@ -1087,7 +1087,7 @@ fn prune_keeps_the_latest_checkpoint_and_the_thread_goes_on_the_same() {
         lines,
         [
             " seq run  step  node -> next                 status       writes",
-            "   6   0     4  (pruned) -> ask              interrupted  trail, answer, failure",
+            "   7   0     4  (pruned) -> ask              interrupted  trail, answer, failure",
         ]
     );
     let out = switchyard(&["fork", "--thread", "pruned", "--at", "2", "--store", &store])

@@ -74,8 +74,9 @@ async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
         err.to_string(),
         "the update is refused: `MAX_TOOL_STEPS` is a constant of the graph; a run's input can give it another value"
     );
-    // The input's record and three nodes': nothing of the refused update.
-    assert_eq!(r.threads().history("t").unwrap().len(), 4);
+    // The input checkpoint, the input's record and three nodes': nothing of the
+    // refused update.
+    assert_eq!(r.threads().history("t").unwrap().len(), 5);
     // The next run without it has the graph's value again.
     let out = r.start("t", json!({ "goal": "tea" })).await.unwrap();
     assert_eq!(
@@ -108,8 +109,9 @@ async fn a_missing_required_input_is_refused_before_anything_is_saved() {
     r.start("t", json!({ "goal": "tea" })).await.unwrap();
     let err = r.start("t", json!({ "steps": 0 })).await.unwrap_err();
     assert!(matches!(err, RunError::Input(_)), "{err}");
-    // The first run's six records (its input's and five nodes'), nothing of the second.
-    assert_eq!(r.threads().history("t").unwrap().len(), 6);
+    // The first run's seven records (its input checkpoint, its input's and five
+    // nodes'), nothing of the second.
+    assert_eq!(r.threads().history("t").unwrap().len(), 7);
 }
 
 #[tokio::test]
@@ -276,6 +278,7 @@ async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
         nodes,
         [
             None,
+            None,
             Some("read".into()),
             Some("stat".into()),
             Some("done".into())
@@ -437,6 +440,7 @@ async fn parallel_branches_merge_in_declaration_order_and_meet_at_the_join() {
     assert_eq!(
         records,
         [
+            at(None, "plan", 0),
             at(None, "plan", 0),
             at(Some("plan"), "search_web,search_docs,count;merge", 1),
             at(
@@ -752,7 +756,7 @@ async fn a_route_case_that_names_several_nodes_forks() {
         r.start("w", json!({ "wide": true })).await.unwrap(),
         finished("decide, left, right", 4)
     );
-    let forked = r.threads().history("w").unwrap()[1].clone();
+    let forked = r.threads().history("w").unwrap()[2].clone();
     assert_eq!(
         (forked.node.as_deref(), forked.next.as_deref()),
         (Some("decide"), Some("left,right;join"))

@@ -85,7 +85,7 @@ fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
         })
         .collect();
     for o in opened {
-        assert_eq!(o.join().unwrap().unwrap().unwrap(), 1);
+        assert_eq!(o.join().unwrap().unwrap().unwrap(), 2);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -143,7 +143,7 @@ fn a_schema_that_is_not_a_store_or_of_a_newer_layout_is_refused_and_left_alone()
     assert_eq!(
         err.to_string(),
         format!(
-            "checkpoint store {url} has layout version 9, and this Switchyard reads version 1; use another database"
+            "checkpoint store {url} has layout version 9, and this Switchyard reads version 2; use another database"
         )
     );
     let v: i32 = connect(&url)
@@ -270,4 +270,25 @@ fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
         "checkpoint store: a record of thread `a` is corrupt: record 0 is missing"
     );
     let _: Arc<dyn Checkpointer> = Arc::new(store);
+}
+
+#[test]
+fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_before() {
+    let url = database();
+    let records: Vec<_> = (0..3)
+        .map(|seq| crate::store::record("t", seq, "n", serde_json::json!(seq)))
+        .collect();
+    {
+        let store = PostgresStore::open(&url).unwrap();
+        store.append_all(records.clone()).unwrap();
+    }
+    // Layout 1 as it was: no `parent`.
+    connect(&url)
+        .batch_execute(
+            "ALTER TABLE switchyard.checkpoints DROP COLUMN parent; UPDATE switchyard.layout SET version = 1",
+        )
+        .unwrap();
+    let store = PostgresStore::open(&url).unwrap();
+    assert_eq!(store.layout_version().unwrap(), 2);
+    assert_eq!(store.load("t").unwrap(), records);
 }

@@ -9,8 +9,8 @@ use crate::util::root;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard::run::{Event, Outcome, RunError, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
+use switchyard::run::{Event, Go, Outcome, RunError, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, NoStore, Source, SqliteStore, Status};
 use switchyard::tool::ToolReply;
 
 fn graph(name: &str) -> Arc<switchyard::graph::Graph> {

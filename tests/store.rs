@@ -41,6 +41,7 @@ pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkp
         } else {
             Source::Loop
         },
+        parent: seq.checked_sub(1),
     }
 }
 
@@ -103,6 +104,22 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     assert_eq!(store.load("a").unwrap(), written);
     assert_eq!(store.latest("a").unwrap().as_ref(), written.last());
     assert_eq!(store.load("nobody").unwrap(), []);
+
+    // A branch: records that follow an earlier record than the one before them keep
+    // which (and a thread's first record follows none).
+    let branched: Vec<Checkpoint> = (0..4)
+        .map(|seq| Checkpoint {
+            parent: [None, Some(0), Some(0), Some(2)][seq as usize],
+            ..record("branched", seq, "n", json!(seq))
+        })
+        .collect();
+    store.append_all(branched[..2].to_vec()).unwrap();
+    for r in &branched[2..] {
+        store.append(r.clone()).unwrap();
+    }
+    assert_eq!(store.load("branched").unwrap(), branched);
+    assert_eq!(store.load_from("branched", 2).unwrap(), &branched[2..]);
+    store.delete_thread("branched").unwrap();
     assert_eq!(store.latest("nobody").unwrap(), None);
 
     // A seq already taken is a conflict (two drivers of one thread), and changes nothing.

@@ -227,6 +227,8 @@ fn line(r: &Checkpoint) -> String {
         _ if r.source == Source::Base => "(pruned)",
         (Some(n), _) => n,
         (None, _) if r.source == Source::Update => "(update)",
+        // A run's input checkpoint: the state as the run found it.
+        (None, _) if r.source == Source::Input => "(start)",
         (None, Status::Finished) => "(end)",
         (None, Status::Stopped) => "(stop)",
         (None, _) => "(input)",
@@ -240,8 +242,15 @@ fn line(r: &Checkpoint) -> String {
     if let Some(o) = &r.outcome {
         status = format!("{status}:{o}");
     }
+    // A branch begins where a record follows another than the one before it.
+    let follows = match r.parent {
+        Some(p) if r.source != Source::Base && p.checked_add(1) != Some(r.seq) => {
+            format!("  (follows {p})")
+        }
+        _ => String::new(),
+    };
     format!(
-        "{:>4} {:>3} {:>5}  {:<28} {:<12} {}",
+        "{:>4} {:>3} {:>5}  {:<28} {:<12} {}{follows}",
         r.seq,
         r.run,
         r.step,

@@ -42,8 +42,8 @@ pub(crate) struct ResumeArgs {
     /// The answer to the pending interrupt: JSON, or @FILE holding it.
     #[arg(long, value_name = "JSON|@FILE")]
     payload: Option<String>,
-    /// Go on from checkpoint SEQ instead of the latest, in a forked thread
-    /// `THREAD@SEQ`; the original thread is left as it was.
+    /// Go on from checkpoint SEQ instead of the latest: the thread branches there, and
+    /// the checkpoints after SEQ stay on their branch (`history` lists both).
     #[arg(long, value_name = "SEQ")]
     at: Option<u64>,
     /// Resume even though the graph file changed where the thread stands.
@@ -126,47 +126,21 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
         Err(code) => return Ok(code),
     };
     let session = Session::with_store(graph, store, &args.common)?;
-    let thread = match args.at {
-        Some(seq) => {
-            let new = format!("{}@{seq}", args.thread);
-            match session.runner.threads().fork(&args.thread, seq, &new) {
-                Ok(()) => {
-                    eprintln!(
-                        "forked thread `{}` at checkpoint {seq} into `{new}`",
-                        args.thread
-                    )
-                }
-                // A fork made by an earlier `resume --at` whose answer was refused, and
-                // nothing since: go on in it rather than refuse the retry.
-                Err(RunError::ThreadExists(_))
-                    if untouched_fork(&session.runner, &args.thread, seq, &new)? =>
-                {
-                    eprintln!("going on in the fork `{new}`")
-                }
-                Err(e) => return Err(e.into()),
-            }
-            new
-        }
-        None => args.thread,
+    let go = Go::Resume {
+        payload,
+        force: args.force,
     };
-    session.drive(
-        &thread,
-        Go::Resume {
-            payload,
-            force: args.force,
+    // From an earlier checkpoint: the thread branches there (the records after it
+    // stay, on their own branch); a refused answer writes nothing, so it can be tried
+    // again the same way.
+    let go = match args.at {
+        Some(at) => Go::From {
+            at,
+            go: Box::new(go),
         },
-    )
-}
-
-/// Whether `fork` holds exactly the records of `thread` up to `seq`, nothing more.
-fn untouched_fork(runner: &Runner, thread: &str, seq: u64, fork: &str) -> anyhow::Result<bool> {
-    let original = runner.threads().history(thread)?;
-    let copy = runner.threads().history(fork)?;
-    let prefix: Vec<_> = original.iter().filter(|r| r.seq <= seq).collect();
-    Ok(prefix.len() == copy.len()
-        && prefix.iter().zip(&copy).all(|(a, b)| {
-            (a.seq, &a.node, &a.next, &a.writes) == (b.seq, &b.node, &b.next, &b.writes)
-        }))
+        None => go,
+    };
+    session.drive(&args.thread, go)
 }
 
 fn new_thread_id() -> String {

@@ -8,7 +8,7 @@
 //! The store enforces what must hold across processes: one running run per thread (an
 //! index), a claim per thread (an advisory lock), the order of a thread's runs.
 
-use super::course::decide;
+use super::course::decide_from;
 use super::handle::{RunEnd, RunHandle};
 use super::queue::refused_busy;
 use super::request::{CancelAction, Multitask, RunRequest};
@@ -79,7 +79,14 @@ impl Cluster {
             .collect();
         if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
             let latest = store.latest(&thread_id)?;
-            let go = decide(&request, latest.as_ref(), &thread_id, host.inner.rules)?;
+            let go = decide_from(
+                &**store,
+                &request,
+                request.checkpoint,
+                latest.as_ref(),
+                &thread_id,
+                host.inner.rules,
+            )?;
             host.runner(graph).check(&thread_id, go)?;
         }
         if !in_flight.is_empty() {

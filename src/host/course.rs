@@ -8,7 +8,7 @@ use super::request::RunRequest;
 use super::{Host, HostError, RunRules};
 use crate::graph::Graph;
 use crate::run::Go;
-use crate::store::{Checkpoint, Status};
+use crate::store::{Checkpoint, Checkpointer, Status};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -90,6 +90,37 @@ impl Host {
     ) -> Result<Arc<Graph>, HostError> {
         let current = self.current_graph(assistant)?;
         self.graph_for_thread(assistant, &current, thread, latest)
+    }
+}
+
+/// What a request does on a thread that stands at `latest`, going from its checkpoint
+/// `from` when that is not the latest: decided as though the thread stood there, the
+/// run forks the thread at it ([`Go::From`]).
+pub(super) fn decide_from(
+    store: &dyn Checkpointer,
+    request: &RunRequest,
+    from: Option<u64>,
+    latest: Option<&Checkpoint>,
+    thread: &str,
+    rules: RunRules,
+) -> Result<Go, HostError> {
+    match from {
+        Some(seq) if latest.map(|l| l.seq) != Some(seq) => {
+            let record = store
+                .load_from(thread, seq)?
+                .into_iter()
+                .next()
+                .filter(|r| r.seq == seq)
+                .ok_or_else(|| {
+                    HostError::NotFound(format!("thread `{thread}` has no checkpoint {seq}"))
+                })?;
+            let go = decide(request, Some(&record), thread, rules)?;
+            Ok(Go::From {
+                at: seq,
+                go: Box::new(go),
+            })
+        }
+        _ => decide(request, latest, thread, rules),
     }
 }
 

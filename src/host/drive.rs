@@ -2,7 +2,7 @@
 //! a [`Runner`] drives it with its events going to the run's log; how it ended is
 //! recorded, told and, for a stateless run, its thread removed.
 
-use super::course::decide;
+use super::course::decide_from;
 use super::handle::{RunEnd, RunHandle};
 use super::request::{CancelAction, STATELESS_STOPPED};
 use super::{Host, HostError, Notice, lock};
@@ -277,11 +277,15 @@ impl Host {
             .with_events(tx);
         let work = async {
             let runner = &runner;
+            // The checkpoint the run goes from: after an update there, the update's.
+            let mut from = run.request.checkpoint;
             // A run going on after a restart wrote its update already.
             if !run.resumes()
                 && let Some(update) = run.request.command.as_ref().and_then(|c| c.update.clone())
             {
-                runner.threads().update(&run.thread, update, None)?;
+                runner
+                    .threads()
+                    .update_at(&run.thread, from.take(), update, None)?;
             }
             let go = if run.resumes() {
                 Go::resume(None)
@@ -290,8 +294,15 @@ impl Host {
                 match course {
                     // Nothing wrote to the thread since it was decided.
                     Some(c) if c.at == latest.as_ref().map(|l| l.seq) => c.go,
-                    _ => decide(&run.request, latest.as_ref(), &run.thread, self.inner.rules)
-                        .map_err(|e| RunError::Input(e.to_string()))?,
+                    _ => decide_from(
+                        &**store,
+                        &run.request,
+                        from,
+                        latest.as_ref(),
+                        &run.thread,
+                        self.inner.rules,
+                    )
+                    .map_err(|e| RunError::Input(e.to_string()))?,
                 }
             };
             runner.run(&run.thread, go).await

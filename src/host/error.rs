@@ -45,6 +45,7 @@ impl From<RunError> for HostError {
             | RunError::Paused { .. }
             | RunError::GraphChanged { .. }
             | RunError::NodeGone { .. }
+            | RunError::Fork(_)
             | RunError::ThreadExists(_) => HostError::Conflict(message),
             RunError::UnexpectedPayload { .. }
             | RunError::MissingPayload { .. }

@@ -13,6 +13,10 @@ pub(crate) struct RunRequest {
     pub input: Option<Json>,
     #[serde(default)]
     pub command: Option<Command>,
+    /// The checkpoint the run goes from (its thread's latest, without): an earlier one
+    /// forks the thread there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u64>,
     /// Node executions allowed in this run, instead of the graph's `max_steps`.
     #[serde(default)]
     pub max_steps: Option<u64>,

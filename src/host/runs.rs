@@ -2,7 +2,7 @@
 //! after a restart. How a thread's worker drives its runs is in `drive.rs`; runs that
 //! several processes share go through the cluster (`cluster.rs`).
 
-use super::course::{Course, decide};
+use super::course::{Course, decide_from};
 use super::handle::RunHandle;
 use super::request::{CancelAction, RunRequest, STATELESS_STOPPED};
 use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
@@ -61,7 +61,14 @@ impl Host {
         let mut course = if self.inner.queue.in_flight(&thread_id).is_empty()
             && request.command.as_ref().is_none_or(|c| c.update.is_none())
         {
-            let go = decide(&request, latest.as_ref(), &thread_id, self.inner.rules)?;
+            let go = decide_from(
+                &**store,
+                &request,
+                request.checkpoint,
+                latest.as_ref(),
+                &thread_id,
+                self.inner.rules,
+            )?;
             self.runner(graph.clone()).check(&thread_id, go.clone())?;
             Some(Course {
                 graph,

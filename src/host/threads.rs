@@ -314,6 +314,17 @@ impl Host {
         Ok(self.inner.store.latest(id)?)
     }
 
+    /// A thread's checkpoint `seq`, read without its state; none when it has none.
+    pub(crate) fn checkpoint(&self, id: &str, seq: u64) -> Result<Option<Checkpoint>, HostError> {
+        Ok(self
+            .inner
+            .store
+            .load_from(id, seq)?
+            .into_iter()
+            .next()
+            .filter(|r| r.seq == seq))
+    }
+
     /// The state at the latest checkpoint, or at checkpoint `seq`; none for a thread
     /// with no checkpoints.
     pub(crate) fn state(&self, id: &str, seq: Option<u64>) -> Result<Option<StateView>, HostError> {
@@ -366,12 +377,21 @@ impl Host {
     pub(crate) fn update_state(
         &self,
         id: &str,
+        at: Option<u64>,
         values: Json,
         as_node: Option<&str>,
     ) -> Result<Checkpoint, HostError> {
         self.closing()?;
-        let view = self.thread(id)?;
+        let mut view = self.thread(id)?;
         self.refuse_busy(id, "updated")?;
+        // From an earlier checkpoint: the update forks the thread there, through the
+        // graph that wrote it.
+        if let Some(seq) = at.filter(|&a| view.latest.as_ref().is_none_or(|l| l.seq != a)) {
+            let record = self.checkpoint(id, seq)?.ok_or_else(|| {
+                HostError::NotFound(format!("thread `{id}` has no checkpoint {seq}"))
+            })?;
+            view.latest = Some(record);
+        }
         let graph = match &view.latest {
             Some(latest) => self.graph_of(latest)?,
             None => match &view.graph {
@@ -383,7 +403,7 @@ impl Host {
                 }
             },
         };
-        let record = self.threads(graph).update(id, values, as_node)?;
+        let record = self.threads(graph).update_at(id, at, values, as_node)?;
         if let Some(mut t) = self.inner.store.get_thread(id)? {
             t.updated_ms = now_ms();
             self.inner.store.put_thread(&t)?;

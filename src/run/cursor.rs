@@ -17,7 +17,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Clone)]
 pub(super) struct Live {
     pub(super) thread: Arc<str>,
+    /// The number of the next record.
     pub(super) seq: u64,
+    /// The record the next record follows: the one before it, or where the run forked
+    /// the thread.
+    pub(super) parent: Option<u64>,
     pub(super) run: u64,
     pub(super) step: u64,
     pub(super) state: State,

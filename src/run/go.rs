@@ -28,6 +28,12 @@ pub enum Go {
     /// thread stands (as LangGraph's server takes a resume of an ended thread, or a
     /// run without input on a paused or ended one). The thread must have a checkpoint.
     Stay,
+    /// `go` from the thread's checkpoint `at` rather than its latest: from an earlier
+    /// one, the run forks the thread there (its records follow `at`, a new branch,
+    /// the earlier ones stay as they were), as LangGraph's server runs from a
+    /// `checkpoint_id`. `go` is decided from that checkpoint (a continue of a mid-run
+    /// one regenerates what came after it); it is not itself a `From`.
+    From { at: u64, go: Box<Go> },
 }
 
 impl Go {

@@ -54,6 +54,9 @@ pub enum RunError {
     /// `command.goto` names no node, or a node that would skip a required policy.
     #[error("command.goto is refused: {0}")]
     Goto(String),
+    /// A run from an earlier checkpoint that cannot go from there.
+    #[error("a run from an earlier checkpoint is refused: {0}")]
+    Fork(String),
     /// A person's write to the state (`Threads::update`) that the fields refuse.
     #[error("the update is refused: {0}")]
     Update(String),

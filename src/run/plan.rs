@@ -12,9 +12,8 @@ use super::go::Go;
 use super::kinds;
 use super::message_ids::WrittenAt;
 use super::outcome::{Outcome, RunError};
-use super::recorder::Entry;
 use super::runner::Runner;
-use super::state::describe;
+use super::state::{State, describe};
 use super::step::reference_text;
 use crate::graph::{Body, NodeId, Target};
 use crate::store::{Checkpoint, Pending, Status, StoreError, Write};
@@ -30,6 +29,8 @@ pub(super) enum Plan {
         live: Live,
         writes: Vec<Write>,
         at: Target,
+        /// The state as the run found it, before its input.
+        found: State,
     },
     /// Nothing to do: the thread stands at `last`.
     Stay { live: Live, last: Checkpoint },
@@ -66,23 +67,40 @@ impl Runner {
     /// Decides what a run on `thread` will do as `go` says, making every check it
     /// makes; nothing is written.
     pub(super) fn prepare(&self, thread: &str, go: Go) -> Result<Plan, RunError> {
+        self.prepare_at(thread, None, go)
+    }
+
+    /// [`Runner::prepare`] from checkpoint `at` of the thread (its latest, without).
+    fn prepare_at(&self, thread: &str, at: Option<u64>, go: Go) -> Result<Plan, RunError> {
         match go {
-            Go::Start(input) => self.prepare_start(thread, input, false),
-            Go::Restart(input) => self.prepare_start(thread, input, true),
+            Go::From { at: from, go } if at.is_none() && !matches!(*go, Go::From { .. }) => {
+                self.prepare_at(thread, Some(from), *go)
+            }
+            Go::From { .. } => Err(RunError::Fork(
+                "a run goes from one checkpoint, not from one and then another".into(),
+            )),
+            Go::Start(input) => self.prepare_start(thread, at, input, false),
+            Go::Restart(input) => self.prepare_start(thread, at, input, true),
             Go::StartAt { input, node } => {
                 let to = self.goto_target(&node)?;
-                match self.prepare_start(thread, input, true)? {
-                    Plan::Start { live, writes, .. } => Ok(Plan::Start {
+                match self.prepare_start(thread, at, input, true)? {
+                    Plan::Start {
+                        live,
+                        writes,
+                        found,
+                        ..
+                    } => Ok(Plan::Start {
                         live,
                         writes,
                         at: to,
+                        found,
                     }),
                     other => Ok(other),
                 }
             }
             Go::ResumeTo { payload, node } => {
                 let to = self.goto_target(&node)?;
-                let plan = self.prepare_resume(thread, payload, false)?;
+                let plan = self.prepare_resume(thread, at, payload, false)?;
                 let (Plan::Answered { live, .. } | Plan::Continue { live, .. }) = &plan else {
                     return Err(RunError::Goto(format!(
                         "thread `{thread}` waits at an interrupt whose answer goes to a subgraph or whose time ran out; answer it without goto"
@@ -117,9 +135,9 @@ impl Runner {
                     ))),
                 }
             }
-            Go::Resume { payload, force } => self.prepare_resume(thread, payload, force),
+            Go::Resume { payload, force } => self.prepare_resume(thread, at, payload, force),
             Go::Stay => {
-                let (live, last) = self.recorder.threads.load_live(thread)?;
+                let (live, last, _) = self.recorder.threads.load_live_at(thread, at)?;
                 let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
                 Ok(Plan::Stay { live, last })
             }
@@ -128,14 +146,20 @@ impl Runner {
 
     /// The thread as a new run finds it, with the input written; a paused thread's
     /// interrupt dropped when `over_pause`, else a paused thread is refused.
-    fn prepare_start(&self, thread: &str, input: Json, over_pause: bool) -> Result<Plan, RunError> {
+    fn prepare_start(
+        &self,
+        thread: &str,
+        at: Option<u64>,
+        input: Json,
+        over_pause: bool,
+    ) -> Result<Plan, RunError> {
         let Json::Object(fields) = input else {
             return Err(RunError::Input(format!(
                 "expected an object, got {}",
                 describe(&input)
             )));
         };
-        let (mut live, last) = self.recorder.threads.load_live(thread)?;
+        let (mut live, last, forked) = self.recorder.threads.load_live_at(thread, at)?;
         if let Some(last) = &last {
             if last.status == Status::Interrupted && !over_pause {
                 let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
@@ -144,7 +168,10 @@ impl Runner {
                     node,
                 });
             }
-            live.run = last.run + 1;
+            // A fork's run is numbered after every run of the thread already.
+            if !forked {
+                live.run = last.run + 1;
+            }
         }
         // A new run starts afresh: its own limits, no failure being handled, no
         // breakpoint passed; only the state carries over.
@@ -184,9 +211,10 @@ impl Runner {
                 fields.insert(f.name.to_string(), f.default.clone());
             }
         }
-        // The input's record is the next checkpoint.
+        let found = live.state.clone();
+        // The input's record follows the run's input checkpoint.
         let at = WrittenAt {
-            seq: live.seq,
+            seq: live.seq + 1,
             step: None,
         };
         let writes = write_fields(&self.graph, &mut live, fields, at).map_err(RunError::Input)?;
@@ -194,6 +222,7 @@ impl Runner {
             live,
             writes,
             at: Target::Node(self.graph.entry),
+            found,
         })
     }
 
@@ -205,11 +234,12 @@ impl Runner {
     fn prepare_resume(
         &self,
         thread: &str,
+        at: Option<u64>,
         payload: Option<Json>,
         force: bool,
     ) -> Result<Plan, RunError> {
         let threads = &self.recorder.threads;
-        let (mut live, last) = threads.load_live(thread)?;
+        let (mut live, last, forked) = threads.load_live_at(thread, at)?;
         let Some(last) = last.as_ref() else {
             return Err(RunError::UnknownThread(thread.into()));
         };
@@ -283,7 +313,16 @@ impl Runner {
                         .and_then(|f| f.cursors.iter().position(|c| *c == Some(id)));
                     next = None;
                 }
-                self.prepare_answer(live, id, pending, payload, next)
+                let plan = self.prepare_answer(live, id, pending, payload, next)?;
+                // The subgraph's thread has moved on from where the fork's record
+                // paused: its answer would go to another question.
+                if forked && matches!(plan, Plan::Child { .. }) {
+                    return Err(RunError::Fork(format!(
+                        "checkpoint {} of thread `{thread}` waits inside a subgraph, which has gone on since; answer it from the thread's latest checkpoint",
+                        last.seq
+                    )));
+                }
+                Ok(plan)
             }
         }
     }
@@ -442,12 +481,10 @@ impl Runner {
                 mut live,
                 writes,
                 at: entry,
+                found,
             } => {
-                self.recorder.record(
-                    &mut live,
-                    Entry::running(None, Some(entry), writes),
-                    &self.events,
-                )?;
+                self.recorder
+                    .record_start(&mut live, entry, writes, &found, &self.events)?;
                 self.events.emit(|| Event::RunStarted {
                     thread: live.thread.clone(),
                     graph: self.graph.name.clone(),

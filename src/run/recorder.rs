@@ -5,6 +5,7 @@ use super::cursor::{Live, now_ms};
 use super::emitter::Emitter;
 use super::event::Event;
 use super::outcome::RunError;
+use super::state::State;
 use super::threads::Threads;
 use crate::graph::{Node, Target};
 use crate::store::{Checkpoint, Pending, Source, Status, Write};
@@ -154,11 +155,93 @@ impl Recorder {
         entry: Entry<'_>,
         events: &Emitter,
     ) -> Result<(), RunError> {
+        self.record_all(live, [(entry, Source::Loop)], None, events)
+    }
+
+    /// The first records of a new run that goes to `entry`: LangGraph's input
+    /// checkpoint (source `input`: the state as the run found it, before its input),
+    /// then the input's `writes`, appended together, so that the thread never stands
+    /// at the first alone (a run resumed from there would have lost its input).
+    /// `found` is the state before the input (`live` holds it after).
+    pub(super) fn record_start(
+        &self,
+        live: &mut Live,
+        entry: Target,
+        writes: Vec<Write>,
+        found: &State,
+        events: &Emitter,
+    ) -> Result<(), RunError> {
+        self.record_all(
+            live,
+            [
+                (Entry::running(None, Some(entry), Vec::new()), Source::Input),
+                (Entry::running(None, Some(entry), writes), Source::Loop),
+            ],
+            Some(found),
+            events,
+        )
+    }
+
+    /// Appends the records of `entries` together. The whole state a first `Saved`
+    /// event carries is the one after its record: `first`, when that is not `live`'s.
+    fn record_all<'a, const N: usize>(
+        &self,
+        live: &mut Live,
+        entries: [(Entry<'a>, Source); N],
+        first: Option<&State>,
+        events: &Emitter,
+    ) -> Result<(), RunError> {
         let saved_events = self.saved.is_some() && events.is_on();
         if !self.keep && !saved_events {
-            live.seq += 1;
+            live.parent = Some(live.seq + N as u64 - 1);
+            live.seq += N as u64;
             return Ok(());
         }
+        let mut records = Vec::with_capacity(N);
+        let mut stops = false;
+        for (entry, source) in entries {
+            stops |= entry.status != Status::Running;
+            let record = self.build(live, entry, source);
+            live.parent = Some(live.seq);
+            live.seq += 1;
+            records.push(record);
+        }
+        let graph = self.threads.graph();
+        let saved: Vec<_> = match self.saved {
+            Some(values) if events.is_on() => records
+                .iter()
+                .enumerate()
+                .map(|(i, record)| {
+                    let state = first.filter(|_| i == 0).unwrap_or(&live.state);
+                    (
+                        Arc::new(record.clone()),
+                        (values && self.first_saved.swap(false, Ordering::SeqCst))
+                            .then(|| Arc::new(state.to_json(graph))),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if self.keep {
+            match <[Checkpoint; 1]>::try_from(records) {
+                Ok([record]) => self.threads.store().append(record)?,
+                Err(records) => self.threads.store().append_all(records)?,
+            }
+        }
+        // A paused, stopped or ended thread keeps its whole state, so that resuming it
+        // reads no history; a long run keeps one every so often, for a process killed
+        // mid-run.
+        if self.keep && (stops || live.seq.is_multiple_of(SNAPSHOT_EVERY)) {
+            self.threads.snapshot(live, live.seq - 1)?;
+        }
+        for (record, values) in saved {
+            events.emit(|| Event::Saved { record, values });
+        }
+        Ok(())
+    }
+
+    /// The record of `entry` at `live`'s position.
+    fn build(&self, live: &mut Live, entry: Entry<'_>, source: Source) -> Checkpoint {
         let Entry {
             node,
             next,
@@ -168,18 +251,12 @@ impl Recorder {
             outcome,
         } = entry;
         let graph = self.threads.graph();
-        // The one record no node wrote that leaves a run going is its input's.
-        let source = if node.is_none() && status == Status::Running {
-            Source::Input
-        } else {
-            Source::Loop
-        };
         let now = Instant::now();
         if live.seq.is_multiple_of(64) {
             live.wall = (now, now_ms());
         }
         let since = now.saturating_duration_since(live.started);
-        let record = Checkpoint {
+        Checkpoint {
             thread: live.thread.clone(),
             seq: live.seq,
             run: live.run,
@@ -208,28 +285,7 @@ impl Recorder {
             at_ms: (live.wall.1)
                 .saturating_add(now.saturating_duration_since(live.wall.0).as_millis() as u64),
             source,
-        };
-        let saved = match self.saved {
-            Some(values) if events.is_on() => Some((
-                Arc::new(record.clone()),
-                (values && self.first_saved.swap(false, Ordering::SeqCst))
-                    .then(|| Arc::new(live.state.to_json(graph))),
-            )),
-            _ => None,
-        };
-        if self.keep {
-            self.threads.store().append(record)?;
+            parent: live.parent,
         }
-        live.seq += 1;
-        // A paused, stopped or ended thread keeps its whole state, so that resuming it
-        // reads no history; a long run keeps one every so often, for a process killed
-        // mid-run.
-        if self.keep && (status != Status::Running || live.seq.is_multiple_of(SNAPSHOT_EVERY)) {
-            self.threads.snapshot(live, live.seq - 1)?;
-        }
-        if let Some((record, values)) = saved {
-            events.emit(|| Event::Saved { record, values });
-        }
-        Ok(())
     }
 }

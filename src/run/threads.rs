@@ -64,7 +64,8 @@ impl Threads {
     }
 
     /// Copies a thread's history up to and including checkpoint `seq` into a new
-    /// thread, which can then be resumed from there.
+    /// thread, which can then be resumed from there: the records `seq` follows, on its
+    /// branch only, numbered again from the first.
     pub fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
         if self.store.latest(new_thread)?.is_some() {
             return Err(RunError::ThreadExists(new_thread.into()));
@@ -73,21 +74,27 @@ impl Threads {
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
-        if !records.iter().any(|r| r.seq == seq) {
-            return Err(RunError::NoSuchCheckpoint {
-                thread: thread.into(),
-                seq,
-            });
-        }
+        let chain = branch_to(thread, records, seq)?;
         let new: Arc<str> = Arc::from(new_thread);
+        // A record's number in the copy, by its number in the original.
+        let first = chain.first().map_or(0, |r| r.seq);
+        let renumber: std::collections::HashMap<u64, u64> = chain
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.seq, first + i as u64))
+            .collect();
         // A fork of a mid-run checkpoint (`running`) resumes from its `next` node, as a
         // thread whose process died there would. All records or none: a fork killed
         // part-way must not leave a thread that resumes from the wrong step.
-        let copy: Vec<Checkpoint> = records
+        let copy: Vec<Checkpoint> = chain
             .into_iter()
-            .filter(|r| r.seq <= seq)
             .map(|mut r| {
                 r.thread = new.clone();
+                r.seq = renumber[&r.seq];
+                r.parent = r.parent.and_then(|p| renumber.get(&p).copied());
+                if let Some(p) = r.pending.as_deref_mut() {
+                    p.at_seq = p.at_seq.map(|a| renumber.get(&a).copied().unwrap_or(r.seq));
+                }
                 r
             })
             .collect();
@@ -95,26 +102,19 @@ impl Threads {
         Ok(())
     }
 
-    /// The state of a thread at its latest checkpoint, or at checkpoint `seq`.
+    /// The state of a thread at its latest checkpoint, or at checkpoint `seq` (on any
+    /// branch).
     pub fn state(&self, thread: &str, seq: Option<u64>) -> Result<(Json, Checkpoint), RunError> {
-        if seq.is_none() {
+        let Some(seq) = seq else {
             let (live, last) = self.load_live(thread)?;
             let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
             return Ok((live.state.to_json(&self.graph), last));
-        }
-        let mut records = self.store.load(thread)?;
+        };
+        let records = self.store.load(thread)?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
-        if let Some(seq) = seq {
-            if !records.iter().any(|r| r.seq == seq) {
-                return Err(RunError::NoSuchCheckpoint {
-                    thread: thread.into(),
-                    seq,
-                });
-            }
-            records.retain(|r| r.seq <= seq);
-        }
+        let records = branch_to(thread, records, seq)?;
         let (live, last) = self.replay(thread, &records)?;
         let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
         Ok((live.state.to_json(&self.graph), last.clone()))
@@ -148,6 +148,7 @@ impl Threads {
         Ok(self.store.prune(Checkpoint {
             writes,
             source: Source::Base,
+            parent: None,
             ..last
         })?)
     }
@@ -169,8 +170,11 @@ impl Threads {
             && snap.graph_hash == self.hash
         {
             // The snapshot's own record first: a snapshot of a record a rollback removed
-            // since is not used.
-            if records.first().is_some_and(|r| r.seq == snap.seq) {
+            // since is not used; nor one that is not on the latest record's branch (a
+            // run forked the thread at an earlier record since).
+            if records.first().is_some_and(|r| r.seq == snap.seq)
+                && let Some(records) = on_branch_from(records)
+            {
                 let values = snap.values.into_iter().map(|(f, v)| (f, v.into()));
                 let mut state = State::from_snapshot(&self.graph, values);
                 for r in &records[1..] {
@@ -181,8 +185,43 @@ impl Threads {
             }
         }
         let records = self.store.load(thread)?;
+        let Some(head) = records.last().map(|r| r.seq) else {
+            let (live, _) = self.replay(thread, &[])?;
+            return Ok((live, None));
+        };
+        let records = branch_to(thread, records, head)?;
         let (live, _) = self.replay(thread, &records)?;
         Ok((live, records.into_iter().next_back()))
+    }
+
+    /// The thread standing at its record `at` to go on from there: where `at` is not
+    /// its latest record, a fork. The records a run then writes follow `at` (a new
+    /// branch, whose first record is the thread's latest), in a run of their own
+    /// (numbered after every run of the thread, so that the ids made from it are new).
+    /// Also says whether it forks.
+    pub(super) fn load_live_at(
+        &self,
+        thread: &str,
+        at: Option<u64>,
+    ) -> Result<(Live, Option<Checkpoint>, bool), RunError> {
+        let Some(at) = at else {
+            let (live, last) = self.load_live(thread)?;
+            return Ok((live, last, false));
+        };
+        let head = self
+            .store
+            .latest(thread)?
+            .ok_or_else(|| RunError::UnknownThread(thread.into()))?;
+        if head.seq == at {
+            let (live, last) = self.load_live(thread)?;
+            return Ok((live, last, false));
+        }
+        let records = branch_to(thread, self.store.load(thread)?, at)?;
+        let (mut live, last) = self.replay(thread, &records)?;
+        let last = last.cloned();
+        live.seq = head.seq + 1;
+        live.run = head.run + 1;
+        Ok((live, last, true))
     }
 
     /// Keeps the thread's state after its record `seq` as its snapshot.
@@ -236,6 +275,7 @@ impl Threads {
         Live {
             thread: Arc::from(thread),
             seq: last.map_or(0, |r| r.seq.saturating_add(1)),
+            parent: last.map(|r| r.seq),
             run: last.map_or(0, |r| r.run),
             step: last.map_or(0, |r| r.step),
             state,
@@ -379,9 +419,12 @@ impl Threads {
         }
     }
 
-    /// The state at each of a thread's checkpoints, newest first: the last `limit`
-    /// of those before checkpoint `before` (of all, without one), each with its record.
-    /// One replay of the history serves them all.
+    /// The state at each of a thread's checkpoints (on every branch), newest first:
+    /// the last `limit` of those before checkpoint `before` (of all, without one), each
+    /// with its record. One replay serves them all, of the records they follow and no
+    /// other branch: records come in the order they were written, so a record's parent
+    /// is replayed before it, and the state at a record a later one forks from is kept
+    /// aside until then.
     pub fn states(
         &self,
         thread: &str,
@@ -397,10 +440,59 @@ impl Threads {
             .position(|r| before.is_some_and(|b| r.seq >= b))
             .unwrap_or(records.len());
         let first = end.saturating_sub(limit);
+        let records = &records[..end];
+        let corrupt = |r: &Checkpoint, p: u64| StoreError::Corrupt {
+            thread: thread.into(),
+            message: format!("checkpoint {} follows {p}, which it has not", r.seq),
+        };
+        // The records the listed ones follow, back to the first: the only ones replayed.
+        let base = records.first().map_or(0, |r| r.seq);
+        let mut needed = vec![false; records.len()];
+        for i in (first..records.len()).rev() {
+            let mut i = i;
+            while !needed[i] {
+                needed[i] = true;
+                let r = &records[i];
+                match r.parent.filter(|_| r.source != Source::Base) {
+                    Some(p) => {
+                        i = p
+                            .checked_sub(base)
+                            .map(|j| j as usize)
+                            .filter(|&j| j < i)
+                            .ok_or_else(|| corrupt(r, p))?;
+                    }
+                    None => break,
+                }
+            }
+        }
+        // Of those, the records some record other than the next one replayed follows.
+        let mut forked_from = std::collections::HashSet::new();
+        let mut previous = None;
+        for (r, _) in records.iter().zip(&needed).filter(|(_, n)| **n) {
+            if r.source != Source::Base && r.parent != previous {
+                forked_from.extend(r.parent);
+            }
+            previous = Some(r.seq);
+        }
+        let mut kept: std::collections::HashMap<u64, State> = std::collections::HashMap::new();
         let mut state = State::new(&self.graph);
+        let mut at: Option<u64> = None;
         let mut out = Vec::with_capacity(end - first);
-        for (i, r) in records[..end].iter().enumerate() {
+        for (i, r) in records.iter().enumerate() {
+            if !needed[i] {
+                continue;
+            }
+            if r.source != Source::Base && r.parent != at {
+                state = match r.parent {
+                    None => State::new(&self.graph),
+                    Some(p) => kept.get(&p).cloned().ok_or_else(|| corrupt(r, p))?,
+                };
+            }
             self.replay_writes(thread, &mut state, r)?;
+            at = Some(r.seq);
+            if forked_from.contains(&r.seq) {
+                kept.insert(r.seq, state.clone());
+            }
             if i >= first {
                 out.push((state.to_json(&self.graph), r.clone()));
             }
@@ -422,8 +514,21 @@ impl Threads {
         values: Json,
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
+        self.update_at(thread, None, values, as_node)
+    }
+
+    /// [`Threads::update`] of the state at checkpoint `at` (the latest, without): from
+    /// an earlier one, the update forks the thread there, and its record, following
+    /// `at`, is the thread's latest, to go on from.
+    pub fn update_at(
+        &self,
+        thread: &str,
+        at: Option<u64>,
+        values: Json,
+        as_node: Option<&str>,
+    ) -> Result<Checkpoint, RunError> {
         let _claim = self.store.claim(thread)?;
-        let (mut live, last) = self.load_live(thread)?;
+        let (mut live, last, _) = self.load_live_at(thread, at)?;
         let last = last.as_ref();
         let Json::Object(fields) = values else {
             return Err(RunError::Update(format!(
@@ -508,10 +613,101 @@ impl Threads {
             elapsed_ms: last.map_or(0, |l| l.elapsed_ms),
             at_ms: now_ms(),
             source: Source::Update,
+            parent: live.parent,
         };
         self.store.append(record.clone())?;
         live.seq += 1;
+        live.parent = Some(record.seq);
         self.snapshot(&live, record.seq)?;
         Ok(record)
     }
+}
+
+/// The records on the branch that leads to record `seq`, in order: `seq`, the record
+/// it follows, and so on back to the thread's first (or its base). `records` are a
+/// thread's, in order.
+fn branch_to(
+    thread: &str,
+    mut records: Vec<Checkpoint>,
+    seq: u64,
+) -> Result<Vec<Checkpoint>, RunError> {
+    let Some(first) = records.first().map(|r| r.seq) else {
+        return Err(RunError::UnknownThread(thread.into()));
+    };
+    // Records are numbered without a gap (the store checks), so a record's place is
+    // its number less the first's.
+    let len = records.len();
+    let place = |s: u64| {
+        s.checked_sub(first)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < len)
+    };
+    let Some(mut i) = place(seq) else {
+        return Err(RunError::NoSuchCheckpoint {
+            thread: thread.into(),
+            seq,
+        });
+    };
+    records.truncate(i + 1);
+    // A linear history: every record follows the one before it.
+    if on_branch_from_ref(&records) {
+        return Ok(records);
+    }
+    let mut keep = vec![false; records.len()];
+    loop {
+        keep[i] = true;
+        let r = &records[i];
+        match r.parent {
+            Some(p) if r.source != Source::Base => match place(p).filter(|&j| j < i) {
+                Some(j) => i = j,
+                None => {
+                    return Err(StoreError::Corrupt {
+                        thread: thread.into(),
+                        message: format!("checkpoint {} follows {p}, which it has not", r.seq),
+                    }
+                    .into());
+                }
+            },
+            _ => break,
+        }
+    }
+    let mut keep = keep.into_iter();
+    records.retain(|_| keep.next() == Some(true));
+    Ok(records)
+}
+
+/// Whether every record of `records` after the first follows the one before it.
+fn on_branch_from_ref(records: &[Checkpoint]) -> bool {
+    records
+        .windows(2)
+        .all(|w| w[1].source == Source::Base || w[1].parent == Some(w[0].seq))
+}
+
+/// `records` (a snapshot's record and those written after it) on the latest one's
+/// branch, when that branch goes through the first; none when it does not.
+fn on_branch_from(mut records: Vec<Checkpoint>) -> Option<Vec<Checkpoint>> {
+    if on_branch_from_ref(&records) {
+        return Some(records);
+    }
+    let first = records.first()?.seq;
+    let mut keep = vec![false; records.len()];
+    let mut i = records.len() - 1;
+    loop {
+        keep[i] = true;
+        if i == 0 {
+            break;
+        }
+        let r = &records[i];
+        if r.source == Source::Base {
+            return None;
+        }
+        let j = r.parent?.checked_sub(first)? as usize;
+        if j >= i {
+            return None;
+        }
+        i = j;
+    }
+    let mut keep = keep.into_iter();
+    records.retain(|_| keep.next() == Some(true));
+    Some(records)
 }

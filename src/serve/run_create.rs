@@ -165,17 +165,22 @@ impl RunCreate {
         let at = self
             .checkpoint_id
             .or(self.checkpoint.and_then(|c| c.checkpoint_id));
-        if let Some(at) = at {
-            let seq = wire::parse_checkpoint_id(&at);
-            if seq.is_none() || seq != latest.map(|l| l.seq) {
+        // A run from one of the thread's checkpoints: an earlier one forks the thread
+        // there (whether the thread has it is the host's to say, when the run goes).
+        let checkpoint = match at {
+            None => None,
+            Some(_) if stateless => {
                 return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "a run goes on from a thread's latest checkpoint, and `{at}` is not it; copy the thread to go on from an earlier point"
-                    ),
+                    StatusCode::BAD_REQUEST,
+                    "a run from a checkpoint needs a thread: POST /threads/{thread_id}/runs",
                 ));
             }
-        }
+            // As LangGraph's server answers an id that is no checkpoint's form.
+            Some(at) => Some(
+                wire::parse_checkpoint_id(&at)
+                    .ok_or_else(|| ApiError::invalid(format!("Invalid checkpoint ID: `{at}`")))?,
+            ),
+        };
         let config = self.config.unwrap_or_else(|| json!({}));
         let max_steps = max_steps(self.max_steps, &config)?;
         let resume = command.resume.map(|r| answer_by_id(r, latest));
@@ -203,6 +208,7 @@ impl RunCreate {
         };
         let request = RunRequest {
             input,
+            checkpoint,
             command: (resume.is_some() || update.is_some() || goto.is_some()).then_some(Command {
                 resume,
                 update,

@@ -58,6 +58,17 @@ fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Cre
         graph.as_deref(),
         s.host.run_rules(),
     )?;
+    if let (Some(t), Some(seq)) = (thread, new.request.checkpoint)
+        && s.host.checkpoint(t, seq)?.is_none()
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "thread `{t}` has no checkpoint `{}`",
+                wire::checkpoint_id(seq)
+            ),
+        ));
+    }
     let run = s.host.create_run(
         &new.assistant,
         thread,

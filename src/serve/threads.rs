@@ -270,8 +270,7 @@ struct Update {
 }
 
 /// A person's write to the state, through the fields' reducers, recorded as a
-/// checkpoint of its own. Only at the latest checkpoint: a thread's history is one
-/// line here (copy the thread to branch it).
+/// checkpoint of its own; to an earlier checkpoint's state, a fork of the thread there.
 async fn update(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -280,18 +279,7 @@ async fn update(
     let at = u
         .checkpoint_id
         .or(u.checkpoint.and_then(|c| c.checkpoint_id));
-    if let Some(at) = at {
-        let seq = seq_of(&at)?;
-        let latest = s.host.thread(&id)?.latest.map(|l| l.seq);
-        if latest != Some(seq) {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                format!(
-                    "checkpoint `{at}` is not the latest of thread `{id}`; a thread's history is one line here: copy the thread (POST /threads/{id}/copy) to go on from an earlier point"
-                ),
-            ));
-        }
-    }
+    let at = at.map(|at| seq_of(&at)).transpose()?;
     let mut values = u.values.unwrap_or_else(|| json!({}));
     if let Ok(view) = s.host.thread(&id)
         && let Some(graph) = view.latest.as_ref().and_then(|l| s.host.graph_of(l).ok())
@@ -300,7 +288,7 @@ async fn update(
         wire::check_content(&values, &graph)
             .map_err(|e| ApiError::invalid(format!("values: {e}")))?;
     }
-    let record = s.host.update_state(&id, values, u.as_node.as_deref())?;
+    let record = s.host.update_state(&id, at, values, u.as_node.as_deref())?;
     let checkpoint = wire::checkpoint_ref(&record.thread, record.seq);
     Ok(axum::Json(json!({
         "checkpoint": checkpoint,

@@ -330,7 +330,7 @@ impl Translator {
         // shows where its thread stands).
         let unchanged = record.writes.is_empty()
             && interrupts.is_empty()
-            && (self.values_told || record.source == crate::store::Source::Input);
+            && (self.values_told || (record.node.is_none() && record.status == Status::Running));
         if !unchanged {
             self.values_told = true;
             if self.modes.values {
@@ -379,7 +379,7 @@ impl Translator {
             json!({
                 "type": "checkpoint",
                 "timestamp": wire::time(record.at_ms),
-                "step": record.step,
+                "step": wire::step(record),
                 "payload": checkpoint(),
             })
         });

@@ -309,6 +309,16 @@ fn task(id: &str, name: &str, error: Json, interrupts: Vec<Json>) -> Json {
     })
 }
 
+/// A checkpoint's step as LangGraph counts it: a thread's first checkpoint (its first
+/// run's input checkpoint, the state before any input) is step -1. Steps count per run
+/// here, not per thread.
+pub(crate) fn step(record: &Checkpoint) -> i64 {
+    match (record.source, record.parent) {
+        (crate::store::Source::Input, None) => -1,
+        _ => record.step as i64,
+    }
+}
+
 /// What a checkpoint's metadata says: LangGraph's `source`, `step`, `writes` and
 /// `parents`, and Switchyard's own record fields.
 pub(crate) fn metadata(record: &Checkpoint) -> Json {
@@ -319,8 +329,8 @@ pub(crate) fn metadata(record: &Checkpoint) -> Json {
         .collect();
     let writer = match (&record.node, record.source) {
         (Some(n), _) => n.to_string(),
-        (None, crate::store::Source::Input) => "__start__".into(),
-        (None, _) => "__update__".into(),
+        (None, crate::store::Source::Update | crate::store::Source::Base) => "__update__".into(),
+        (None, _) => "__start__".into(),
     };
     let writes = if writes.is_empty() {
         Json::Null
@@ -329,7 +339,7 @@ pub(crate) fn metadata(record: &Checkpoint) -> Json {
     };
     json!({
         "source": record.source.name(),
-        "step": record.step,
+        "step": step(record),
         "writes": writes,
         "parents": {},
         "run": record.run,
@@ -341,7 +351,7 @@ pub(crate) fn metadata(record: &Checkpoint) -> Json {
 
 pub(crate) fn state(view: &StateView) -> Json {
     let r = &view.record;
-    let parent = r.seq.checked_sub(1).map(|p| checkpoint_ref(&r.thread, p));
+    let parent = r.parent.map(|p| checkpoint_ref(&r.thread, p));
     json!({
         "values": values(view.values.clone(), Some(&view.graph)),
         "next": next(r),
@@ -352,7 +362,7 @@ pub(crate) fn state(view: &StateView) -> Json {
         "parent_checkpoint": parent,
         "interrupts": interrupts_of(r),
         "checkpoint_id": checkpoint_id(r.seq),
-        "parent_checkpoint_id": r.seq.checked_sub(1).map(checkpoint_id),
+        "parent_checkpoint_id": r.parent.map(checkpoint_id),
     })
 }
 

@@ -39,6 +39,7 @@ struct Record {
     elapsed_ms: u64,
     at_ms: u64,
     source: Source,
+    parent: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -100,6 +101,7 @@ pub(super) fn freeze_records(records: &[Checkpoint]) -> Vec<u8> {
             elapsed_ms: r.elapsed_ms,
             at_ms: r.at_ms,
             source: r.source,
+            parent: r.parent,
         })
         .collect();
     compress(&Frozen {
@@ -264,6 +266,7 @@ pub(super) fn thaw_records(
             elapsed_ms: r.elapsed_ms,
             at_ms: r.at_ms,
             source: r.source,
+            parent: r.parent,
         });
     }
     // Earlier ones were read for the references of later ones.

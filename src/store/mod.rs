@@ -140,8 +140,14 @@ impl Source {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub thread: Arc<str>,
-    /// Position in the thread's history, from 0.
+    /// Position in the thread's history, from 0: the order records were written in,
+    /// whatever branch they are on.
     pub seq: u64,
+    /// The record this one follows (its state is that record's with these writes): the
+    /// one before it, or an earlier one where a run or an update forked the thread
+    /// there. None for a thread's first record (and a pruned thread's base).
+    #[serde(default)]
+    pub parent: Option<u64>,
     /// Which run of the thread wrote it (each `start` begins a new run).
     pub run: u64,
     /// Node executions so far in this run.

@@ -167,7 +167,7 @@ fn another_programs_database_is_refused_unchanged() {
         Err(e @ StoreError::Version { .. }) => assert_eq!(
             e.to_string(),
             format!(
-                "checkpoint store `{}` has layout version 99, and this Switchyard reads version 4; use another store path",
+                "checkpoint store `{}` has layout version 99, and this Switchyard reads version 5; use another store path",
                 later.display()
             )
         ),
@@ -259,7 +259,7 @@ fn a_read_only_store_can_be_inspected() {
     );
     // A read-only connection never writes, even when the file is writable.
     let reader = SqliteStore::open_read_only(&db).unwrap();
-    assert_eq!(reader.load("t").unwrap().len(), 2);
+    assert_eq!(reader.load("t").unwrap().len(), 3);
     assert!(reader.append(record("other", 0, "n", json!(1))).is_err());
 }
 

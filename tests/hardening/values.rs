@@ -100,7 +100,7 @@ fn a_thread_holding_a_deep_record_from_an_older_version_reads_and_resumes() {
             .code(0)
             .stdout,
     );
-    assert_eq!(history.as_array().unwrap().len(), 2);
+    assert_eq!(history.as_array().unwrap().len(), 3);
     let out = switchyard(&[
         "resume",
         "--thread",

@@ -104,27 +104,51 @@ async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
         lines,
         [
             "0 0 -->inc running",
-            "1 1 inc->check running",
-            "2 2 check->inc running",
-            "3 3 inc->even running",
-            "4 4 even->check running",
-            "5 5 check->inc running",
-            "6 6 inc->check running",
-            "7 7 check->inc running",
-            "8 8 inc->even running",
-            "9 9 even->check running",
-            "10 10 check->done running",
-            "11 11 done->- finished",
+            "1 0 -->inc running",
+            "2 1 inc->check running",
+            "3 2 check->inc running",
+            "4 3 inc->even running",
+            "5 4 even->check running",
+            "6 5 check->inc running",
+            "7 6 inc->check running",
+            "8 7 check->inc running",
+            "9 8 inc->even running",
+            "10 9 even->check running",
+            "11 10 check->done running",
+            "12 11 done->- finished",
+        ]
+    );
+    // The run's input checkpoint holds the state the run found (none), its next the
+    // input's.
+    assert_eq!(history[0].source, Source::Input);
+    assert_eq!(history[0].writes, []);
+    assert_eq!(history[1].source, Source::Loop);
+    assert_eq!(
+        history.iter().map(|c| c.parent).collect::<Vec<_>>(),
+        [
+            None,
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(4),
+            Some(5),
+            Some(6),
+            Some(7),
+            Some(8),
+            Some(9),
+            Some(10),
+            Some(11)
         ]
     );
     assert_eq!(
-        r.threads().state("t", Some(5)).unwrap().0,
+        r.threads().state("t", Some(6)).unwrap().0,
         json!({ "goal": 4, "n": 2, "total": 3, "checks": 2, "evens": [2] })
     );
-    r.threads().fork("t", 5, "t2").unwrap();
+    r.threads().fork("t", 6, "t2").unwrap();
     assert_eq!(
         r.threads().state("t2", None).unwrap().0,
-        r.threads().state("t", Some(5)).unwrap().0
+        r.threads().state("t", Some(6)).unwrap().0
     );
     let out = r.resume("t2", None, false).await.unwrap();
     assert_eq!(out, finished("done", "n=4 total=10 checks=4 evens=2", 11));
@@ -282,7 +306,7 @@ async fn a_store_with_odd_records_is_an_error_not_a_panic() {
     let err = r.resume("t", Some(json!("x")), false).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "checkpoint store: a record of thread `t` is corrupt: checkpoint 1 is interrupted and has no pending interrupt"
+        "checkpoint store: a record of thread `t` is corrupt: checkpoint 2 is interrupted and has no pending interrupt"
     );
     conn.execute("UPDATE checkpoints SET seq = -1 WHERE seq = 0", [])
         .unwrap();
@@ -305,7 +329,7 @@ async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
     let err = a.append(record).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "thread `t` is being run by another process (its checkpoint 0 was just written); wait for it, or stop it first"
+        "thread `t` is being run by another process (its checkpoint 1 was just written); wait for it, or stop it first"
     );
 }
 
@@ -594,13 +618,136 @@ async fn a_store_that_keeps_no_records_is_handed_none() {
         ),
         (0, 0)
     );
-    // A store that keeps records gets the input's and one per step.
+    // A store that keeps records gets the run's input checkpoint, the input's and one
+    // per step.
     let kept = Arc::new(MemoryStore::new());
     Runner::new(graph("routes"), kept.clone())
         .start("t", json!({ "n": 2 }))
         .await
         .unwrap();
-    assert_eq!(kept.load("t").unwrap().len(), 5);
+    assert_eq!(kept.load("t").unwrap().len(), 6);
+}
+
+#[tokio::test]
+async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: [(&str, Arc<dyn Checkpointer>); 2] = [
+        ("memory", Arc::new(MemoryStore::new())),
+        (
+            "sqlite",
+            Arc::new(SqliteStore::open(&dir.path().join("b.db")).unwrap()),
+        ),
+    ];
+    for (name, store) in stores {
+        let r = Runner::new(graph("count"), store.clone());
+        r.start("t", json!({ "goal": 4 })).await.unwrap();
+        let first = r.threads().history("t").unwrap();
+        let end = r.threads().state("t", None).unwrap().0;
+        // Going on again from a checkpoint in the middle of the run (regenerate): a
+        // branch from there, in a run of its own, to the same end.
+        let out = r
+            .run(
+                "t",
+                Go::From {
+                    at: 6,
+                    go: Box::new(Go::resume(None)),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            finished("done", "n=4 total=10 checks=4 evens=2", 11),
+            "{name}"
+        );
+        let history = r.threads().history("t").unwrap();
+        assert_eq!(&history[..13], &first[..], "{name}: the first branch stays");
+        let branch: Vec<(u64, Option<u64>, u64, u64)> = history[13..]
+            .iter()
+            .map(|c| (c.seq, c.parent, c.run, c.step))
+            .collect();
+        assert_eq!(
+            branch,
+            [
+                (13, Some(6), 1, 6),
+                (14, Some(13), 1, 7),
+                (15, Some(14), 1, 8),
+                (16, Some(15), 1, 9),
+                (17, Some(16), 1, 10),
+                (18, Some(17), 1, 11),
+            ],
+            "{name}"
+        );
+        assert_eq!(r.threads().state("t", None).unwrap().0, end, "{name}");
+        // A new input from the thread's first checkpoint (an edit of the first
+        // message): the state the first run found, with the new input.
+        let out = r
+            .run(
+                "t",
+                Go::From {
+                    at: 0,
+                    go: Box::new(Go::Start(json!({ "goal": 1 }))),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(matches!(out, Outcome::Finished { .. }), "{name}: {out:?}");
+        let history = r.threads().history("t").unwrap();
+        let fork = &history[19..];
+        assert_eq!(
+            (fork[0].source, fork[0].parent, fork[0].run),
+            (Source::Input, Some(0), 2),
+            "{name}"
+        );
+        let latest = r.threads().state("t", None).unwrap();
+        assert_eq!(latest.0["goal"], 1, "{name}");
+        assert_eq!(latest.1.seq, history.last().unwrap().seq, "{name}");
+        // Every checkpoint's state, on whichever branch, as history lists it.
+        let states = r.threads().states("t", None, 100).unwrap();
+        assert_eq!(states.len(), history.len(), "{name}");
+        for (state, record) in &states {
+            assert_eq!(
+                *state,
+                r.threads().state("t", Some(record.seq)).unwrap().0,
+                "{name}: checkpoint {}",
+                record.seq
+            );
+        }
+        assert_eq!(
+            states[history.len() - 13].0,
+            end,
+            "{name}: the first branch's end"
+        );
+        // The thread read again (another process): its latest branch.
+        let again = Runner::new(graph("count"), store.clone());
+        assert_eq!(again.threads().state("t", None).unwrap(), latest, "{name}");
+        let err = r
+            .run(
+                "t",
+                Go::From {
+                    at: 99,
+                    go: Box::new(Go::resume(None)),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "thread `t` has no checkpoint 99", "{name}");
+        // A copy of a checkpoint on a branch: that branch only, numbered again.
+        r.threads().fork("t", 15, "copy").unwrap();
+        let copy = r.threads().history("copy").unwrap();
+        assert_eq!(
+            copy.iter().map(|c| (c.seq, c.parent)).collect::<Vec<_>>(),
+            (0..10u64)
+                .map(|s| (s, s.checked_sub(1)))
+                .collect::<Vec<_>>(),
+            "{name}"
+        );
+        assert_eq!(
+            r.threads().state("copy", None).unwrap().0,
+            r.threads().state("t", Some(15)).unwrap().0,
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]

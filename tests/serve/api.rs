@@ -233,8 +233,8 @@ async fn a_person_updates_the_state_through_the_reducers() {
             json!({ "values": {}, "as_node": "missing" }),
         ),
         (
-            "{values: {}, checkpoint_id: <first>}",
-            json!({ "values": {}, "checkpoint_id": "00000000-0000-7000-8000-000000000000" }),
+            "{values: {}, checkpoint_id: <unknown>}",
+            json!({ "values": {}, "checkpoint_id": "00000000-0000-7000-8000-000000000063" }),
         ),
     ] {
         t.note(
@@ -653,7 +653,8 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         ("POST /threads/b/runs {webhook: ...}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "webhook": "http://hook.test/" })).await),
         ("POST /threads/b/runs {command: {goto: nowhere}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "command": { "goto": "nowhere" } })).await),
         ("POST /runs {command: {resume: yes}} (no thread)", h.post("/runs", json!({ "assistant_id": "chat", "command": { "resume": "yes" } })).await),
-        ("POST /threads/b/runs {checkpoint_id: not the latest}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "checkpoint_id": "1" })).await),
+        ("POST /threads/b/runs {checkpoint_id: <unknown>}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "checkpoint_id": "00000000-0000-7000-8000-000000000063" })).await),
+        ("POST /threads/b/runs {checkpoint: {checkpoint_id: not-a-uuid}}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "checkpoint": { "checkpoint_id": "not-a-uuid" } })).await),
         ("POST /threads/b/runs {max_steps: 0}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "max_steps": 0 })).await),
         ("POST /threads/b/runs {metadata: [1]}", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "metadata": [1] })).await),
         ("POST /threads/b/runs {multitask_strategy: later, if_not_exists: maybe} (the first refusal)", h.post("/threads/b/runs", json!({ "assistant_id": "chat", "input": {}, "multitask_strategy": "later", "if_not_exists": "maybe", "webhook": "x" })).await),
@@ -1202,4 +1203,162 @@ async fn a_chat_node_streams_its_reply_as_text_and_the_message_keeps_the_chunks_
             { "role": "user", "content": "Capital of France?" },
         ])
     );
+}
+
+/// The way `useStream` finds where a message was first seen in a thread's history and
+/// the checkpoint before it (which its regenerate and edit run from).
+fn parent_of_first_seen(history: &Json, content: &str) -> Json {
+    let states = history.as_array().unwrap();
+    let first = states
+        .iter()
+        .rev()
+        .find(|s| {
+            s["values"]["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["content"] == content))
+        })
+        .unwrap_or_else(|| panic!("`{content}` in no state"));
+    first["parent_checkpoint"].clone()
+}
+
+#[tokio::test]
+async fn regenerate_and_edit_fork_the_thread_where_the_message_was_first_seen() {
+    let model = Llm::start(
+        ["One.", "Two.", "Three.", "Four."]
+            .into_iter()
+            .map(|t| {
+                Answer::Reply(Reply {
+                    content: Some(t.into()),
+                    tool_calls: Vec::new(),
+                })
+            })
+            .collect(),
+    )
+    .await;
+    let s = serve(&["tests/fixtures/llm_chat/talk.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "c" })).await;
+    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
+    for text in ["Hi", "And?"] {
+        let r = h
+            .post(
+                "/threads/c/runs/wait",
+                json!({ "assistant_id": "talk", "input": say(text) }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let history = || async {
+        h.post("/threads/c/history", json!({ "limit": 100 }))
+            .await
+            .json()
+    };
+    let contents = |values: &Json| -> Vec<String> {
+        values["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = history().await;
+    let two_id = before[0]["values"]["messages"][3]["id"].clone();
+    // Regenerate the second answer: from the checkpoint before it, no input.
+    let from = parent_of_first_seen(&before, "Two.");
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "checkpoint": from }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(contents(&r.json()), ["Hi", "One.", "And?", "Three."]);
+    let state = h.get("/threads/c/state").await.json();
+    assert_eq!(contents(&state["values"]), ["Hi", "One.", "And?", "Three."]);
+    assert_ne!(state["values"]["messages"][3]["id"], two_id, "a new reply");
+    // Edit the first message: from the thread's first checkpoint (step -1, nothing
+    // in it yet), a new input.
+    let from = parent_of_first_seen(&history().await, "Hi");
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "input": say("Hello"), "checkpoint_id": from["checkpoint_id"] }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(contents(&r.json()), ["Hello", "Four."]);
+    // Every branch stays, each checkpoint with its real parent, newest first.
+    let after = history().await;
+    let id = |v: &Json| -> String {
+        v.as_str().map_or("-".into(), |s| {
+            u64::from_str_radix(&s[24..], 16).unwrap().to_string()
+        })
+    };
+    let tree: Vec<String> = after
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{} <- {} {} {} {:?}",
+                id(&s["checkpoint_id"]),
+                id(&s["parent_checkpoint_id"]),
+                s["metadata"]["source"].as_str().unwrap(),
+                s["metadata"]["step"],
+                contents(&s["values"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tree,
+        [
+            // The edit: a new input from the first checkpoint.
+            r#"13 <- 12 loop 1 ["Hello", "Four."]"#,
+            r#"12 <- 11 loop 1 ["Hello", "Four."]"#,
+            r#"11 <- 10 loop 0 ["Hello"]"#,
+            r#"10 <- 0 input 0 []"#,
+            // The regenerated answer: from before the model's step.
+            r#"9 <- 8 loop 1 ["Hi", "One.", "And?", "Three."]"#,
+            r#"8 <- 5 loop 1 ["Hi", "One.", "And?", "Three."]"#,
+            r#"7 <- 6 loop 1 ["Hi", "One.", "And?", "Two."]"#,
+            r#"6 <- 5 loop 1 ["Hi", "One.", "And?", "Two."]"#,
+            r#"5 <- 4 loop 0 ["Hi", "One.", "And?"]"#,
+            r#"4 <- 3 input 0 ["Hi", "One."]"#,
+            r#"3 <- 2 loop 1 ["Hi", "One."]"#,
+            r#"2 <- 1 loop 1 ["Hi", "One."]"#,
+            r#"1 <- 0 loop 0 ["Hi"]"#,
+            r#"0 <- - input -1 []"#,
+        ],
+    );
+    // An earlier branch's state can still be read, and updated: the update forks.
+    let two_end = after
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| contents(&s["values"]).last().map(String::as_str) == Some("Two."))
+        .unwrap()["checkpoint_id"]
+        .clone();
+    let old = h
+        .get(&format!("/threads/c/state/{}", two_end.as_str().unwrap()))
+        .await
+        .json();
+    assert_eq!(contents(&old["values"]), ["Hi", "One.", "And?", "Two."]);
+    let r = h
+        .post(
+            "/threads/c/state",
+            json!({ "values": say("Noted"), "checkpoint_id": two_end }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let state = h.get("/threads/c/state").await.json();
+    assert_eq!(
+        contents(&state["values"]),
+        ["Hi", "One.", "And?", "Two.", "Noted"]
+    );
+    assert_eq!(state["parent_checkpoint"]["checkpoint_id"], two_end);
+    assert_eq!(state["metadata"]["source"], "update");
+    assert_eq!(model.seen().len(), 4);
 }

@@ -135,11 +135,46 @@ fn stores_of_versions_2_and_3_are_brought_forward_whole() {
             .unwrap()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version_now, 4);
+        assert_eq!(version_now, 5);
         // It goes on like a new one.
         store.append(record("t", 3, "n", big())).unwrap();
         assert_eq!(*store.load("t").unwrap()[3].writes[0].value, big());
     }
+}
+
+#[test]
+fn a_store_of_version_4_is_brought_forward_with_every_record_following_the_one_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v4.db");
+    let records: Vec<Checkpoint> = (0..3)
+        .map(|seq| record("t", seq, "n", json!(seq)))
+        .collect();
+    let pruned = Checkpoint {
+        source: Source::Base,
+        parent: None,
+        ..record("p", 2, "n", json!(2))
+    };
+    {
+        let store = SqliteStore::open(&db).unwrap();
+        store.append_all(records.clone()).unwrap();
+        for seq in 0..3 {
+            store.append(record("p", seq, "n", json!(seq))).unwrap();
+        }
+        store.prune(pruned.clone()).unwrap();
+    }
+    // Version 4 as it was: no `parent`.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("ALTER TABLE checkpoints DROP COLUMN parent; PRAGMA user_version = 4;")
+        .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.load("t").unwrap(), records);
+    assert_eq!(store.load("p").unwrap(), [pruned]);
+    let version_now: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version_now, 5);
 }
 
 #[test]

@@ -584,26 +584,44 @@ async function threadPage(id, turn = routes) {
   const select = (row, c) => {
     for (const r of document.querySelectorAll("tr.checkpoint")) r.setAttribute("aria-selected", "false");
     row.setAttribute("aria-selected", "true");
-    const fork = h("button", {
+    const failed = (err) => {
+      error.textContent = err.message;
+      error.hidden = false;
+    };
+    // Going on from an earlier checkpoint branches the thread there: the checkpoints
+    // after it stay, on their own branch.
+    const onward = graph && c.next && c.next.length
+      ? h("button", { type: "button", text: "Go on from here", onclick: () => {
+          error.hidden = true;
+          goOn({ assistant_id: graph, input: null, checkpoint_id: c.checkpoint_id }).catch(failed);
+        } })
+      : null;
+    const copy = h("button", {
       type: "button",
       class: "secondary",
-      text: "Fork from here",
+      text: "Copy to a new thread",
       onclick: async () => {
         error.hidden = true;
         try {
           const copy = await api("POST", `/threads/${encodeURIComponent(id)}/copy`, { checkpoint_id: c.checkpoint_id });
           location.hash = `#/thread/${encodeURIComponent(copy.thread_id)}`;
         } catch (err) {
-          error.textContent = err.message;
-          error.hidden = false;
+          failed(err);
         }
       },
     });
-    view.replaceChildren(h("h2", { text: `State at step ${c.metadata.step}` }), h("pre", { text: show(c.values) }), h("div", { class: "row" }, fork), error);
+    view.replaceChildren(h("h2", { text: `State at step ${c.metadata.step}` }), h("pre", { text: show(c.values) }), h("div", { class: "row" }, onward, copy), error);
   };
-  const rows = history.map((c) => {
+  // Newest first: a checkpoint that does not follow the one listed below it starts a
+  // branch, from the checkpoint it names.
+  const step = new Map(history.map((c) => [c.checkpoint_id, c.metadata.step]));
+  const rows = history.map((c, i) => {
     const writes = c.metadata && c.metadata.writes ? Object.keys(c.metadata.writes).join(", ") : `(${(c.metadata && c.metadata.source) || "input"})`;
-    const row = h("tr", { class: "checkpoint", tabindex: "0", "aria-selected": "false", "data-checkpoint": c.checkpoint_id }, h("td", { text: c.metadata.step }), h("td", { text: writes }), h("td", { text: c.next.join(", ") }), h("td", { class: "muted", text: c.created_at }));
+    const below = history[i + 1];
+    const branch = c.parent_checkpoint_id && (!below || below.checkpoint_id !== c.parent_checkpoint_id)
+      ? h("span", { class: "badge branch", title: c.parent_checkpoint_id, text: `branch from step ${step.has(c.parent_checkpoint_id) ? step.get(c.parent_checkpoint_id) : "?"}` })
+      : "";
+    const row = h("tr", { class: "checkpoint", tabindex: "0", "aria-selected": "false", "data-checkpoint": c.checkpoint_id, "data-parent": c.parent_checkpoint_id || "" }, h("td", { text: c.metadata.step }), h("td", {}, writes, branch ? " " : "", branch), h("td", { text: c.next.join(", ") }), h("td", { class: "muted", text: c.created_at }));
     row.addEventListener("click", () => select(row, c));
     row.addEventListener("keydown", (e) => {
       if (e.key === "Enter") select(row, c);

@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 1;
+pub(super) const VERSION: i32 = 2;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -18,7 +18,11 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 /// written again are references, one snapshot per thread), with the server's catalog.
 /// JSON is kept as text, not `jsonb`: `jsonb` reorders object keys, and a state's key
 /// order is part of what a run wrote. Postgres compresses long text itself (TOAST).
-const MIGRATIONS: [&str; 1] = ["
+///
+/// Version 2: a checkpoint names its parent, so that a thread's history can branch;
+/// every record of version 1 follows the one before it (a pruned thread's base none).
+const MIGRATIONS: [&str; 2] = [
+    "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
 );
@@ -103,7 +107,12 @@ CREATE TABLE switchyard.claims (
     pid         BIGINT  NOT NULL,
     since_ms    BIGINT  NOT NULL
 );
-"];
+",
+    "
+ALTER TABLE switchyard.checkpoints ADD COLUMN parent BIGINT;
+UPDATE switchyard.checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
+",
+];
 
 /// Makes the schema `switchyard` a store of this version: created when the database
 /// has none, migrated when it is older; a schema that is not a store, or a store of a

@@ -18,8 +18,8 @@ macro_rules! insert {
     ($before:literal) => {
         concat!(
             $before,
-            "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+            "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
         )
     };
 }
@@ -31,11 +31,11 @@ const INSERT: &str = insert!("");
 const INSERT_FIRST: &str =
     insert!("WITH gone AS (DELETE FROM switchyard.snapshots WHERE thread = $1) ");
 
-const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
      FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq";
-const SELECT_FROM: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+const SELECT_FROM: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
      FROM switchyard.checkpoints WHERE thread = $1 AND seq >= $2 ORDER BY seq";
-const SELECT_LAST: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source
+const SELECT_LAST: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
      FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq DESC LIMIT 1";
 
 impl Session {
@@ -119,6 +119,7 @@ impl Session {
                 &r.limited,
                 &error,
                 &r.source.name(),
+                &r.parent.map(int),
             ],
         );
         match done {
@@ -471,6 +472,10 @@ fn decode(thread: &Arc<str>, row: &postgres::Row, url: &str) -> Result<Row, Stor
         error: error.map(Box::new),
         source: Source::parse(source)
             .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
+        parent: match col::<Option<i64>>(row, 16, url)? {
+            Some(p) => Some(count(thread, p, "parent")?),
+            None => None,
+        },
     };
     Ok((record, writes, col(row, 9, url)?))
 }

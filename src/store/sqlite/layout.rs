@@ -4,13 +4,13 @@
 use rusqlite::Connection;
 
 /// Layout version, kept in SQLite's `user_version`.
-pub(super) const VERSION: i64 = 4;
+pub(super) const VERSION: i64 = 5;
 /// Marks a SQLite file as Switchyard's (`PRAGMA application_id`): "SWYD".
 pub(super) const APPLICATION_ID: i64 = 0x5357_5944;
 
-/// Version 4. A checkpoint names its graph by an id into `graphs` rather than
-/// repeating the file's path and hash on every row; a large value a step writes again
-/// unchanged is stored as a reference to the record that holds it (see `records.rs`);
+/// Version 5: version 4 and a checkpoint's `parent`. Version 4: a checkpoint names
+/// its graph by an id into `graphs` rather than repeating the file's path and hash on
+/// every row; a large value a step writes again unchanged is stored as a reference to the record that holds it (see `records.rs`);
 /// `snapshots` keeps each thread's latest whole state. `checkpoints` is a rowid table:
 /// its rows (a record's writes) are too large for `WITHOUT ROWID` to pack well.
 const SCHEMA: &str = "
@@ -38,6 +38,7 @@ CREATE TABLE checkpoints (
     limited     INTEGER NOT NULL,
     error       TEXT,
     source      TEXT    NOT NULL,
+    parent      INTEGER,
     PRIMARY KEY (thread, seq)
 );
 CREATE TABLE snapshots (
@@ -164,6 +165,14 @@ CREATE TABLE snapshots (
 );
 ";
 
+/// From version 4: a checkpoint names its parent, so that a thread's history can
+/// branch. Every record of an older store follows the one before it (a pruned
+/// thread's base, its first, follows none).
+const MIGRATE_4_TO_5: &str = "
+ALTER TABLE checkpoints ADD COLUMN parent INTEGER;
+UPDATE checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
+";
+
 /// Every table a store has.
 pub(super) const OUR_TABLES: [&str; 7] = [
     "checkpoints",
@@ -181,7 +190,7 @@ pub(super) enum Layout {
     Empty,
     /// A store of this layout.
     Current,
-    /// A store of layout 2 or 3, which this version brings forward.
+    /// A store of layout 2, 3 or 4, which this version brings forward.
     Older(i64),
     /// Only some of our tables, all empty, and no version: a store whose creation an
     /// earlier Switchyard did not finish (killed part-way). Made again from scratch.
@@ -213,7 +222,7 @@ pub(super) fn layout(conn: &Connection) -> Result<Layout, rusqlite::Error> {
     Ok(match (version, tables.is_empty(), ours) {
         (0, true, _) => Layout::Empty,
         (VERSION, _, true) => Layout::Current,
-        (2 | 3, _, true) => Layout::Older(version),
+        (2..=4, _, true) => Layout::Older(version),
         _ => Layout::Other { version, tables },
     })
 }
@@ -235,8 +244,13 @@ pub(super) fn bring_forward(conn: &Connection, found: &Layout) -> Result<(), rus
             conn.execute_batch(MIGRATE_2_TO_3)?;
             conn.execute_batch(CATALOG)?;
             conn.execute_batch(MIGRATE_3_TO_4)?;
+            conn.execute_batch(MIGRATE_4_TO_5)?;
         }
-        Layout::Older(_) => conn.execute_batch(MIGRATE_3_TO_4)?,
+        Layout::Older(3) => {
+            conn.execute_batch(MIGRATE_3_TO_4)?;
+            conn.execute_batch(MIGRATE_4_TO_5)?;
+        }
+        Layout::Older(_) => conn.execute_batch(MIGRATE_4_TO_5)?,
         Layout::Current | Layout::Other { .. } => return Ok(()),
     }
     conn.execute_batch(RECOUNT)?;

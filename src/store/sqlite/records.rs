@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source";
+pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent";
 
 /// Text at least this long is compressed when the store compresses.
 const COMPRESS_BYTES: usize = 1024;
@@ -166,8 +166,8 @@ impl Inner {
         );
         let (pending, error) = pending_and_error(r)?;
         let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         )?;
         let done = stmt.execute(params![
             &*r.thread,
@@ -187,6 +187,7 @@ impl Inner {
             r.limited,
             error,
             r.source.name(),
+            r.parent.map(int),
         ]);
         match done {
             Ok(_) => Ok(fresh),
@@ -331,6 +332,10 @@ pub(super) fn decode(
         error: error.map(Box::new),
         source: Source::parse(&source)
             .ok_or_else(|| corrupt(thread, format!("unknown source `{source}`")))?,
+        parent: match row.get::<_, Option<i64>>(at + 16)? {
+            Some(p) => Some(crate::store::rows::count(thread, p, "parent")?),
+            None => None,
+        },
     };
     Ok((record, writes, row.get(at + 9)?))
 }

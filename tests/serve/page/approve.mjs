@@ -63,10 +63,10 @@ try {
   const earlier = await page.textContent("#checkpoint pre");
   say("time travel", { state: JSON.parse(earlier) });
 
-  // A fork from there, gone on with: it counts again and pauses; "No" this time.
+  // A copy up to there, gone on with: it counts again and pauses; "No" this time.
   const original = await page.evaluate(() => location.hash);
-  await page.click("text=Fork from here");
-  await page.waitForFunction((was) => location.hash !== was && document.querySelectorAll("tr.checkpoint").length === 2, original);
+  await page.click("text=Copy to a new thread");
+  await page.waitForFunction((was) => location.hash !== was && document.querySelectorAll("tr.checkpoint").length === 3, original);
   const forked = await page.$$eval("tr.checkpoint", (rs) => rs.length);
   await page.click("text=Go on from here");
   await page.waitForSelector("form.answer");
@@ -75,6 +75,20 @@ try {
   await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
   const kept = await page.$$eval(".drawing .node.visited", (ns) => ns.map((n) => n.dataset.node));
   say("fork", { checkpoints: forked, steps: again, visited: kept });
+
+  // On the thread itself: going on from step 1 branches it there, and the first
+  // branch stays in its history.
+  await go(original);
+  await page.waitForSelector("tr.checkpoint");
+  await page.click("tr.checkpoint:has(td:text-is('1'))");
+  await page.click("#checkpoint >> text=Go on from here");
+  await page.waitForSelector("form.answer");
+  await page.click("form.answer >> text=No");
+  await page.waitForFunction(() => document.querySelector("#run-status").textContent === "success");
+  await go(original);
+  await page.waitForSelector("tr.checkpoint .badge.branch");
+  const branched = await page.$$eval("tr.checkpoint", (rs) => rs.map((r) => [...r.children].slice(0, 3).map((c) => c.textContent).join(" | ")));
+  say("branch", { history: branched });
 
   // A step limit from the form: the run ends when it is reached.
   await go("#/graph/approve");

@@ -1,0 +1,113 @@
+//! Branching history: a thread with 1,000 branches against a linear thread of the same
+//! length (6,000 checkpoints each) and the same state at its head (2,000 messages), in
+//! memory and in SQLite. Both are 1,000 chat turns (4,000 checkpoints); then the
+//! branched one regenerates 1,000 answers, each from another turn's input (a branch
+//! each, 2 checkpoints), and the linear one takes 2,000 empty updates. Measured on both: reading the state a resume
+//! starts from, a new turn (a whole run), and listing the history (the 10 newest
+//! checkpoints with their states, as a client's first page, and all of them). The
+//! target: the branched thread within 10 % of the linear one (`cargo bench --bench
+//! branches`).
+
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use switchyard::run::{Go, Runner};
+use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
+
+fn turn(i: usize) -> serde_json::Value {
+    json!({ "messages": [{ "role": "user", "content": format!("turn {i}") }] })
+}
+
+/// The median of `n` timings of `f`.
+fn median(n: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[n / 2]
+}
+
+fn main() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let graph = Arc::new(
+        switchyard::load_graph(&root.join("benches/graphs/chat_turns.toml"))
+            .expect("chat_turns.toml"),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for store in ["memory", "sqlite"] {
+        let mut rows = Vec::new();
+        for shape in ["linear", "branched"] {
+            let cp: Arc<dyn Checkpointer> = match store {
+                "memory" => Arc::new(MemoryStore::new()),
+                _ => Arc::new(
+                    SqliteStore::open(&dir.path().join(format!("{shape}.db"))).expect("sqlite"),
+                ),
+            };
+            let runner = Runner::new(graph.clone(), cp);
+            for i in 0..1_000 {
+                rt.block_on(runner.run("t", Go::Start(turn(i))))
+                    .expect("turn");
+            }
+            if shape == "linear" {
+                for _ in 0..2_000 {
+                    runner
+                        .threads()
+                        .update("t", json!({}), None)
+                        .expect("update");
+                }
+            }
+            if shape == "branched" {
+                // Each turn is 4 checkpoints, its input's the second: regenerating the
+                // answer of turn k goes on from checkpoint 4k + 1.
+                for k in 0..1_000u64 {
+                    let go = Go::From {
+                        at: 4 * k + 1,
+                        go: Box::new(Go::resume(None)),
+                    };
+                    rt.block_on(runner.run("t", go)).expect("regenerate");
+                }
+            }
+            let threads = runner.threads();
+            let records = threads.history("t").expect("history").len();
+            assert_eq!(records, 6_000, "{shape}");
+            let resume = median(51, || {
+                threads.state("t", None).expect("state");
+            });
+            let mut i = 0;
+            let run = median(21, || {
+                i += 1;
+                rt.block_on(runner.run("t", Go::Start(turn(100_000 + i))))
+                    .expect("turn");
+            });
+            let page = median(11, || {
+                assert_eq!(threads.states("t", None, 10).expect("states").len(), 10);
+            });
+            let all = median(5, || {
+                threads.states("t", None, usize::MAX).expect("states");
+            });
+            println!(
+                "{store:<6} {shape:<8} ({records} checkpoints): resume state {:>8.1} us, a turn {:>8.1} us, history 10 {:>7.2} ms, history all {:>7.2} ms",
+                resume.as_secs_f64() * 1e6,
+                run.as_secs_f64() * 1e6,
+                page.as_secs_f64() * 1e3,
+                all.as_secs_f64() * 1e3,
+            );
+            rows.push([resume, run, page, all]);
+        }
+        let ratio = |i: usize| rows[1][i].as_secs_f64() / rows[0][i].as_secs_f64();
+        println!(
+            "{store:<6} branched / linear: resume state {:.2}, a turn {:.2}, history 10 {:.2}, history all {:.2} (target: at most 1.10)",
+            ratio(0),
+            ratio(1),
+            ratio(2),
+            ratio(3)
+        );
+    }
+}
