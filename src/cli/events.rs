@@ -304,6 +304,7 @@ fn human(event: &Event, out: &mut Vec<u8>) -> std::io::Result<()> {
             None => write!(out, "stopped after step {step}"),
         },
         Event::Saved { record, .. } => write!(out, "      saved checkpoint {}", record.seq),
+        Event::Standing { .. } => write!(out, "      standing before the run"),
         Event::RunFinished {
             status,
             outcome,

@@ -227,8 +227,9 @@ fn line(r: &Checkpoint) -> String {
         _ if r.source == Source::Base => "(pruned)",
         (Some(n), _) => n,
         (None, _) if r.source == Source::Update => "(update)",
-        // A run's input checkpoint: the state as the run found it.
-        (None, _) if r.source == Source::Input => "(start)",
+        // A run's input checkpoint: the state as the run found it. (An older version's
+        // `input` records hold the input.)
+        (None, _) if r.source == Source::Input && r.writes.is_empty() => "(start)",
         (None, Status::Finished) => "(end)",
         (None, Status::Stopped) => "(stop)",
         (None, _) => "(input)",

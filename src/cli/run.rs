@@ -246,22 +246,40 @@ impl Session {
             let stop_asked = watch_signals(self.runner.stop_handle());
             let interactive = std::io::stdin().is_terminal() && !self.json;
             let mut lines = interactive.then(stdin_lines);
+            // The checkpoint a `resume --at` answers, until a run from it writes: a
+            // refused answer is asked again there, not at the thread's latest.
+            let mut from = match &go {
+                Go::From { at, .. } => Some(*at),
+                _ => None,
+            };
+            let mut asked_again = false;
             let fut = self.runner.run(thread, go);
             let mut outcome = self.printer.pump(&mut self.events, fut).await;
             loop {
                 match outcome {
                     Ok(Outcome::Interrupted { node, payload }) => {
+                        // A new pause is the thread's latest checkpoint.
+                        if !std::mem::take(&mut asked_again) {
+                            from = None;
+                        }
                         let Some(lines) = lines.as_mut() else {
                             return self.paused(thread, &node, &payload);
                         };
                         let answer = tokio::select! {
-                            a = self.ask(thread, &node, &payload, lines) => a?,
+                            a = self.ask(thread, from, &node, &payload, lines) => a?,
                             () = stop_asked.notified() => None,
                         };
                         let Some(answer) = answer else {
                             return self.paused(thread, &node, &payload);
                         };
-                        let fut = self.runner.run(thread, Go::resume(answer));
+                        let go = match from {
+                            Some(at) => Go::From {
+                                at,
+                                go: Box::new(Go::resume(answer)),
+                            },
+                            None => Go::resume(answer),
+                        };
+                        let fut = self.runner.run(thread, go);
                         outcome = self.printer.pump(&mut self.events, fut).await;
                     }
                     // A person at the terminal may try again after a refused answer.
@@ -272,11 +290,9 @@ impl Session {
                     ) if lines.is_some() => {
                         eprintln!("error: {e}");
                         let pending = self
-                            .runner
-                            .threads()
-                            .latest(thread)?
-                            .pending
+                            .pending_at(thread, from)?
                             .context("the thread is no longer paused")?;
+                        asked_again = true;
                         outcome = Ok(Outcome::Interrupted {
                             node: pending.node.to_string(),
                             payload: pending.payload,
@@ -302,21 +318,32 @@ impl Session {
         }
     }
 
+    /// The interrupt checkpoint `at` of `thread` waits for (its latest, without).
+    fn pending_at(
+        &self,
+        thread: &str,
+        at: Option<u64>,
+    ) -> anyhow::Result<Option<Box<switchyard::store::Pending>>> {
+        let threads = self.runner.threads();
+        Ok(match at {
+            None => threads.latest(thread)?.pending,
+            Some(seq) => threads.state(thread, Some(seq))?.1.pending,
+        })
+    }
+
     /// Asks the person at the terminal; `None` when stdin closed. A timed-out
     /// interrupt gives `Some(None)`: resume without an answer takes `on_timeout`.
     async fn ask(
         &self,
         thread: &str,
+        at: Option<u64>,
         node: &str,
         payload: &Json,
         lines: &mut UnboundedReceiver<String>,
     ) -> anyhow::Result<Option<Option<Json>>> {
         let graph = self.runner.graph();
         let pending = self
-            .runner
-            .threads()
-            .latest(thread)?
-            .pending
+            .pending_at(thread, at)?
             .context("the thread is not paused")?;
         // An interrupt node's resume schema, or the schema an MCP server sent with its
         // question (an elicitation, answered with the content alone).

@@ -106,14 +106,7 @@ pub(super) fn decide_from(
 ) -> Result<Go, HostError> {
     match from {
         Some(seq) if latest.map(|l| l.seq) != Some(seq) => {
-            let record = store
-                .load_from(thread, seq)?
-                .into_iter()
-                .next()
-                .filter(|r| r.seq == seq)
-                .ok_or_else(|| {
-                    HostError::NotFound(format!("thread `{thread}` has no checkpoint {seq}"))
-                })?;
+            let record = fork_point(store, thread, seq)?;
             let go = decide(request, Some(&record), thread, rules)?;
             Ok(Go::From {
                 at: seq,
@@ -121,6 +114,32 @@ pub(super) fn decide_from(
             })
         }
         _ => decide(request, latest, thread, rules),
+    }
+}
+
+/// A thread's checkpoint `seq`, which a run or an update forks from.
+fn fork_point(store: &dyn Checkpointer, thread: &str, seq: u64) -> Result<Checkpoint, HostError> {
+    store
+        .load_from(thread, seq)?
+        .into_iter()
+        .next()
+        .filter(|r| r.seq == seq)
+        .ok_or_else(|| HostError::NotFound(format!("thread `{thread}` has no checkpoint {seq}")))
+}
+
+/// Where a run going from checkpoint `from` (none: the latest) finds the thread: the
+/// record whose graph version it uses and whose pause it answers.
+pub(super) fn standing_at(
+    store: &dyn Checkpointer,
+    thread: &str,
+    from: Option<u64>,
+    latest: Option<Checkpoint>,
+) -> Result<Option<Checkpoint>, HostError> {
+    match from {
+        Some(seq) if latest.as_ref().map(|l| l.seq) != Some(seq) => {
+            fork_point(store, thread, seq).map(Some)
+        }
+        _ => Ok(latest),
     }
 }
 

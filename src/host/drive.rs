@@ -2,7 +2,7 @@
 //! a [`Runner`] drives it with its events going to the run's log; how it ended is
 //! recorded, told and, for a stateless run, its thread removed.
 
-use super::course::decide_from;
+use super::course::{decide_from, standing_at};
 use super::handle::{RunEnd, RunHandle};
 use super::request::{CancelAction, STATELESS_STOPPED};
 use super::{Host, HostError, Notice, lock};
@@ -238,7 +238,11 @@ impl Host {
         });
         let graph = match &course {
             Some(c) => c.graph.clone(),
-            None => self.graph_of_run(&run.assistant, &run.thread, latest.as_ref())?,
+            None => {
+                let from = (!run.resumes()).then_some(run.request.checkpoint).flatten();
+                let standing = standing_at(&**store, &run.thread, from, latest.clone())?;
+                self.graph_of_run(&run.assistant, &run.thread, standing.as_ref())?
+            }
         };
         // Where the run's records begin: kept from a previous process that began it, so a
         // rollback removes all of them.

@@ -2,7 +2,7 @@
 //! after a restart. How a thread's worker drives its runs is in `drive.rs`; runs that
 //! several processes share go through the cluster (`cluster.rs`).
 
-use super::course::{Course, decide_from};
+use super::course::{Course, decide_from, standing_at};
 use super::handle::RunHandle;
 use super::request::{CancelAction, RunRequest, STATELESS_STOPPED};
 use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
@@ -51,7 +51,9 @@ impl Host {
                 "thread `{thread_id}` not found; create it first, or pass if_not_exists=\"create\""
             )));
         }
-        let graph = self.graph_for_thread(assistant, &graph, &thread_id, latest.as_ref())?;
+        // The version of the checkpoint the run goes from (a fork goes on as it stood).
+        let standing = standing_at(&**store, &thread_id, request.checkpoint, latest.clone())?;
+        let graph = self.graph_for_thread(assistant, &graph, &thread_id, standing.as_ref())?;
         if let Some(c) = self.cluster() {
             return c.create_run(self, assistant, thread_id, request, metadata, graph);
         }

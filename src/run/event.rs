@@ -127,6 +127,13 @@ pub enum Event {
         record: Arc<Checkpoint>,
         values: Option<Arc<Json>>,
     },
+    /// Where the thread stands as a run that goes on from a pause begins (an answer, a
+    /// stop, a breakpoint): its whole state, before the run writes anything, as
+    /// LangGraph's `values` stream shows it first. Only with
+    /// [`super::Runner::with_saved_events`], like `Saved`.
+    Standing {
+        values: Arc<Json>,
+    },
     /// An event of a subgraph node's child run.
     Subgraph {
         node: Arc<str>,

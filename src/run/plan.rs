@@ -60,6 +60,8 @@ pub(super) enum Plan {
         applied: Vec<Write>,
         next: Option<Routed>,
         start: Option<Instant>,
+        /// The state before the answer, when the run tells it (`Event::Standing`).
+        found: Option<State>,
     },
 }
 
@@ -117,6 +119,7 @@ impl Runner {
                         node,
                         applied,
                         start,
+                        found,
                         ..
                     } => Ok(Plan::Answered {
                         live,
@@ -124,6 +127,7 @@ impl Runner {
                         applied,
                         next: Some((to, Some("goto".into()))),
                         start,
+                        found,
                     }),
                     Plan::Continue { live, passed, .. } => Ok(Plan::Continue {
                         live,
@@ -315,10 +319,18 @@ impl Runner {
                 }
                 let plan = self.prepare_answer(live, id, pending, payload, next)?;
                 // The subgraph's thread has moved on from where the fork's record
-                // paused: its answer would go to another question.
+                // paused: its answer would go to another question. A tool's question is
+                // answered by running its node again as the same step, with the same
+                // idempotency keys, which a fork's run (numbered anew) would not have.
                 if forked && matches!(plan, Plan::Child { .. }) {
                     return Err(RunError::Fork(format!(
                         "checkpoint {} of thread `{thread}` waits inside a subgraph, which has gone on since; answer it from the thread's latest checkpoint",
+                        last.seq
+                    )));
+                }
+                if forked && matches!(&plan, Plan::Continue { live, .. } if live.answer.is_some()) {
+                    return Err(RunError::Fork(format!(
+                        "checkpoint {} of thread `{thread}` waits for the answer to a tool's question, which only its run can give (the tool would be called again under other idempotency keys); answer it from the thread's latest checkpoint",
                         last.seq
                     )));
                 }
@@ -416,6 +428,10 @@ impl Runner {
         // field that a later write would then have to copy).
         // Only an event reports how long the node took.
         let start = self.events.is_on().then(Instant::now);
+        let found = self
+            .recorder
+            .tells_found(&self.events)
+            .then(|| live.state.clone());
         let mut trial = live.clone();
         drop(live);
         let max_steps = self.max_steps();
@@ -431,6 +447,7 @@ impl Runner {
             applied,
             next,
             start,
+            found,
         })
     }
 
@@ -499,6 +516,7 @@ impl Runner {
                 passed,
             } => {
                 started(&live);
+                self.recorder.tell_found(&live.state, &self.events);
                 if let Some((id, before)) = passed {
                     self.events.emit(|| Event::Resumed {
                         node: self.graph.node(id).name.clone(),
@@ -513,6 +531,7 @@ impl Runner {
             Plan::TimedOut { mut live, node, to } => {
                 let node = self.graph.node(node);
                 started(&live);
+                self.recorder.tell_found(&live.state, &self.events);
                 self.events.emit(|| Event::Resumed {
                     node: node.name.clone(),
                     timed_out: true,
@@ -527,6 +546,7 @@ impl Runner {
                 payload,
             } => {
                 started(&live);
+                self.recorder.tell_found(&live.state, &self.events);
                 self.events.emit(|| Event::Resumed {
                     node: self.graph.node(node).name.clone(),
                     timed_out: false,
@@ -543,9 +563,15 @@ impl Runner {
                 applied,
                 next,
                 start,
+                found,
             } => {
                 let node = self.graph.node(node);
                 started(&live);
+                // Told and let go before the answer's writes, which would otherwise copy
+                // what they change.
+                if let Some(found) = found {
+                    self.recorder.tell_found(&found, &self.events);
+                }
                 self.events.emit(|| Event::Resumed {
                     node: node.name.clone(),
                     timed_out: false,

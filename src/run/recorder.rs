@@ -146,6 +146,22 @@ impl Recorder {
         }
     }
 
+    /// Whether [`Recorder::tell_found`] tells anything.
+    pub(super) fn tells_found(&self, events: &Emitter) -> bool {
+        self.saved == Some(true) && events.is_on()
+    }
+
+    /// Tells, with a [`Event::Standing`] when whole states are asked for, the state a run
+    /// that goes on from a pause finds (`found`, before the run writes anything); the
+    /// `Saved` events after it carry no state, only their writes.
+    pub(super) fn tell_found(&self, found: &State, events: &Emitter) {
+        if self.tells_found(events) {
+            self.first_saved.store(false, Ordering::SeqCst);
+            let values = Arc::new(found.to_json(self.threads.graph()));
+            events.emit(|| Event::Standing { values });
+        }
+    }
+
     /// Appends the record of `entry` at `live`'s position and moves it on; keeps the
     /// thread's snapshot when the thread stops running (or every so many records),
     /// and tells of the record with a `Saved` event when asked to.
@@ -231,7 +247,9 @@ impl Recorder {
         // A paused, stopped or ended thread keeps its whole state, so that resuming it
         // reads no history; a long run keeps one every so often, for a process killed
         // mid-run.
-        if self.keep && (stops || live.seq.is_multiple_of(SNAPSHOT_EVERY)) {
+        let crossed =
+            (live.seq + 1 - N as u64..=live.seq).any(|s| s.is_multiple_of(SNAPSHOT_EVERY));
+        if self.keep && (stops || crossed) {
             self.threads.snapshot(live, live.seq - 1)?;
         }
         for (record, values) in saved {

@@ -8,6 +8,9 @@ pub(super) struct Modes {
     pub(super) values: bool,
     pub(super) updates: bool,
     pub(super) messages: bool,
+    /// The legacy `messages` mode: `messages/metadata`, `messages/partial` (the whole
+    /// message so far) and `messages/complete` events.
+    pub(super) messages_whole: bool,
     pub(super) custom: bool,
     pub(super) events: bool,
     pub(super) debug: bool,
@@ -23,9 +26,8 @@ impl Modes {
             match name.as_str() {
                 "values" => m.values = true,
                 "updates" => m.updates = true,
-                // The legacy `messages` mode gets the tuples too: the one message
-                // stream this server has.
-                "messages-tuple" | "messages" => m.messages = true,
+                "messages-tuple" => m.messages = true,
+                "messages" => m.messages_whole = true,
                 "custom" => m.custom = true,
                 "events" => m.events = true,
                 "debug" => m.debug = true,
@@ -49,6 +51,7 @@ impl Modes {
             Mode::Values => self.values,
             Mode::Updates => self.updates,
             Mode::Messages => self.messages,
+            Mode::MessagesWhole => self.messages_whole,
             Mode::Custom => self.custom,
             Mode::Events => self.events,
             Mode::Debug => self.debug,
@@ -86,6 +89,7 @@ pub(super) enum Mode {
     Values,
     Updates,
     Messages,
+    MessagesWhole,
     Custom,
     Events,
     Debug,

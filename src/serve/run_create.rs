@@ -86,13 +86,14 @@ pub(super) struct NewRun {
 
 impl RunCreate {
     /// Checks the body for a run on a thread (`stateless`: a thread of its own) that
-    /// stands at what `latest` reads (only once the options are known to be right), of
+    /// stands at what `standing` reads (its record at the checkpoint the run goes from,
+    /// none: its latest; read only once the options are known to be right), of
     /// `graph` (the current version of the assistant named, whose message fields take
     /// LangChain's messages).
     pub(super) fn check(
         self,
         stateless: bool,
-        latest: impl FnOnce() -> Option<Checkpoint>,
+        standing: impl FnOnce(Option<u64>) -> Option<Checkpoint>,
         graph: Option<&Graph>,
         rules: RunRules,
     ) -> ApiResult<NewRun> {
@@ -160,8 +161,6 @@ impl RunCreate {
                 "a resume needs a thread: POST /threads/{thread_id}/runs",
             ));
         }
-        let latest = latest();
-        let latest = latest.as_ref();
         let at = self
             .checkpoint_id
             .or(self.checkpoint.and_then(|c| c.checkpoint_id));
@@ -181,9 +180,11 @@ impl RunCreate {
                     .ok_or_else(|| ApiError::invalid(format!("Invalid checkpoint ID: `{at}`")))?,
             ),
         };
+        // An answer by interrupt id is read against the checkpoint the run goes from.
+        let standing = standing(checkpoint);
         let config = self.config.unwrap_or_else(|| json!({}));
         let max_steps = max_steps(self.max_steps, &config)?;
-        let resume = command.resume.map(|r| answer_by_id(r, latest));
+        let resume = command.resume.map(|r| answer_by_id(r, standing.as_ref()));
         let mut input = self.input;
         let mut update = command.update.filter(|u| !u.is_null());
         if let Some(g) = graph {

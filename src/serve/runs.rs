@@ -45,8 +45,15 @@ struct Created {
 /// Creates the run `body` asks for on `thread` (none: a stateless run), once the body
 /// passed every check against the thread as it stands and the graph it names.
 fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
-    // Where the thread stands, without its state (which a run request never needs).
-    let latest = || thread.and_then(|t| s.host.latest(t).ok().flatten());
+    // Where the thread stands (at the checkpoint the run goes from), without its state
+    // (which a run request never needs).
+    let standing = |at: Option<u64>| {
+        let t = thread?;
+        match at {
+            Some(seq) => s.host.checkpoint(t, seq).ok().flatten(),
+            None => s.host.latest(t).ok().flatten(),
+        }
+    };
     let graph = body
         .assistant_id
         .as_deref()
@@ -54,7 +61,7 @@ fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Cre
         .and_then(|g| g.current);
     let new = body.check(
         thread.is_none(),
-        latest,
+        standing,
         graph.as_deref(),
         s.host.run_rules(),
     )?;

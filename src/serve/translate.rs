@@ -107,6 +107,9 @@ pub(super) struct Translator {
     values_told: bool,
     node: Option<Arc<str>>,
     streamed: bool,
+    /// The id of the reply streaming now and its text so far (the legacy `messages`
+    /// mode sends the whole message at each piece).
+    partial: (String, String),
 }
 
 impl Translator {
@@ -145,6 +148,7 @@ impl Translator {
             Event::Saved { record, values } => {
                 self.saved(entry, record, values.as_deref(), &mut out)
             }
+            Event::Standing { values } => self.standing(values, &mut out),
             e => {
                 match e {
                     Event::RunStarted { run, .. } => self.run = *run,
@@ -208,11 +212,123 @@ impl Translator {
                 });
             }
         }
+        self.whole_messages(entry, &mut out);
         out.parts
+    }
+
+    /// The messages a node's record wrote to `messages` fields, each with its field and
+    /// place, but a reply that streamed as chunks.
+    fn written_messages<'r>(&self, record: &'r Checkpoint) -> Vec<(&'r str, usize, &'r Json)> {
+        let (Some(graph), Some(_)) = (&self.graph, &record.node) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for w in &record.writes {
+            let is_messages = graph
+                .field_id(&w.field)
+                .is_some_and(|id| matches!(graph.field(id).ty.base(), FieldType::Messages));
+            if !is_messages {
+                continue;
+            }
+            let items: Vec<&Json> = match &*w.value {
+                Json::Array(items) => items.iter().collect(),
+                other => vec![other],
+            };
+            for (i, m) in items.into_iter().enumerate() {
+                if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
+                    continue;
+                }
+                out.push((&*w.field, i, m));
+            }
+        }
+        out
+    }
+
+    /// A written message as LangChain types it, with an id (one made from where it was
+    /// written, for a message that has none).
+    fn typed(&self, m: &Json, field: &str, i: usize) -> Json {
+        let mut m = m.clone();
+        if let Json::Object(o) = &mut m {
+            o.entry("id")
+                .or_insert_with(|| json!(format!("{}-{field}-{i}", self.message_id())));
+            if !o.contains_key("type") {
+                let t = match o.get("role").and_then(Json::as_str) {
+                    Some("user") => "human",
+                    Some("assistant") | None => "ai",
+                    Some(other) => other,
+                }
+                .to_string();
+                o.insert("type".into(), json!(t));
+            }
+        }
+        m
+    }
+
+    /// The legacy `messages` mode's parts of a log event, after every other mode's (part
+    /// ids count them all, and these came last): a streamed reply's `messages/metadata`
+    /// when it begins, then `messages/partial` with the whole message so far at each
+    /// piece; a message a node wrote whole, its `messages/metadata` and
+    /// `messages/complete`. LangGraph's server sends no `messages/complete` for a reply
+    /// it streamed, nor the run's input.
+    fn whole_messages(&mut self, entry: &LogEntry, out: &mut Parts) {
+        match &entry.event {
+            Event::TextDelta { text, .. } => {
+                let id = self.message_id();
+                if self.partial.0 != id {
+                    self.partial = (id.clone(), String::new());
+                    out.push(
+                        Mode::MessagesWhole,
+                        "messages/metadata",
+                        || json!({ id: { "metadata": self.meta() } }),
+                    );
+                }
+                self.partial.1.push_str(text);
+                out.push(Mode::MessagesWhole, "messages/partial", || {
+                    json!([{
+                        "content": self.partial.1,
+                        "additional_kwargs": {},
+                        "response_metadata": {},
+                        "type": "ai",
+                        "name": null,
+                        "id": self.partial.0,
+                        "tool_calls": [],
+                        "invalid_tool_calls": [],
+                        "usage_metadata": null,
+                    }])
+                });
+            }
+            Event::Saved { record, .. } => {
+                for (field, i, m) in self.written_messages(record) {
+                    let m = self.typed(m, field, i);
+                    let id = m["id"].as_str().unwrap_or_default().to_string();
+                    out.push(
+                        Mode::MessagesWhole,
+                        "messages/metadata",
+                        || json!({ id: { "metadata": self.meta() } }),
+                    );
+                    out.push(Mode::MessagesWhole, "messages/complete", || json!([m]));
+                }
+            }
+            _ => {}
+        }
     }
 
     fn task_id(&self) -> String {
         format!("{}:{}", self.run_id, self.step)
+    }
+
+    /// Where the thread stands as a run goes on from a pause: the state the checkpoints
+    /// after it change, and LangGraph's first `values` part of such a run (without the
+    /// interrupt being answered).
+    fn standing(&mut self, values: &Json, out: &mut Parts) {
+        if let Some(graph) = self.graph.as_ref().filter(|_| self.keeps_state) {
+            self.state = Some(State::from_values(graph, values));
+            self.field_text.clear();
+        }
+        self.values_told = true;
+        out.push(Mode::Values, "values", || {
+            wire::values(values.clone(), self.graph.as_deref())
+        });
     }
 
     fn saved(
@@ -271,42 +387,10 @@ impl Translator {
                 .collect()
         };
         // Messages a node wrote, each once, unless its reply was streamed as chunks.
-        if let (Some(graph), Some(_)) = (&self.graph, &record.node) {
-            for w in &record.writes {
-                let is_messages = graph
-                    .field_id(&w.field)
-                    .is_some_and(|id| matches!(graph.field(id).ty.base(), FieldType::Messages));
-                if !is_messages {
-                    continue;
-                }
-                let items: Vec<&Json> = match &*w.value {
-                    Json::Array(items) => items.iter().collect(),
-                    other => vec![other],
-                };
-                for (i, m) in items.into_iter().enumerate() {
-                    if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
-                        continue;
-                    }
-                    out.push(Mode::Messages, "messages", || {
-                        let mut m = m.clone();
-                        if let Json::Object(o) = &mut m {
-                            o.entry("id").or_insert_with(|| {
-                                json!(format!("{}-{}-{i}", self.message_id(), w.field))
-                            });
-                            if !o.contains_key("type") {
-                                let t = match o.get("role").and_then(Json::as_str) {
-                                    Some("user") => "human",
-                                    Some("assistant") | None => "ai",
-                                    Some(other) => other,
-                                }
-                                .to_string();
-                                o.insert("type".into(), json!(t));
-                            }
-                        }
-                        json!([m, self.meta()])
-                    });
-                }
-            }
+        for (field, i, m) in self.written_messages(record) {
+            out.push(Mode::Messages, "messages", || {
+                json!([self.typed(m, field, i), self.meta()])
+            });
         }
         if !interrupts.is_empty() {
             out.push(
@@ -368,7 +452,7 @@ impl Translator {
         let checkpoint = || {
             json!({
                 "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
-                "parent_config": record.seq.checked_sub(1).map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
+                "parent_config": record.parent.map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
                 "values": values.clone().unwrap_or_default(),
                 "metadata": wire::metadata(record),
                 "next": wire::next(record),
@@ -477,6 +561,7 @@ impl Translator {
             values_told: false,
             node: None,
             streamed: false,
+            partial: (String::new(), String::new()),
         }
     }
 }

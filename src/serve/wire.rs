@@ -311,10 +311,11 @@ fn task(id: &str, name: &str, error: Json, interrupts: Vec<Json>) -> Json {
 
 /// A checkpoint's step as LangGraph counts it: a thread's first checkpoint (its first
 /// run's input checkpoint, the state before any input) is step -1. Steps count per run
-/// here, not per thread.
+/// here, not per thread. (A store an older version wrote has `input` records that hold
+/// the input: those are step 0.)
 pub(crate) fn step(record: &Checkpoint) -> i64 {
     match (record.source, record.parent) {
-        (crate::store::Source::Input, None) => -1,
+        (crate::store::Source::Input, None) if record.writes.is_empty() => -1,
         _ => record.step as i64,
     }
 }

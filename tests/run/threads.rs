@@ -751,6 +751,68 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
 }
 
 #[tokio::test]
+async fn a_pruned_thread_branches_and_lists_its_history_page_by_page() {
+    let r = runner("count");
+    r.start("t", json!({ "goal": 2 })).await.unwrap();
+    r.run(
+        "t",
+        Go::From {
+            at: 4,
+            go: Box::new(Go::resume(None)),
+        },
+    )
+    .await
+    .unwrap();
+    // A page of the history ends where `before` says, whatever branch its
+    // checkpoints are on, each with the state of its own branch.
+    let all = r.threads().states("t", None, usize::MAX).unwrap();
+    for before in [3u64, 9, 12] {
+        let page = r.threads().states("t", Some(before), 3).unwrap();
+        let expected: Vec<_> = all
+            .iter()
+            .filter(|(_, c)| c.seq < before)
+            .take(3)
+            .cloned()
+            .collect();
+        assert_eq!(page, expected, "before {before}");
+    }
+    // Pruned, the thread keeps its latest checkpoint only (the other branch goes); a
+    // run from a checkpoint after it branches as on any thread.
+    let latest = r.threads().state("t", None).unwrap();
+    r.threads().prune("t").unwrap();
+    assert_eq!(r.threads().history("t").unwrap().len(), 1);
+    assert_eq!(r.threads().state("t", None).unwrap().0, latest.0);
+    r.start("t", json!({ "goal": 3 })).await.unwrap();
+    let history = r.threads().history("t").unwrap();
+    let input = history
+        .iter()
+        .find(|c| c.source == Source::Loop && c.node.is_none())
+        .unwrap();
+    let end = r.threads().state("t", None).unwrap().0;
+    r.run(
+        "t",
+        Go::From {
+            at: input.seq,
+            go: Box::new(Go::resume(None)),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.threads().state("t", None).unwrap().0, end);
+    let after = r.threads().history("t").unwrap();
+    let first = &after[history.len()];
+    assert_eq!(first.parent, Some(input.seq));
+    for (state, c) in r.threads().states("t", None, usize::MAX).unwrap() {
+        assert_eq!(
+            state,
+            r.threads().state("t", Some(c.seq)).unwrap().0,
+            "{}",
+            c.seq
+        );
+    }
+}
+
+#[tokio::test]
 async fn messages_without_ids_are_given_the_ids_of_where_they_were_written() {
     let run_once = || async {
         let store = Arc::new(MemoryStore::new());

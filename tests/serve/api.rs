@@ -1189,6 +1189,10 @@ async fn a_chat_node_streams_its_reply_as_text_and_the_message_keeps_the_chunks_
             {
                 "role": "assistant",
                 "content": "Paris is the capital of France.",
+                "additional_kwargs": {},
+                "name": null,
+                "tool_calls": [],
+                "invalid_tool_calls": [],
                 "response_metadata": { "model_name": "scripted", "finish_reason": "stop" },
                 "usage_metadata": { "input_tokens": 26, "output_tokens": 8, "total_tokens": 34 },
                 "type": "ai",
@@ -1360,5 +1364,87 @@ async fn regenerate_and_edit_fork_the_thread_where_the_message_was_first_seen() 
     );
     assert_eq!(state["parent_checkpoint"]["checkpoint_id"], two_end);
     assert_eq!(state["metadata"]["source"], "update");
+    // A run from the latest checkpoint is no fork: as any run without input on an
+    // ended thread, it writes nothing.
+    let latest = state["checkpoint_id"].clone();
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "checkpoint_id": latest }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(h.get("/threads/c/state").await.json(), state);
     assert_eq!(model.seen().len(), 4);
+    // A command's update from an earlier checkpoint is written there first, and the
+    // run goes on from it: the first answer's branch, a note, no model call (the
+    // thread there had ended).
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "checkpoint_id": two_end, "command": { "update": say("Also noted") } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let state = h.get("/threads/c/state").await.json();
+    assert_eq!(
+        contents(&state["values"]),
+        ["Hi", "One.", "And?", "Two.", "Also noted"]
+    );
+    assert_eq!(state["parent_checkpoint"]["checkpoint_id"], two_end);
+    assert_eq!(model.seen().len(), 4);
+}
+
+#[tokio::test]
+async fn the_legacy_messages_mode_sends_whole_messages_as_langgraph_does() {
+    let llm = llm(&["Four, as always."]).await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    let r = h
+        .post(
+            "/runs/stream",
+            json!({ "assistant_id": "chat", "input": { "question": "2 + 2?" }, "stream_mode": "messages" }),
+        )
+        .await;
+    let events: Vec<(String, Json)> = r.events().into_iter().map(|(e, d, _)| (e, d)).collect();
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    // The node `take` writes the question whole; `draft` streams its reply (the text
+    // only), which LangGraph's server sends whole at each piece and never completes.
+    assert_eq!(
+        names,
+        [
+            "metadata",
+            "messages/metadata",
+            "messages/complete",
+            "messages/metadata",
+            "messages/partial",
+        ]
+    );
+    let question = &events[2].1[0];
+    assert_eq!(
+        (&question["type"], &question["content"], &question["role"]),
+        (&json!("human"), &json!("2 + 2?"), &json!("user"))
+    );
+    let question_id = question["id"].as_str().unwrap();
+    assert_eq!(
+        events[1].1[question_id]["metadata"]["langgraph_node"],
+        "take"
+    );
+    let reply = &events[4].1[0];
+    let reply_id = reply["id"].as_str().unwrap();
+    assert_eq!(events[3].1[reply_id]["metadata"]["langgraph_node"], "draft");
+    assert_eq!(
+        reply,
+        &json!({
+            "content": "Four, as always.",
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "type": "ai",
+            "name": null,
+            "id": reply_id,
+            "tool_calls": [],
+            "invalid_tool_calls": [],
+            "usage_metadata": null,
+        })
+    );
 }

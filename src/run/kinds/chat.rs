@@ -83,11 +83,16 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     }
 }
 
-/// The reply as the AI message LangChain's chat models write.
+/// The reply as the AI message LangChain's chat models write (its keys as a front end
+/// made for LangGraph reads them).
 fn ai_message(text: &str, model: &str, reply: &LlmReply) -> Json {
     json!({
         "role": "assistant",
         "content": text,
+        "additional_kwargs": {},
+        "name": null,
+        "tool_calls": [],
+        "invalid_tool_calls": [],
         "response_metadata": {
             "model_name": model,
             "finish_reason": reply.finish_reason,

@@ -282,6 +282,15 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
                     ] {
                         o.remove(key);
                     }
+                    // LangChain's empty keys, which the chat API refuses or ignores.
+                    if o.get("name").is_some_and(Json::is_null) {
+                        o.remove("name");
+                    }
+                    if o.get("tool_calls")
+                        .is_some_and(|c| c.as_array().is_some_and(|c| c.is_empty()))
+                    {
+                        o.remove("tool_calls");
+                    }
                     if let Some(content) = o.get_mut("content")
                         && content.is_array()
                     {

@@ -590,7 +590,9 @@ async function threadPage(id, turn = routes) {
     };
     // Going on from an earlier checkpoint branches the thread there: the checkpoints
     // after it stay, on their own branch.
-    const onward = graph && c.next && c.next.length
+    // A checkpoint paused at an interrupt is answered from the thread's latest: a run
+    // without input would stay where it is.
+    const onward = graph && c.next && c.next.length && !(c.interrupts && c.interrupts.length)
       ? h("button", { type: "button", text: "Go on from here", onclick: () => {
           error.hidden = true;
           goOn({ assistant_id: graph, input: null, checkpoint_id: c.checkpoint_id }).catch(failed);
@@ -618,7 +620,7 @@ async function threadPage(id, turn = routes) {
   const rows = history.map((c, i) => {
     const writes = c.metadata && c.metadata.writes ? Object.keys(c.metadata.writes).join(", ") : `(${(c.metadata && c.metadata.source) || "input"})`;
     const below = history[i + 1];
-    const branch = c.parent_checkpoint_id && (!below || below.checkpoint_id !== c.parent_checkpoint_id)
+    const branch = c.parent_checkpoint_id && below && below.checkpoint_id !== c.parent_checkpoint_id
       ? h("span", { class: "badge branch", title: c.parent_checkpoint_id, text: `branch from step ${step.has(c.parent_checkpoint_id) ? step.get(c.parent_checkpoint_id) : "?"}` })
       : "";
     const row = h("tr", { class: "checkpoint", tabindex: "0", "aria-selected": "false", "data-checkpoint": c.checkpoint_id, "data-parent": c.parent_checkpoint_id || "" }, h("td", { text: c.metadata.step }), h("td", {}, writes, branch ? " " : "", branch), h("td", { text: c.next.join(", ") }), h("td", { class: "muted", text: c.created_at }));
