@@ -31,6 +31,7 @@ fn accepts_every_example_and_valid_fixture() {
     paths.push("tests/fixtures/mcp/auth_http.toml".into());
     paths.push("tests/fixtures/run/parent.toml".into());
     paths.push("tests/fixtures/run/parallel_route.toml".into());
+    paths.push("tests/fixtures/llm/chat_tools.toml".into());
     for path in paths {
         let errors: Vec<String> = v
             .iter_errors(&as_json(&path))

@@ -1244,3 +1244,103 @@ async fn the_api_key_never_shows() {
     assert!(seen_text.contains("(after 3 attempts)"), "{seen_text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// [`FsTools`] whose `read_file` answers with the file's text.
+struct NotesTools;
+
+#[async_trait::async_trait]
+impl ToolClient for NotesTools {
+    async fn list_tools(&self, server: &McpServer) -> Result<Vec<ToolInfo>, ToolError> {
+        FsTools.list_tools(server).await
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        assert_eq!(request.tool, "read_file");
+        Ok(ToolReply {
+            content: json!(format!(
+                "{} says hi",
+                request.arguments["path"].as_str().unwrap()
+            )),
+            is_error: false,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_chat_node_calls_tools_natively_and_a_tool_node_answers_them() {
+    let server = Server::start(vec![
+        tool_call("read_file", r#"{"path":3}"#),
+        tool_call("read_file", r#"{"path":"notes.txt"}"#),
+        completion("Your notes say hi.", 40, 6),
+    ])
+    .await;
+    let runner = Runner::new(graph("chat_tools"), Arc::new(MemoryStore::new()))
+        .with_llm(openai(&server))
+        .with_tools(Arc::new(NotesTools));
+    let ran = run_on(
+        runner,
+        "t1",
+        json!({ "messages": [{ "role": "user", "content": "What do my notes say?" }] }),
+    )
+    .await;
+    assert!(
+        matches!(ran.outcome, Ok(Outcome::Finished { .. })),
+        "{:?}",
+        ran.outcome
+    );
+    let messages = crate::util::without_made_ids(ran.state["messages"].clone());
+    let usage =
+        |i: u64, o: u64| json!({ "input_tokens": i, "output_tokens": o, "total_tokens": i + o });
+    assert_eq!(
+        messages,
+        json!([
+            { "role": "user", "content": "What do my notes say?" },
+            {
+                "role": "assistant",
+                "content": "",
+                "additional_kwargs": {},
+                "name": null,
+                "tool_calls": [{ "name": "read_file", "args": { "path": "notes.txt" }, "id": "call_a", "type": "tool_call" }],
+                "invalid_tool_calls": [],
+                "response_metadata": { "model_name": "test-model", "finish_reason": "tool_calls" },
+                "usage_metadata": usage(30, 8),
+            },
+            { "role": "tool", "content": "notes.txt says hi", "tool_call_id": "call_a", "name": "read_file", "status": "success" },
+            {
+                "role": "assistant",
+                "content": "Your notes say hi.",
+                "additional_kwargs": {},
+                "name": null,
+                "tool_calls": [],
+                "invalid_tool_calls": [],
+                "response_metadata": { "model_name": "test-model", "finish_reason": "stop" },
+                "usage_metadata": usage(40, 6),
+            },
+        ])
+    );
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    // Offered natively, the model free to answer instead; only the tools named.
+    assert_eq!(seen[0].body["tool_choice"], "auto");
+    let offered: Vec<&Json> = seen[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["function"]["name"])
+        .collect();
+    assert_eq!(offered, [&json!("read_file")]);
+    // Arguments that do not fit the tool's schema are refused before any call.
+    assert_eq!(
+        seen[1].body["messages"][2],
+        json!({ "role": "user", "content": "Your tool call was refused: the arguments of `read_file` do not fit its schema: at `/path`: 3 is not of type \"string\". Call again, or answer in plain text." })
+    );
+    // The next turn sends the call and its result as the chat API's messages.
+    assert_eq!(
+        seen[2].body["messages"],
+        json!([
+            { "role": "user", "content": "What do my notes say?" },
+            { "role": "assistant", "content": "", "tool_calls": [{ "id": "call_a", "type": "function", "function": { "name": "read_file", "arguments": "{\"path\":\"notes.txt\"}" } }] },
+            { "role": "tool", "content": "notes.txt says hi", "tool_call_id": "call_a" },
+        ])
+    );
+}

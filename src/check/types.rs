@@ -165,6 +165,15 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                 }
             }
             KindSpec::Mcp(m) => {
+                if let Some(f) = &m.tool_calls {
+                    expect_type(
+                        cx,
+                        f,
+                        "`tool_calls`",
+                        |t| matches!(t, FieldType::Messages),
+                        "`messages`",
+                    );
+                }
                 if let Some(a) = &m.audit {
                     expect_type(
                         cx,

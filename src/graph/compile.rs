@@ -689,6 +689,7 @@ impl Compiler<'_> {
                 }
                 Body::Mcp(McpBody {
                     server: server(m.server.as_ref().ok_or_else(|| missing("server"))?)?,
+                    tool_calls: m.tool_calls.as_ref().map(field).transpose()?,
                     calls,
                     multi: m.multi,
                     side_effects: m.side_effects,

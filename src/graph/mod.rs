@@ -409,6 +409,9 @@ pub struct PseudoTool {
 pub struct McpBody {
     /// Index into `Graph::servers`.
     pub server: usize,
+    /// The `messages` field whose last AI message's tool calls the node runs (then
+    /// `calls` is empty).
+    pub tool_calls: Option<FieldId>,
     pub calls: Vec<Call>,
     pub multi: bool,
     pub side_effects: bool,

@@ -54,6 +54,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "prompt",
             "system",
             "output",
+            "tools",
             "model",
             "temperature",
             "retries",
@@ -67,6 +68,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
         ],
         NodeKind::McpCall => &[
             "server",
+            "tool_calls",
             "tool",
             "args",
             "output",
@@ -168,7 +170,6 @@ pub(super) fn read_node(
                 "history",
                 "fallback",
                 "cache",
-                "tools",
                 "pseudo_tools",
                 "strict",
                 "parallel_tool_calls",
@@ -224,7 +225,8 @@ pub(super) fn read_node(
                 schema: None,
                 fallback: None,
                 cache: None,
-                tools: None,
+                // `tools` stays: offered natively, the calls join its reply (see
+                // `run::kinds::chat`).
                 pseudo_tools: Vec::new(),
                 strict: None,
                 parallel_tool_calls: None,
@@ -644,6 +646,7 @@ fn read_value_table(v: &Value<'_>) -> ValueTable {
 fn read_mcp(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> McpNode {
     let file = t.file;
     let server = t.str("server", diags);
+    let tool_calls = t.str("tool_calls", diags);
     let tool = t.str("tool", diags);
     let args = t.raw("args").map(read_value_table);
     let output = t.str("output", diags);
@@ -675,7 +678,27 @@ fn read_mcp(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> McpNode {
             calls.push(ToolCall { tool, args, output });
         }
     }
-    if multi {
+    if let Some(from) = &tool_calls {
+        // The model's calls are the node's: none of its own beside them.
+        for key in ["tool", "calls", "args", "output"] {
+            if let Some(span) = t.key_span(key) {
+                diags.push(
+                    Diagnostic::error(
+                        "call-shape",
+                        file,
+                        span,
+                        format!(
+                            "a node that runs the tool calls in `{}` has `{key}` too",
+                            from.get_ref()
+                        ),
+                    )
+                    .label("the model's calls are this node's")
+                    .help("drop it: each call's result joins the messages as a tool message"),
+                );
+            }
+        }
+        calls.clear();
+    } else if multi {
         if let Some(tool) = &tool {
             diags.push(
                 Diagnostic::error(
@@ -717,6 +740,7 @@ fn read_mcp(t: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> McpNode {
     }
     McpNode {
         server,
+        tool_calls,
         calls,
         multi,
         side_effects: t.bool("side_effects", diags).unwrap_or(false),

@@ -472,6 +472,10 @@ pub struct PseudoTool {
 #[derive(Debug, Default)]
 pub struct McpNode {
     pub server: Option<Sp<String>>,
+    /// A `messages` field: the node calls the tools its last AI message asks for, and
+    /// their results join the field as tool messages (LangGraph's `ToolNode`), instead
+    /// of `calls`.
+    pub tool_calls: Option<Sp<String>>,
     pub calls: Vec<ToolCall>,
     /// True when the calls came from `calls = [...]` rather than `tool`.
     pub multi: bool,
@@ -596,6 +600,7 @@ impl NodeSpec {
                 .calls
                 .iter()
                 .filter_map(|c| c.output.as_ref())
+                .chain(m.tool_calls.iter())
                 .chain(m.audit.iter())
                 .collect(),
             KindSpec::Policy(p) => p.output.iter().collect(),

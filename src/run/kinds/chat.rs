@@ -13,16 +13,19 @@ use super::Step;
 use super::cx::NodeCx;
 use super::llm::{invoked, request, send};
 use crate::graph::LlmBody;
-use crate::llm::{LlmError, LlmReply};
+use crate::llm::{LlmError, LlmReply, ToolChoice};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
-    let mut request = match request(cx, body).await {
-        Ok((r, _)) => r,
+    let (mut request, offer) = match request(cx, body).await {
+        Ok(made) => made,
         Err(message) => return Step::fail(message),
     };
+    // With tools, the model may call any number of them, or answer.
+    let offer = offer.parallel(true);
+    request.tool_choice = ToolChoice::Auto;
     let mut tokens = 0u64;
     let mut problem = String::new();
     for attempt in 1..=body.retries.saturating_add(1) {
@@ -49,9 +52,38 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         };
         tokens = tokens.saturating_add(reply.tokens_in.saturating_add(reply.tokens_out));
         invoked(cx, &request, &reply, attempt, start);
+        if !reply.tool_calls.is_empty() {
+            // Each call's arguments checked against its tool's schema before anything
+            // is called; a refused call is asked again, saying why.
+            match offer.judge(&reply) {
+                Ok(verdict) => {
+                    let message = Arc::new(ai_message(
+                        reply.content.as_deref().unwrap_or(""),
+                        &request.model,
+                        &reply,
+                        called(&reply, &verdict.output),
+                    ));
+                    return Step::Done {
+                        result: message.clone(),
+                        writes: vec![(body.output, message)],
+                        route: None,
+                        finish: None,
+                        tokens,
+                    };
+                }
+                Err(why) => {
+                    problem = why.clone();
+                    request.messages.extend([
+                        json!({ "role": "assistant", "content": reply.content.clone().unwrap_or_default() }),
+                        json!({ "role": "user", "content": format!("Your tool call was refused: {why}. Call again, or answer in plain text.") }),
+                    ]);
+                    continue;
+                }
+            }
+        }
         match reply.content.as_deref().filter(|t| !t.trim().is_empty()) {
             Some(text) => {
-                let message = Arc::new(ai_message(text, &request.model, &reply));
+                let message = Arc::new(ai_message(text, &request.model, &reply, Vec::new()));
                 return Step::Done {
                     result: message.clone(),
                     writes: vec![(body.output, message)],
@@ -85,13 +117,13 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
 
 /// The reply as the AI message LangChain's chat models write (its keys as a front end
 /// made for LangGraph reads them).
-fn ai_message(text: &str, model: &str, reply: &LlmReply) -> Json {
+fn ai_message(text: &str, model: &str, reply: &LlmReply, tool_calls: Vec<Json>) -> Json {
     json!({
         "role": "assistant",
         "content": text,
         "additional_kwargs": {},
         "name": null,
-        "tool_calls": [],
+        "tool_calls": tool_calls,
         "invalid_tool_calls": [],
         "response_metadata": {
             "model_name": model,
@@ -103,4 +135,26 @@ fn ai_message(text: &str, model: &str, reply: &LlmReply) -> Json {
             "total_tokens": reply.tokens_in.saturating_add(reply.tokens_out),
         },
     })
+}
+
+/// The reply's tool calls as LangChain writes them (`{name, args, id, type}`), their
+/// arguments as judged (`{calls: [{tool, arguments}]}`, in the reply's order).
+fn called(reply: &LlmReply, judged: &Json) -> Vec<Json> {
+    let judged = judged["calls"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    reply
+        .tool_calls
+        .iter()
+        .zip(judged)
+        .map(|(c, j)| {
+            json!({
+                "name": c.name,
+                "args": j["arguments"],
+                "id": c.id,
+                "type": "tool_call",
+            })
+        })
+        .collect()
 }

@@ -286,10 +286,35 @@ fn history(value: &Json) -> Result<Vec<Json>, String> {
                     if o.get("name").is_some_and(Json::is_null) {
                         o.remove("name");
                     }
-                    if o.get("tool_calls")
-                        .is_some_and(|c| c.as_array().is_some_and(|c| c.is_empty()))
-                    {
-                        o.remove("tool_calls");
+                    match o.get("tool_calls").and_then(Json::as_array) {
+                        Some(c) if c.is_empty() => {
+                            o.remove("tool_calls");
+                        }
+                        // LangChain's calls (`{name, args, id}`) as the chat API's.
+                        Some(c) => {
+                            let calls: Vec<Json> = c
+                                .iter()
+                                .map(|c| match c.get("function") {
+                                    Some(_) => c.clone(),
+                                    None => json!({
+                                        "id": c["id"],
+                                        "type": "function",
+                                        "function": {
+                                            "name": c["name"],
+                                            "arguments": c.get("args").map_or_else(|| "{}".to_string(), Json::to_string),
+                                        },
+                                    }),
+                                })
+                                .collect();
+                            o.insert("tool_calls".into(), Json::Array(calls));
+                        }
+                        None => {}
+                    }
+                    // A tool message is its content and the call it answers.
+                    if o.get("role").and_then(Json::as_str) == Some("tool") {
+                        o.remove("name");
+                        o.remove("status");
+                        o.remove("artifact");
                     }
                     if let Some(content) = o.get_mut("content")
                         && content.is_array()

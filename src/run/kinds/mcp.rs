@@ -7,12 +7,15 @@ use super::Step;
 use super::cx::NodeCx;
 use crate::graph::{McpBody, ToolName};
 use crate::run::event::Event;
-use crate::tool::{ToolError, ToolRequest};
+use crate::tool::{ToolError, ToolReply, ToolRequest};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
+    if let Some(field) = body.tool_calls {
+        return super::tool_calls::run(cx, body, field).await;
+    }
     let server = &cx.graph.servers[body.server];
     let mut writes = Vec::new();
     // Audit records stand even when the node fails: the trail keeps every attempt.
@@ -52,57 +55,14 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         if let Some(i) = cx.item_index {
             idempotency_key.push_str(&format!("/{i}"));
         }
-        let request = ToolRequest {
-            timeout: cx.node.timeout,
-            answer: cx.answer.clone(),
-            ..ToolRequest::new(server.clone(), tool.clone(), arguments, idempotency_key)
-        };
-        let retry = cx.node.retry.clone();
-        let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));
-        let mut attempt = 0;
-        let reply = loop {
-            attempt += 1;
-            let start = Instant::now();
-            let reply = cx.tools.call(&request).await;
-            let duration_ms = start.elapsed().as_millis() as u64;
-            cx.emit(|| Event::ToolCall {
-                node: cx.node.name.clone(),
-                server: server.name.clone(),
-                tool: tool.clone(),
-                arguments: request.arguments.clone(),
-                duration_ms,
-                attempt,
-                is_error: !matches!(&reply, Ok(r) if !r.is_error),
-            });
-            if let Some(audit) = body.audit {
-                let record = json!({
-                    "tool": tool,
-                    "arguments": request.arguments,
-                    "result": match &reply { Ok(r) => r.content.clone(), Err(e) => json!({ "error": e.message }) },
-                    "is_error": !matches!(&reply, Ok(r) if !r.is_error),
-                    "duration_ms": duration_ms,
-                    "attempt": attempt,
-                });
-                audits.push((audit, Arc::new(record)));
-            }
-            match reply {
-                Err(e) if e.transient && attempt < attempts => {
-                    // The call that ran is done (a tool may have acted); a stop asked
-                    // meanwhile, or during the wait, runs no other try.
-                    let r = retry.as_ref().expect("attempts > 1 means a retry policy");
-                    let stopped = cx.stop.is_asked()
-                        || tokio::select! {
-                            () = tokio::time::sleep(backoff(r, attempt)) => false,
-                            () = cx.stop.asked() => true,
-                        };
-                    if stopped {
-                        return Step::Abandoned {
-                            tokens: 0,
-                            writes: audits,
-                        };
-                    }
-                }
-                other => break other,
+        let reply = match self::call(cx, body, &tool, arguments, idempotency_key, &mut audits).await
+        {
+            Ok(reply) => reply,
+            Err(()) => {
+                return Step::Abandoned {
+                    tokens: 0,
+                    writes: audits,
+                };
             }
         };
         match reply {
@@ -156,6 +116,70 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         results.pop().unwrap_or_else(|| Arc::new(Json::Null))
     };
     Step::done(result, writes)
+}
+
+/// Calls `tool` of the node's server with `arguments`, again per the node's `retry`
+/// while the failure is transient, telling each attempt (a `tool_call` event, an audit
+/// record in `audits`). `Err` when a stop came during a wait between attempts.
+pub(super) async fn call(
+    cx: &NodeCx<'_>,
+    body: &McpBody,
+    tool: &str,
+    arguments: Json,
+    idempotency_key: String,
+    audits: &mut Vec<(crate::graph::FieldId, Arc<Json>)>,
+) -> Result<Result<ToolReply, ToolError>, ()> {
+    let server = &cx.graph.servers[body.server];
+    let request = ToolRequest {
+        timeout: cx.node.timeout,
+        answer: cx.answer.clone(),
+        ..ToolRequest::new(server.clone(), tool.to_string(), arguments, idempotency_key)
+    };
+    let retry = cx.node.retry.clone();
+    let attempts = retry.as_ref().map_or(1, |r| r.attempts.max(1));
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let start = Instant::now();
+        let reply = cx.tools.call(&request).await;
+        let duration_ms = start.elapsed().as_millis() as u64;
+        cx.emit(|| Event::ToolCall {
+            node: cx.node.name.clone(),
+            server: server.name.clone(),
+            tool: tool.to_string(),
+            arguments: request.arguments.clone(),
+            duration_ms,
+            attempt,
+            is_error: !matches!(&reply, Ok(r) if !r.is_error),
+        });
+        if let Some(audit) = body.audit {
+            let record = json!({
+                "tool": tool,
+                "arguments": request.arguments,
+                "result": match &reply { Ok(r) => r.content.clone(), Err(e) => json!({ "error": e.message }) },
+                "is_error": !matches!(&reply, Ok(r) if !r.is_error),
+                "duration_ms": duration_ms,
+                "attempt": attempt,
+            });
+            audits.push((audit, Arc::new(record)));
+        }
+        match reply {
+            Err(e) if e.transient && attempt < attempts => {
+                // The call that ran is done (a tool may have acted); a stop asked
+                // meanwhile, or during the wait, runs no other try.
+                let r = retry.as_ref().expect("attempts > 1 means a retry policy");
+                let stopped = cx.stop.is_asked()
+                    || tokio::select! {
+                        () = tokio::time::sleep(backoff(r, attempt)) => false,
+                        () = cx.stop.asked() => true,
+                    };
+                if stopped {
+                    return Err(());
+                }
+            }
+            other => return Ok(other),
+        }
+    }
 }
 
 /// Exponential backoff for attempt `n` (1-based), capped, with optional jitter.

@@ -9,6 +9,7 @@ pub(crate) mod interrupt;
 pub(crate) mod llm;
 pub(crate) mod mcp;
 pub(crate) mod policy;
+pub(crate) mod tool_calls;
 
 use crate::graph::{FieldId, Target};
 use serde_json::Value as Json;

@@ -1,0 +1,106 @@
+//! `mcp_call` with `tool_calls = "<messages field>"`: LangGraph's `ToolNode`. The last
+//! AI message of the field asks for tool calls (its `tool_calls`, as an `llm_chat` node
+//! with `tools` writes them); each is made on the node's server, in order, and its
+//! result joins the field as a tool message carrying the call's id. A tool that
+//! reports an error answers with a tool message saying so (`status: "error"`), for the
+//! model to take into account, as LangGraph's does; a call that cannot be made (the
+//! server is gone) fails the node, and a stop between attempts abandons it.
+
+use super::Step;
+use super::cx::NodeCx;
+use super::mcp::call;
+use crate::graph::{FieldId, McpBody};
+use crate::tool::ToolError;
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+
+pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step {
+    let name = &cx.graph.field(field).name;
+    let asked = cx
+        .state
+        .get(field)
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| is_ai(m)))
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Json::as_array)
+        .filter(|c| !c.is_empty())
+        .cloned();
+    let Some(asked) = asked else {
+        return Step::fail(format!(
+            "the last AI message in `{name}` asks for no tool call; route here only when it does (`if = \"(messages | last).tool_calls\"` on the model's node)"
+        ));
+    };
+    let mut answers = Vec::with_capacity(asked.len());
+    let mut audits = Vec::new();
+    for (i, c) in asked.iter().enumerate() {
+        let (Some(tool), Some(id)) = (
+            c.get("name").and_then(Json::as_str),
+            c.get("id").and_then(Json::as_str),
+        ) else {
+            return Step::Fail {
+                tokens: 0,
+                message: format!("tool call {} in `{name}` has no `name` or `id`", i + 1),
+                writes: audits,
+            };
+        };
+        let arguments = c.get("args").cloned().unwrap_or_else(|| json!({}));
+        let key = format!("{}/{}/{}/{i}", cx.run.thread, cx.run.run, cx.run.step);
+        match call(cx, body, tool, arguments, key, &mut audits).await {
+            Err(()) => {
+                return Step::Abandoned {
+                    tokens: 0,
+                    writes: audits,
+                };
+            }
+            Ok(Ok(reply)) => answers.push(tool_message(id, tool, &reply.content, reply.is_error)),
+            Ok(Err(ToolError {
+                asked: Some(asked), ..
+            })) => {
+                let server = &cx.graph.servers[body.server];
+                let mut payload =
+                    json!({ "kind": "elicitation", "server": server.name, "tool": tool });
+                if let (Json::Object(p), Json::Object(a)) = (&mut payload, asked) {
+                    p.extend(a);
+                }
+                return Step::Pause { payload };
+            }
+            Ok(Err(e)) => {
+                let message = if e.message.contains(&format!("`{tool}`")) {
+                    e.message
+                } else {
+                    format!("`{tool}`: {e}")
+                };
+                return Step::Fail {
+                    tokens: 0,
+                    message,
+                    writes: audits,
+                };
+            }
+        }
+    }
+    let result = Arc::new(Json::Array(answers));
+    let mut writes = vec![(field, result.clone())];
+    writes.extend(audits);
+    Step::done(result, writes)
+}
+
+fn is_ai(m: &Json) -> bool {
+    m.get("role").and_then(Json::as_str) == Some("assistant")
+        || m.get("type").and_then(Json::as_str) == Some("ai")
+}
+
+/// A tool's result as the tool message LangChain writes: text content (a result that
+/// is not text, as its JSON), the call's id, the tool's name and whether it failed.
+fn tool_message(id: &str, tool: &str, content: &Json, is_error: bool) -> Json {
+    let text = match content {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    json!({
+        "role": "tool",
+        "content": text,
+        "tool_call_id": id,
+        "name": tool,
+        "status": if is_error { "error" } else { "success" },
+    })
+}
