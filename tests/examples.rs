@@ -31,6 +31,7 @@ fn every_example_validates_and_renders() {
         names,
         [
             "browser_agent.toml",
+            "chat_agent.toml",
             "confirm_execute.toml",
             "reason_act_observe.toml",
             "screen_explorer.toml",

@@ -55,6 +55,7 @@ fn kind_keys(kind: NodeKind) -> &'static [&'static str] {
             "system",
             "output",
             "tools",
+            "parallel_tool_calls",
             "model",
             "temperature",
             "retries",
@@ -172,7 +173,6 @@ pub(super) fn read_node(
                 "cache",
                 "pseudo_tools",
                 "strict",
-                "parallel_tool_calls",
             ] {
                 if let Some(span) = t.key_span(key) {
                     diags.push(
@@ -229,7 +229,6 @@ pub(super) fn read_node(
                 // `run::kinds::chat`).
                 pseudo_tools: Vec::new(),
                 strict: None,
-                parallel_tool_calls: None,
                 stream_field: None,
                 ..l
             }))

@@ -1448,3 +1448,116 @@ async fn the_legacy_messages_mode_sends_whole_messages_as_langgraph_does() {
         })
     );
 }
+
+#[tokio::test]
+async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "Ship on Friday.").unwrap();
+    let path = |f: &str| ws.path().join(f).display().to_string();
+    let reply = |content: Option<&str>, calls: Vec<(String, String)>| {
+        Answer::Reply(Reply {
+            content: content.map(str::to_string),
+            tool_calls: calls,
+        })
+    };
+    let model = Llm::start(vec![
+        reply(
+            None,
+            vec![(
+                "read_text_file".into(),
+                json!({ "path": path("notes.txt") }).to_string(),
+            )],
+        ),
+        reply(Some("Your notes say: ship on Friday."), Vec::new()),
+        reply(
+            None,
+            vec![(
+                "write_file".into(),
+                json!({ "path": path("plan.txt"), "content": "Friday" }).to_string(),
+            )],
+        ),
+        reply(Some("Saved."), Vec::new()),
+    ])
+    .await;
+    let s = serve(&["graphs/chat_agent.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .env("OPENAI_API_KEY", "test")
+        .env("CHAT_AGENT_WORKSPACE", ws.path().to_str().unwrap())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "c" })).await;
+    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
+    let run = |body: Json| {
+        let h = &h;
+        async move {
+            let mut body = body;
+            body["assistant_id"] = json!("chat_agent");
+            let r = h.post("/threads/c/runs/wait", body).await;
+            assert_eq!(r.status, 200, "{}", r.text);
+            r.json()
+        }
+    };
+    // A read needs no approval: the tool's result joins the conversation, the model
+    // answers from it.
+    let out = run(json!({ "input": say("What do my notes say?") })).await;
+    let messages = out["messages"].as_array().unwrap();
+    let types: Vec<&str> = messages
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["human", "ai", "tool", "ai"]);
+    assert_eq!(messages[1]["tool_calls"][0]["name"], "read_text_file");
+    assert_eq!(
+        messages[2]["tool_call_id"],
+        messages[1]["tool_calls"][0]["id"]
+    );
+    // The server's structured result, as JSON text.
+    assert_eq!(messages[2]["content"], r#"{"content":"Ship on Friday."}"#);
+    assert_eq!(messages[3]["content"], "Your notes say: ship on Friday.");
+    // A write pauses with the call in the Agent Inbox's shape.
+    let out = run(json!({ "input": say("Save 'Friday' to plan.txt") })).await;
+    assert_eq!(
+        out["__interrupt__"][0]["value"],
+        json!({
+            "action_requests": [{
+                "name": "write_file",
+                "args": { "path": path("plan.txt"), "content": "Friday" },
+                "description": format!("Write {}", path("plan.txt")),
+            }],
+            "review_configs": [{ "action_name": "write_file", "allowed_decisions": ["approve", "edit", "reject"] }],
+        })
+    );
+    assert!(!ws.path().join("plan.txt").exists(), "nothing written yet");
+    // A decision that is not one is refused, and the thread still waits.
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "chat_agent", "command": { "resume": { "decisions": [{ "type": "maybe" }] } } }),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    // Edited, then made: the file holds the person's text.
+    let out = run(json!({ "command": { "resume": { "decisions": [{
+        "type": "edit",
+        "edited_action": { "name": "write_file", "args": { "path": path("plan.txt"), "content": "Friday, 10:00" } },
+    }] } } }))
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("plan.txt")).unwrap(),
+        "Friday, 10:00"
+    );
+    let messages = out["messages"].as_array().unwrap();
+    let last: Vec<&str> = messages[4..]
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(last, ["human", "ai", "tool", "ai"]);
+    // The AI message kept its id and took the edited arguments.
+    assert_eq!(
+        messages[5]["tool_calls"][0]["args"]["content"],
+        "Friday, 10:00"
+    );
+    assert_eq!(messages[7]["content"], "Saved.");
+    assert_eq!(model.seen().len(), 4);
+}

@@ -23,8 +23,9 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         Ok(made) => made,
         Err(message) => return Step::fail(message),
     };
-    // With tools, the model may call any number of them, or answer.
-    let offer = offer.parallel(true);
+    // With tools, the model may call any number of them (one, with
+    // `parallel_tool_calls = false`), or answer.
+    let offer = offer.parallel(body.parallel_tool_calls != Some(false));
     request.tool_choice = ToolChoice::Auto;
     let mut tokens = 0u64;
     let mut problem = String::new();
@@ -140,10 +141,11 @@ fn ai_message(text: &str, model: &str, reply: &LlmReply, tool_calls: Vec<Json>) 
 /// The reply's tool calls as LangChain writes them (`{name, args, id, type}`), their
 /// arguments as judged (`{calls: [{tool, arguments}]}`, in the reply's order).
 fn called(reply: &LlmReply, judged: &Json) -> Vec<Json> {
-    let judged = judged["calls"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    // Several calls judged together, or one alone (`{tool, arguments}`).
+    let judged = match judged["calls"].as_array() {
+        Some(calls) => calls.as_slice(),
+        None => std::slice::from_ref(judged),
+    };
     reply
         .tool_calls
         .iter()
