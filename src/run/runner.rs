@@ -382,7 +382,11 @@ impl Runner {
             Body::Interrupt(i) => kinds::interrupt::run(cx, i),
             Body::Llm(l) if l.chat => kinds::chat::run(cx, l).await,
             Body::Llm(l) => kinds::llm::run(cx, l).await,
-            Body::Mcp(m) => kinds::mcp::run(cx, m).await,
+            // The model's calls (LangGraph's ToolNode), or the node's own.
+            Body::Mcp(m) => match m.tool_calls {
+                Some(field) => kinds::tool_calls::run(cx, m, field).await,
+                None => kinds::mcp::run(cx, m).await,
+            },
             Body::Graph(g) => self.run_subgraph(cx, g).await,
         }
     }

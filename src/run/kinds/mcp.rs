@@ -13,9 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
-    if let Some(field) = body.tool_calls {
-        return super::tool_calls::run(cx, body, field).await;
-    }
     let server = &cx.graph.servers[body.server];
     let mut writes = Vec::new();
     // Audit records stand even when the node fails: the trail keeps every attempt.
