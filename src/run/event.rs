@@ -133,6 +133,8 @@ pub enum Event {
     /// [`super::Runner::with_saved_events`], like `Saved`.
     Standing {
         values: Arc<Json>,
+        /// The graph version the run uses (its records' `graph_hash`).
+        graph_hash: Arc<str>,
     },
     /// An event of a subgraph node's child run.
     Subgraph {

@@ -158,7 +158,8 @@ impl Recorder {
         if self.tells_found(events) {
             self.first_saved.store(false, Ordering::SeqCst);
             let values = Arc::new(found.to_json(self.threads.graph()));
-            events.emit(|| Event::Standing { values });
+            let graph_hash = self.threads.graph_hash().clone();
+            events.emit(|| Event::Standing { values, graph_hash });
         }
     }
 

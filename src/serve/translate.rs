@@ -148,7 +148,7 @@ impl Translator {
             Event::Saved { record, values } => {
                 self.saved(entry, record, values.as_deref(), &mut out)
             }
-            Event::Standing { values } => self.standing(values, &mut out),
+            Event::Standing { values, graph_hash } => self.standing(values, graph_hash, &mut out),
             e => {
                 match e {
                     Event::RunStarted { run, .. } => self.run = *run,
@@ -235,7 +235,16 @@ impl Translator {
                 other => vec![other],
             };
             for (i, m) in items.into_iter().enumerate() {
-                if self.streamed && m.get("role").and_then(Json::as_str) == Some("assistant") {
+                // A streamed reply was sent as its chunks, unless it called tools,
+                // which the chunks do not carry.
+                let calls = m
+                    .get("tool_calls")
+                    .and_then(Json::as_array)
+                    .is_some_and(|c| !c.is_empty());
+                if self.streamed
+                    && !calls
+                    && m.get("role").and_then(Json::as_str) == Some("assistant")
+                {
                     continue;
                 }
                 out.push((&*w.field, i, m));
@@ -320,7 +329,13 @@ impl Translator {
     /// Where the thread stands as a run goes on from a pause: the state the checkpoints
     /// after it change, and LangGraph's first `values` part of such a run (without the
     /// interrupt being answered).
-    fn standing(&mut self, values: &Json, out: &mut Parts) {
+    fn standing(&mut self, values: &Json, graph_hash: &str, out: &mut Parts) {
+        // The version the run uses (a paused thread keeps the one it began on).
+        if self.graph.as_ref().is_none_or(|g| *g.hash != *graph_hash)
+            && let Some(g) = self.host.graphs().version(graph_hash)
+        {
+            self.graph = Some(g);
+        }
         if let Some(graph) = self.graph.as_ref().filter(|_| self.keeps_state) {
             self.state = Some(State::from_values(graph, values));
             self.field_text.clear();

@@ -1477,6 +1477,14 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
             )],
         ),
         reply(Some("Saved."), Vec::new()),
+        reply(
+            None,
+            vec![(
+                "write_file".into(),
+                json!({ "path": path("other.txt"), "content": "x" }).to_string(),
+            )],
+        ),
+        reply(Some("Then I will not write it."), Vec::new()),
     ])
     .await;
     let s = serve(&["graphs/chat_agent.toml"])
@@ -1537,6 +1545,13 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
         )
         .await;
     assert_eq!(r.status, 422, "{}", r.text);
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "chat_agent", "command": { "resume": { "decisions": [{ "type": "edit" }] } } }),
+        )
+        .await;
+    assert_eq!(r.status, 422, "an edit says what: {}", r.text);
     // Edited, then made: the file holds the person's text.
     let out = run(json!({ "command": { "resume": { "decisions": [{
         "type": "edit",
@@ -1559,5 +1574,31 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
         "Friday, 10:00"
     );
     assert_eq!(messages[7]["content"], "Saved.");
-    assert_eq!(model.seen().len(), 4);
+    // A message typed while the approval waits drops it (as on LangGraph's server):
+    // the call it asked about is answered as not made when the model is asked again,
+    // as the chat API wants every call answered.
+    let out = run(json!({ "input": say("Write other.txt") })).await;
+    assert!(out["__interrupt__"].is_array(), "{out}");
+    let out = run(json!({ "input": say("No, leave it.") })).await;
+    assert_eq!(
+        out["messages"].as_array().unwrap().last().unwrap()["content"],
+        "Then I will not write it."
+    );
+    assert!(!ws.path().join("other.txt").exists());
+    let seen = model.seen();
+    assert_eq!(seen.len(), 6);
+    let sent = seen[5].body["messages"].as_array().unwrap();
+    let n = sent.len();
+    assert_eq!(
+        sent[n - 3]["tool_calls"][0]["function"]["name"],
+        "write_file"
+    );
+    assert_eq!(
+        sent[n - 2],
+        json!({ "role": "tool", "content": "This call was not made.", "tool_call_id": sent[n - 3]["tool_calls"][0]["id"] })
+    );
+    assert_eq!(
+        sent[n - 1],
+        json!({ "role": "user", "content": "No, leave it." })
+    );
 }

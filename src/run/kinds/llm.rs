@@ -201,10 +201,10 @@ pub(super) async fn request(
         messages.push(json!({ "role": "system", "content": system }));
     }
     if let Some(h) = body.history {
-        messages.extend(
-            history(cx.state.get(h))
-                .map_err(|e| format!("history `{}`: {e}", cx.graph.field(h).name))?,
-        );
+        messages
+            .extend(answer_every_call(history(cx.state.get(h)).map_err(
+                |e| format!("history `{}`: {e}", cx.graph.field(h).name),
+            )?));
     }
     if let Some(prompt) = prompt {
         messages.push(json!({ "role": "user", "content": prompt }));
@@ -256,6 +256,46 @@ pub(super) async fn request(
         sampling: body.sampling.clone(),
     };
     Ok((request, offer))
+}
+
+/// `messages` with every tool call answered: a call left without its tool message (the
+/// run was stopped or failed before the call was made, or a new input dropped the
+/// approval it waited for) gets one saying so, as the chat API refuses a call that has
+/// no answer.
+fn answer_every_call(messages: Vec<Json>) -> Vec<Json> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut open: Vec<String> = Vec::new();
+    let close = |open: &mut Vec<String>, out: &mut Vec<Json>| {
+        for id in open.drain(..) {
+            out.push(
+                json!({ "role": "tool", "content": "This call was not made.", "tool_call_id": id }),
+            );
+        }
+    };
+    for m in messages {
+        let role = m.get("role").and_then(Json::as_str);
+        if role == Some("tool") {
+            if let Some(id) = m.get("tool_call_id").and_then(Json::as_str) {
+                open.retain(|o| o != id);
+            }
+        } else {
+            close(&mut open, &mut out);
+            if role == Some("assistant") {
+                open = m
+                    .get("tool_calls")
+                    .and_then(Json::as_array)
+                    .map(|c| {
+                        c.iter()
+                            .filter_map(|c| c.get("id").and_then(Json::as_str).map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
+        }
+        out.push(m);
+    }
+    close(&mut open, &mut out);
+    out
 }
 
 /// The history field as chat messages: Switchyard's message `id`s stay in the state,

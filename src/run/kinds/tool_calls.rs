@@ -16,18 +16,37 @@ use std::sync::Arc;
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step {
     let name = &cx.graph.field(field).name;
-    let asked = cx
+    let messages = cx
         .state
         .get(field)
         .as_array()
-        .and_then(|m| m.iter().rev().find(|m| is_ai(m)))
-        .and_then(|m| m.get("tool_calls"))
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    // The calls of the last AI message that no tool message after it answers yet.
+    let last_ai = messages.iter().rposition(is_ai);
+    let answered: Vec<&str> = last_ai
+        .map(|i| &messages[i + 1..])
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| m.get("tool_call_id").and_then(Json::as_str))
+        .collect();
+    let asked: Option<Vec<Json>> = last_ai
+        .and_then(|i| messages[i].get("tool_calls"))
         .and_then(Json::as_array)
-        .filter(|c| !c.is_empty())
-        .cloned();
+        .map(|c| {
+            c.iter()
+                .filter(|c| {
+                    c.get("id")
+                        .and_then(Json::as_str)
+                        .is_none_or(|id| !answered.contains(&id))
+                })
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty());
     let Some(asked) = asked else {
         return Step::fail(format!(
-            "the last AI message in `{name}` asks for no tool call; route here only when it does (`if = \"(messages | last).tool_calls\"` on the model's node)"
+            "the last AI message in `{name}` asks for no tool call not answered yet; route here only when it does (`if = \"(messages | last).tool_calls\"` on the model's node)"
         ));
     };
     let mut answers = Vec::with_capacity(asked.len());
