@@ -491,6 +491,11 @@ impl Runner {
         Ok(match plan {
             Plan::Stay { live, last } => {
                 started(&live);
+                // At a pause, LangGraph's `values` stream tells the state, then the
+                // state with the interrupt still waiting.
+                if last.pending.is_some() {
+                    self.recorder.tell_found(&live.state, &self.events);
+                }
                 self.recorder.tell_standing(&live, &last, &self.events);
                 Begun::Ended(standing(last))
             }

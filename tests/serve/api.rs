@@ -1602,3 +1602,39 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
         json!({ "role": "user", "content": "No, leave it." })
     );
 }
+
+#[tokio::test]
+async fn a_run_without_input_on_a_paused_thread_tells_its_state_then_its_interrupt() {
+    let llm = llm(&["Hello."]).await;
+    let s = chat_server(&llm).await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "p" })).await;
+    let r = h
+        .post(
+            "/threads/p/runs/wait",
+            json!({ "assistant_id": "chat", "input": { "question": "Hi?" } }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let before = h.get("/threads/p/state").await.json();
+    let r = h
+        .post(
+            "/threads/p/runs/stream",
+            json!({ "assistant_id": "chat", "input": null, "stream_mode": ["values"] }),
+        )
+        .await;
+    let values: Vec<Json> = r
+        .events()
+        .into_iter()
+        .filter(|(e, _, _)| e == "values")
+        .map(|(_, d, _)| d)
+        .collect();
+    // As LangGraph's server sends them: the state, then the state with the interrupt
+    // still waiting; nothing is written.
+    assert_eq!(values.len(), 2, "{values:?}");
+    assert_eq!(values[0], before["values"]);
+    let mut with = before["values"].clone();
+    with["__interrupt__"] = before["interrupts"].clone();
+    assert_eq!(values[1], with);
+    assert_eq!(h.get("/threads/p/state").await.json(), before);
+}
