@@ -34,8 +34,15 @@ pub fn reply_id(thread: &str, run: u64, step: u64) -> String {
     made_id(thread, Place::Reply { run, step })
 }
 
+/// The id of the interrupt the checkpoint `seq` of `thread` paused at: unique across
+/// threads, as LangGraph's interrupt ids are, and the same however often it is read.
+pub fn interrupt_id(thread: &str, seq: u64) -> String {
+    made_id(thread, Place::Interrupt { seq })
+}
+
 enum Place {
     Reply { run: u64, step: u64 },
+    Interrupt { seq: u64 },
     Indexed { seq: u64, index: usize },
 }
 
@@ -49,6 +56,10 @@ fn made_id(thread: &str, place: Place) -> String {
             h.update(b"reply");
             h.update(run.to_le_bytes());
             h.update(step.to_le_bytes());
+        }
+        Place::Interrupt { seq } => {
+            h.update(b"interrupt");
+            h.update(seq.to_le_bytes());
         }
         Place::Indexed { seq, index } => {
             h.update(b"at");
@@ -173,5 +184,10 @@ mod tests {
         }
         assert_ne!(reply_id("t1", 0, 2), reply_id("t1", 1, 2));
         assert_ne!(reply_id("t1", 0, 2), reply_id("t1", 0, 3));
+        // An interrupt's id is its thread's and checkpoint's: another thread paused at
+        // the same checkpoint number has another.
+        assert_eq!(interrupt_id("t1", 4), interrupt_id("t1", 4));
+        assert_ne!(interrupt_id("t1", 4), interrupt_id("t2", 4));
+        assert_ne!(interrupt_id("t1", 4), interrupt_id("t1", 5));
     }
 }

@@ -32,7 +32,7 @@ mod threads;
 
 pub use event::Event;
 pub use go::Go;
-pub use message_ids::reply_id;
+pub use message_ids::{interrupt_id, reply_id};
 pub use outcome::{Outcome, RunError};
 pub use runner::Runner;
 pub use state::{State, WriteError};

@@ -82,7 +82,7 @@ pub(crate) fn assistant(s: &Served) -> Json {
 /// An interrupt as clients look for it: its payload and an id to answer it by.
 pub(crate) fn interrupt(record: &Checkpoint) -> Option<Json> {
     let p = record.pending.as_ref()?;
-    let id = checkpoint_id(p.at_seq.unwrap_or(record.seq));
+    let id = crate::run::interrupt_id(&record.thread, p.at_seq.unwrap_or(record.seq));
     Some(json!({ "value": p.payload, "id": id }))
 }
 
