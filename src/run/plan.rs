@@ -29,8 +29,9 @@ pub(super) enum Plan {
         live: Live,
         writes: Vec<Write>,
         at: Target,
-        /// The state as the run found it, before its input.
-        found: State,
+        /// The state as the run found it, before its input, when the run tells it (a
+        /// copy kept otherwise would make the input's writes copy what they change).
+        found: Option<State>,
     },
     /// Nothing to do: the thread stands at `last`.
     Stay { live: Live, last: Checkpoint },
@@ -215,7 +216,10 @@ impl Runner {
                 fields.insert(f.name.to_string(), f.default.clone());
             }
         }
-        let found = live.state.clone();
+        let found = self
+            .recorder
+            .tells_found(&self.events)
+            .then(|| live.state.clone());
         // The input's record follows the run's input checkpoint.
         let at = WrittenAt {
             seq: live.seq + 1,
@@ -505,8 +509,13 @@ impl Runner {
                 at: entry,
                 found,
             } => {
-                self.recorder
-                    .record_start(&mut live, entry, writes, &found, &self.events)?;
+                self.recorder.record_start(
+                    &mut live,
+                    entry,
+                    writes,
+                    found.as_ref(),
+                    &self.events,
+                )?;
                 self.events.emit(|| Event::RunStarted {
                     thread: live.thread.clone(),
                     graph: self.graph.name.clone(),

@@ -185,7 +185,7 @@ impl Recorder {
         live: &mut Live,
         entry: Target,
         writes: Vec<Write>,
-        found: &State,
+        found: Option<&State>,
         events: &Emitter,
     ) -> Result<(), RunError> {
         self.record_all(
@@ -194,7 +194,7 @@ impl Recorder {
                 (Entry::running(None, Some(entry), Vec::new()), Source::Input),
                 (Entry::running(None, Some(entry), writes), Source::Loop),
             ],
-            Some(found),
+            found,
             events,
         )
     }
@@ -214,35 +214,35 @@ impl Recorder {
             live.seq += N as u64;
             return Ok(());
         }
-        let mut records = Vec::with_capacity(N);
+        // An array, not a list: a node's step (one record) allocates nothing here.
         let mut stops = false;
-        for (entry, source) in entries {
+        let records: [Checkpoint; N] = entries.map(|(entry, source)| {
             stops |= entry.status != Status::Running;
             let record = self.build(live, entry, source);
             live.parent = Some(live.seq);
             live.seq += 1;
-            records.push(record);
-        }
+            record
+        });
         let graph = self.threads.graph();
-        let saved: Vec<_> = match self.saved {
-            Some(values) if events.is_on() => records
-                .iter()
-                .enumerate()
-                .map(|(i, record)| {
-                    let state = first.filter(|_| i == 0).unwrap_or(&live.state);
-                    (
-                        Arc::new(record.clone()),
-                        (values && self.first_saved.swap(false, Ordering::SeqCst))
-                            .then(|| Arc::new(state.to_json(graph))),
-                    )
-                })
-                .collect(),
-            _ => Vec::new(),
+        let saved = match self.saved {
+            Some(values) if events.is_on() => Some(std::array::from_fn::<_, N, _>(|i| {
+                let state = first.filter(|_| i == 0).unwrap_or(&live.state);
+                (
+                    Arc::new(records[i].clone()),
+                    (values && self.first_saved.swap(false, Ordering::SeqCst))
+                        .then(|| Arc::new(state.to_json(graph))),
+                )
+            })),
+            _ => None,
         };
         if self.keep {
-            match <[Checkpoint; 1]>::try_from(records) {
-                Ok([record]) => self.threads.store().append(record)?,
-                Err(records) => self.threads.store().append_all(records)?,
+            let mut records = records.into_iter();
+            match (records.next(), N) {
+                (Some(record), 1) => self.threads.store().append(record)?,
+                (first, _) => self
+                    .threads
+                    .store()
+                    .append_all(first.into_iter().chain(records).collect())?,
             }
         }
         // A paused, stopped or ended thread keeps its whole state, so that resuming it
@@ -253,7 +253,7 @@ impl Recorder {
         if self.keep && (stops || crossed) {
             self.threads.snapshot(live, live.seq - 1)?;
         }
-        for (record, values) in saved {
+        for (record, values) in saved.into_iter().flatten() {
             events.emit(|| Event::Saved { record, values });
         }
         Ok(())

@@ -58,19 +58,13 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
             // is called; a refused call is asked again, saying why.
             match offer.judge(&reply) {
                 Ok(verdict) => {
-                    let message = Arc::new(ai_message(
+                    let message = ai_message(
                         reply.content.as_deref().unwrap_or(""),
                         &request.model,
                         &reply,
                         called(&reply, &verdict.output),
-                    ));
-                    return Step::Done {
-                        result: message.clone(),
-                        writes: vec![(body.output, message)],
-                        route: None,
-                        finish: None,
-                        tokens,
-                    };
+                    );
+                    return answered(body, message, tokens);
                 }
                 Err(why) => {
                     problem = why.clone();
@@ -84,14 +78,8 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         }
         match reply.content.as_deref().filter(|t| !t.trim().is_empty()) {
             Some(text) => {
-                let message = Arc::new(ai_message(text, &request.model, &reply, Vec::new()));
-                return Step::Done {
-                    result: message.clone(),
-                    writes: vec![(body.output, message)],
-                    route: None,
-                    finish: None,
-                    tokens,
-                };
+                let message = ai_message(text, &request.model, &reply, Vec::new());
+                return answered(body, message, tokens);
             }
             None => {
                 problem = match &reply.refusal {
@@ -113,6 +101,18 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
         ),
         tokens,
         writes: Vec::new(),
+    }
+}
+
+/// The node's step: the AI message joins its conversation, and is its result.
+fn answered(body: &LlmBody, message: Json, tokens: u64) -> Step {
+    let message = Arc::new(message);
+    Step::Done {
+        result: message.clone(),
+        writes: vec![(body.output, message)],
+        route: None,
+        finish: None,
+        tokens,
     }
 }
 

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
-    let server = &cx.graph.servers[body.server];
     let mut writes = Vec::new();
     // Audit records stand even when the node fails: the trail keeps every attempt.
     let mut audits = Vec::new();
@@ -77,31 +76,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
                 }
                 results.push(content);
             }
-            Err(ToolError {
-                asked: Some(asked), ..
-            }) => {
-                // The server needs a person: the run pauses; the answer comes back to it
-                // when the node runs again on resume.
-                let mut payload =
-                    json!({ "kind": "elicitation", "server": server.name, "tool": tool });
-                if let (Json::Object(p), Json::Object(a)) = (&mut payload, asked) {
-                    p.extend(a);
-                }
-                return Step::Pause { payload };
-            }
-            Err(e) => {
-                // The MCP client's messages name the tool already; other clients' may not.
-                let message = if e.message.contains(&format!("`{tool}`")) {
-                    e.message
-                } else {
-                    format!("`{tool}`: {e}")
-                };
-                return Step::Fail {
-                    tokens: 0,
-                    message,
-                    writes: audits,
-                };
-            }
+            Err(e) => return not_made(cx, body, &tool, e, audits),
         }
     }
     writes.extend(audits);
@@ -113,6 +88,37 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         results.pop().unwrap_or_else(|| Arc::new(Json::Null))
     };
     Step::done(result, writes)
+}
+
+/// The step of a call that could not be made: a pause when the server asks a person
+/// (the answer comes back to it when the node runs again on resume), else a failure
+/// naming the tool. `audits` stand either way.
+pub(super) fn not_made(
+    cx: &NodeCx<'_>,
+    body: &McpBody,
+    tool: &str,
+    e: ToolError,
+    audits: Vec<(crate::graph::FieldId, Arc<Json>)>,
+) -> Step {
+    if let Some(asked) = e.asked {
+        let server = &cx.graph.servers[body.server];
+        let mut payload = json!({ "kind": "elicitation", "server": server.name, "tool": tool });
+        if let (Json::Object(p), Json::Object(a)) = (&mut payload, asked) {
+            p.extend(a);
+        }
+        return Step::Pause { payload };
+    }
+    // The MCP client's messages name the tool already; other clients' may not.
+    let message = if e.message.contains(&format!("`{tool}`")) {
+        e.message
+    } else {
+        format!("`{tool}`: {e}")
+    };
+    Step::Fail {
+        tokens: 0,
+        message,
+        writes: audits,
+    }
 }
 
 /// Calls `tool` of the node's server with `arguments`, again per the node's `retry`

@@ -8,9 +8,8 @@
 
 use super::Step;
 use super::cx::NodeCx;
-use super::mcp::call;
+use super::mcp::{call, not_made};
 use crate::graph::{FieldId, McpBody};
-use crate::tool::ToolError;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -72,29 +71,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step
                 };
             }
             Ok(Ok(reply)) => answers.push(tool_message(id, tool, &reply.content, reply.is_error)),
-            Ok(Err(ToolError {
-                asked: Some(asked), ..
-            })) => {
-                let server = &cx.graph.servers[body.server];
-                let mut payload =
-                    json!({ "kind": "elicitation", "server": server.name, "tool": tool });
-                if let (Json::Object(p), Json::Object(a)) = (&mut payload, asked) {
-                    p.extend(a);
-                }
-                return Step::Pause { payload };
-            }
-            Ok(Err(e)) => {
-                let message = if e.message.contains(&format!("`{tool}`")) {
-                    e.message
-                } else {
-                    format!("`{tool}`: {e}")
-                };
-                return Step::Fail {
-                    tokens: 0,
-                    message,
-                    writes: audits,
-                };
-            }
+            Ok(Err(e)) => return not_made(cx, body, tool, e, audits),
         }
     }
     let result = Arc::new(Json::Array(answers));
