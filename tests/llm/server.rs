@@ -30,6 +30,10 @@ pub(crate) enum Answer {
     /// A model's reply, sent the way the request asks: a server-sent event stream when
     /// it has `"stream": true`, else one JSON body.
     Reply(Reply),
+    /// A reply streamed with this pause between its events, as a slow model writes.
+    Drip(Duration, Reply),
+    /// Events with this pause between them.
+    PacedStream(Duration, Vec<String>),
 }
 
 /// What a model answers: text, one tool call, or both. Its usage is derived from the
@@ -207,6 +211,10 @@ async fn serve(
                 Answer::Reply(r) => Answer::Slow(wait, Box::new(r.answer(&parsed))),
                 a => Answer::Slow(wait, Box::new(a)),
             },
+            Some(Answer::Drip(pause, r)) => match r.answer(&parsed) {
+                Answer::Stream(events) => Answer::PacedStream(pause, events),
+                whole => whole,
+            },
             Some(Answer::Held(gate, a)) => match *a {
                 Answer::Reply(r) => Answer::Held(gate, Box::new(r.answer(&parsed))),
                 a => Answer::Held(gate, Box::new(a)),
@@ -321,10 +329,19 @@ async fn answer_with(
             false
         }
         // Only inside `Slow`: without the request, a whole body.
-        Answer::Reply(r) => {
+        Answer::Reply(r) | Answer::Drip(_, r) => {
             Box::pin(answer_with(socket, r.answer(&Json::Null), request_headers)).await
         }
         Answer::Stream(events) => {
+            // Separate writes, so the client sees separate deltas.
+            Box::pin(answer_with(
+                socket,
+                Answer::PacedStream(Duration::from_millis(5), events),
+                request_headers,
+            ))
+            .await
+        }
+        Answer::PacedStream(pause, events) => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
             if socket.write_all(head.as_bytes()).await.is_err() {
                 return false;
@@ -335,8 +352,7 @@ async fn answer_with(
                     return false;
                 }
                 let _ = socket.flush().await;
-                // Separate writes, so the client sees separate deltas.
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::time::sleep(pause).await;
             }
             let _ = socket.shutdown().await;
             false

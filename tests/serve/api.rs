@@ -1638,3 +1638,127 @@ async fn a_run_without_input_on_a_paused_thread_tells_its_state_then_its_interru
     assert_eq!(values[1], with);
     assert_eq!(h.get("/threads/p/state").await.json(), before);
 }
+
+/// A fork (a run from an earlier checkpoint, as regenerate sends it) while another run
+/// is busy on the thread follows the multitask strategy like any run: refused without
+/// a trace, queued behind the busy run and then forked, or taking over from it.
+#[tokio::test]
+async fn a_fork_while_the_thread_is_busy_follows_the_multitask_strategy() {
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let reply = |t: &str| {
+        Answer::Reply(Reply {
+            content: Some(t.into()),
+            tool_calls: Vec::new(),
+        })
+    };
+    let model = Llm::start(vec![
+        reply("One."),
+        Answer::Held(gate.clone(), Box::new(reply("Two."))),
+        reply("Three."),
+        Answer::Held(gate.clone(), Box::new(reply("Never sent."))),
+        reply("Four."),
+    ])
+    .await;
+    let s = serve(&["tests/fixtures/llm_chat/talk.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "c" })).await;
+    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
+    let contents = |values: &Json| -> Vec<String> {
+        values["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "input": say("Hi") }),
+        )
+        .await;
+    assert_eq!(contents(&r.json()), ["Hi", "One."]);
+    let history = || async {
+        h.post("/threads/c/history", json!({ "limit": 100 }))
+            .await
+            .json()
+    };
+    let regenerate = parent_of_first_seen(&history().await, "One.");
+    // A second turn, held at the model.
+    // Waits until the run has asked the model for its `asked`th answer.
+    let busy = |text: &str, asked: usize| {
+        let body = json!({ "assistant_id": "talk", "input": say(text) });
+        let (h, model) = (&h, &model);
+        async move {
+            let run = h.post("/threads/c/runs", body).await.json()["run_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            h.until(&format!("/threads/c/runs/{run}"), |r| {
+                r["status"] == "running"
+            })
+            .await;
+            while model.seen().len() < asked {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            run
+        }
+    };
+    let second = busy("And?", 2).await;
+    let fork = |strategy: &str| json!({ "assistant_id": "talk", "checkpoint": regenerate, "multitask_strategy": strategy });
+    // Refused: nothing written, the busy run untouched.
+    let before = history().await;
+    let r = h.post("/threads/c/runs", fork("reject")).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(
+        r.json()["detail"],
+        format!(
+            "thread `c` is already running a task (run `{second}`); wait for it to finish, or choose another multitask_strategy (enqueue, interrupt, rollback)"
+        )
+    );
+    assert_eq!(history().await, before);
+    // Queued: it waits for the busy run, then regenerates from before "One.".
+    let queued = h.post("/threads/c/runs", fork("enqueue")).await.json()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        h.get(&format!("/threads/c/runs/{queued}")).await.json()["status"],
+        "pending"
+    );
+    gate.notify_one();
+    let out = h
+        .get(&format!("/threads/c/runs/{queued}/join"))
+        .await
+        .json();
+    assert_eq!(contents(&out), ["Hi", "Three."]);
+    let second = h.get(&format!("/threads/c/runs/{second}")).await.json();
+    assert_eq!(second["status"], "success");
+    // Both branches stay: the busy run's turn, and the regenerated answer at the head.
+    let after = history().await;
+    assert!(
+        after
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| contents(&s["values"]) == ["Hi", "One.", "And?", "Two."])
+    );
+    assert_eq!(contents(&after[0]["values"]), ["Hi", "Three."]);
+    // Interrupting: the busy run stops, the fork goes from before "Three.".
+    let regenerate = parent_of_first_seen(&after, "Three.");
+    let third = busy("More?", 4).await;
+    let r = h
+        .post(
+            "/threads/c/runs/wait",
+            json!({ "assistant_id": "talk", "checkpoint": regenerate, "multitask_strategy": "interrupt" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(contents(&r.json()), ["Hi", "Four."]);
+    let third = h.get(&format!("/threads/c/runs/{third}")).await.json();
+    assert_eq!(third["status"], "interrupted");
+    assert_eq!(model.seen().len(), 5);
+}

@@ -5,6 +5,7 @@
 
 use super::server::serve;
 use crate::util::root;
+use serde_json::{Value as Json, json};
 use std::time::Duration;
 
 /// Runs `tests/serve/page/<script>` against `url`; its lines.
@@ -98,12 +99,11 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
     insta::assert_snapshot!(text);
 
     // A copy with no body copies the whole thread; an unknown checkpoint is named.
-    h.post("/threads", serde_json::json!({ "thread_id": "c" }))
-        .await;
+    h.post("/threads", json!({ "thread_id": "c" })).await;
     let ran = h
         .post(
             "/threads/c/runs/wait",
-            serde_json::json!({ "assistant_id": "approve", "input": { "budget": 1 } }),
+            json!({ "assistant_id": "approve", "input": { "budget": 1 } }),
         )
         .await;
     assert_eq!(ran.status, 200, "{}", ran.text);
@@ -114,9 +114,7 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
     let history = |t: String| {
         let h = &h;
         async move {
-            let r = h
-                .post(&format!("/threads/{t}/history"), serde_json::json!({}))
-                .await;
+            let r = h.post(&format!("/threads/{t}/history"), json!({})).await;
             assert_eq!(r.status, 200, "{}", r.text);
             r.json()
                 .as_array()
@@ -132,14 +130,14 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
     let missing = h
         .post(
             "/threads/c/copy",
-            serde_json::json!({ "checkpoint_id": "00000000-0000-7000-8000-0000000003e7" }),
+            json!({ "checkpoint_id": "00000000-0000-7000-8000-0000000003e7" }),
         )
         .await;
     assert_eq!(
         (missing.status, missing.json()),
         (
             404,
-            serde_json::json!({ "detail": "thread `c` has no checkpoint number 999" })
+            json!({ "detail": "thread `c` has no checkpoint number 999" })
         )
     );
 }
@@ -150,7 +148,6 @@ async fn the_page_starts_a_run_answers_its_interrupt_travels_back_and_forks() {
 /// waits still, then "Yes" sends the form.
 #[tokio::test]
 async fn seed_000_is_started_from_the_page_and_its_confirmation_answered_by_a_click() {
-    use serde_json::json;
     let message = "Happy birthday, Ada!";
     let gift = super::browser::gift_agent(message).await;
     let (s, page, sent, llm) = (&gift.serve, &gift.page, &gift.sent, &gift.llm);
@@ -207,3 +204,144 @@ async fn a_sign_in_the_run_asks_for_is_a_link_on_the_page_and_the_run_goes_on() 
     insta::assert_snapshot!(lines.join("\n"));
     drop(person);
 }
+
+/// A chat page as LangGraph front ends are written (React and `useStream` from
+/// LangGraph's React SDK, bundled from npm, served on 127.0.0.1 by the script) chats
+/// with `chat_agent` in chromium: the reply streams in as text, one approval is shown
+/// and answered, a message is typed while it waits, a reply is stopped and the next
+/// message queued behind it, an answer is regenerated (2 of 2), an earlier message
+/// edited (a fork), an image sent, and a reload shows the same conversation.
+#[tokio::test]
+async fn a_use_stream_chat_page_streams_approves_stops_regenerates_edits_and_reloads() {
+    use crate::llm::server::{Answer, Reply, Server as Llm};
+    let ws = tempfile::tempdir().unwrap();
+    let path = |f: &str| ws.path().join(f).display().to_string();
+    let text = |t: &str| Reply {
+        content: Some(t.into()),
+        tool_calls: Vec::new(),
+    };
+    let write = |f: &str, content: &str| {
+        Answer::Reply(Reply {
+            content: None,
+            tool_calls: vec![(
+                "write_file".into(),
+                json!({ "path": path(f), "content": content }).to_string(),
+            )],
+        })
+    };
+    let story = "Once upon a time there was a graph that ran and ran ".repeat(8);
+    let model = Llm::start(vec![
+        Answer::Drip(
+            Duration::from_millis(80),
+            text("Hello! I can read the files in your workspace, and I ask before I write one."),
+        ),
+        write("plan.txt", "Friday"),
+        Answer::Reply(text("Saved plan.txt.")),
+        write("other.txt", "x"),
+        Answer::Reply(text("Then I will not write it.")),
+        Answer::Drip(Duration::from_millis(300), text(&story)),
+        Answer::Reply(text("Hi.")),
+        Answer::Reply(text("Hello there.")),
+        Answer::Reply(text("Bye.")),
+        Answer::Reply(text("A red dot.")),
+    ])
+    .await;
+    let s = serve(&["graphs/chat_agent.toml"])
+        .arg("--cors")
+        .arg("*")
+        .env("OPENAI_BASE_URL", model.url())
+        .env("OPENAI_API_KEY", "test")
+        .env("CHAT_AGENT_WORKSPACE", ws.path().to_str().unwrap())
+        .start()
+        .await;
+    let page_dir = root().join("target/chat-page");
+    let lines = browse_with(
+        "chat.mjs",
+        &s.url,
+        &[
+            ("PAGE_DIR", page_dir.to_str().unwrap()),
+            ("IMAGE_BASE64", DOT_PNG),
+        ],
+    )
+    .await;
+    let mut steps: Vec<Json> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The reply grew on the page as it streamed, as text, never JSON.
+    let streamed = steps.remove(0);
+    assert_eq!(streamed["step"], "streamed");
+    let seen: Vec<&str> = streamed["seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let reply = "Hello! I can read the files in your workspace, and I ask before I write one.";
+    assert!(seen.len() >= 2, "the reply appeared in pieces: {seen:?}");
+    assert_eq!(seen.last(), Some(&reply));
+    assert!(
+        seen.windows(2)
+            .all(|w| w[0].len() < w[1].len() && w[1].starts_with(w[0])),
+        "{seen:?}"
+    );
+    // The thread the page made (its id is new each time).
+    let reloaded = steps.iter_mut().find(|s| s["step"] == "reloaded").unwrap();
+    let thread = reloaded["thread"].as_str().unwrap().to_string();
+    reloaded.as_object_mut().unwrap().remove("thread");
+    // The rest, with the workspace's path made stable.
+    let rest: Vec<String> = steps
+        .iter()
+        .map(|s| s.to_string().replace(&path(""), "<ws>/"))
+        .collect();
+    insta::assert_snapshot!(rest.join("\n"));
+
+    // What the tools did: the approved write only.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("plan.txt")).unwrap(),
+        "Friday"
+    );
+    assert!(!ws.path().join("other.txt").exists());
+    // Every scripted answer was asked for, the image as an image part.
+    let seen = model.seen();
+    assert_eq!(seen.len(), 10);
+    let sent = seen[9].body["messages"].as_array().unwrap();
+    assert_eq!(
+        sent.last().unwrap()["content"],
+        json!([
+            { "type": "text", "text": "What is this?" },
+            { "type": "image_url", "image_url": { "url": format!("data:image/png;base64,{DOT_PNG}") } },
+        ])
+    );
+    // The stopped run was cancelled on the server, the others went through.
+    let runs = s
+        .http()
+        .get(&format!("/threads/{thread}/runs"))
+        .await
+        .json();
+    let mut statuses: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            "interrupted",
+            "success",
+            "success",
+            "success",
+            "success",
+            "success",
+            "success",
+            "success",
+            "success",
+            "success"
+        ]
+    );
+}
+
+/// A 1x1 PNG.
+const DOT_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
