@@ -219,3 +219,110 @@ async fn seed_004_requests_input_and_streams_its_phases_through_the_server() {
         )
     );
 }
+
+/// Seed 002 from a chat window: the task comes as the person's message in `messages`,
+/// and the question it asks is answered by typing a message (a new run, as on
+/// LangGraph's server), which the model reads after its question.
+#[tokio::test]
+async fn seed_002_takes_its_task_and_its_answer_as_chat_messages() {
+    use crate::llm::server::{Answer, Reply, Server as Llm};
+    let ws = tempfile::tempdir().unwrap();
+    let call = |name: &str, args: Json| {
+        Answer::Reply(Reply {
+            content: None,
+            tool_calls: vec![(name.into(), args.to_string())],
+        })
+    };
+    let model = Llm::start(vec![
+        call("ask_human", json!({ "question": "Which file?" })),
+        call(
+            "write_file",
+            json!({ "path": "notes.md", "content": "Ship on Friday." }),
+        ),
+        call("final_answer", json!({ "answer": "Saved to notes.md." })),
+    ])
+    .await;
+    let s = serve(&["graphs/tool_agent.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .env("OPENAI_API_KEY", "test")
+        .env("TOOL_AGENT_WORKSPACE", ws.path().to_str().unwrap())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "chat" })).await;
+    let say =
+        |text: &str| json!({ "input": { "messages": [{ "type": "human", "content": text }] } });
+    let paused = wait(
+        &h,
+        "chat",
+        "tool_agent",
+        say("Save my notes: 'Ship on Friday.'"),
+    )
+    .await;
+    assert_eq!(
+        paused["__interrupt__"][0]["value"],
+        json!({ "kind": "ask_human", "question": "Which file?" })
+    );
+    let done = wait(&h, "chat", "tool_agent", say("notes.md")).await;
+    assert_eq!(done["final_response"], "Saved to notes.md.");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes.md")).unwrap(),
+        "Ship on Friday."
+    );
+    // The model read the question, then the typed answer, still on the first task.
+    let seen = model.seen();
+    let sent = seen[1].body["messages"].as_array().unwrap();
+    let sent: Vec<(&str, &str)> = sent[1..]
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sent[..3],
+        [
+            ("user", "Save my notes: 'Ship on Friday.'"),
+            ("assistant", "Which file?"),
+            ("user", "notes.md"),
+        ]
+    );
+    assert!(
+        sent[3]
+            .1
+            .starts_with("Task: Save my notes: 'Ship on Friday.'\n\n"),
+        "{}",
+        sent[3].1
+    );
+    // The conversation as the chat window shows it.
+    let state = h.get("/threads/chat/state").await.json();
+    let shown: Vec<(String, String)> = state["values"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["type"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let shown: Vec<(&str, &str)> = shown
+        .iter()
+        .map(|(t, c)| (t.as_str(), c.as_str()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("human", "Save my notes: 'Ship on Friday.'"),
+            ("ai", "Which file?"),
+            ("human", "notes.md"),
+            (
+                "ai",
+                "Calling write_file with [{\"path\": \"notes.md\", \"content\": \"Ship on Friday.\"}]"
+            ),
+            (
+                "human",
+                "Results, in order: [{\"content\": \"Successfully wrote to notes.md\"}]"
+            ),
+            ("ai", "Saved to notes.md."),
+        ]
+    );
+}
