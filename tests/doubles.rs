@@ -88,6 +88,7 @@ pub(crate) fn ok(content: Json) -> Result<ToolReply, ToolError> {
     Ok(ToolReply {
         content,
         is_error: false,
+        ..Default::default()
     })
 }
 

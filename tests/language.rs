@@ -208,6 +208,7 @@ impl ToolClient for SlowFiles {
                 _ => json!(path.len()),
             },
             is_error: false,
+            ..Default::default()
         })
     }
 }
@@ -393,6 +394,7 @@ impl ToolClient for Search {
                 _ => json!({ "q": q, "hits": q.len() }),
             },
             is_error: false,
+            ..Default::default()
         })
     }
 }

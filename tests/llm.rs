@@ -1262,6 +1262,7 @@ impl ToolClient for NotesTools {
                 request.arguments["path"].as_str().unwrap()
             )),
             is_error: false,
+            ..Default::default()
         })
     }
 }

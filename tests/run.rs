@@ -445,6 +445,7 @@ fn failing_fetch() -> ScriptedTools {
         Ok(ToolReply {
             content: json!("boom"),
             is_error: true,
+            ..Default::default()
         })
     })
 }

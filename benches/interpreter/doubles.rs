@@ -99,6 +99,7 @@ impl ToolClient for Browser {
                 json!({ "ok": true })
             },
             is_error: false,
+            ..Default::default()
         })
     }
 }

@@ -7,12 +7,26 @@ use tokio::io::AsyncBufReadExt;
 
 /// Starts `switchyard serve ARGS --listen 127.0.0.1:0` in the crate's directory; the
 /// address it listens on, and the child (killed when dropped).
+#[allow(dead_code)] // not every bench that shares this file calls it
 pub(crate) async fn start<I, S>(args: I) -> (String, tokio::process::Child)
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    start_with(args, &[]).await
+}
+
+/// [`start`] with these environment variables set for the server.
+pub(crate) async fn start_with<I, S>(
+    args: I,
+    env: &[(&str, &str)],
+) -> (String, tokio::process::Child)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .envs(env.iter().copied())
         .arg("serve")
         .args(args)
         .args(["--listen", "127.0.0.1:0"])

@@ -259,8 +259,15 @@ impl McpClient {
         {
             schema.check_result(&server.name, structured)?;
         }
+        let text = super::reply::text_of(&result);
+        let structured = result.get("structuredContent").is_some();
         let (content, is_error) = reply_value(&server.name, result, &self.blobs)?;
-        Ok(ToolReply { content, is_error })
+        Ok(ToolReply {
+            structured: structured && !is_error,
+            content,
+            is_error,
+            text,
+        })
     }
 }
 

@@ -53,6 +53,19 @@ pub(crate) fn reply_value(
     Ok((value, is_error))
 }
 
+/// The text parts of a result's `content`, joined by newlines, as a model reads a
+/// tool's answer; none when it has no text part.
+pub(crate) fn text_of(result: &Json) -> Option<String> {
+    let texts: Vec<&str> = result
+        .get("content")?
+        .as_array()?
+        .iter()
+        .filter(|p| p.get("type").and_then(Json::as_str) == Some("text"))
+        .filter_map(|p| p.get("text").and_then(Json::as_str))
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
 fn part_value(server: &str, part: &Json, blobs: &BlobStore) -> Result<Json, McpError> {
     let kind = part.get("type").and_then(Json::as_str).unwrap_or("");
     let str_of = |key: &str| part.get(key).and_then(Json::as_str);

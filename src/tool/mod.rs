@@ -47,10 +47,15 @@ impl ToolRequest {
 }
 
 /// A tool's result: the content to write, and whether the tool reported an error.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ToolReply {
     pub content: Json,
     pub is_error: bool,
+    /// The result's text parts, joined: what a model reads of it (a tool message's
+    /// content). None when it has no text part.
+    pub text: Option<String>,
+    /// `content` is the result's `structuredContent` (else its parts' values).
+    pub structured: bool,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1520,8 +1520,14 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
         messages[2]["tool_call_id"],
         messages[1]["tool_calls"][0]["id"]
     );
-    // The server's structured result, as JSON text.
-    assert_eq!(messages[2]["content"], r#"{"content":"Ship on Friday."}"#);
+    // The server's text for the model, its structured result as the artifact (as
+    // LangChain's MCP adapters write a tool message).
+    assert_eq!(messages[2]["content"], "Ship on Friday.");
+    assert_eq!(
+        messages[2]["artifact"],
+        json!({ "structured_content": { "content": "Ship on Friday." } })
+    );
+    assert_eq!(messages[2]["status"], "success");
     assert_eq!(messages[3]["content"], "Your notes say: ship on Friday.");
     // A write pauses with the call in the Agent Inbox's shape.
     let out = run(json!({ "input": say("Save 'Friday' to plan.txt") })).await;

@@ -10,6 +10,7 @@ use super::Step;
 use super::cx::NodeCx;
 use super::mcp::{call, not_made};
 use crate::graph::{FieldId, McpBody};
+use crate::tool::ToolReply;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -70,7 +71,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step
                     writes: audits,
                 };
             }
-            Ok(Ok(reply)) => answers.push(tool_message(id, tool, &reply.content, reply.is_error)),
+            Ok(Ok(reply)) => answers.push(tool_message(id, tool, &reply)),
             Ok(Err(e)) => return not_made(cx, body, tool, e, audits),
         }
     }
@@ -85,18 +86,24 @@ fn is_ai(m: &Json) -> bool {
         || m.get("type").and_then(Json::as_str) == Some("ai")
 }
 
-/// A tool's result as the tool message LangChain writes: text content (a result that
-/// is not text, as its JSON), the call's id, the tool's name and whether it failed.
-fn tool_message(id: &str, tool: &str, content: &Json, is_error: bool) -> Json {
-    let text = match content {
-        Json::String(s) => s.clone(),
-        other => other.to_string(),
+/// A tool's result as the tool message LangChain's MCP adapters write: the result's
+/// text as content (a result with no text, as its value's JSON), the call's id, the
+/// tool's name, whether it failed, and any `structuredContent` as the artifact.
+fn tool_message(id: &str, tool: &str, reply: &ToolReply) -> Json {
+    let text = match (&reply.text, &reply.content) {
+        (Some(text), _) => text.clone(),
+        (None, Json::String(s)) => s.clone(),
+        (None, other) => other.to_string(),
     };
-    json!({
+    let mut message = json!({
         "role": "tool",
         "content": text,
         "tool_call_id": id,
         "name": tool,
-        "status": if is_error { "error" } else { "success" },
-    })
+        "status": if reply.is_error { "error" } else { "success" },
+    });
+    if reply.structured {
+        message["artifact"] = json!({ "structured_content": reply.content });
+    }
+    message
 }
