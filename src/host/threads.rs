@@ -52,6 +52,8 @@ pub(crate) struct ThreadView {
     pub values: Option<Json>,
     /// The graph the thread runs, when known.
     pub graph: Option<String>,
+    /// Why its last run failed, when the thread is in error.
+    pub failure: Option<String>,
 }
 
 /// The state at one checkpoint.
@@ -153,7 +155,18 @@ impl Host {
             (Some(_), Some(g)) => Some(self.threads(g.clone()).state(&record.id, None)?.0),
             _ => None,
         };
+        let failure = match (status, &latest) {
+            (ThreadStatus::Error, Some(l)) if l.status == Status::Failed => l
+                .error
+                .as_ref()
+                .and_then(|e| e.get("message"))
+                .and_then(Json::as_str)
+                .map(str::to_string),
+            (ThreadStatus::Error, Some(_)) => Some(super::drive::LIMIT_ERROR.to_string()),
+            _ => None,
+        };
         Ok(ThreadView {
+            failure,
             graph: graph.map(|g| g.name.clone()).or_else(|| {
                 record
                     .metadata

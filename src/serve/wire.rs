@@ -108,11 +108,16 @@ pub(crate) fn thread(view: &ThreadView, graph: Option<&Graph>) -> Json {
     for i in view.latest.as_ref().map(interrupts_of).unwrap_or_default() {
         interrupts.insert(i["id"].as_str().unwrap_or_default().to_string(), json!([i]));
     }
-    let error = view
-        .latest
-        .as_ref()
-        .filter(|l| l.status == Status::Failed)
-        .and_then(|l| l.error.as_ref().and_then(|e| e.get("message")).cloned());
+    // As LangGraph's server names them: a failure's kind and message, and a cancel
+    // (its message word for word, braces and all).
+    let error = match (&view.failure, view.latest.as_ref().map(|l| l.status)) {
+        (Some(message), _) => json!({ "error": "RunError", "message": message }),
+        (None, Some(Status::Stopped)) => json!({
+            "error": "UserInterrupt",
+            "message": "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel",
+        }),
+        _ => Json::Null,
+    };
     let state_updated = view.latest.as_ref().map_or(r.updated_ms, |l| l.at_ms);
     json!({
         "thread_id": r.id,

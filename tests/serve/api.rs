@@ -955,6 +955,10 @@ async fn runs_on_a_thread_go_as_on_langgraphs_server() {
     );
     assert_eq!(h.get("/threads/l/runs").await.json()[0]["status"], "error");
     assert_eq!(thread_status("l").await, "error");
+    assert_eq!(
+        h.get("/threads/l").await.json()["error"],
+        limited.json()["__error__"]
+    );
     // A stateless run, which keeps no checkpoint, all the same.
     let stateless = h
         .post(
@@ -1014,6 +1018,11 @@ async fn runs_on_a_thread_go_as_on_langgraphs_server() {
     )
     .await;
     assert_eq!(thread_status("q").await, "interrupted");
+    // Named as LangGraph's server names a cancel, word for word.
+    assert_eq!(
+        h.get("/threads/q").await.json()["error"],
+        json!({ "error": "UserInterrupt", "message": "interrupt requested via POST /threads/{thread_id}/runs/{run_id}/cancel" })
+    );
 }
 
 /// `--strict-runs` refuses what LangGraph's server lets through, and changes nothing.
