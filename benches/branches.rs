@@ -1,8 +1,9 @@
 //! Branching history: a thread with 1,000 branches against a linear thread of the same
-//! length (6,000 checkpoints each) and the same state at its head (2,000 messages), in
-//! memory and in SQLite. Both are 1,000 chat turns (4,000 checkpoints); then the
+//! length (4,000 checkpoints each) and the same state at its head (2,000 messages), in
+//! memory and in SQLite. Both are 1,000 chat turns (3,000 checkpoints); then the
 //! branched one regenerates 1,000 answers, each from another turn's input (a branch
-//! each, 2 checkpoints), and the linear one takes 2,000 empty updates. Measured on both: reading the state a resume
+//! each, 1 checkpoint), and the linear one takes 1,000 empty updates. Measured on both:
+//! reading the state a resume
 //! starts from, a new turn (a whole run), and listing the history (the 10 newest
 //! checkpoints with their states, as a client's first page, and all of them). The
 //! target: the branched thread within 10 % of the linear one (`cargo bench --bench
@@ -56,7 +57,7 @@ fn main() {
                     .expect("turn");
             }
             if shape == "linear" {
-                for _ in 0..2_000 {
+                for _ in 0..1_000 {
                     runner
                         .threads()
                         .update("t", json!({}), None)
@@ -64,11 +65,11 @@ fn main() {
                 }
             }
             if shape == "branched" {
-                // Each turn is 4 checkpoints, its input's the second: regenerating the
-                // answer of turn k goes on from checkpoint 4k + 1.
+                // Each turn is 3 checkpoints, its input's the second: regenerating the
+                // answer of turn k goes on from checkpoint 3k + 1.
                 for k in 0..1_000u64 {
                     let go = Go::From {
-                        at: 4 * k + 1,
+                        at: 3 * k + 1,
                         go: Box::new(Go::resume(None)),
                     };
                     rt.block_on(runner.run("t", go)).expect("regenerate");
@@ -76,7 +77,7 @@ fn main() {
             }
             let threads = runner.threads();
             let records = threads.history("t").expect("history").len();
-            assert_eq!(records, 6_000, "{shape}");
+            assert_eq!(records, 4_000, "{shape}");
             let resume = median(51, || {
                 threads.state("t", None).expect("state");
             });

@@ -321,6 +321,23 @@ impl Runner {
             }
             return Ok(Flow::Fork);
         }
+        // The run's end: the node's record is the run's last, as LangGraph's last
+        // checkpoint is the last step's (a turn of a chat writes no record more),
+        // unless a breakpoint after the node pauses first.
+        if next == Target::End
+            && live.frontier.is_none()
+            && node.breakpoint != Some(Breakpoint::After)
+        {
+            self.events.emit(|| Event::RouteTaken {
+                from: node.name.clone(),
+                to: Arc::from(self.graph.target_name(next)),
+                case,
+            });
+            let outcome = if live.limited { "limit" } else { "end" };
+            return self
+                .finish(live, Some((node, writes)), outcome.into(), None)
+                .map(Flow::Return);
+        }
         // Inside parallel branches: this branch goes on to `next`, or waits at the join.
         live.advance(next);
         self.recorder.record(
