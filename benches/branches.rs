@@ -19,17 +19,21 @@ fn turn(i: usize) -> serde_json::Value {
     json!({ "messages": [{ "role": "user", "content": format!("turn {i}") }] })
 }
 
-/// The median of `n` timings of `f`.
-fn median(n: usize, mut f: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..n)
-        .map(|_| {
+/// The medians of `n` timings of `f(0)` (the linear thread) and `f(1)` (the branched
+/// one), taken in turn, so that the machine's load weighs on both alike.
+fn paired(n: usize, mut f: impl FnMut(usize)) -> [Duration; 2] {
+    let mut times = [Vec::with_capacity(n), Vec::with_capacity(n)];
+    for _ in 0..n {
+        for (k, t) in times.iter_mut().enumerate() {
             let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[n / 2]
+            f(k);
+            t.push(start.elapsed());
+        }
+    }
+    times.map(|mut t| {
+        t.sort();
+        t[n / 2]
+    })
 }
 
 fn main() {
@@ -43,7 +47,7 @@ fn main() {
         .expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
     for store in ["memory", "sqlite"] {
-        let mut rows = Vec::new();
+        let mut built = Vec::new();
         for shape in ["linear", "branched"] {
             let cp: Arc<dyn Checkpointer> = match store {
                 "memory" => Arc::new(MemoryStore::new()),
@@ -75,40 +79,45 @@ fn main() {
                     rt.block_on(runner.run("t", go)).expect("regenerate");
                 }
             }
-            let threads = runner.threads();
-            let records = threads.history("t").expect("history").len();
+            let records = runner.threads().history("t").expect("history").len();
             assert_eq!(records, 4_000, "{shape}");
-            let resume = median(51, || {
-                threads.state("t", None).expect("state");
-            });
-            let mut i = 0;
-            let run = median(21, || {
-                i += 1;
-                rt.block_on(runner.run("t", Go::Start(turn(100_000 + i))))
-                    .expect("turn");
-            });
-            let page = median(11, || {
-                assert_eq!(threads.states("t", None, 10).expect("states").len(), 10);
-            });
-            let all = median(5, || {
-                threads.states("t", None, usize::MAX).expect("states");
-            });
-            println!(
-                "{store:<6} {shape:<8} ({records} checkpoints): resume state {:>8.1} us, a turn {:>8.1} us, history 10 {:>7.2} ms, history all {:>7.2} ms",
-                resume.as_secs_f64() * 1e6,
-                run.as_secs_f64() * 1e6,
-                page.as_secs_f64() * 1e3,
-                all.as_secs_f64() * 1e3,
-            );
-            rows.push([resume, run, page, all]);
+            built.push(runner);
         }
-        let ratio = |i: usize| rows[1][i].as_secs_f64() / rows[0][i].as_secs_f64();
+        let resume = paired(51, |k| {
+            built[k].threads().state("t", None).expect("state");
+        });
+        let mut i = 0;
+        let run = paired(21, |k| {
+            i += 1;
+            rt.block_on(built[k].run("t", Go::Start(turn(100_000 + i))))
+                .expect("turn");
+        });
+        let page = paired(11, |k| {
+            let states = built[k].threads().states("t", None, 10).expect("states");
+            assert_eq!(states.len(), 10);
+        });
+        let all = paired(5, |k| {
+            built[k]
+                .threads()
+                .states("t", None, usize::MAX)
+                .expect("states");
+        });
+        for (k, shape) in ["linear", "branched"].into_iter().enumerate() {
+            println!(
+                "{store:<6} {shape:<8} (4000 checkpoints): resume state {:>8.1} us, a turn {:>8.1} us, history 10 {:>7.2} ms, history all {:>7.2} ms",
+                resume[k].as_secs_f64() * 1e6,
+                run[k].as_secs_f64() * 1e6,
+                page[k].as_secs_f64() * 1e3,
+                all[k].as_secs_f64() * 1e3,
+            );
+        }
+        let ratio = |m: [Duration; 2]| m[1].as_secs_f64() / m[0].as_secs_f64();
         println!(
             "{store:<6} branched / linear: resume state {:.2}, a turn {:.2}, history 10 {:.2}, history all {:.2} (target: at most 1.10)",
-            ratio(0),
-            ratio(1),
-            ratio(2),
-            ratio(3)
+            ratio(resume),
+            ratio(run),
+            ratio(page),
+            ratio(all)
         );
     }
 }

@@ -465,12 +465,19 @@ impl Threads {
                 }
             }
         }
-        // Of those, the records some record other than the next one replayed follows.
-        let mut forked_from = std::collections::HashSet::new();
+        // Of those, the records some record other than the next one replayed follows,
+        // with how many do: the state kept there is moved out for the last of them
+        // rather than copied (a copy shared with the state going on is copied again,
+        // whole, at its first write).
+        let mut forked_from: std::collections::HashMap<u64, usize> =
+            std::collections::HashMap::new();
         let mut previous = None;
         for (r, _) in records.iter().zip(&needed).filter(|(_, n)| **n) {
-            if r.source != Source::Base && r.parent != previous {
-                forked_from.extend(r.parent);
+            if r.source != Source::Base
+                && r.parent != previous
+                && let Some(p) = r.parent
+            {
+                *forked_from.entry(p).or_default() += 1;
             }
             previous = Some(r.seq);
         }
@@ -485,12 +492,20 @@ impl Threads {
             if r.source != Source::Base && r.parent != at {
                 state = match r.parent {
                     None => State::new(&self.graph),
-                    Some(p) => kept.get(&p).cloned().ok_or_else(|| corrupt(r, p))?,
+                    Some(p) => {
+                        let left = forked_from.get_mut(&p).ok_or_else(|| corrupt(r, p))?;
+                        *left -= 1;
+                        match *left {
+                            0 => kept.remove(&p),
+                            _ => kept.get(&p).cloned(),
+                        }
+                        .ok_or_else(|| corrupt(r, p))?
+                    }
                 };
             }
             self.replay_writes(thread, &mut state, r)?;
             at = Some(r.seq);
-            if forked_from.contains(&r.seq) {
+            if forked_from.contains_key(&r.seq) {
                 kept.insert(r.seq, state.clone());
             }
             if i >= first {

@@ -747,6 +747,26 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             r.threads().state("t", Some(15)).unwrap().0,
             "{name}"
         );
+        // Two more branches from checkpoint 6 (three in all, two of them after other
+        // records): every state as reading its checkpoint alone gives it.
+        for _ in 0..2 {
+            let go = Go::From {
+                at: 6,
+                go: Box::new(Go::resume(None)),
+            };
+            r.run("t", go).await.unwrap();
+        }
+        let history = r.threads().history("t").unwrap();
+        let states = r.threads().states("t", None, 1000).unwrap();
+        assert_eq!(states.len(), history.len(), "{name}");
+        for (state, record) in &states {
+            assert_eq!(
+                *state,
+                r.threads().state("t", Some(record.seq)).unwrap().0,
+                "{name}: checkpoint {}",
+                record.seq
+            );
+        }
     }
 }
 
