@@ -15,6 +15,7 @@ mod error;
 mod field_text;
 mod meta;
 mod modes;
+mod query;
 mod run_create;
 mod runs;
 mod shared;

@@ -6,6 +6,7 @@ use super::AppState;
 use super::body::Body;
 use super::error::{ApiError, ApiResult};
 use super::modes::Modes;
+use super::query::{Lookup, Params, flag, number};
 use super::run_create::RunCreate;
 use super::stream;
 use super::wire;
@@ -242,48 +243,6 @@ async fn wait_stateless(
 ) -> ApiResult<Response> {
     let c = created(&s, None, b)?;
     Ok(wait_response(&s, c, true))
-}
-
-/// Query strings as the SDKs write them: booleans as `true`/`1`, lists as JSON.
-///
-/// Python's client (httpx) writes a list as the key repeated and a missing value as
-/// an empty one; the JS client writes a list as JSON. Both are read.
-type Params = Query<Vec<(String, String)>>;
-
-/// The query parameters, with the empty ones dropped.
-trait Lookup {
-    fn param(&self, name: &str) -> Option<&String>;
-    fn params(&self, name: &str) -> Vec<&String>;
-}
-
-impl Lookup for [(String, String)] {
-    fn param(&self, name: &str) -> Option<&String> {
-        self.iter()
-            .rev()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v)
-    }
-
-    fn params(&self, name: &str) -> Vec<&String> {
-        self.iter()
-            .filter(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v)
-            .collect()
-    }
-}
-
-fn flag(p: &[(String, String)], name: &str) -> bool {
-    p.param(name)
-        .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
-}
-
-fn number(p: &[(String, String)], name: &str, default: usize) -> ApiResult<usize> {
-    match p.param(name) {
-        None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| ApiError::invalid(format!("`{name}` is `{v}`, not a number"))),
-    }
 }
 
 async fn list(

@@ -4,6 +4,7 @@
 use super::AppState;
 use super::body::Body;
 use super::error::{ApiError, ApiResult};
+use super::query::{Lookup, Params, number};
 use super::wire;
 use crate::host::{Host, StateView, ThreadFilter, ThreadStatus, ThreadView};
 use axum::Router;
@@ -337,25 +338,17 @@ async fn history_post(
     history(&s, &id, h).await
 }
 
-#[derive(Deserialize)]
-struct HistoryQuery {
-    #[serde(default = "ten")]
-    limit: usize,
-    #[serde(default)]
-    before: Option<String>,
-}
-
 async fn history_get(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    Query(q): Query<HistoryQuery>,
+    Query(p): Params,
 ) -> ApiResult<Response> {
     history(
         &s,
         &id,
         History {
-            limit: q.limit,
-            before: q.before.map(Json::String),
+            limit: number(&p, "limit", ten())?,
+            before: p.param("before").cloned().map(Json::String),
         },
     )
     .await

@@ -665,6 +665,8 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         ("POST /threads {thread_id: \"a/b\"}", h.post("/threads", json!({ "thread_id": "a/b" })).await),
         ("POST /threads/search {status: asleep}", h.post("/threads/search", json!({ "status": "asleep" })).await),
         ("GET /threads/b/runs?limit=ten", h.get("/threads/b/runs?limit=ten").await),
+        ("GET /threads/b/runs?offset=-5", h.get("/threads/b/runs?offset=-5").await),
+        ("GET /threads/b/history?limit=-1", h.get("/threads/b/history?limit=-1").await),
         ("GET /threads/b/runs/nope", h.get("/threads/b/runs/nope").await),
         ("POST /threads/b/runs/nope/cancel", h.post("/threads/b/runs/nope/cancel", Json::Null).await),
     ] {
