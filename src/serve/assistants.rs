@@ -127,9 +127,9 @@ async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> ApiRe
 struct GraphQuery {
     #[serde(default)]
     format: Option<String>,
-    /// Accepted for LangGraph's clients; there are no subgraphs to expand.
+    /// Accepted for LangGraph's clients (there are no subgraphs to expand), and
+    /// checked as LangGraph checks it: `true`, `false` or a depth of 1 or more.
     #[serde(default)]
-    #[allow(dead_code)]
     xray: Option<String>,
 }
 
@@ -139,6 +139,14 @@ async fn graph(
     Path(id): Path<String>,
     Query(q): Query<GraphQuery>,
 ) -> ApiResult<Response> {
+    let xray_fits = |x: &str| {
+        x.is_empty()
+            || matches!(x, "true" | "True" | "false" | "False")
+            || x.parse::<u32>().is_ok_and(|d| d > 0)
+    };
+    if q.xray.as_deref().is_some_and(|x| !xray_fits(x)) {
+        return Err(ApiError::invalid("Invalid xray value"));
+    }
     let s = served(&state, &id)?;
     let drawing = s.drawing.ok_or_else(|| {
         ApiError::new(

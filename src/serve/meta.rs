@@ -13,8 +13,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/info", get(info))
 }
 
+/// As LangGraph's server answers (`services` lists the dependencies it checked: none
+/// here, the store is checked when it opens).
 async fn ok() -> axum::Json<Json> {
-    axum::Json(json!({ "ok": true }))
+    axum::Json(json!({ "ok": true, "services": {} }))
 }
 
 async fn info() -> axum::Json<Json> {
@@ -26,8 +28,16 @@ async fn info() -> axum::Json<Json> {
             "crons": false,
             "langsmith": false,
             "langsmith_tracing_replicas": false,
+            "langsmith_tracing_session_on_runs": false,
         },
-        "host": { "kind": "self-hosted" },
+        // LangGraph's keys, with nothing of LangSmith's to name.
+        "host": {
+            "kind": "self-hosted",
+            "project_id": null,
+            "host_revision_id": null,
+            "revision_id": null,
+            "tenant_id": null,
+        },
     }))
 }
 

@@ -84,6 +84,7 @@ async fn assistants_are_the_served_graphs() {
             h.post("/assistants", json!({ "graph_id": "chat" })).await,
         ),
         ("GET /ok", h.get("/ok").await),
+        ("GET /info", h.get("/info").await),
         ("GET /nowhere", h.get("/nowhere").await),
     ] {
         t.note(req, &r);
@@ -667,6 +668,7 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         ("GET /threads/b/runs?limit=ten", h.get("/threads/b/runs?limit=ten").await),
         ("GET /threads/b/runs?offset=-5", h.get("/threads/b/runs?offset=-5").await),
         ("GET /threads/b/history?limit=-1", h.get("/threads/b/history?limit=-1").await),
+        ("GET /assistants/three/graph?xray=maybe", h.get("/assistants/three/graph?xray=maybe").await),
         ("GET /threads/b/runs/nope", h.get("/threads/b/runs/nope").await),
         ("POST /threads/b/runs/nope/cancel", h.post("/threads/b/runs/nope/cancel", Json::Null).await),
     ] {
