@@ -703,16 +703,7 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
         assert_eq!(latest.0["goal"], 1, "{name}");
         assert_eq!(latest.1.seq, history.last().unwrap().seq, "{name}");
         // Every checkpoint's state, on whichever branch, as history lists it.
-        let states = r.threads().states("t", None, 100).unwrap();
-        assert_eq!(states.len(), history.len(), "{name}");
-        for (state, record) in &states {
-            assert_eq!(
-                *state,
-                r.threads().state("t", Some(record.seq)).unwrap().0,
-                "{name}: checkpoint {}",
-                record.seq
-            );
-        }
+        let states = listed_as_read(&r, name);
         assert_eq!(
             states[history.len() - 13].0,
             end,
@@ -756,18 +747,25 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             };
             r.run("t", go).await.unwrap();
         }
-        let history = r.threads().history("t").unwrap();
-        let states = r.threads().states("t", None, 1000).unwrap();
-        assert_eq!(states.len(), history.len(), "{name}");
-        for (state, record) in &states {
-            assert_eq!(
-                *state,
-                r.threads().state("t", Some(record.seq)).unwrap().0,
-                "{name}: checkpoint {}",
-                record.seq
-            );
-        }
+        listed_as_read(&r, name);
     }
+}
+
+/// Every state the history of thread `t` lists, each checked against its checkpoint's
+/// state read alone.
+fn listed_as_read(r: &Runner, name: &str) -> Vec<(Json, switchyard::store::Checkpoint)> {
+    let history = r.threads().history("t").unwrap();
+    let states = r.threads().states("t", None, 1000).unwrap();
+    assert_eq!(states.len(), history.len(), "{name}");
+    for (state, record) in &states {
+        assert_eq!(
+            *state,
+            r.threads().state("t", Some(record.seq)).unwrap().0,
+            "{name}: checkpoint {}",
+            record.seq
+        );
+    }
+    states
 }
 
 #[tokio::test]

@@ -22,6 +22,21 @@ async fn llm(replies: &[&str]) -> Llm {
     .await
 }
 
+/// A person's message, as a chat front end sends it.
+fn say(text: &str) -> Json {
+    json!({ "messages": [{ "type": "human", "content": text }] })
+}
+
+/// The texts of a state's `messages`.
+fn contents(values: &Json) -> Vec<String> {
+    values["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
 async fn chat_server(llm: &Llm) -> Serve {
     serve(&["tests/fixtures/serve"])
         .env("OPENAI_BASE_URL", llm.url())
@@ -1258,7 +1273,6 @@ async fn regenerate_and_edit_fork_the_thread_where_the_message_was_first_seen() 
         .await;
     let h = s.http();
     h.post("/threads", json!({ "thread_id": "c" })).await;
-    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
     for text in ["Hi", "And?"] {
         let r = h
             .post(
@@ -1272,14 +1286,6 @@ async fn regenerate_and_edit_fork_the_thread_where_the_message_was_first_seen() 
         h.post("/threads/c/history", json!({ "limit": 100 }))
             .await
             .json()
-    };
-    let contents = |values: &Json| -> Vec<String> {
-        values["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["content"].as_str().unwrap().to_string())
-            .collect()
     };
     let before = history().await;
     let two_id = before[0]["values"]["messages"][3]["id"].clone();
@@ -1504,7 +1510,6 @@ async fn the_chat_agent_reads_freely_and_writes_with_an_agent_inbox_approval() {
         .await;
     let h = s.http();
     h.post("/threads", json!({ "thread_id": "c" })).await;
-    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
     let run = |body: Json| {
         let h = &h;
         async move {
@@ -1680,15 +1685,6 @@ async fn a_fork_while_the_thread_is_busy_follows_the_multitask_strategy() {
         .await;
     let h = s.http();
     h.post("/threads", json!({ "thread_id": "c" })).await;
-    let say = |text: &str| json!({ "messages": [{ "type": "human", "content": text }] });
-    let contents = |values: &Json| -> Vec<String> {
-        values["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["content"].as_str().unwrap().to_string())
-            .collect()
-    };
     let r = h
         .post(
             "/threads/c/runs/wait",
