@@ -11,7 +11,7 @@ mod browser;
 mod cluster;
 mod hosting;
 mod page;
-mod sdk;
+pub(crate) mod sdk;
 mod seeds;
 pub(crate) mod server;
 

@@ -401,10 +401,16 @@ impl Translator {
                 .map(|w| (w.field.to_string(), (*w.value).clone()))
                 .collect()
         };
-        // Messages a node wrote, each once, unless its reply was streamed as chunks.
+        // Messages a node wrote, each once, unless its reply was streamed as chunks; a
+        // streamed reply's calls, as the chunk that ends it.
         for (field, i, m) in self.written_messages(record) {
             out.push(Mode::Messages, "messages", || {
-                json!([self.typed(m, field, i), self.meta()])
+                let m = self.typed(m, field, i);
+                let m = match self.streamed && is_ai(&m) {
+                    true => calls_chunk(m),
+                    false => m,
+                };
+                json!([m, self.meta()])
             });
         }
         if !interrupts.is_empty() {
@@ -582,6 +588,37 @@ impl Translator {
 }
 
 /// The LangChain `astream_events` name closest to an event.
+fn is_ai(m: &Json) -> bool {
+    m.get("type").and_then(Json::as_str) == Some("ai")
+}
+
+/// A streamed reply's tool calls as the chunk that ends it, as LangChain streams them:
+/// no text (its chunks carried it: `useStream` joins the chunks of one id, and a whole
+/// message joined to them would say the text twice), the calls as `tool_call_chunks`
+/// (arguments as JSON text) and as `tool_calls`.
+fn calls_chunk(whole: Json) -> Json {
+    let calls = whole["tool_calls"].as_array().cloned().unwrap_or_default();
+    let chunks: Vec<Json> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            json!({ "name": c["name"], "args": c["args"].to_string(), "id": c["id"], "index": k, "type": "tool_call_chunk" })
+        })
+        .collect();
+    json!({
+        "type": "AIMessageChunk",
+        "content": "",
+        "id": whole["id"],
+        "name": whole.get("name"),
+        "tool_call_chunks": chunks,
+        "tool_calls": calls,
+        "invalid_tool_calls": [],
+        "additional_kwargs": {},
+        "response_metadata": whole.get("response_metadata").cloned().unwrap_or_else(|| json!({})),
+        "usage_metadata": whole.get("usage_metadata"),
+    })
+}
+
 fn langchain_event(e: &Event) -> &'static str {
     match e {
         Event::NodeStarted { .. } | Event::RunStarted { .. } => "on_chain_start",

@@ -1773,3 +1773,131 @@ async fn a_fork_while_the_thread_is_busy_follows_the_multitask_strategy() {
     assert_eq!(third["status"], "interrupted");
     assert_eq!(model.seen().len(), 5);
 }
+
+/// On `messages-tuple`, as `useStream` reads it: a reply that calls a tool comes as
+/// chunks of one id, its text then its calls (a whole message after the chunks would
+/// be joined to them, its text said twice), the tool's answer as a tool message, then
+/// the answer after it in chunks of text.
+#[tokio::test]
+async fn a_tool_calling_turn_streams_its_call_its_result_and_its_answer() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "Ship on Friday.").unwrap();
+    let path = ws.path().join("notes.txt").display().to_string();
+    let model = Llm::start(vec![
+        Answer::Reply(Reply {
+            content: Some("Let me look.".into()),
+            tool_calls: vec![("read_text_file".into(), json!({ "path": path }).to_string())],
+        }),
+        Answer::Reply(Reply {
+            content: Some("Your notes say: ship on Friday.".into()),
+            tool_calls: Vec::new(),
+        }),
+    ])
+    .await;
+    let s = serve(&["graphs/chat_agent.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .env("OPENAI_API_KEY", "test")
+        .env("CHAT_AGENT_WORKSPACE", ws.path().to_str().unwrap())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "s" })).await;
+    let r = h
+        .post(
+            "/threads/s/runs/stream",
+            json!({ "assistant_id": "chat_agent", "input": say("What do my notes say?"), "stream_mode": ["messages-tuple"] }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // Joined by LangGraph's own SDK as `useStream` joins them: the reply's text once,
+    // with its call.
+    let tuples: Vec<Json> = r
+        .events()
+        .into_iter()
+        .filter(|(event, ..)| event == "messages")
+        .map(|(_, data, _)| data)
+        .collect();
+    let joined = crate::serve::sdk::node_script("message_tuples.cjs", &Json::from(tuples)).await;
+    let joined: Vec<Json> = joined
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            json!([
+                m["type"],
+                m["content"],
+                m["tool_calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| json!([c["name"], c["args"]]))
+                    .collect::<Vec<_>>()
+            ])
+        })
+        .collect();
+    assert_eq!(
+        joined,
+        [
+            json!(["ai", "Let me look.", [["read_text_file", { "path": path }]]]),
+            json!(["tool", "Ship on Friday.", []]),
+            json!(["ai", "Your notes say: ship on Friday.", []]),
+        ]
+    );
+    // Each message event: its type, its text, its calls' names, its id.
+    let seen: Vec<(String, String, Vec<String>, String)> = r
+        .events()
+        .into_iter()
+        .filter(|(event, ..)| event == "messages")
+        .map(|(_, data, _)| {
+            let m = &data[0];
+            let calls = m["tool_calls"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|c| c["name"].as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                m["type"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+                calls,
+                m["id"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, &str, Vec<&str>)> = seen
+        .iter()
+        .map(|(t, c, calls, _)| {
+            (
+                t.as_str(),
+                c.as_str(),
+                calls.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("AIMessageChunk", "Let me look.", vec![]),
+            ("AIMessageChunk", "", vec!["read_text_file"]),
+            ("tool", "Ship on Friday.", vec![]),
+            ("AIMessageChunk", "Your notes say: ship ", vec![]),
+            ("AIMessageChunk", "on Friday.", vec![]),
+        ]
+    );
+    // The whole call message has the id its chunk had; the answer's chunks share one.
+    assert_eq!(seen[0].3, seen[1].3);
+    assert_eq!(seen[3].3, seen[4].3);
+    assert_ne!(seen[1].3, seen[3].3);
+    // The state holds the same messages under the same ids.
+    let state = h.get("/threads/s/state").await.json();
+    let ids: Vec<&str> = state["values"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids[1], seen[1].3);
+    assert_eq!(ids[3], seen[3].3);
+}

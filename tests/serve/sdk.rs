@@ -20,6 +20,34 @@ async fn node(script: &str, url: &str, key: Option<&str>) -> String {
     script_steps(&root().join("node_modules/.bin/node"), script, url, key).await
 }
 
+/// Runs `tests/serve/sdk/<script>` with Node, `input` as JSON on its standard input;
+/// the JSON it prints.
+pub(crate) async fn node_script(script: &str, input: &Json) -> Json {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(root().join("node_modules/.bin/node"))
+        .arg(root().join("tests/serve/sdk").join(script))
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    let mut stdin = child.stdin.take().expect("its stdin");
+    stdin.write_all(input.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the script ends in time")
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
 /// Runs `tests/serve/sdk/<script>` with the Python that has `langgraph-sdk`.
 async fn python(script: &str, url: &str, key: Option<&str>) -> String {
     let python = root().join("target/py/bin/python");
