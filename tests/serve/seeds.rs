@@ -240,6 +240,7 @@ async fn seed_002_takes_its_task_and_its_answer_as_chat_messages() {
             json!({ "path": "notes.md", "content": "Ship on Friday." }),
         ),
         call("final_answer", json!({ "answer": "Saved to notes.md." })),
+        call("final_answer", json!({ "answer": "A red dot." })),
     ])
     .await;
     let s = serve(&["graphs/tool_agent.toml"])
@@ -324,5 +325,29 @@ async fn seed_002_takes_its_task_and_its_answer_as_chat_messages() {
             ),
             ("ai", "Saved to notes.md."),
         ]
+    );
+    // A message of content blocks (text beside an image): the task is its text, the
+    // model gets the image.
+    assert_eq!(model.seen().len(), 3);
+    h.post("/threads", json!({ "thread_id": "blocks" })).await;
+    let blocks = json!({ "input": { "messages": [{ "type": "human", "content": [
+        { "type": "text", "text": "What is in this picture?" },
+        { "type": "image", "source_type": "url", "url": "https://example.com/dot.png" },
+    ] }] } });
+    let done = wait(&h, "blocks", "tool_agent", blocks).await;
+    assert_eq!(done["final_response"], "A red dot.");
+    let seen = model.seen();
+    let sent = seen[3].body["messages"].as_array().unwrap();
+    assert_eq!(
+        sent[1]["content"][1],
+        json!({ "type": "image_url", "image_url": { "url": "https://example.com/dot.png" } })
+    );
+    assert!(
+        sent[2]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Task: What is in this picture?\n\n"),
+        "{}",
+        sent[2]
     );
 }
