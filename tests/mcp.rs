@@ -499,31 +499,13 @@ impl Drop for HttpServer {
 }
 
 fn http_server() -> HttpServer {
-    need_npm_packages();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(root().join("node_modules/.bin/node"))
-        .arg("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .current_dir(root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the HTTP server");
-    let server = HttpServer { child, port };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the HTTP server did not listen on port {port} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server
+    listening(
+        &[
+            "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            "streamableHttp",
+        ],
+        &[],
+    )
 }
 
 #[tokio::test]
@@ -1335,31 +1317,50 @@ fn auth_server(token: &str) -> HttpServer {
 /// A node script of tests/servers on a free port (`PORT`), with `env`, once it
 /// listens; killed on drop.
 pub(crate) fn node_server(script: &str, env: &[(&str, &str)]) -> HttpServer {
+    listening(&[script], env)
+}
+
+/// Node running `args` with `PORT` set to a free port, once it listens there. A port
+/// found free can be taken by another test's server before this one binds it (this
+/// one then exits, and the port answers, but not for it): then again on another port.
+fn listening(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
     need_npm_packages();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let child = Command::new(root().join("node_modules/.bin/node"))
-        .arg(script)
-        .env("PORT", port.to_string())
-        .envs(env.iter().copied())
-        .current_dir(root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the HTTP server");
-    let server = HttpServer { child, port };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the HTTP server did not listen on port {port} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(root().join("node_modules/.bin/node"))
+            .args(args)
+            .env("PORT", port.to_string())
+            .envs(env.iter().copied())
+            .current_dir(root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the HTTP server");
+        let mut server = HttpServer { child, port };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the HTTP server did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Listening is ours only if the server still runs a moment later.
+        std::thread::sleep(Duration::from_millis(200));
+        if server
+            .child
+            .try_wait()
+            .expect("the server's status")
+            .is_none()
+        {
+            return server;
+        }
     }
-    server
+    panic!("no free port kept for `{}` after 5 tries", args.join(" "))
 }
 
 #[test]
