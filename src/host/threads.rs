@@ -156,12 +156,14 @@ impl Host {
             _ => None,
         };
         let failure = match (status, &latest) {
-            (ThreadStatus::Error, Some(l)) if l.status == Status::Failed => l
-                .error
-                .as_ref()
-                .and_then(|e| e.get("message"))
-                .and_then(Json::as_str)
-                .map(str::to_string),
+            (ThreadStatus::Error, Some(l)) if l.status == Status::Failed => Some(
+                l.error
+                    .as_ref()
+                    .and_then(|e| e.get("message"))
+                    .and_then(Json::as_str)
+                    .unwrap_or("the run failed")
+                    .to_string(),
+            ),
             (ThreadStatus::Error, Some(_)) => Some(super::drive::LIMIT_ERROR.to_string()),
             _ => None,
         };

@@ -149,6 +149,13 @@ impl<'a> MessageIds<'a> {
     }
 }
 
+/// An AI message, in either shape a `messages` field holds: the chat API's
+/// (`role: "assistant"`) or LangChain's (`type: "ai"`).
+pub(crate) fn is_ai(m: &Json) -> bool {
+    m.get("role").and_then(Json::as_str) == Some("assistant")
+        || m.get("type").and_then(Json::as_str) == Some("ai")
+}
+
 fn lacks_id(value: &Json) -> bool {
     let lacks = |m: &Json| {
         is_message(m)

@@ -32,6 +32,7 @@ mod threads;
 
 pub use event::Event;
 pub use go::Go;
+pub(crate) use message_ids::is_ai;
 pub use message_ids::{interrupt_id, reply_id};
 pub use outcome::{Outcome, RunError};
 pub use runner::Runner;

@@ -7,7 +7,7 @@ use super::modes::{Mode, Modes};
 use super::wire;
 use crate::graph::Graph;
 use crate::host::{Host, LogEntry, RunHandle};
-use crate::run::{Event, State};
+use crate::run::{Event, State, is_ai};
 use crate::spec::FieldType;
 use crate::store::{Checkpoint, Status};
 use serde_json::{Value as Json, json};
@@ -241,10 +241,7 @@ impl Translator {
                     .get("tool_calls")
                     .and_then(Json::as_array)
                     .is_some_and(|c| !c.is_empty());
-                if self.streamed
-                    && !calls
-                    && m.get("role").and_then(Json::as_str) == Some("assistant")
-                {
+                if self.streamed && !calls && is_ai(m) {
                     continue;
                 }
                 out.push((&*w.field, i, m));
@@ -588,10 +585,6 @@ impl Translator {
 }
 
 /// The LangChain `astream_events` name closest to an event.
-fn is_ai(m: &Json) -> bool {
-    m.get("type").and_then(Json::as_str) == Some("ai")
-}
-
 /// A streamed reply's tool calls as the chunk that ends it, as LangChain streams them:
 /// no text (its chunks carried it: `useStream` joins the chunks of one id, and a whole
 /// message joined to them would say the text twice), the calls as `tool_call_chunks`

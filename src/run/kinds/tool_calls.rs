@@ -10,6 +10,7 @@ use super::Step;
 use super::cx::NodeCx;
 use super::mcp::{call, not_made};
 use crate::graph::{FieldId, McpBody};
+use crate::run::is_ai;
 use crate::tool::ToolReply;
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
@@ -79,11 +80,6 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step
     let mut writes = vec![(field, result.clone())];
     writes.extend(audits);
     Step::done(result, writes)
-}
-
-fn is_ai(m: &Json) -> bool {
-    m.get("role").and_then(Json::as_str) == Some("assistant")
-        || m.get("type").and_then(Json::as_str) == Some("ai")
 }
 
 /// A tool's result as the tool message LangChain's MCP adapters write: the result's
