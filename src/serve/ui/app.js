@@ -82,10 +82,12 @@ async function stream(path, body, onEvent) {
     const { value, done } = await reader.read();
     if (done) break;
     buffer += decoder.decode(value, { stream: true });
+    // One pass over what arrived: a fast run delivers megabytes at once, and cutting
+    // the rest off after every event made reading it quadratic (the page froze).
+    let at = 0;
     let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
+    for (; (cut = buffer.indexOf("\n\n", at)) >= 0; at = cut + 2) {
+      const block = buffer.slice(at, cut);
       let name = "message";
       const data = [];
       for (const line of block.split("\n")) {
@@ -99,6 +101,7 @@ async function stream(path, body, onEvent) {
       } catch (_) {}
       onEvent(name, parsed);
     }
+    buffer = buffer.slice(at);
   }
 }
 
@@ -324,21 +327,25 @@ function blobImage(ref) {
 /// Runs `body` on `thread` and shows it as it goes: the node at work highlighted, the
 /// path drawn, a step per node with what it wrote, its model and tool calls and its
 /// route; a stop button while it runs; the interrupt's form when it pauses.
+/// How many of a run's steps the page lists (the last ones).
+const SHOWN_STEPS = 200;
+
 async function watchRun(area, drawing, graph, details, thread, body) {
   for (const n of drawing.querySelectorAll(".node")) n.classList.remove("current", "visited");
   for (const e of drawing.querySelectorAll(".edge")) e.classList.remove("taken");
   const status = h("span", { class: "badge running", id: "run-status", text: "running" });
   const stop = h("button", { type: "button", class: "danger", text: "Stop" });
   const steps = h("ol", { class: "steps", "aria-live": "polite" });
+  const earlier = h("p", { class: "earlier", hidden: true });
   const after = h("div");
   area.replaceChildren(
-    h("div", { class: "panel" }, h("div", { class: "row" }, h("h2", { text: "Run" }), status, h("a", { href: `#/thread/${encodeURIComponent(thread)}`, text: `thread ${thread}` }), stop), steps, after),
+    h("div", { class: "panel" }, h("div", { class: "row" }, h("h2", { text: "Run" }), status, h("a", { href: `#/thread/${encodeURIComponent(thread)}`, text: `thread ${thread}` }), stop), earlier, steps, after),
   );
-  await follow({ area, drawing, graph, details, thread, body, status, stop, steps, after });
+  await follow({ area, drawing, graph, details, thread, body, status, stop, steps, earlier, after });
 }
 
 async function follow(run) {
-  const { drawing, graph, details, thread, body, status, stop, steps, after } = run;
+  const { drawing, graph, details, thread, body, status, stop, steps, earlier, after } = run;
   let runId = null;
   let current = null;
   let last = "__start__";
@@ -356,9 +363,21 @@ async function follow(run) {
     if (edge) edge.classList.add("taken");
     last = node;
   };
+  // A loop that runs for long makes steps faster than anyone reads them: the list keeps
+  // the last SHOWN_STEPS and counts the rest, so the page stays small and answers the
+  // stop button however long the run goes.
   const stepOf = (node) => {
     const li = h("li", { "data-node": node }, h("div", { class: "what", text: node }), h("div", { class: "detail" }));
     steps.append(li);
+    if (steps.childElementCount > SHOWN_STEPS) {
+      steps.firstElementChild.remove();
+      // Kept on the element: a resumed run goes on counting in the same list.
+      const hidden = Number(earlier.dataset.count || 0) + 1;
+      earlier.dataset.count = hidden;
+      steps.start = hidden + 1;
+      earlier.hidden = false;
+      earlier.textContent = `${hidden} earlier step${hidden === 1 ? "" : "s"} not shown`;
+    }
     return li;
   };
   const detail = (text) => current && $(".detail", current).append(h("div", { text }));
