@@ -13,7 +13,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::run::{Go, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
+use switchyard::store::{MemoryStore, SqliteStore, Store};
 
 fn turn(i: usize) -> serde_json::Value {
     json!({ "messages": [{ "role": "user", "content": format!("turn {i}") }] })
@@ -49,7 +49,7 @@ fn main() {
     for store in ["memory", "sqlite"] {
         let mut built = Vec::new();
         for shape in ["linear", "branched"] {
-            let cp: Arc<dyn Checkpointer> = match store {
+            let cp: Arc<dyn Store> = match store {
                 "memory" => Arc::new(MemoryStore::new()),
                 _ => Arc::new(
                     SqliteStore::open(&dir.path().join(format!("{shape}.db"))).expect("sqlite"),
@@ -62,9 +62,7 @@ fn main() {
             }
             if shape == "linear" {
                 for _ in 0..1_000 {
-                    runner
-                        .threads()
-                        .update("t", json!({}), None)
+                    rt.block_on(runner.threads().update("t", json!({}), None))
                         .expect("update");
                 }
             }
@@ -79,12 +77,16 @@ fn main() {
                     rt.block_on(runner.run("t", go)).expect("regenerate");
                 }
             }
-            let records = runner.threads().history("t").expect("history").len();
+            let records = rt
+                .block_on(runner.threads().history("t"))
+                .expect("history")
+                .len();
             assert_eq!(records, 4_000, "{shape}");
             built.push(runner);
         }
         let resume = paired(51, |k| {
-            built[k].threads().state("t", None).expect("state");
+            rt.block_on(built[k].threads().state("t", None))
+                .expect("state");
         });
         let mut i = 0;
         let run = paired(21, |k| {
@@ -93,13 +95,13 @@ fn main() {
                 .expect("turn");
         });
         let page = paired(11, |k| {
-            let states = built[k].threads().states("t", None, 10).expect("states");
+            let states = rt
+                .block_on(built[k].threads().states("t", None, 10))
+                .expect("states");
             assert_eq!(states.len(), 10);
         });
         let all = paired(5, |k| {
-            built[k]
-                .threads()
-                .states("t", None, usize::MAX)
+            rt.block_on(built[k].threads().states("t", None, usize::MAX))
                 .expect("states");
         });
         for (k, shape) in ["linear", "branched"].into_iter().enumerate() {

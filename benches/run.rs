@@ -9,7 +9,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use switchyard::run::{Outcome, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
+use switchyard::store::{MemoryStore, SqliteStore, Store};
 
 fn main() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -24,7 +24,7 @@ fn main() {
         for store in ["memory", "sqlite"] {
             let db = dir.join(format!("{store}-{goal}.db"));
             let _ = std::fs::remove_file(&db);
-            let cp: Arc<dyn Checkpointer> = match store {
+            let cp: Arc<dyn Store> = match store {
                 "memory" => Arc::new(MemoryStore::new()),
                 _ => Arc::new(SqliteStore::open(&db).expect("sqlite store")),
             };

@@ -174,8 +174,7 @@ async fn direct_and_round_trip() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let graph =
         Arc::new(switchyard::load_graph(&root.join("tests/fixtures/serve/three.toml")).unwrap());
-    let store: Arc<dyn switchyard::store::Checkpointer> =
-        Arc::new(switchyard::store::MemoryStore::new());
+    let store: Arc<dyn switchyard::store::Store> = Arc::new(switchyard::store::MemoryStore::new());
     let runner = switchyard::run::Runner::new(graph, store);
     let mut direct = Vec::new();
     for i in 0..3000 {

@@ -17,8 +17,10 @@
 //!    [`llm::LlmClient`] (an OpenAI-compatible client, recordings, replays) and tools
 //!    through [`tool::ToolClient`] ([`mcp::McpClient`] is the real one).
 //! 5. store ([`store`]): the runner records a checkpoint after every node into a
-//!    [`store::Checkpointer`] (memory, SQLite, Postgres), which also keeps a server's
-//!    catalog of threads and runs; [`run::Threads`] reads a thread back.
+//!    store's [`store::Checkpoints`] role (memory, SQLite, Postgres); a server's
+//!    catalog of threads and runs is its [`store::Catalog`] role, runs shared by
+//!    several servers its [`store::RunQueue`], llm nodes' answers its
+//!    [`store::LlmCache`]; [`run::Threads`] reads a thread back.
 //!
 //! Beside the pipeline: [`render`] draws a spec (DOT, Mermaid, SVG); [`telemetry`]
 //! turns a run's events into OpenTelemetry traces. [`host`] is the adapter that serves

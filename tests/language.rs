@@ -33,7 +33,7 @@ async fn constants_are_read_by_routes_expressions_and_templates() {
     assert_eq!(out, finished("3/3: goal: tea, step 1, step 2, step 3", 5));
     // The state shows the value the run used.
     assert_eq!(
-        r.threads().state("t", None).unwrap().0,
+        r.threads().state("t", None).await.unwrap().0,
         json!({
             "goal": "tea",
             "steps": 3,
@@ -62,13 +62,14 @@ async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
         "the input is refused: field `MAX_TOOL_STEPS` is `int`, and the value written is a string `\"many\"`"
     );
     assert!(matches!(
-        r.threads().state("u", None),
+        r.threads().state("u", None).await,
         Err(RunError::UnknownThread(_))
     ));
     // A person's edit cannot change one in the middle of a thread.
     let err = r
         .threads()
         .update("t", json!({ "MAX_TOOL_STEPS": 9 }), None)
+        .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -76,7 +77,7 @@ async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
     );
     // The input checkpoint, the input's record and three nodes': nothing of the
     // refused update.
-    assert_eq!(r.threads().history("t").unwrap().len(), 5);
+    assert_eq!(r.threads().history("t").await.unwrap().len(), 5);
     // The next run without it has the graph's value again.
     let out = r.start("t", json!({ "goal": "tea" })).await.unwrap();
     assert_eq!(
@@ -84,7 +85,7 @@ async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
         finished("3/3: goal: tea, step 1, goal: tea, step 2, step 3", 4)
     );
     assert_eq!(
-        r.threads().state("t", None).unwrap().0["MAX_TOOL_STEPS"],
+        r.threads().state("t", None).await.unwrap().0["MAX_TOOL_STEPS"],
         json!(3)
     );
 }
@@ -98,11 +99,11 @@ async fn a_missing_required_input_is_refused_before_anything_is_saved() {
         "the input is refused: the graph requires a field in every run's input, and it has no `goal` (string)"
     );
     assert!(matches!(
-        r.check("t", switchyard::run::Go::Start(json!({}))),
+        r.check("t", switchyard::run::Go::Start(json!({}))).await,
         Err(RunError::Input(_))
     ));
     assert!(matches!(
-        r.threads().state("t", None),
+        r.threads().state("t", None).await,
         Err(RunError::UnknownThread(_))
     ));
     // Every run, not only the first: a chat's next message is an input too.
@@ -111,7 +112,7 @@ async fn a_missing_required_input_is_refused_before_anything_is_saved() {
     assert!(matches!(err, RunError::Input(_)), "{err}");
     // The first run's seven records (its input checkpoint, its input's and five
     // nodes'), nothing of the second.
-    assert_eq!(r.threads().history("t").unwrap().len(), 7);
+    assert_eq!(r.threads().history("t").await.unwrap().len(), 7);
 }
 
 #[tokio::test]
@@ -127,7 +128,7 @@ async fn a_fail_node_fails_the_run_with_its_outcome_and_message() {
         &err,
         RunError::Failed { node, outcome, .. } if node == "refuse" && outcome == "no_goal"
     ));
-    let (state, last) = r.threads().state("t", None).unwrap();
+    let (state, last) = r.threads().state("t", None).await.unwrap();
     assert_eq!(state["log"], json!(["goal: ", "refused"]));
     assert_eq!(
         (last.status, last.outcome.as_deref(), last.node.as_deref()),
@@ -228,7 +229,7 @@ async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
         .await
         .unwrap();
     assert_eq!(out, finished("4 read, sizes 1,2,3,4", 3));
-    let state = r.threads().state("t", None).unwrap().0;
+    let state = r.threads().state("t", None).await.unwrap().0;
     assert_eq!(
         state["contents"],
         json!([
@@ -271,6 +272,7 @@ async fn a_map_runs_once_per_item_and_keeps_the_items_order() {
     let nodes: Vec<Option<String>> = r
         .threads()
         .history("t")
+        .await
         .unwrap()
         .iter()
         .map(|c| c.node.as_deref().map(str::to_string))
@@ -305,7 +307,7 @@ async fn a_failed_item_is_kept_or_fails_the_node_as_the_map_says() {
     );
     // `read` kept the failure in its place.
     assert_eq!(
-        r.threads().state("t", None).unwrap().0["contents"],
+        r.threads().state("t", None).await.unwrap().0["contents"],
         json!([
             { "path": "a", "text": "text of a" },
             { "error": "`read_file`: no file `missing`" },
@@ -324,10 +326,10 @@ async fn a_map_gives_the_same_state_and_history_whatever_order_items_finish_in()
     for seed in 0..100u64 {
         let r = map_runner(SlowFiles::new(Some(seed)));
         r.start("t", paths.clone()).await.unwrap();
-        let state = r.threads().state("t", None).unwrap().0;
+        let state = r.threads().state("t", None).await.unwrap().0;
         let history: Vec<Json> = r
             .threads().history("t")
-            .unwrap()
+            .await.unwrap()
             .iter()
             .map(|c| json!({ "node": c.node.as_deref(), "next": c.next.as_deref(), "writes": c.writes.iter().map(|w| json!([&*w.field, &*w.value])).collect::<Vec<_>>() }))
             .collect();
@@ -416,7 +418,7 @@ async fn parallel_branches_merge_in_declaration_order_and_meet_at_the_join() {
     let mut events = r.events();
     let out = r.start("t", json!({ "topic": "tea" })).await.unwrap();
     assert_eq!(out, finished(PARALLEL_DONE, 7));
-    let state = r.threads().state("t", None).unwrap().0;
+    let state = r.threads().state("t", None).await.unwrap().0;
     assert_eq!(
         state["docs"],
         json!([{ "q": "tea guide", "hits": 9 }, { "q": "tea api", "hits": 7 }])
@@ -426,6 +428,7 @@ async fn parallel_branches_merge_in_declaration_order_and_meet_at_the_join() {
     let records: Vec<(Option<String>, Option<String>, u64)> = r
         .threads()
         .history("t")
+        .await
         .unwrap()
         .iter()
         .map(|c| {
@@ -494,7 +497,7 @@ async fn a_stop_between_supersteps_resumes_every_branch_where_it_stood() {
     // before the next.
     let out = r.start("t", json!({ "topic": "tea" })).await.unwrap();
     assert!(matches!(out, Outcome::Stopped { .. }), "{out:?}");
-    let (_, last) = r.threads().state("t", None).unwrap();
+    let (_, last) = r.threads().state("t", None).await.unwrap();
     assert_eq!(
         (last.status, last.next.as_deref()),
         (Status::Stopped, Some("summarize_web;merge"))
@@ -513,10 +516,10 @@ async fn branches_and_a_map_give_the_same_state_and_history_over_100_runs() {
     for seed in 0..100u64 {
         let r = parallel_runner(Some(seed));
         r.start("t", json!({ "topic": "tea" })).await.unwrap();
-        let state = r.threads().state("t", None).unwrap().0;
+        let state = r.threads().state("t", None).await.unwrap().0;
         let history: Vec<Json> = r
             .threads().history("t")
-            .unwrap()
+            .await.unwrap()
             .iter()
             .map(|c| {
                 json!({
@@ -553,7 +556,7 @@ async fn interrupts_inside_branches_are_listed_together_each_answered_by_its_ref
             payload: json!({ "question": "first?", "reference": "q1" }),
         }
     );
-    let (state, last) = r.threads().state("t", None).unwrap();
+    let (state, last) = r.threads().state("t", None).await.unwrap();
     assert_eq!(state["log"], json!(["plan", "worked"]));
     assert_eq!(
         (last.status, last.next.as_deref()),
@@ -598,6 +601,7 @@ async fn interrupts_inside_branches_are_listed_together_each_answered_by_its_ref
     assert!(
         r.threads()
             .state("t", None)
+            .await
             .unwrap()
             .1
             .pending
@@ -619,7 +623,7 @@ async fn interrupts_inside_branches_are_listed_together_each_answered_by_its_ref
         out,
         finished("plan, worked, second answered, first answered", 6)
     );
-    let state = r.threads().state("t", None).unwrap().0;
+    let state = r.threads().state("t", None).await.unwrap().0;
     assert_eq!(
         (&state["first"], &state["second"]),
         (
@@ -652,7 +656,11 @@ async fn a_subgraph_runs_on_its_own_thread_and_its_interrupt_pauses_the_parent()
         }
     );
     // The child's checkpoints are its thread's, named by the path.
-    let (child, last) = child_runner.threads().state("t/delegate", None).unwrap();
+    let (child, last) = child_runner
+        .threads()
+        .state("t/delegate", None)
+        .await
+        .unwrap();
     assert_eq!(
         child,
         json!({ "topic": "tea!", "answer": null, "summary": "" })
@@ -680,13 +688,14 @@ async fn a_subgraph_runs_on_its_own_thread_and_its_interrupt_pauses_the_parent()
         finished("about tea! (confirmed) (prepare, delegated)", 3)
     );
     assert_eq!(
-        r.threads().state("t", None).unwrap().0["report"],
+        r.threads().state("t", None).await.unwrap().0["report"],
         json!("about tea! (confirmed)")
     );
     assert_eq!(
         child_runner
             .threads()
             .state("t/delegate", None)
+            .await
             .unwrap()
             .1
             .status,
@@ -742,6 +751,7 @@ async fn a_stop_inside_a_subgraph_stops_both_and_a_resume_goes_on_in_the_child()
     let searches = child
         .threads()
         .history("t/delegate")
+        .await
         .unwrap()
         .iter()
         .filter(|c| c.node.as_deref() == Some("search"))
@@ -758,7 +768,7 @@ async fn a_route_case_that_names_several_nodes_forks() {
         r.start("w", json!({ "wide": true })).await.unwrap(),
         finished("decide, left, right", 4)
     );
-    let forked = r.threads().history("w").unwrap()[2].clone();
+    let forked = r.threads().history("w").await.unwrap()[2].clone();
     assert_eq!(
         (forked.node.as_deref(), forked.next.as_deref()),
         (Some("decide"), Some("left,right;join"))

@@ -16,7 +16,8 @@ use switchyard::llm::{
     Exchange, LlmClient, LlmOptions, OpenAiClient, RecordingClient, SetupError, llm_client,
 };
 use switchyard::run::{Event, Outcome, RunError, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, SqliteStore};
+use switchyard::store::LlmCache;
+use switchyard::store::{MemoryStore, SqliteStore};
 use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 /// A key distinctive enough that finding it anywhere is a leak.
@@ -66,6 +67,7 @@ async fn run_on(mut runner: Runner, thread: &str, input: Json) -> Ran {
     let state = runner
         .threads()
         .state(thread, None)
+        .await
         .map(|(s, _)| crate::util::without_made_ids(s))
         .unwrap_or(Json::Null);
     Ran {
@@ -813,7 +815,9 @@ async fn a_cache_hit_on_the_second_run_makes_no_request() {
         completion(r#"{"id":"b2","kind":"stop","target":"done"}"#, 12, 7),
     ])
     .await;
-    let first = Runner::new(graph("cache"), Arc::new(SqliteStore::open(&db).unwrap()))
+    let store = Arc::new(SqliteStore::open(&db).unwrap());
+    let first = Runner::new(graph("cache"), store.clone())
+        .with_cache(store)
         .with_llm(openai(&server));
     let ran = run_on(first, "t1", json!({ "goal": "open the docs" })).await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
@@ -824,7 +828,9 @@ async fn a_cache_hit_on_the_second_run_makes_no_request() {
     drop(ran.runner);
 
     // Another runner on another store handle: the cache is in the file.
-    let second = Runner::new(graph("cache"), Arc::new(SqliteStore::open(&db).unwrap()))
+    let store = Arc::new(SqliteStore::open(&db).unwrap());
+    let second = Runner::new(graph("cache"), store.clone())
+        .with_cache(store)
         .with_llm(openai(&server));
     let ran = run_on(second, "t2", json!({ "goal": "open the docs" })).await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
@@ -854,17 +860,20 @@ async fn a_cache_hit_on_the_second_run_makes_no_request() {
 #[tokio::test]
 async fn an_expired_cache_entry_is_a_miss() {
     let store = MemoryStore::new();
-    store.cache_put("k", &json!(1), 1_000).unwrap();
-    assert_eq!(store.cache_get("k", 999).unwrap(), Some(json!(1)));
-    assert_eq!(store.cache_get("k", 1_000).unwrap(), None);
+    store.cache_put("k", &json!(1), 1_000).await.unwrap();
+    assert_eq!(store.cache_get("k", 999).await.unwrap(), Some(json!(1)));
+    assert_eq!(store.cache_get("k", 1_000).await.unwrap(), None);
     let dir = temp_dir("expiry");
     let sqlite = SqliteStore::open(&dir.join("s.db")).unwrap();
-    sqlite.cache_put("k", &json!({ "a": [1] }), 1_000).unwrap();
+    sqlite
+        .cache_put("k", &json!({ "a": [1] }), 1_000)
+        .await
+        .unwrap();
     assert_eq!(
-        sqlite.cache_get("k", 999).unwrap(),
+        sqlite.cache_get("k", 999).await.unwrap(),
         Some(json!({ "a": [1] }))
     );
-    assert_eq!(sqlite.cache_get("k", 1_000).unwrap(), None);
+    assert_eq!(sqlite.cache_get("k", 1_000).await.unwrap(), None);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1165,12 +1174,13 @@ async fn setup_errors_are_typed() {
 }
 
 /// Everything a run leaves behind, as text.
-fn traces(ran: &Ran, thread: &str) -> String {
+async fn traces(ran: &Ran, thread: &str) -> String {
     let events: Vec<Json> = ran.events.iter().map(scrub).collect();
     let history = ran
         .runner
         .threads()
         .history(thread)
+        .await
         .map(|h| json!(h))
         .unwrap_or(Json::Null);
     let outcome = match &ran.outcome {
@@ -1216,7 +1226,7 @@ async fn the_api_key_never_shows() {
             Ok(Outcome::Finished { outcome, .. }) => assert_eq!(outcome, expect),
             other => panic!("{thread}: {other:?}"),
         }
-        seen_text.push_str(&traces(&ran, thread));
+        seen_text.push_str(&traces(&ran, thread).await);
     }
     seen_text.push_str(&std::fs::read_to_string(&file).unwrap());
     seen_text.push_str(&format!(

@@ -140,8 +140,8 @@ fn stopped(server: &str) -> Event {
 }
 
 /// The state of a finished thread, with audit durations set to 0.
-fn state(h: &Harness, thread: &str) -> Json {
-    let (mut state, _) = h.runner.threads().state(thread, None).expect("state");
+async fn state(h: &Harness, thread: &str) -> Json {
+    let (mut state, _) = h.runner.threads().state(thread, None).await.expect("state");
     if let Some(Json::Array(records)) = state.get_mut("audit") {
         for r in records {
             assert!(r["duration_ms"].is_u64(), "{r}");
@@ -196,7 +196,7 @@ fn assert_blob(reference: &Json, blobs: &Path, bytes: &[u8], mime: &str, ext: &s
 async fn everything_results_of_each_content_type_over_stdio() {
     let mut h = harness(graph("everything", &[]), "everything");
     finished(h.runner.start("t", json!({ "message": "hello" })).await);
-    let mut s = state(&h, "t");
+    let mut s = state(&h, "t").await;
     let png = tiny_png();
     assert_blob(&s["image"][1], &h.blobs, &png, "image/png", "png");
     s["image"][1] = json!("<blob>");
@@ -256,7 +256,7 @@ async fn schema_violations_and_unknown_tools_take_the_error_route() {
     let mut h = harness(graph("errors", &[]), "errors");
     finished(h.runner.start("t", json!({ "tool_name": "ecoh" })).await);
     assert_eq!(
-        state(&h, "t"),
+        state(&h, "t").await,
         json!({
             "tool_name": "ecoh",
             "errors": [
@@ -316,7 +316,7 @@ async fn a_call_past_its_timeout_is_retried_then_fails_and_the_server_stays_up()
         })
     };
     assert_eq!(
-        state(&h, "t"),
+        state(&h, "t").await,
         json!({
             "error": { "node": "slow", "message": message },
             "after": "Echo: still here",
@@ -359,7 +359,7 @@ async fn a_server_killed_mid_call_is_restarted_and_the_retry_succeeds() {
     finished(h.runner.start("t", json!({})).await);
     let killed = killer.await.expect("killer");
     let gone = "server `everything` is gone: the connection closed during `trigger-long-running-operation` (Transport closed)";
-    let mut s = state(&h, "t");
+    let mut s = state(&h, "t").await;
     // What the dying server last wrote to stderr may follow; it varies.
     let message = s["audit"][0]["result"]["error"]
         .as_str()
@@ -429,7 +429,7 @@ async fn filesystem_server_writes_reads_and_reports_errors() {
         std::fs::read_to_string(dir.join("note.txt")).expect("written by the server"),
         "hello from switchyard"
     );
-    let mut s = state(&h, "t");
+    let mut s = state(&h, "t").await;
     // The server mirrors its content in structuredContent; the image in it is a blob.
     assert_blob(
         &s["picture"]["content"][0],
@@ -467,7 +467,7 @@ async fn memory_server_keeps_entities_in_its_file() {
     finished(h.runner.start("t", json!({})).await);
     let entity = json!({ "name": "switchyard", "entityType": "project", "observations": ["runs graphs from TOML"] });
     assert_eq!(
-        state(&h, "t"),
+        state(&h, "t").await,
         json!({
             "created": { "entities": [entity] },
             "graph": { "entities": [entity], "relations": [] },
@@ -514,7 +514,7 @@ async fn streamable_http_transport() {
     let port = server.port.to_string();
     let mut h = harness(graph("http", &[("PORT", &port)]), "http");
     finished(h.runner.start("t", json!({})).await);
-    let mut s = state(&h, "t");
+    let mut s = state(&h, "t").await;
     assert_blob(&s["image"][1], &h.blobs, &tiny_png(), "image/png", "png");
     s["image"][1] = json!("<blob>");
     assert_eq!(
@@ -1214,7 +1214,7 @@ async fn servers_stop_when_the_run_pauses_and_start_again_on_resume() {
             .await,
     );
     assert_eq!(
-        state(&h, "t"),
+        state(&h, "t").await,
         json!({ "first": "Echo: one", "answer": { "word": "two" }, "second": "Echo: two" })
     );
     // A fresh start, not a restart: the pause shut the server down on purpose.
@@ -1240,7 +1240,7 @@ async fn a_server_that_dies_more_often_than_allowed_is_not_started_again() {
         e.to_string(),
         "node `slow` failed: `trigger-long-running-operation`: server `everything` died 1 time, more than the 0 restarts allowed; it is not started again"
     );
-    let (s, _) = h.runner.threads().state("t", None).expect("state");
+    let (s, _) = h.runner.threads().state("t", None).await.expect("state");
     let attempts: Vec<(u64, bool)> = s["audit"]
         .as_array()
         .expect("audit")
@@ -1440,7 +1440,7 @@ async fn a_servers_progress_notifications_become_events() {
         [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]
     );
     assert_eq!(
-        state(&h, "t")["done"],
+        state(&h, "t").await["done"],
         json!("Long running operation completed. Duration: 0.3 seconds, Steps: 3.")
     );
 }

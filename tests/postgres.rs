@@ -5,7 +5,8 @@
 //! in `store.rs`.
 
 use std::sync::{Arc, OnceLock};
-use switchyard::store::Checkpointer;
+use switchyard::store::Checkpoints;
+use switchyard::store::Store;
 use switchyard::store::{PostgresStore, StoreError};
 
 /// The URL of the cluster's `postgres` database, the cluster started on first use.
@@ -71,21 +72,59 @@ pub(crate) fn database() -> String {
 }
 
 /// A raw connection to `url`, to look at or spoil what the store wrote.
-pub(crate) fn connect(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).unwrap()
+pub(crate) fn connect(url: &str) -> Raw {
+    Raw(url.to_string())
 }
 
-#[test]
-fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
+/// A raw connection's calls, each on a connection of its own made on a thread of its
+/// own: the client blocks on a runtime of its own, which an async test's runtime would
+/// not allow.
+pub(crate) struct Raw(String);
+
+type Params<'a> = &'a [&'a (dyn postgres::types::ToSql + Sync)];
+
+impl Raw {
+    fn on<T: Send>(&self, f: impl FnOnce(&mut postgres::Client) -> T + Send) -> T {
+        std::thread::scope(|s| {
+            s.spawn(|| f(&mut postgres::Client::connect(&self.0, postgres::NoTls).unwrap()))
+                .join()
+                .unwrap()
+        })
+    }
+
+    pub(crate) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.on(|c| c.batch_execute(sql))
+    }
+
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        self.on(|c| c.query(sql, params))
+    }
+
+    pub(crate) fn query_one(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<postgres::Row, postgres::Error> {
+        self.on(|c| c.query_one(sql, params))
+    }
+}
+
+#[tokio::test]
+async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
     let url = database();
     let opened: Vec<_> = (0..6)
         .map(|_| {
             let url = url.clone();
-            std::thread::spawn(move || PostgresStore::open(&url).map(|s| s.layout_version()))
+            std::thread::spawn(move || PostgresStore::open(&url))
         })
         .collect();
     for o in opened {
-        assert_eq!(o.join().unwrap().unwrap().unwrap(), 2);
+        let store = o.join().unwrap().unwrap();
+        assert_eq!(store.layout_version().await.unwrap(), 2);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -171,30 +210,30 @@ fn an_unreachable_database_is_an_error_naming_it_without_its_password() {
     );
 }
 
-#[test]
-fn a_claim_holds_across_connections_and_goes_with_its_holder() {
+#[tokio::test]
+async fn a_claim_holds_across_connections_and_goes_with_its_holder() {
     let url = database();
     let a = PostgresStore::open(&url).unwrap();
     let b = PostgresStore::open(&url).unwrap();
-    let held = a.claim("t").unwrap();
+    let held = a.claim("t").await.unwrap();
     let refused = format!(
         "thread `t` is being run by process {}; wait for it to pause or finish, or stop it (Ctrl-C) first",
         std::process::id()
     );
-    assert_eq!(b.claim("t").unwrap_err().to_string(), refused);
+    assert_eq!(b.claim("t").await.unwrap_err().to_string(), refused);
     // A second claim through the same store is refused too.
-    assert_eq!(a.claim("t").unwrap_err().to_string(), refused);
-    drop(b.claim("u").unwrap());
-    drop(held);
-    let again = b.claim("t").unwrap();
+    assert_eq!(a.claim("t").await.unwrap_err().to_string(), refused);
+    b.claim("u").await.unwrap().release().await;
+    held.release().await;
+    let again = b.claim("t").await.unwrap();
     // The holder's connection going (a process killed) releases its claims.
     drop(a);
     let c = PostgresStore::open(&url).unwrap();
-    assert!(c.claim("t").is_err());
+    assert!(c.claim("t").await.is_err());
     drop(b);
     drop(again);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while c.claim("t").is_err() {
+    while c.claim("t").await.is_err() {
         assert!(
             std::time::Instant::now() < deadline,
             "the claim was never released"
@@ -213,8 +252,8 @@ fn a_claim_holds_across_connections_and_goes_with_its_holder() {
 /// A run whose lease ran out is taken over only when nobody holds its thread's claim:
 /// the claim query works the advisory lock's key out of the thread's name, and finds
 /// exactly the lock a claim takes (and none once it is released).
-#[test]
-fn the_run_queue_finds_a_threads_claim_by_its_name() {
+#[tokio::test]
+async fn the_run_queue_finds_a_threads_claim_by_its_name() {
     let url = database();
     let store = PostgresStore::open(&url).unwrap();
     let held = |thread: &str| -> i64 {
@@ -231,7 +270,7 @@ fn the_run_queue_finds_a_threads_claim_by_its_name() {
             .get(0)
     };
     for thread in ["t", "thread with ünïcode", "019a-7f3c"] {
-        let claim = store.claim(thread).unwrap();
+        let claim = store.claim(thread).await.unwrap();
         assert_eq!(held(thread), 1, "{thread}");
         drop(claim);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -242,19 +281,20 @@ fn the_run_queue_finds_a_threads_claim_by_its_name() {
     }
 }
 
-#[test]
-fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
+#[tokio::test]
+async fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
     let url = database();
     let store = PostgresStore::open(&url).unwrap();
     store
         .append(crate::store::record("a", 0, "n", serde_json::json!(1)))
+        .await
         .unwrap();
     connect(&url)
         .batch_execute(
             "UPDATE switchyard.checkpoints SET writes = '[{\"field\": ' , status = 'odd'",
         )
         .unwrap();
-    let err = store.load("a").unwrap_err();
+    let err = store.load("a").await.unwrap_err();
     assert!(
         err.to_string()
             .starts_with("checkpoint store: a record of thread `a` is corrupt: `writes`: "),
@@ -266,21 +306,21 @@ fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
         )
         .unwrap();
     assert_eq!(
-        store.load("a").unwrap_err().to_string(),
+        store.load("a").await.unwrap_err().to_string(),
         "checkpoint store: a record of thread `a` is corrupt: record 0 is missing"
     );
-    let _: Arc<dyn Checkpointer> = Arc::new(store);
+    let _: Arc<dyn Store> = Arc::new(store);
 }
 
-#[test]
-fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_before() {
+#[tokio::test]
+async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_before() {
     let url = database();
     let records: Vec<_> = (0..3)
         .map(|seq| crate::store::record("t", seq, "n", serde_json::json!(seq)))
         .collect();
     {
         let store = PostgresStore::open(&url).unwrap();
-        store.append_all(records.clone()).unwrap();
+        store.append_all(records.clone()).await.unwrap();
     }
     // Layout 1 as it was: no `parent`.
     connect(&url)
@@ -289,6 +329,6 @@ fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_be
         )
         .unwrap();
     let store = PostgresStore::open(&url).unwrap();
-    assert_eq!(store.layout_version().unwrap(), 2);
-    assert_eq!(store.load("t").unwrap(), records);
+    assert_eq!(store.layout_version().await.unwrap(), 2);
+    assert_eq!(store.load("t").await.unwrap(), records);
 }

@@ -10,7 +10,7 @@ use serde_json::{Value as Json, json};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard::run::{Event, Go, Outcome, RunError, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, NoStore, Source, SqliteStore, Status};
+use switchyard::store::{MemoryStore, NoStore, Source, SqliteStore, Status, Store};
 use switchyard::tool::ToolReply;
 
 fn graph(name: &str) -> Arc<switchyard::graph::Graph> {
@@ -32,9 +32,8 @@ fn finished(outcome: &str, response: &str, steps: u64) -> Outcome {
     }
 }
 
-#[track_caller]
-fn state_of(r: &Runner, thread: &str) -> Json {
-    crate::util::without_made_ids(r.threads().state(thread, None).unwrap().0)
+async fn state_of(r: &Runner, thread: &str) -> Json {
+    crate::util::without_made_ids(r.threads().state(thread, None).await.unwrap().0)
 }
 
 #[tokio::test]
@@ -43,7 +42,7 @@ async fn each_reducer_merges_writes_its_own_way() {
     let out = r.start("t", json!({})).await.unwrap();
     assert_eq!(out, finished("done", "ab x,y,z 3", 2));
     assert_eq!(
-        state_of(&r, "t"),
+        state_of(&r, "t").await,
         json!({
             "name": "ab",
             "tags": ["x", "y", "z"],
@@ -158,7 +157,7 @@ async fn the_token_budget_overrides_the_graphs_own_loop() {
     );
 }
 
-fn agent(llm: &Arc<ScriptedLlm>, tools: ScriptedTools, store: Arc<dyn Checkpointer>) -> Runner {
+fn agent(llm: &Arc<ScriptedLlm>, tools: ScriptedTools, store: Arc<dyn Store>) -> Runner {
     Runner::new(graph("agent"), store)
         .with_llm(llm.clone())
         .with_tools(Arc::new(tools))
@@ -182,7 +181,7 @@ fn typing_then_stop() -> Arc<ScriptedLlm> {
 
 #[tokio::test]
 async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
-    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let r = agent(&typing_then_stop(), browser(), store.clone());
     let out = r.start("s1", json!({ "goal": "find" })).await.unwrap();
     assert_eq!(
@@ -192,7 +191,7 @@ async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
             payload: json!({ "kind": "confirm", "reference": "a1", "reason": "type into search?" }),
         }
     );
-    let paused = store.load("s1").unwrap();
+    let paused = store.load("s1").await.unwrap();
     assert_eq!(paused.last().unwrap().status, Status::Interrupted);
 
     // An answer that does not fit the resume schema is refused; nothing changes.
@@ -223,7 +222,7 @@ async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
     // Starting over while paused is refused too.
     let err = r.start("s1", json!({})).await.unwrap_err();
     assert!(matches!(err, RunError::Paused { .. }), "{err}");
-    assert_eq!(store.load("s1").unwrap(), paused);
+    assert_eq!(store.load("s1").await.unwrap(), paused);
 
     let out = r
         .resume(
@@ -237,7 +236,7 @@ async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
         out,
         finished("done", "done after 1 tool steps: type:search", 6)
     );
-    let state = state_of(&r, "s1");
+    let state = state_of(&r, "s1").await;
     assert_eq!(
         state["confirmation"],
         json!({ "reference": "a1", "confirmed": true })
@@ -253,6 +252,7 @@ async fn an_interrupt_pauses_and_a_checked_answer_resumes_it() {
     // The interrupt node ran once: no node runs twice because of a resume.
     let nodes: Vec<String> = store
         .load("s1")
+        .await
         .unwrap()
         .iter()
         .filter_map(|c| c.node.as_deref().map(String::from))
@@ -330,7 +330,7 @@ async fn a_wrong_write_fails_the_run_and_keeps_the_state_before_it() {
         err.to_string(),
         "node `second` failed: field `count` is `int`, and the value written is a string `\"three\"`"
     );
-    let (state, last) = r.threads().state("t", None).unwrap();
+    let (state, last) = r.threads().state("t", None).await.unwrap();
     assert_eq!(
         state,
         json!({ "count": 0, "label": "before", "raw": "three" })
@@ -351,7 +351,7 @@ async fn an_optional_field_with_a_schema_can_be_cleared() {
         err.to_string(),
         "node `misthink` failed: field `thought` does not accept the value written: Additional properties are not allowed ('mood' was unexpected)"
     );
-    let history = r.threads().history("t").unwrap();
+    let history = r.threads().history("t").await.unwrap();
     let writes: Vec<_> = history
         .iter()
         .flat_map(|c| c.writes.iter().map(|w| (&*w.field, (*w.value).clone())))
@@ -364,7 +364,7 @@ async fn an_optional_field_with_a_schema_can_be_cleared() {
         ]
     );
     assert_eq!(
-        r.threads().state("t", None).unwrap().0,
+        r.threads().state("t", None).await.unwrap().0,
         json!({ "thought": null })
     );
 }
@@ -388,7 +388,7 @@ async fn input_must_name_declared_fields_with_the_right_types() {
         "the input is refused: expected an object, got a list `[1]`"
     );
     assert!(
-        r.threads().history("t").is_err(),
+        r.threads().history("t").await.is_err(),
         "refused input leaves no checkpoint"
     );
 }
@@ -397,7 +397,7 @@ async fn input_must_name_declared_fields_with_the_right_types() {
 async fn a_stop_request_pauses_at_a_node_boundary_and_resume_finishes_the_same() {
     let whole = runner("count");
     let expected = whole.start("t", json!({ "goal": 30 })).await.unwrap();
-    let expected_state = state_of(&whole, "t");
+    let expected_state = state_of(&whole, "t").await;
 
     let mut r = runner("count");
     let mut rx = r.events();
@@ -419,7 +419,13 @@ async fn a_stop_request_pauses_at_a_node_boundary_and_resume_finishes_the_same()
     };
     assert!((20..=21).contains(&steps), "stopped after {steps} steps");
     assert_eq!(
-        r.threads().history("t").unwrap().last().unwrap().status,
+        r.threads()
+            .history("t")
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .status,
         Status::Stopped
     );
     // A stopped thread goes on without a payload.
@@ -427,7 +433,7 @@ async fn a_stop_request_pauses_at_a_node_boundary_and_resume_finishes_the_same()
     assert!(matches!(err, RunError::UnexpectedPayload { .. }), "{err}");
     let out = r.resume("t", None, false).await.unwrap();
     assert_eq!(out, expected);
-    assert_eq!(state_of(&r, "t"), expected_state);
+    assert_eq!(state_of(&r, "t").await, expected_state);
     drop(r);
     watcher.await.unwrap();
     assert_eq!(
@@ -477,14 +483,14 @@ async fn breakpoints_pause_before_and_after_and_errors_take_on_error() {
         }
     );
     assert_eq!(
-        state_of(&r, "t")["failure"],
+        state_of(&r, "t").await["failure"],
         json!({ "node": "fetch", "message": "`fetch` reported an error: boom" })
     );
     assert_eq!(
         r.resume("t", Some(json!("yes")), false).await.unwrap(),
         finished("done", "prepare recover answered", 5)
     );
-    assert_eq!(state_of(&r, "t")["answer"], json!("yes"));
+    assert_eq!(state_of(&r, "t").await["answer"], json!("yes"));
 }
 
 #[tokio::test]
@@ -517,7 +523,7 @@ async fn an_unanswered_interrupt_times_out_along_its_route() {
 async fn an_answer_the_output_field_cannot_take_is_refused_and_the_thread_stays_paused() {
     let r = runner("answer");
     r.start("t", json!({})).await.unwrap();
-    let before = r.threads().history("t").unwrap();
+    let before = r.threads().history("t").await.unwrap();
     let err = r
         .resume("t", Some(json!({ "name": "Ann" })), false)
         .await
@@ -526,7 +532,7 @@ async fn an_answer_the_output_field_cannot_take_is_refused_and_the_thread_stays_
         err.to_string(),
         "the answer to `ask` cannot be taken: field `name` is `string`, and the value written is an object `{\"name\":\"Ann\"}`; nothing changed, answer again"
     );
-    assert_eq!(r.threads().history("t").unwrap(), before);
+    assert_eq!(r.threads().history("t").await.unwrap(), before);
     assert_eq!(
         r.resume("t", Some(json!("Ann")), false).await.unwrap(),
         finished("done", "hello Ann", 2)
@@ -554,7 +560,7 @@ async fn a_pause_on_the_limit_path_resumes_to_the_end_with_outcome_limit() {
             steps: 5
         }
     );
-    assert_eq!(state_of(&r, "t"), json!({ "n": 30, "ok": true }));
+    assert_eq!(state_of(&r, "t").await, json!({ "n": 30, "ok": true }));
 }
 
 #[tokio::test]
@@ -569,7 +575,7 @@ async fn a_route_that_fails_takes_on_error_and_run_error_survives_a_pause() {
         }
     );
     // The write before the failed route stands.
-    assert_eq!(state_of(&r, "t")["n"], json!(1));
+    assert_eq!(state_of(&r, "t").await["n"], json!(1));
     let Outcome::Finished { response, .. } = r.resume("t", None, false).await.unwrap() else {
         panic!("not finished")
     };
@@ -584,7 +590,7 @@ async fn reducers_on_optional_fields_start_from_empty_and_zero() {
     let r = runner("optional");
     r.start("t", json!({})).await.unwrap();
     assert_eq!(
-        state_of(&r, "t"),
+        state_of(&r, "t").await,
         json!({
             "msgs": [
                 { "role": "user", "content": "hi" },

@@ -7,7 +7,8 @@ mod sqlite;
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::store::{Checkpoint, Checkpointer, MemoryStore, NoStore, SqliteStore, Status};
+use switchyard::store::{Checkpoint, MemoryStore, NoStore, SqliteStore, Status, Store};
+use switchyard::store::{Checkpoints, LlmCache};
 use switchyard::store::{
     Durability, PostgresStore, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError,
     ThreadRecord, Write,
@@ -70,8 +71,14 @@ pub(crate) fn nested(depth: usize) -> Json {
     v
 }
 
-fn seqs(store: &dyn Checkpointer, thread: &str) -> Vec<u64> {
-    store.load(thread).unwrap().iter().map(|r| r.seq).collect()
+async fn seqs(store: &dyn Store, thread: &str) -> Vec<u64> {
+    store
+        .load(thread)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.seq)
+        .collect()
 }
 
 fn run_record(id: &str, thread: &str, status: RunStatus, at: u64) -> RunRecord {
@@ -91,7 +98,7 @@ fn run_record(id: &str, thread: &str, status: RunStatus, at: u64) -> RunRecord {
 }
 
 /// Every check, against the store `open` makes; `open` again must see the same store.
-fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
+async fn suite(open: &dyn Fn() -> Arc<dyn Store>) {
     let store = open();
 
     // Records come back exactly as written, in order.
@@ -99,11 +106,11 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
         .map(|seq| record("a", seq, "n", json!(seq)))
         .collect();
     for r in &written {
-        store.append(r.clone()).unwrap();
+        store.append(r.clone()).await.unwrap();
     }
-    assert_eq!(store.load("a").unwrap(), written);
-    assert_eq!(store.latest("a").unwrap().as_ref(), written.last());
-    assert_eq!(store.load("nobody").unwrap(), []);
+    assert_eq!(store.load("a").await.unwrap(), written);
+    assert_eq!(store.latest("a").await.unwrap().as_ref(), written.last());
+    assert_eq!(store.load("nobody").await.unwrap(), []);
 
     // A branch: records that follow an earlier record than the one before them keep
     // which (and a thread's first record follows none).
@@ -113,21 +120,24 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
             ..record("branched", seq, "n", json!(seq))
         })
         .collect();
-    store.append_all(branched[..2].to_vec()).unwrap();
+    store.append_all(branched[..2].to_vec()).await.unwrap();
     for r in &branched[2..] {
-        store.append(r.clone()).unwrap();
+        store.append(r.clone()).await.unwrap();
     }
-    assert_eq!(store.load("branched").unwrap(), branched);
-    assert_eq!(store.load_from("branched", 2).unwrap(), &branched[2..]);
-    store.delete_thread("branched").unwrap();
-    assert_eq!(store.latest("nobody").unwrap(), None);
+    assert_eq!(store.load("branched").await.unwrap(), branched);
+    assert_eq!(
+        store.load_from("branched", 2).await.unwrap(),
+        &branched[2..]
+    );
+    store.delete_thread("branched").await.unwrap();
+    assert_eq!(store.latest("nobody").await.unwrap(), None);
 
     // A seq already taken is a conflict (two drivers of one thread), and changes nothing.
-    match store.append(record("a", 2, "n", json!("other"))) {
+    match store.append(record("a", 2, "n", json!("other"))).await {
         Err(StoreError::Conflict { thread, seq }) => assert_eq!((&*thread, seq), ("a", 2)),
         other => panic!("{other:?}"),
     }
-    assert_eq!(store.load("a").unwrap(), written);
+    assert_eq!(store.load("a").await.unwrap(), written);
 
     // A fork or a copy is written whole or not at all.
     let copy = |thread: &str| -> Vec<Checkpoint> {
@@ -142,43 +152,46 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     let mut broken = copy("fork");
     broken.push(record("fork", 1, "n", json!("again")));
     assert!(matches!(
-        store.append_all(broken),
+        store.append_all(broken).await,
         Err(StoreError::Conflict { seq: 1, .. })
     ));
     assert_eq!(
-        store.load("fork").unwrap(),
+        store.load("fork").await.unwrap(),
         [],
         "a failed fork left records"
     );
-    store.append_all(copy("fork")).unwrap();
-    assert_eq!(store.load("fork").unwrap(), copy("fork"));
+    store.append_all(copy("fork")).await.unwrap();
+    assert_eq!(store.load("fork").await.unwrap(), copy("fork"));
     // A fork onto a thread that has records already conflicts and leaves them be.
     assert!(matches!(
-        store.append_all(copy("a")),
+        store.append_all(copy("a")).await,
         Err(StoreError::Conflict { seq: 0, .. })
     ));
-    assert_eq!(store.load("a").unwrap(), written);
+    assert_eq!(store.load("a").await.unwrap(), written);
 
     // Truncate keeps what came before; the thread then goes on from there.
-    store.truncate("fork", 1).unwrap();
-    assert_eq!(seqs(&*store, "fork"), [0]);
-    store.append(record("fork", 1, "n", json!("b"))).unwrap();
-    assert_eq!(seqs(&*store, "fork"), [0, 1]);
-    store.truncate("fork", 0).unwrap();
-    assert_eq!(seqs(&*store, "fork"), Vec::<u64>::new());
+    store.truncate("fork", 1).await.unwrap();
+    assert_eq!(seqs(&*store, "fork").await, [0]);
+    store
+        .append(record("fork", 1, "n", json!("b")))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&*store, "fork").await, [0, 1]);
+    store.truncate("fork", 0).await.unwrap();
+    assert_eq!(seqs(&*store, "fork").await, Vec::<u64>::new());
 
     // Values nested deeper than a run accepts today (older versions accepted them)
     // still read back, so such a thread stays readable.
     let deep = record("deep", 0, "data", nested(300));
-    store.append(deep.clone()).unwrap();
-    assert_eq!(open().load("deep").unwrap(), [deep]);
+    store.append(deep.clone()).await.unwrap();
+    assert_eq!(open().load("deep").await.unwrap(), [deep]);
 
     // Records from a position on.
-    assert_eq!(store.load_from("a", 1).unwrap(), written[1..]);
-    assert_eq!(store.load_from("a", 3).unwrap(), []);
+    assert_eq!(store.load_from("a", 1).await.unwrap(), written[1..]);
+    assert_eq!(store.load_from("a", 3).await.unwrap(), []);
 
     // A snapshot of the latest state: kept, replaced, gone with the records it is of.
-    assert_eq!(store.snapshot("a").unwrap(), None);
+    assert_eq!(store.snapshot("a").await.unwrap(), None);
     let snap = |seq: u64, n: Json| Snapshot {
         thread: "a".into(),
         seq,
@@ -186,23 +199,28 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
         graph_hash: "h".into(),
         values: vec![("n".into(), Arc::new(n)), ("big".into(), Arc::new(big()))],
     };
-    store.put_snapshot(snap(1, json!(1))).unwrap();
-    store.put_snapshot(snap(2, json!(2))).unwrap();
-    assert_eq!(open().snapshot("a").unwrap(), Some(snap(2, json!(2))));
-    store.append(record("a", 3, "n", json!(3))).unwrap();
-    store.truncate("a", 3).unwrap();
-    assert_eq!(store.snapshot("a").unwrap(), Some(snap(2, json!(2))));
-    store.append(record("s", 0, "n", json!(0))).unwrap();
-    store.append(record("s", 1, "n", json!(1))).unwrap();
+    store.put_snapshot(snap(1, json!(1))).await.unwrap();
+    store.put_snapshot(snap(2, json!(2))).await.unwrap();
+    assert_eq!(open().snapshot("a").await.unwrap(), Some(snap(2, json!(2))));
+    store.append(record("a", 3, "n", json!(3))).await.unwrap();
+    store.truncate("a", 3).await.unwrap();
+    assert_eq!(store.snapshot("a").await.unwrap(), Some(snap(2, json!(2))));
+    store.append(record("s", 0, "n", json!(0))).await.unwrap();
+    store.append(record("s", 1, "n", json!(1))).await.unwrap();
     store
         .put_snapshot(Snapshot {
             thread: "s".into(),
             ..snap(1, json!(1))
         })
+        .await
         .unwrap();
-    store.truncate("s", 1).unwrap();
-    assert_eq!(store.snapshot("s").unwrap(), None, "its record is gone");
-    store.delete_thread("s").unwrap();
+    store.truncate("s", 1).await.unwrap();
+    assert_eq!(
+        store.snapshot("s").await.unwrap(),
+        None,
+        "its record is gone"
+    );
+    store.delete_thread("s").await.unwrap();
     // A thread's first record: a snapshot a thread of the same name left (its records
     // removed by hand) is not this thread's state.
     store
@@ -210,12 +228,16 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
             thread: "anew".into(),
             ..snap(1, json!("left"))
         })
+        .await
         .unwrap();
     for seq in 0..2 {
-        store.append(record("anew", seq, "n", json!(seq))).unwrap();
+        store
+            .append(record("anew", seq, "n", json!(seq)))
+            .await
+            .unwrap();
     }
-    assert_eq!(open().snapshot("anew").unwrap(), None);
-    store.delete_thread("anew").unwrap();
+    assert_eq!(open().snapshot("anew").await.unwrap(), None);
+    store.delete_thread("anew").await.unwrap();
 
     // A write that fails takes back the graph it named first with it: the next
     // record of that graph names it as it is.
@@ -224,44 +246,50 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
         graph_hash: "h2".into(),
         ..r
     };
-    store.append(record("g1", 0, "n", json!(0))).unwrap();
+    store.append(record("g1", 0, "n", json!(0))).await.unwrap();
     for failed in [
-        store.append_all(vec![
-            other(record("g2", 0, "n", json!(1))),
-            other(record("g1", 0, "n", json!(2))),
-        ]),
-        store.append(other(record("g1", 0, "n", json!(3)))),
+        store
+            .append_all(vec![
+                other(record("g2", 0, "n", json!(1))),
+                other(record("g1", 0, "n", json!(2))),
+            ])
+            .await,
+        store.append(other(record("g1", 0, "n", json!(3)))).await,
     ] {
         assert!(
             matches!(failed, Err(StoreError::Conflict { .. })),
             "{failed:?}"
         );
     }
-    store.append(other(record("g3", 0, "n", json!(4)))).unwrap();
-    let read = open().load("g3").unwrap();
+    store
+        .append(other(record("g3", 0, "n", json!(4))))
+        .await
+        .unwrap();
+    let read = open().load("g3").await.unwrap();
     assert_eq!(
         (&*read[0].graph, &*read[0].graph_hash),
         ("/other.toml", "h2")
     );
-    assert_eq!(store.load("g2").unwrap(), []);
+    assert_eq!(store.load("g2").await.unwrap(), []);
     for thread in ["g1", "g3"] {
-        store.delete_thread(thread).unwrap();
+        store.delete_thread(thread).await.unwrap();
     }
 
     // A large value written again unchanged reads back the same, however it is kept.
     for seq in 0..4 {
         let value = if seq == 2 { json!("small") } else { big() };
-        store.append(record("l", seq, "big", value)).unwrap();
+        store.append(record("l", seq, "big", value)).await.unwrap();
     }
     let values: Vec<Json> = open()
         .load("l")
+        .await
         .unwrap()
         .iter()
         .map(|r| (*r.writes[0].value).clone())
         .collect();
     assert_eq!(values, [big(), big(), json!("small"), big()]);
     assert_eq!(
-        open().load_from("l", 3).unwrap()[0].writes[0]
+        open().load_from("l", 3).await.unwrap()[0].writes[0]
             .value
             .as_ref(),
         &big()
@@ -270,7 +298,7 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
     // Pruning: the latest record, holding the whole state, is all that stays, and the
     // thread goes on from it.
     for seq in 0..4 {
-        store.append(record("p", seq, "big", big())).unwrap();
+        store.append(record("p", seq, "big", big())).await.unwrap();
     }
     let base = Checkpoint {
         source: Source::Base,
@@ -291,57 +319,83 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
             thread: "p".into(),
             ..snap(2, json!(2))
         })
+        .await
         .unwrap();
-    assert_eq!(store.prune(base.clone()).unwrap(), 3);
-    assert_eq!(open().load("p").unwrap(), std::slice::from_ref(&base));
-    assert_eq!(open().latest("p").unwrap(), Some(base.clone()));
-    assert_eq!(open().snapshot("p").unwrap(), None, "its records are gone");
-    store.append(record("p", 4, "big", big())).unwrap();
-    assert_eq!(seqs(&*open(), "p"), [3, 4]);
+    assert_eq!(store.prune(base.clone()).await.unwrap(), 3);
+    assert_eq!(open().load("p").await.unwrap(), std::slice::from_ref(&base));
+    assert_eq!(open().latest("p").await.unwrap(), Some(base.clone()));
     assert_eq!(
-        open().load_from("p", 4).unwrap(),
+        open().snapshot("p").await.unwrap(),
+        None,
+        "its records are gone"
+    );
+    store.append(record("p", 4, "big", big())).await.unwrap();
+    assert_eq!(seqs(&*open(), "p").await, [3, 4]);
+    assert_eq!(
+        open().load_from("p", 4).await.unwrap(),
         [record("p", 4, "big", big())]
     );
     let after = Snapshot {
         thread: "p".into(),
         ..snap(4, json!(4))
     };
-    store.put_snapshot(after.clone()).unwrap();
-    assert_eq!(open().snapshot("p").unwrap(), Some(after));
+    store.put_snapshot(after.clone()).await.unwrap();
+    assert_eq!(open().snapshot("p").await.unwrap(), Some(after));
     // A base that is no longer the latest record (the thread moved on) conflicts and
     // changes nothing.
     assert!(matches!(
-        store.prune(base.clone()),
+        store.prune(base.clone()).await,
         Err(StoreError::Conflict { seq: 3, .. })
     ));
-    assert_eq!(seqs(&*open(), "p"), [3, 4]);
-    store.delete_thread("p").unwrap();
+    assert_eq!(seqs(&*open(), "p").await, [3, 4]);
+    store.delete_thread("p").await.unwrap();
 
     // Threads that ended before a time: their latest record finished or failed then.
     let ended = |thread: &str, seq: u64, status: Status| Checkpoint {
         status,
         ..record(thread, seq, "n", json!(seq))
     };
-    store.append(ended("done", 0, Status::Finished)).unwrap();
-    store.append(ended("broke", 0, Status::Running)).unwrap();
-    store.append(ended("broke", 1, Status::Failed)).unwrap();
-    store.append(ended("went-on", 0, Status::Finished)).unwrap();
-    store.append(ended("went-on", 1, Status::Running)).unwrap();
-    assert_eq!(store.ended_before(1_000).unwrap(), Vec::<String>::new());
-    assert_eq!(store.ended_before(1_001).unwrap(), ["done"]);
-    assert_eq!(store.ended_before(5_000).unwrap(), ["done", "broke"]);
+    store
+        .append(ended("done", 0, Status::Finished))
+        .await
+        .unwrap();
+    store
+        .append(ended("broke", 0, Status::Running))
+        .await
+        .unwrap();
+    store
+        .append(ended("broke", 1, Status::Failed))
+        .await
+        .unwrap();
+    store
+        .append(ended("went-on", 0, Status::Finished))
+        .await
+        .unwrap();
+    store
+        .append(ended("went-on", 1, Status::Running))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.ended_before(1_000).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(store.ended_before(1_001).await.unwrap(), ["done"]);
+    assert_eq!(store.ended_before(5_000).await.unwrap(), ["done", "broke"]);
     for t in ["done", "broke", "went-on"] {
-        store.delete_thread(t).unwrap();
+        store.delete_thread(t).await.unwrap();
     }
 
     // The LLM cache: a hit until it expires.
-    store.cache_put("k", &json!({ "v": 1 }), 2_000).unwrap();
+    store
+        .cache_put("k", &json!({ "v": 1 }), 2_000)
+        .await
+        .unwrap();
     assert_eq!(
-        store.cache_get("k", 1_999).unwrap(),
+        store.cache_get("k", 1_999).await.unwrap(),
         Some(json!({ "v": 1 }))
     );
-    assert_eq!(store.cache_get("k", 2_000).unwrap(), None);
-    assert_eq!(store.cache_get("missing", 0).unwrap(), None);
+    assert_eq!(store.cache_get("k", 2_000).await.unwrap(), None);
+    assert_eq!(store.cache_get("missing", 0).await.unwrap(), None);
 
     // The catalog: threads and runs in creation order, replaced by id.
     let thread = |id: &str, at: u64| ThreadRecord {
@@ -350,77 +404,83 @@ fn suite(open: &dyn Fn() -> Arc<dyn Checkpointer>) {
         updated_ms: at,
         metadata: json!({ "name": id }),
     };
-    store.put_thread(&thread("t1", 1)).unwrap();
-    store.put_thread(&thread("t2", 2)).unwrap();
+    store.put_thread(&thread("t1", 1)).await.unwrap();
+    store.put_thread(&thread("t2", 2)).await.unwrap();
     let mut t1 = thread("t1", 1);
     t1.updated_ms = 5;
-    store.put_thread(&t1).unwrap();
-    assert_eq!(store.get_thread("t1").unwrap(), Some(t1.clone()));
-    assert_eq!(store.get_thread("t3").unwrap(), None);
-    assert_eq!(store.threads().unwrap(), [t1.clone(), thread("t2", 2)]);
+    store.put_thread(&t1).await.unwrap();
+    assert_eq!(store.get_thread("t1").await.unwrap(), Some(t1.clone()));
+    assert_eq!(store.get_thread("t3").await.unwrap(), None);
+    assert_eq!(
+        store.threads().await.unwrap(),
+        [t1.clone(), thread("t2", 2)]
+    );
 
     let r1 = run_record("r1", "t1", RunStatus::Success, 10);
     let r2 = run_record("r2", "t1", RunStatus::Pending, 11);
     let r3 = run_record("r3", "t2", RunStatus::Running, 12);
     for r in [&r1, &r2, &r3] {
-        store.put_run(r).unwrap();
+        store.put_run(r).await.unwrap();
     }
     let mut r2_done = r2.clone();
     r2_done.status = RunStatus::Error;
     r2_done.error = Some("it broke".into());
-    store.put_run(&r2_done).unwrap();
-    assert_eq!(store.get_run("r2").unwrap(), Some(r2_done.clone()));
-    assert_eq!(store.runs("t1").unwrap(), [r1.clone(), r2_done]);
-    assert_eq!(store.runs_in_flight().unwrap(), std::slice::from_ref(&r3));
-    store.delete_run("r1").unwrap();
-    assert_eq!(store.get_run("r1").unwrap(), None);
+    store.put_run(&r2_done).await.unwrap();
+    assert_eq!(store.get_run("r2").await.unwrap(), Some(r2_done.clone()));
+    assert_eq!(store.runs("t1").await.unwrap(), [r1.clone(), r2_done]);
+    assert_eq!(
+        store.runs_in_flight().await.unwrap(),
+        std::slice::from_ref(&r3)
+    );
+    store.delete_run("r1").await.unwrap();
+    assert_eq!(store.get_run("r1").await.unwrap(), None);
 
     // A run refused on a busy thread (`reject`) names the runs in its way, writes nothing.
     let r4 = run_record("r4", "t2", RunStatus::Pending, 13);
     assert_eq!(
-        store.put_run_unless_busy(&r4).unwrap(),
+        store.put_run_unless_busy(&r4).await.unwrap(),
         Err(vec!["r3".to_string()])
     );
-    assert_eq!(store.get_run("r4").unwrap(), None);
+    assert_eq!(store.get_run("r4").await.unwrap(), None);
     let r5 = run_record("r5", "t5", RunStatus::Pending, 14);
-    assert_eq!(store.put_run_unless_busy(&r5).unwrap(), Ok(()));
-    assert_eq!(store.get_run("r5").unwrap(), Some(r5));
-    store.delete_run("r5").unwrap();
+    assert_eq!(store.put_run_unless_busy(&r5).await.unwrap(), Ok(()));
+    assert_eq!(store.get_run("r5").await.unwrap(), Some(r5));
+    store.delete_run("r5").await.unwrap();
 
     // Deleting a thread removes its records, its entry and its runs, nothing else.
-    store.append(record("t1", 0, "n", json!(1))).unwrap();
-    store.delete_thread("t1").unwrap();
-    assert_eq!(store.load("t1").unwrap(), []);
-    assert_eq!(store.get_thread("t1").unwrap(), None);
-    assert_eq!(store.runs("t1").unwrap(), []);
-    assert_eq!(store.threads().unwrap(), [thread("t2", 2)]);
-    assert_eq!(store.runs("t2").unwrap(), [r3]);
-    assert_eq!(store.load("a").unwrap(), written);
+    store.append(record("t1", 0, "n", json!(1))).await.unwrap();
+    store.delete_thread("t1").await.unwrap();
+    assert_eq!(store.load("t1").await.unwrap(), []);
+    assert_eq!(store.get_thread("t1").await.unwrap(), None);
+    assert_eq!(store.runs("t1").await.unwrap(), []);
+    assert_eq!(store.threads().await.unwrap(), [thread("t2", 2)]);
+    assert_eq!(store.runs("t2").await.unwrap(), [r3]);
+    assert_eq!(store.load("a").await.unwrap(), written);
 }
 
-#[test]
-fn the_memory_store_passes_the_store_suite() {
-    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
-    suite(&|| store.clone());
+#[tokio::test]
+async fn the_memory_store_passes_the_store_suite() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    suite(&|| store.clone()).await;
 }
 
-#[test]
-fn the_postgres_store_passes_the_store_suite() {
+#[tokio::test]
+async fn the_postgres_store_passes_the_store_suite() {
     let url = crate::postgres::database();
     // Each `open` is a new connection: what one wrote, another reads.
-    suite(&|| Arc::new(PostgresStore::open(&url).unwrap()));
+    suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
 }
 
-#[test]
-fn the_sqlite_store_passes_the_store_suite() {
+#[tokio::test]
+async fn the_sqlite_store_passes_the_store_suite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("nested/dir/store.db");
     // Each `open` is a new connection: what one wrote, another reads.
-    suite(&|| Arc::new(SqliteStore::open(&db).unwrap()));
+    suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
 }
 
-#[test]
-fn paused_threads_kept_as_bytes_read_back_the_same() {
+#[tokio::test]
+async fn paused_threads_kept_as_bytes_read_back_the_same() {
     // Past 64 paused threads the memory store keeps the older ones as compact bytes:
     // what they read back must be what was written.
     let store = MemoryStore::new();
@@ -455,41 +515,42 @@ fn paused_threads_kept_as_bytes_read_back_the_same() {
     };
     for i in 0..100 {
         let (records, snapshot) = paused(&format!("p{i}"));
-        store.append_all(records).unwrap();
-        store.put_snapshot(snapshot).unwrap();
+        store.append_all(records).await.unwrap();
+        store.put_snapshot(snapshot).await.unwrap();
     }
     for i in [0, 35, 99] {
         let thread = format!("p{i}");
         let (records, snapshot) = paused(&thread);
-        assert_eq!(store.latest(&thread).unwrap().as_ref(), records.last());
-        assert_eq!(store.snapshot(&thread).unwrap(), Some(snapshot));
-        assert_eq!(store.load(&thread).unwrap(), records);
+        assert_eq!(
+            store.latest(&thread).await.unwrap().as_ref(),
+            records.last()
+        );
+        assert_eq!(store.snapshot(&thread).await.unwrap(), Some(snapshot));
+        assert_eq!(store.load(&thread).await.unwrap(), records);
         for from in 0..4 {
             assert_eq!(
-                store.load_from(&thread, from).unwrap(),
+                store.load_from(&thread, from).await.unwrap(),
                 records[from as usize..]
             );
         }
         // Read again, it goes on as any thread.
-        store.append(record(&thread, 4, "n", json!(4))).unwrap();
-        assert_eq!(store.load_from(&thread, 4).unwrap().len(), 1);
+        store
+            .append(record(&thread, 4, "n", json!(4)))
+            .await
+            .unwrap();
+        assert_eq!(store.load_from(&thread, 4).await.unwrap().len(), 1);
     }
 }
 
-#[test]
-fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
-    let shared: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
-    let none = NoStore::with_cache_of(shared.clone());
-    none.cache_put("k", &json!("answer"), 2_000).unwrap();
-    assert_eq!(shared.cache_get("k", 1_000).unwrap(), Some(json!("answer")));
-    assert_eq!(none.cache_get("k", 1_000).unwrap(), Some(json!("answer")));
-    // Records go nowhere, and a store of its own keeps no cache either.
-    none.append(record("t", 0, "n", json!(1))).unwrap();
-    assert_eq!(none.load("t").unwrap(), Vec::<Checkpoint>::new());
-    assert_eq!(shared.load("t").unwrap(), Vec::<Checkpoint>::new());
-    let alone = NoStore::new();
-    alone.cache_put("k", &json!("answer"), 2_000).unwrap();
-    assert_eq!(alone.cache_get("k", 1_000).unwrap(), None);
+/// `--store none`: records go nowhere and its cache never hits (a runner that keeps
+/// no records is given another store's cache instead: `Runner::with_cache`).
+#[tokio::test]
+async fn a_store_that_keeps_nothing_keeps_no_cache_either() {
+    let none = NoStore::new();
+    none.append(record("t", 0, "n", json!(1))).await.unwrap();
+    assert_eq!(none.load("t").await.unwrap(), Vec::<Checkpoint>::new());
+    none.cache_put("k", &json!("answer"), 2_000).await.unwrap();
+    assert_eq!(none.cache_get("k", 1_000).await.unwrap(), None);
 }
 
 /// Postgres checks that a snapshot stands on every record before it by counting them; a
@@ -497,66 +558,77 @@ fn a_store_that_keeps_nothing_can_share_another_stores_llm_cache() {
 /// costs the same however long the history, in that process (SQLite marks a thread
 /// whose record was removed instead, for every process: above). `remove` deletes a
 /// thread's record by hand, as another program would.
-fn counts_records_once(open: &dyn Fn() -> Arc<dyn Checkpointer>, remove: &dyn Fn(&str, u64)) {
+async fn counts_records_once(open: &dyn Fn() -> Arc<dyn Store>, remove: &dyn Fn(&str, u64)) {
     let store = open();
     for seq in 0..6 {
-        store.append(record("t", seq, "n", json!(seq))).unwrap();
+        store
+            .append(record("t", seq, "n", json!(seq)))
+            .await
+            .unwrap();
     }
-    store.put_snapshot(snap("t", 5)).unwrap();
-    let (found, records) = store.resume_point("t").unwrap();
+    store.put_snapshot(snap("t", 5)).await.unwrap();
+    let (found, records) = store.resume_point("t").await.unwrap();
     assert_eq!(found.map(Snapshot::parsed), Some(snap("t", 5)));
     assert_eq!(records, [record("t", 5, "n", json!(5))]);
     // A record removed from the middle of the history: the next process finds the gap
     // (and reads the thread whole, which reports it); this one, which knows the records
     // were whole, resumes from the snapshot, which holds the whole state.
     remove("t", 2);
-    assert_eq!(store.snapshot("t").unwrap(), Some(snap("t", 5)));
+    assert_eq!(store.snapshot("t").await.unwrap(), Some(snap("t", 5)));
     let other = open();
-    assert_eq!(other.snapshot("t").unwrap(), None);
+    assert_eq!(other.snapshot("t").await.unwrap(), None);
     assert_eq!(
-        other.load("t").unwrap_err().to_string(),
+        other.load("t").await.unwrap_err().to_string(),
         "checkpoint store: a record of thread `t` is corrupt: record 2 is missing"
     );
     // Another process goes on with the thread: this one counts the records it did not
     // know of, and finds one of them gone.
     for seq in 6..8 {
-        other.append(record("t", seq, "n", json!(seq))).unwrap();
+        other
+            .append(record("t", seq, "n", json!(seq)))
+            .await
+            .unwrap();
     }
-    other.put_snapshot(snap("t", 7)).unwrap();
-    assert_eq!(store.snapshot("t").unwrap(), Some(snap("t", 7)));
+    other.put_snapshot(snap("t", 7)).await.unwrap();
+    assert_eq!(store.snapshot("t").await.unwrap(), Some(snap("t", 7)));
     for seq in 8..10 {
-        other.append(record("t", seq, "n", json!(seq))).unwrap();
+        other
+            .append(record("t", seq, "n", json!(seq)))
+            .await
+            .unwrap();
     }
-    other.put_snapshot(snap("t", 9)).unwrap();
+    other.put_snapshot(snap("t", 9)).await.unwrap();
     remove("t", 8);
-    assert_eq!(store.snapshot("t").unwrap(), None, "record 8 is gone");
+    assert_eq!(store.snapshot("t").await.unwrap(), None, "record 8 is gone");
     // After a rollback all of them are counted again.
-    store.truncate("t", 8).unwrap();
-    store.put_snapshot(snap("t", 6)).unwrap();
-    assert_eq!(store.snapshot("t").unwrap(), None, "record 2 is gone");
+    store.truncate("t", 8).await.unwrap();
+    store.put_snapshot(snap("t", 6)).await.unwrap();
+    assert_eq!(store.snapshot("t").await.unwrap(), None, "record 2 is gone");
     // The first record is read every time.
     for seq in 0..3 {
-        store.append(record("f", seq, "n", json!(seq))).unwrap();
+        store
+            .append(record("f", seq, "n", json!(seq)))
+            .await
+            .unwrap();
     }
-    store.put_snapshot(snap("f", 2)).unwrap();
-    assert_eq!(store.snapshot("f").unwrap(), Some(snap("f", 2)));
+    store.put_snapshot(snap("f", 2)).await.unwrap();
+    assert_eq!(store.snapshot("f").await.unwrap(), Some(snap("f", 2)));
     remove("f", 0);
-    assert_eq!(store.snapshot("f").unwrap(), None, "record 0 is gone");
-    store.delete_thread("t").unwrap();
-    store.delete_thread("f").unwrap();
+    assert_eq!(store.snapshot("f").await.unwrap(), None, "record 0 is gone");
+    store.delete_thread("t").await.unwrap();
+    store.delete_thread("f").await.unwrap();
 }
 
-#[test]
-fn postgres_counts_a_threads_records_once_per_process_not_at_every_resume() {
+#[tokio::test]
+async fn postgres_counts_a_threads_records_once_per_process_not_at_every_resume() {
     let url = crate::postgres::database();
     let remove = |thread: &str, seq: u64| {
-        postgres::Client::connect(&url, postgres::NoTls)
-            .unwrap()
-            .execute(
+        crate::postgres::connect(&url)
+            .query(
                 "DELETE FROM switchyard.checkpoints WHERE thread = $1 AND seq = $2",
                 &[&thread, &(seq as i64)],
             )
             .unwrap();
     };
-    counts_records_once(&|| Arc::new(PostgresStore::open(&url).unwrap()), &remove);
+    counts_records_once(&|| Arc::new(PostgresStore::open(&url).unwrap()), &remove).await;
 }

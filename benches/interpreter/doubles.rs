@@ -11,7 +11,7 @@ use switchyard::llm::reply_json;
 use switchyard::llm::{LlmClient, LlmError, LlmReply, LlmRequest};
 use switchyard::run::{Outcome, Runner};
 use switchyard::store::SqliteOptions;
-use switchyard::store::{Checkpointer, SqliteStore};
+use switchyard::store::{SqliteStore, Store};
 use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 #[path = "../shared/page.rs"]
@@ -110,14 +110,14 @@ pub(crate) fn graph(name: &str) -> Arc<Graph> {
     Arc::new(switchyard::load_graph(&path).unwrap_or_else(|e| panic!("{name}: {e}")))
 }
 
-pub(crate) fn agent(store: Arc<dyn Checkpointer>, browser: Arc<Browser>) -> Runner {
+pub(crate) fn agent(store: Arc<dyn Store>, browser: Arc<Browser>) -> Runner {
     Runner::new(graph("agent_loop"), store)
         .with_llm(Arc::new(Planner))
         .with_tools(browser)
 }
 
 /// A fresh SQLite store in `dir`.
-pub(crate) fn sqlite(dir: &Path, name: &str) -> (Arc<dyn Checkpointer>, PathBuf) {
+pub(crate) fn sqlite(dir: &Path, name: &str) -> (Arc<dyn Store>, PathBuf) {
     sqlite_with(dir, name, SqliteOptions::default())
 }
 
@@ -125,7 +125,7 @@ pub(crate) fn sqlite_with(
     dir: &Path,
     name: &str,
     options: SqliteOptions,
-) -> (Arc<dyn Checkpointer>, PathBuf) {
+) -> (Arc<dyn Store>, PathBuf) {
     let db = dir.join(format!("{name}.db"));
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use switchyard::run::{Outcome, Runner};
-use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore};
 use switchyard::store::{Durability, PostgresStore, SqliteOptions};
+use switchyard::store::{MemoryStore, NoStore, SqliteStore, Store};
 
 pub(crate) struct Bench {
     pub(crate) rt: tokio::runtime::Runtime,
@@ -87,11 +87,11 @@ impl Bench {
     /// (b): µs per step, and for SQLite the bytes a run adds to the file.
     pub(crate) fn agent_loop(&self, runs: usize, store: &str) -> (f64, Option<u64>) {
         let (cp, db) = match store {
-            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
-            "none" => (Arc::new(NoStore::new()) as Arc<dyn Checkpointer>, None),
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Store>, None),
+            "none" => (Arc::new(NoStore::new()) as Arc<dyn Store>, None),
             "postgres" => (
                 Arc::new(PostgresStore::open(&postgres_database()).expect("postgres store"))
-                    as Arc<dyn Checkpointer>,
+                    as Arc<dyn Store>,
                 None,
             ),
             _ => {
@@ -142,7 +142,7 @@ impl Bench {
         store: &str,
         mark_at: Option<usize>,
     ) -> (Duration, Duration, Duration) {
-        let open = |name: &str| -> Arc<dyn Checkpointer> {
+        let open = |name: &str| -> Arc<dyn Store> {
             match store {
                 "memory" => Arc::new(MemoryStore::new()),
                 _ => sqlite(&self.dir, name).0,
@@ -215,7 +215,7 @@ impl Bench {
         reopened: bool,
     ) -> Duration {
         let (cp, db) = match store {
-            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Store>, None),
             _ => {
                 let name = format!("history{records}-{reopened}");
                 let (cp, db) = sqlite(&self.dir, &name);
@@ -224,7 +224,7 @@ impl Bench {
         };
         // Loaded once, as a host does: each resume's runner is new.
         let loaded = graph("long_history");
-        let counter = |cp: Arc<dyn Checkpointer>, browser: Arc<Browser>| {
+        let counter = |cp: Arc<dyn Store>, browser: Arc<Browser>| {
             Runner::new(loaded.clone(), cp).with_tools(browser)
         };
         let runner = counter(cp.clone(), Browser::new(false));
@@ -237,9 +237,7 @@ impl Bench {
             assert!(matches!(out, Outcome::Interrupted { .. }), "{out:?}");
         }
         let cp = match (reopened, db) {
-            (true, Some(db)) => {
-                Arc::new(SqliteStore::open(&db).expect("reopen")) as Arc<dyn Checkpointer>
-            }
+            (true, Some(db)) => Arc::new(SqliteStore::open(&db).expect("reopen")) as Arc<dyn Store>,
             _ => cp,
         };
         let mut best = Duration::MAX;
@@ -264,7 +262,7 @@ impl Bench {
     /// caches cold.
     pub(crate) fn paused(&self, threads: usize, store: &str) -> (f64, Duration, Duration) {
         let (cp, db) = match store {
-            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>, None),
+            "memory" => (Arc::new(MemoryStore::new()) as Arc<dyn Store>, None),
             _ => {
                 let (cp, db) = sqlite(&self.dir, "paused");
                 (cp, Some(db))
@@ -314,7 +312,7 @@ impl Bench {
     /// last 100 loops.
     pub(crate) fn long_thread(&self, loops: usize, store: &str) -> (Duration, Duration) {
         let cp = match store {
-            "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Checkpointer>,
+            "memory" => Arc::new(MemoryStore::new()) as Arc<dyn Store>,
             _ => sqlite(&self.dir, "long").0,
         };
         let browser = Browser::new(true);

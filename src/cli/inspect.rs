@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use switchyard::run::Threads;
 use switchyard::store::Source;
-use switchyard::store::{Checkpoint, Checkpointer, Status};
+use switchyard::store::{Checkpoint, Status, Store};
 
 #[derive(clap::Args)]
 pub(crate) struct StateArgs {
@@ -111,20 +111,20 @@ pub(crate) struct ForkArgs {
 
 /// The thread's graph's view of the store: the graph file given, else the one that
 /// wrote the thread.
-fn threads(
-    store: Arc<dyn Checkpointer>,
+async fn threads(
+    store: Arc<dyn Store>,
     graph: Option<PathBuf>,
     thread: &str,
 ) -> anyhow::Result<Result<Threads, u8>> {
     let file = match graph {
         Some(f) => f,
-        None => super::recorded_graph(&*store, thread)?,
+        None => super::recorded_graph(&*store, thread).await?,
     };
     Ok(super::load_graph(&file)?.map(|g| Threads::new(Arc::new(g), store)))
 }
 
 /// `switchyard state`, and `state set`.
-pub(crate) fn state(args: StateArgs) -> anyhow::Result<u8> {
+pub(crate) async fn state(args: StateArgs) -> anyhow::Result<u8> {
     let StateArgs {
         action,
         thread,
@@ -140,20 +140,20 @@ pub(crate) fn state(args: StateArgs) -> anyhow::Result<u8> {
         store,
     }) = action
     {
-        return set(&store.store, graph, &thread, &values, as_node.as_deref());
+        return set(&store.store, graph, &thread, &values, as_node.as_deref()).await;
     }
     let thread = thread.unwrap_or_default();
-    let threads = match threads(store.store.open_to_read()?, graph, &thread)? {
+    let threads = match threads(store.store.open_to_read()?, graph, &thread).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    let (state, last) = threads.state(&thread, at)?;
+    let (state, last) = threads.state(&thread, at).await?;
     print_json(&state_doc(&thread, &state, &last))
 }
 
 /// `switchyard state set`: writes fields through their reducers as a checkpoint of its
 /// own, then prints the state as `state` does. A refused write changes nothing.
-fn set(
+async fn set(
     store: &StoreArg,
     graph: Option<PathBuf>,
     thread: &str,
@@ -161,12 +161,12 @@ fn set(
     as_node: Option<&str>,
 ) -> anyhow::Result<u8> {
     let values = super::read_json_arg(values, "--values")?;
-    let threads = match threads(store.open()?, graph, thread)? {
+    let threads = match threads(store.open()?, graph, thread).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    threads.update(thread, values, as_node)?;
-    let (state, last) = threads.state(thread, None)?;
+    threads.update(thread, values, as_node).await?;
+    let (state, last) = threads.state(thread, None).await?;
     print_json(&state_doc(thread, &state, &last))
 }
 
@@ -193,14 +193,14 @@ fn state_doc(thread: &str, state: &Json, last: &Checkpoint) -> Json {
 }
 
 /// `switchyard history`: one line per checkpoint, or every record as JSON.
-pub(crate) fn history(args: HistoryArgs) -> anyhow::Result<u8> {
+pub(crate) async fn history(args: HistoryArgs) -> anyhow::Result<u8> {
     let HistoryArgs {
         thread,
         json,
         store,
     } = args;
     let store = store.store.open_to_read()?;
-    let records = store.load(&thread)?;
+    let records = store.load(&thread).await?;
     if records.is_empty() {
         anyhow::bail!("thread `{thread}` has no checkpoints in this store");
     }
@@ -262,7 +262,7 @@ fn line(r: &Checkpoint) -> String {
 }
 
 /// `switchyard fork`: copies a thread up to a checkpoint into a new thread.
-pub(crate) fn fork(args: ForkArgs) -> anyhow::Result<u8> {
+pub(crate) async fn fork(args: ForkArgs) -> anyhow::Result<u8> {
     let ForkArgs {
         thread,
         at,
@@ -270,13 +270,14 @@ pub(crate) fn fork(args: ForkArgs) -> anyhow::Result<u8> {
         graph,
         store,
     } = args;
-    let threads = match threads(store.store.open()?, graph, &thread)? {
+    let threads = match threads(store.store.open()?, graph, &thread).await? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
     let new = into.unwrap_or_else(|| format!("{thread}@{at}"));
     threads
         .fork(&thread, at, &new)
+        .await
         .with_context(|| format!("cannot fork thread `{thread}`"))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{new}")?;
@@ -286,7 +287,7 @@ pub(crate) fn fork(args: ForkArgs) -> anyhow::Result<u8> {
 
 /// `switchyard prune`: a thread's history down to its latest checkpoint, or the
 /// threads that ended before a time deleted. Says what went.
-pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
+pub(crate) async fn prune(args: PruneArgs) -> anyhow::Result<u8> {
     let PruneArgs {
         thread,
         ended_before,
@@ -301,12 +302,16 @@ pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
             .map_or(0, |d| d.as_millis() as u64);
         let before = now.saturating_sub(age.as_millis() as u64);
         // A thread with a run waiting (a server's, queued) stays.
-        let waiting = |t: &str| {
-            opened
-                .runs(t)
-                .map_or(true, |runs| runs.iter().any(|r| r.status.in_flight()))
+        let waiting = |t: String| -> futures_util::future::BoxFuture<'_, bool> {
+            let opened = &opened;
+            Box::pin(async move {
+                opened
+                    .runs(&t)
+                    .await
+                    .map_or(true, |runs| runs.iter().any(|r| r.status.in_flight()))
+            })
         };
-        let deleted = switchyard::store::delete_ended(&*opened, before, waiting)?;
+        let deleted = switchyard::store::delete_ended(&*opened, before, waiting).await?;
         for t in &deleted {
             writeln!(out, "deleted thread `{t}`")?;
         }
@@ -317,14 +322,15 @@ pub(crate) fn prune(args: PruneArgs) -> anyhow::Result<u8> {
             if deleted.len() == 1 { "" } else { "s" }
         )?;
     } else if let Some(thread) = thread.as_deref() {
-        let threads = match threads(opened, graph, thread)? {
+        let threads = match threads(opened, graph, thread).await? {
             Ok(r) => r,
             Err(code) => return Ok(code),
         };
         let gone = threads
             .prune(thread)
+            .await
             .with_context(|| format!("cannot prune thread `{thread}`"))?;
-        let kept = threads.latest(thread)?.seq;
+        let kept = threads.latest(thread).await?.seq;
         writeln!(
             out,
             "thread `{thread}`: {gone} checkpoint{} removed; checkpoint {kept} holds its state",

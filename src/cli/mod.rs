@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use switchyard::LoadError;
 use switchyard::graph::Graph;
 use switchyard::mcp::{BlobStore, McpClient};
-use switchyard::store::Checkpointer;
+use switchyard::store::Store;
 
 /// Loads, checks and compiles a graph for a command that uses it; an invalid graph
 /// prints its diagnostics, as `validate` does, and gives the exit code instead.
@@ -46,8 +46,8 @@ pub(crate) fn load_graph(file: &Path) -> anyhow::Result<Result<Graph, u8>> {
 }
 
 /// The graph file that wrote a thread, as its checkpoints recorded it.
-pub(crate) fn recorded_graph(store: &dyn Checkpointer, thread: &str) -> anyhow::Result<PathBuf> {
-    let Some(last) = store.latest(thread)? else {
+pub(crate) async fn recorded_graph(store: &dyn Store, thread: &str) -> anyhow::Result<PathBuf> {
+    let Some(last) = store.latest(thread).await? else {
         bail!("thread `{thread}` has no checkpoints in this store");
     };
     let path = PathBuf::from(&*last.graph);
@@ -108,6 +108,18 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
+}
+
+/// Runs a command that reads or writes a store (whose calls are async) to its end.
+pub(crate) fn block_on(
+    command: impl std::future::Future<Output = anyhow::Result<u8>>,
+) -> anyhow::Result<u8> {
+    runtime()?.block_on(command)
+}
+
+/// What `f` gives, outside a runtime (a command about to start its run's own).
+pub(crate) fn wait<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+    Ok(runtime()?.block_on(f))
 }
 
 /// Exit codes, in one place (documented in docs/cli.md).

@@ -119,7 +119,7 @@ pub(crate) fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     let store = args.common.store().open()?;
     let file = match args.file {
         Some(f) => f,
-        None => super::recorded_graph(&*store, &args.thread)?,
+        None => super::wait(super::recorded_graph(&*store, &args.thread))??,
     };
     let graph = match super::load_graph(&file)? {
         Ok(g) => g,
@@ -175,7 +175,7 @@ impl Session {
 
     fn with_store(
         graph: Graph,
-        store: Arc<dyn switchyard::store::Checkpointer>,
+        store: Arc<dyn switchyard::store::Store>,
         common: &CommonArgs,
     ) -> anyhow::Result<Self> {
         let file = graph.path.clone();
@@ -183,7 +183,9 @@ impl Session {
         let llm_options = common.llm();
         let trace = common.trace.resolve();
         let llm = switchyard::llm::llm_client(&graph, &llm_options)?;
-        let mut runner = Runner::new(Arc::new(graph), store)
+        // The cache lives beside the checkpoints (with `--store none`, nowhere).
+        let mut runner = Runner::new(Arc::new(graph), store.clone())
+            .with_cache(store)
             .with_max_steps(common.max_steps)
             .with_llm_content(trace.as_ref().is_some_and(|t| t.content))
             .with_llm(llm);
@@ -263,14 +265,14 @@ impl Session {
                             from = None;
                         }
                         let Some(lines) = lines.as_mut() else {
-                            return self.paused(thread, &node, &payload);
+                            return self.paused(thread, &node, &payload).await;
                         };
                         let answer = tokio::select! {
                             a = self.ask(thread, from, &node, &payload, lines) => a?,
                             () = stop_asked.notified() => None,
                         };
                         let Some(answer) = answer else {
-                            return self.paused(thread, &node, &payload);
+                            return self.paused(thread, &node, &payload).await;
                         };
                         let go = match from {
                             Some(at) => Go::From {
@@ -290,7 +292,8 @@ impl Session {
                     ) if lines.is_some() => {
                         eprintln!("error: {e}");
                         let pending = self
-                            .pending_at(thread, from)?
+                            .pending_at(thread, from)
+                            .await?
                             .context("the thread is no longer paused")?;
                         asked_again = true;
                         outcome = Ok(Outcome::Interrupted {
@@ -319,15 +322,15 @@ impl Session {
     }
 
     /// The interrupt checkpoint `at` of `thread` waits for (its latest, without).
-    fn pending_at(
+    async fn pending_at(
         &self,
         thread: &str,
         at: Option<u64>,
     ) -> anyhow::Result<Option<Box<switchyard::store::Pending>>> {
         let threads = self.runner.threads();
         Ok(match at {
-            None => threads.latest(thread)?.pending,
-            Some(seq) => threads.state(thread, Some(seq))?.1.pending,
+            None => threads.latest(thread).await?.pending,
+            Some(seq) => threads.state(thread, Some(seq)).await?.1.pending,
         })
     }
 
@@ -343,7 +346,8 @@ impl Session {
     ) -> anyhow::Result<Option<Option<Json>>> {
         let graph = self.runner.graph();
         let pending = self
-            .pending_at(thread, at)?
+            .pending_at(thread, at)
+            .await?
             .context("the thread is not paused")?;
         // An interrupt node's resume schema, or the schema an MCP server sent with its
         // question (an elicitation, answered with the content alone).
@@ -402,7 +406,7 @@ impl Session {
         }
     }
 
-    fn paused(&self, thread: &str, node: &str, payload: &Json) -> anyhow::Result<u8> {
+    async fn paused(&self, thread: &str, node: &str, payload: &Json) -> anyhow::Result<u8> {
         if !self.json {
             let mut out = std::io::stdout().lock();
             writeln!(out, "{payload}")?;
@@ -421,7 +425,8 @@ impl Session {
             let breakpoint = self
                 .runner
                 .threads()
-                .latest(thread)?
+                .latest(thread)
+                .await?
                 .pending
                 .is_some_and(|p| p.breakpoint.is_some());
             let payload = (!breakpoint).then_some("<JSON>");

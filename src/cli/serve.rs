@@ -198,7 +198,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 let _ = forward.send(line.to_string());
             }
         });
-        let recovered = host.recover()?;
+        let recovered = host.recover().await?;
         if recovered > 0 {
             let _ = tx
                 .send(serde_json::json!({ "notice": "recovering", "runs": recovered }).to_string());

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard::store::{Checkpointer, MemoryStore, NoStore, SqliteStore};
+use switchyard::store::{MemoryStore, NoStore, SqliteStore, Store};
 use switchyard::store::{PostgresStore, SqliteOptions};
 
 /// Where checkpoints go: `sqlite:PATH`, `postgres://URL`, `memory`, or `none`
@@ -48,7 +48,7 @@ impl StoreArg {
         }
     }
 
-    pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
+    pub(crate) fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
         Ok(match self {
             StoreArg::Sqlite(path, options) => Arc::new(SqliteStore::open_with(path, *options)?),
             StoreArg::Postgres(url) => Arc::new(PostgresStore::open(url)?),
@@ -58,7 +58,7 @@ impl StoreArg {
     }
 
     /// The store, to read only: a store on a read-only file or mount opens read-only.
-    pub(crate) fn open_to_read(&self) -> anyhow::Result<Arc<dyn Checkpointer>> {
+    pub(crate) fn open_to_read(&self) -> anyhow::Result<Arc<dyn Store>> {
         match self {
             StoreArg::Sqlite(path, _) => match self.open() {
                 Ok(s) => Ok(s),

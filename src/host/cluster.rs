@@ -62,7 +62,7 @@ impl Cluster {
     /// the handle returned follows it. Its input or answer is checked here when the
     /// thread is idle; whichever process claims it decides its course then (the
     /// thread may have moved while the run waited in the store).
-    pub(super) fn create_run(
+    pub(super) async fn create_run(
         &self,
         host: &Host,
         assistant: &str,
@@ -73,12 +73,13 @@ impl Cluster {
     ) -> Result<Arc<RunHandle>, HostError> {
         let store = &host.inner.store;
         let in_flight: Vec<RunRecord> = store
-            .runs(&thread_id)?
+            .runs(&thread_id)
+            .await?
             .into_iter()
             .filter(|r| r.status.in_flight())
             .collect();
         if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
-            let latest = store.latest(&thread_id)?;
+            let latest = store.latest(&thread_id).await?;
             let go = decide_from(
                 &**store,
                 &request,
@@ -86,8 +87,9 @@ impl Cluster {
                 latest.as_ref(),
                 &thread_id,
                 host.inner.rules,
-            )?;
-            host.runner(graph).check(&thread_id, go)?;
+            )
+            .await?;
+            host.runner(graph).check(&thread_id, go).await?;
         }
         if !in_flight.is_empty() {
             match request.multitask_strategy {
@@ -101,15 +103,15 @@ impl Cluster {
                     // Enqueue asks nothing of them; interrupt and rollback stop them.
                     if let Some(action) = request.multitask_strategy.cancel_action() {
                         for r in &in_flight {
-                            self.cancel(host, r, action)?;
+                            self.cancel(host, r, action).await?;
                         }
                     }
                 }
             }
         }
-        let thread_record = host.thread_record(&thread_id, assistant)?;
+        let thread_record = host.thread_record(&thread_id, assistant).await?;
         let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata);
-        store.put_thread(&thread_record)?;
+        store.put_thread(&thread_record).await?;
         // The handle first: this process's dispatcher may claim the run as soon as it
         // is stored, and must drive the handle the caller follows, not one of its own.
         let reject = request.multitask_strategy == Multitask::Reject;
@@ -118,9 +120,9 @@ impl Cluster {
         // With `reject`, the check above may be stale (another process may have taken
         // a run for the thread since): the store checks again as it writes.
         let put = if reject {
-            store.put_run_unless_busy(&record)
+            store.put_run_unless_busy(&record).await
         } else {
-            store.put_run(&record).map(Ok)
+            store.put_run(&record).await.map(Ok)
         };
         match put {
             Ok(Ok(())) => {}
@@ -140,11 +142,12 @@ impl Cluster {
 
     /// The ids of a thread's runs in flight, whichever process drives them (the store
     /// knows), the running one first.
-    pub(super) fn in_flight(&self, host: &Host, thread: &str) -> Vec<String> {
+    pub(super) async fn in_flight(&self, host: &Host, thread: &str) -> Vec<String> {
         let mut runs: Vec<RunRecord> = host
             .inner
             .store
             .runs(thread)
+            .await
             .unwrap_or_default()
             .into_iter()
             .filter(|r| r.status.in_flight())
@@ -155,7 +158,7 @@ impl Cluster {
 
     /// Asks for a shared run's cancel: a pending one ends at once (a rollback removes
     /// it and what it wrote), a running one through its process's heartbeat.
-    pub(super) fn cancel(
+    pub(super) async fn cancel(
         &self,
         host: &Host,
         record: &RunRecord,
@@ -169,19 +172,19 @@ impl Cluster {
             h.request_cancel(action);
         }
         let store = &host.inner.store;
-        let was_pending = store.cancel_run(&record.id, name)?;
+        let was_pending = store.cancel_run(&record.id, name).await?;
         if was_pending && action == CancelAction::Rollback {
             if let Some(seq) = record.first_seq {
-                store.truncate(&record.thread, seq)?;
+                store.truncate(&record.thread, seq).await?;
             }
-            store.delete_run(&record.id)?;
+            store.delete_run(&record.id).await?;
         }
         Ok(())
     }
 
     /// The handle of a shared run this process has none of yet: one that follows it.
-    pub(super) fn follow(&self, host: &Host, run: &str) -> Option<Arc<RunHandle>> {
-        let record = host.inner.store.get_run(run).ok()??;
+    pub(super) async fn follow(&self, host: &Host, run: &str) -> Option<Arc<RunHandle>> {
+        let record = host.inner.store.get_run(run).await.ok()??;
         let request: RunRequest = serde_json::from_value(record.kwargs.clone()).unwrap_or_default();
         let handle = {
             let mut runs = lock(&host.inner.runs);
@@ -207,7 +210,7 @@ impl Cluster {
 
     /// Writes the events logged since the last call, in one statement: a burst of
     /// events (a node's end, the state, the next node's start) costs one round trip.
-    pub(super) fn save_events(&self, host: &Host, run: &RunHandle) {
+    pub(super) async fn save_events(&self, host: &Host, run: &RunHandle) {
         let batch = std::mem::take(&mut *lock(&run.unsaved));
         if batch.is_empty() {
             return;
@@ -217,6 +220,7 @@ impl Cluster {
             .inner
             .store
             .append_events(&run.id, first, &batch)
+            .await
             .is_err()
         {
             // Kept for the next write: followers wait at a gap rather than skip it.
@@ -229,16 +233,17 @@ impl Cluster {
 
     /// Whether the run is still this process's to record (its lease renewed now), as
     /// it ends; when another process took it over, the record is that one's to write.
-    pub(super) fn still_ours(
+    pub(super) async fn still_ours(
         &self,
         host: &Host,
         run: &RunHandle,
     ) -> Result<bool, crate::store::StoreError> {
         let until = now_ms() + self.lease.as_millis() as u64;
-        let held =
-            host.inner
-                .store
-                .renew_leases(&self.worker, std::slice::from_ref(&run.id), until)?;
+        let held = host
+            .inner
+            .store
+            .renew_leases(&self.worker, std::slice::from_ref(&run.id), until)
+            .await?;
         if held.is_empty() {
             run.lost.store(true, Ordering::SeqCst);
             return Ok(false);
@@ -248,14 +253,14 @@ impl Cluster {
 
     /// A claimed run this process will not drive, as it shuts down: back to pending
     /// for the next process (marked to go on, if it had begun).
-    pub(super) fn put_back(&self, host: &Host, run: &RunHandle) {
+    pub(super) async fn put_back(&self, host: &Host, run: &RunHandle) {
         let mut request = run.request.clone();
         request.resumed_after_restart = run.resumes();
         let r = run.update(|r| {
             r.status = RunStatus::Pending;
             r.kwargs = serde_json::to_value(&request).unwrap_or_default();
         });
-        let _ = host.save_run(run, &r);
+        let _ = host.save_run(run, &r).await;
     }
 
     /// Another process drives the run's thread (it took the run over while this one
@@ -291,21 +296,17 @@ impl Cluster {
                     .filter(|s| s.current.is_some())
                     .map(|s| s.id)
                     .collect();
-                let claimed = host.inner.store.claim_run(
-                    &c.worker,
-                    &graphs,
-                    now,
-                    now + lease.as_millis() as u64,
-                );
+                let claimed = host
+                    .inner
+                    .store
+                    .claim_run(&c.worker, &graphs, now, now + lease.as_millis() as u64)
+                    .await;
                 match claimed {
                     Ok(Some((record, taken_over))) => {
                         c.dispatch(&host, record, taken_over, slot).await
                     }
                     Ok(None) => {
-                        let store = host.inner.store.clone();
-                        let waited = tokio::task::spawn_blocking(move || {
-                            store.wait_for_runs(Duration::from_millis(500))
-                        });
+                        let waited = host.inner.store.wait_for_runs(Duration::from_millis(500));
                         tokio::select! {
                             _ = waited => {}
                             _ = c.wake.notified() => {}
@@ -321,7 +322,7 @@ impl Cluster {
             loop {
                 tick.tick().await;
                 if let Some(c) = host_of_heartbeat.cluster() {
-                    c.heartbeat(&host_of_heartbeat);
+                    c.heartbeat(&host_of_heartbeat).await;
                 }
             }
         });
@@ -329,13 +330,18 @@ impl Cluster {
 
     /// Renews this process's leases; a run whose lease another process took is
     /// stopped here, and a cancel asked through another process is passed on.
-    fn heartbeat(&self, host: &Host) {
+    async fn heartbeat(&self, host: &Host) {
         let driving: Vec<String> = lock(&self.driving).iter().cloned().collect();
         if driving.is_empty() {
             return;
         }
         let until = now_ms() + self.lease.as_millis() as u64;
-        let Ok(held) = host.inner.store.renew_leases(&self.worker, &driving, until) else {
+        let Ok(held) = host
+            .inner
+            .store
+            .renew_leases(&self.worker, &driving, until)
+            .await
+        else {
             return;
         };
         let runs = lock(&host.inner.runs);
@@ -382,15 +388,15 @@ impl Cluster {
         let (record, request, how) = if taken_over {
             // Its process died; another may still hold the thread (it only lost its
             // lease): give the run back and look again later.
-            match host.inner.store.claim(&record.thread) {
-                Ok(claim) => drop(claim),
+            match host.inner.store.claim(&record.thread).await {
+                Ok(claim) => claim.release().await,
                 Err(_) => {
-                    let _ = host.inner.store.release_run(&id, &self.worker);
+                    let _ = host.inner.store.release_run(&id, &self.worker).await;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     return;
                 }
             }
-            match host.recovery(record) {
+            match host.recovery(record).await {
                 Ok(Recovery::Go {
                     mut record,
                     request,
@@ -424,7 +430,7 @@ impl Cluster {
             let _copying = run.mirroring.lock().await;
             run.driven_here.store(true, Ordering::SeqCst);
             *lock(&run.record) = record;
-            if let Ok(events) = host.inner.store.events(&run.id, run.log.len()) {
+            if let Ok(events) = host.inner.store.events(&run.id, run.log.len()).await {
                 for text in events {
                     if let Ok(e) = serde_json::from_str::<Event>(&text) {
                         run.log.push(e);
@@ -459,7 +465,7 @@ impl Cluster {
                 spawn_mirror(&host, run);
                 return;
             }
-            host.close_run(&run, end);
+            host.close_run(&run, end).await;
         });
     }
 }
@@ -477,8 +483,8 @@ fn spawn_mirror(host: &Host, run: Arc<RunHandle>) {
                 }
                 let store = &host.inner.store;
                 // The end first: events written before it are all there after.
-                let record = store.get_run(&run.id);
-                if let Ok(events) = store.events(&run.id, run.log.len()) {
+                let record = store.get_run(&run.id).await;
+                if let Ok(events) = store.events(&run.id, run.log.len()).await {
                     for text in events {
                         match serde_json::from_str::<Event>(&text) {
                             Ok(e) => {

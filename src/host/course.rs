@@ -8,7 +8,7 @@ use super::request::RunRequest;
 use super::{Host, HostError, RunRules};
 use crate::graph::Graph;
 use crate::run::Go;
-use crate::store::{Checkpoint, Checkpointer, Status};
+use crate::store::{Checkpoint, Checkpoints, Status};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
 
@@ -96,8 +96,8 @@ impl Host {
 /// What a request does on a thread that stands at `latest`, going from its checkpoint
 /// `from` when that is not the latest: decided as though the thread stood there, the
 /// run forks the thread at it ([`Go::From`]).
-pub(super) fn decide_from(
-    store: &dyn Checkpointer,
+pub(super) async fn decide_from(
+    store: &dyn Checkpoints,
     request: &RunRequest,
     from: Option<u64>,
     latest: Option<&Checkpoint>,
@@ -106,7 +106,7 @@ pub(super) fn decide_from(
 ) -> Result<Go, HostError> {
     match from {
         Some(seq) if latest.map(|l| l.seq) != Some(seq) => {
-            let record = fork_point(store, thread, seq)?;
+            let record = fork_point(store, thread, seq).await?;
             let go = decide(request, Some(&record), thread, rules)?;
             Ok(Go::From {
                 at: seq,
@@ -118,9 +118,14 @@ pub(super) fn decide_from(
 }
 
 /// A thread's checkpoint `seq`, which a run or an update forks from.
-fn fork_point(store: &dyn Checkpointer, thread: &str, seq: u64) -> Result<Checkpoint, HostError> {
+async fn fork_point(
+    store: &dyn Checkpoints,
+    thread: &str,
+    seq: u64,
+) -> Result<Checkpoint, HostError> {
     store
-        .load_from(thread, seq)?
+        .load_from(thread, seq)
+        .await?
         .into_iter()
         .next()
         .filter(|r| r.seq == seq)
@@ -129,15 +134,15 @@ fn fork_point(store: &dyn Checkpointer, thread: &str, seq: u64) -> Result<Checkp
 
 /// Where a run going from checkpoint `from` (none: the latest) finds the thread: the
 /// record whose graph version it uses and whose pause it answers.
-pub(super) fn standing_at(
-    store: &dyn Checkpointer,
+pub(super) async fn standing_at(
+    store: &dyn Checkpoints,
     thread: &str,
     from: Option<u64>,
     latest: Option<Checkpoint>,
 ) -> Result<Option<Checkpoint>, HostError> {
     match from {
         Some(seq) if latest.as_ref().map(|l| l.seq) != Some(seq) => {
-            fork_point(store, thread, seq).map(Some)
+            fork_point(store, thread, seq).await.map(Some)
         }
         _ => Ok(latest),
     }

@@ -26,7 +26,7 @@ impl Host {
                 // The thread is free before anyone hears that the run ended, so a
                 // client that starts the next run on hearing it is not refused.
                 let last = host.inner.queue.finished(&thread);
-                host.close_run(&run, end);
+                host.close_run(&run, end).await;
                 if last {
                     return;
                 }
@@ -59,7 +59,7 @@ impl Host {
             r.status = RunStatus::Error;
             r.error = Some(message.clone());
         });
-        let _ = self.save_run(run, &r);
+        let _ = self.save_run(run, &r).await;
         self.inner.tools.stop_now(&run.thread).await;
         RunEnd {
             status: RunStatus::Error,
@@ -70,7 +70,7 @@ impl Host {
 
     /// Saves a run's record, unless another process took the run over (its lease
     /// ran out): then the record is that process's to write.
-    pub(super) fn save_run(
+    pub(super) async fn save_run(
         &self,
         run: &RunHandle,
         r: &crate::store::RunRecord,
@@ -81,22 +81,22 @@ impl Host {
         if let Some(c) = self.cluster()
             && r.status != RunStatus::Running
             && run.driven_here.load(Ordering::SeqCst)
-            && !c.still_ours(self, run)?
+            && !c.still_ours(self, run).await?
         {
             return Ok(());
         }
-        self.inner.store.put_run(r)
+        self.inner.store.put_run(r).await
     }
 
     /// Ends a run that never started (cancelled while waiting).
-    pub(super) fn end_unstarted(&self, run: &Arc<RunHandle>) -> RunEnd {
+    pub(super) async fn end_unstarted(&self, run: &Arc<RunHandle>) -> RunEnd {
         match run.cancel_action() {
             Some(CancelAction::Rollback) => {
                 // A run a previous process had begun rolls back what it wrote then.
                 if let Some(seq) = run.record().first_seq {
-                    let _ = self.inner.store.truncate(&run.thread, seq);
+                    let _ = self.inner.store.truncate(&run.thread, seq).await;
                 }
-                let _ = self.inner.store.delete_run(&run.id);
+                let _ = self.inner.store.delete_run(&run.id).await;
                 RunEnd {
                     status: RunStatus::Interrupted,
                     error: None,
@@ -105,7 +105,7 @@ impl Host {
             }
             _ => {
                 let r = run.update(|r| r.status = RunStatus::Interrupted);
-                let _ = self.save_run(run, &r);
+                let _ = self.save_run(run, &r).await;
                 RunEnd {
                     status: RunStatus::Interrupted,
                     error: None,
@@ -117,7 +117,7 @@ impl Host {
 
     /// Tells everyone a run ended: its end first, then its log closes (a reader that
     /// sees the log closed finds the end set), and a stateless run's thread goes.
-    pub(super) fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
+    pub(super) async fn close_run(&self, run: &Arc<RunHandle>, end: RunEnd) {
         if let Some(t) = &self.inner.tracer {
             // Its trace is sent even when the run ended without its last event.
             t.end(&run.id);
@@ -125,7 +125,7 @@ impl Host {
         let temporary =
             run.request.temporary && !run.request.on_completion_keep && !end.status.in_flight();
         if temporary {
-            let _ = self.inner.store.delete_thread(&run.thread);
+            let _ = self.inner.store.delete_thread(&run.thread).await;
             let tools = self.inner.tools.clone();
             let thread = run.thread.clone();
             tokio::spawn(async move { tools.stop_thread(&thread).await });
@@ -175,13 +175,13 @@ impl Host {
             },
         };
         if permit.is_none() || run.cancel_action().is_some() {
-            return self.end_unstarted(run);
+            return self.end_unstarted(run).await;
         }
         if self.inner.closing.load(Ordering::SeqCst) {
             // Left pending for the next process (a claimed shared run was marked
             // running: it is put back).
             if let Some(c) = self.cluster() {
-                c.put_back(self, run);
+                c.put_back(self, run).await;
             }
             return RunEnd {
                 status: RunStatus::Pending,
@@ -197,7 +197,7 @@ impl Host {
                     r.status = RunStatus::Error;
                     r.error = Some(message.clone());
                 });
-                let _ = self.save_run(run, &r);
+                let _ = self.save_run(run, &r).await;
                 RunEnd {
                     status: RunStatus::Error,
                     error: Some(message),
@@ -229,7 +229,7 @@ impl Host {
     /// Drives the run; an error is a failure before the runner could start.
     pub(super) async fn drive(&self, run: &Arc<RunHandle>) -> Result<RunEnd, HostError> {
         let store = &self.inner.store;
-        let latest = store.latest(&run.thread)?;
+        let latest = store.latest(&run.thread).await?;
         // Decided when the run was created, while the thread still stands there and the
         // graphs served are as they were; else now (its graph) and once its update is
         // written (what it does).
@@ -240,7 +240,7 @@ impl Host {
             Some(c) => c.graph.clone(),
             None => {
                 let from = (!run.resumes()).then_some(run.request.checkpoint).flatten();
-                let standing = standing_at(&**store, &run.thread, from, latest.clone())?;
+                let standing = standing_at(&**store, &run.thread, from, latest.clone()).await?;
                 self.graph_of_run(&run.assistant, &run.thread, standing.as_ref())?
             }
         };
@@ -252,7 +252,7 @@ impl Host {
                 .get_or_insert(latest.as_ref().map_or(0, |l| l.seq + 1));
         });
         let first_seq = record.first_seq.unwrap_or(0);
-        self.save_run(run, &record)?;
+        self.save_run(run, &record).await?;
         let llm = self.inner.llm.client(&graph)?;
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -263,10 +263,8 @@ impl Host {
         // One that writes an update first keeps its records: the update is one.
         let stateless = run.request.keeps_no_checkpoints();
         let runner = if stateless {
-            Runner::new(
-                graph,
-                Arc::new(crate::store::NoStore::with_cache_of(store.clone())),
-            )
+            // Its llm nodes still share the server's cache.
+            Runner::new(graph, Arc::new(crate::store::NoStore)).with_cache(store.clone())
         } else {
             self.runner(graph)
         };
@@ -289,12 +287,13 @@ impl Host {
             {
                 runner
                     .threads()
-                    .update_at(&run.thread, from.take(), update, None)?;
+                    .update_at(&run.thread, from.take(), update, None)
+                    .await?;
             }
             let go = if run.resumes() {
                 Go::resume(None)
             } else {
-                let latest = store.latest(&run.thread)?;
+                let latest = store.latest(&run.thread).await?;
                 match course {
                     // Nothing wrote to the thread since it was decided.
                     Some(c) if c.at == latest.as_ref().map(|l| l.seq) => c.go,
@@ -306,6 +305,7 @@ impl Host {
                         &run.thread,
                         self.inner.rules,
                     )
+                    .await
                     .map_err(|e| RunError::Input(e.to_string()))?,
                 }
             };
@@ -324,7 +324,7 @@ impl Host {
                             limit_ended |= self.record_event(run, e);
                         }
                         if let Some(c) = self.cluster() {
-                            c.save_events(self, run);
+                            c.save_events(self, run).await;
                         }
                     }
                     out = &mut work => break out,
@@ -338,7 +338,7 @@ impl Host {
             limit_ended |= self.record_event(run, e);
         }
         if let Some(c) = self.cluster() {
-            c.save_events(self, run);
+            c.save_events(self, run).await;
         }
         if let (Some(c), Err(RunError::Store(crate::store::StoreError::Claimed { .. }))) =
             (self.cluster(), &outcome)
@@ -372,7 +372,7 @@ impl Host {
                 r.status = RunStatus::Error;
                 r.error = Some(error.clone());
             });
-            self.save_run(run, &r)?;
+            self.save_run(run, &r).await?;
             return Ok(RunEnd {
                 status: RunStatus::Error,
                 error: Some(error),
@@ -389,7 +389,7 @@ impl Host {
                 r.status = RunStatus::Pending;
                 r.kwargs = serde_json::to_value(&request).unwrap_or_default();
             });
-            self.save_run(run, &r)?;
+            self.save_run(run, &r).await?;
             return Ok(RunEnd {
                 status: RunStatus::Pending,
                 error: None,
@@ -397,9 +397,8 @@ impl Host {
             });
         }
         if run.cancel_action() == Some(CancelAction::Rollback) {
-            store
-                .truncate(&run.thread, first_seq)
-                .and_then(|()| store.delete_run(&run.id))?;
+            store.truncate(&run.thread, first_seq).await?;
+            store.delete_run(&run.id).await?;
             return Ok(RunEnd {
                 status: RunStatus::Interrupted,
                 error: None,
@@ -410,7 +409,7 @@ impl Host {
             r.status = status;
             r.error = error.clone();
         });
-        self.save_run(run, &r)?;
+        self.save_run(run, &r).await?;
         Ok(RunEnd {
             status,
             error,

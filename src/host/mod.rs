@@ -39,7 +39,7 @@ pub(crate) use request::{CancelAction, Command, Multitask, RunRequest};
 pub(crate) use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView, contains};
 
 use crate::run::Runner;
-use crate::store::{Checkpointer, RunRecord};
+use crate::store::{RunRecord, Store};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +49,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// How a host runs its graphs.
 pub struct HostOptions {
-    pub store: Arc<dyn Checkpointer>,
+    pub store: Arc<dyn Store>,
     /// Where tools' binary results (screenshots) go.
     pub blob_dir: PathBuf,
     pub llm: LlmSource,
@@ -137,7 +137,7 @@ pub struct Host {
 
 struct Inner {
     graphs: Graphs,
-    store: Arc<dyn Checkpointer>,
+    store: Arc<dyn Store>,
     llm: LlmSource,
     tools: tools::ToolPool,
     slots: Arc<tokio::sync::Semaphore>,
@@ -244,9 +244,7 @@ impl Host {
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tick.tick().await;
-                    let h = host.clone();
-                    let swept = tokio::task::spawn_blocking(move || h.expire_threads(ttl)).await;
-                    if let Ok(Ok(threads)) = swept {
+                    if let Ok(threads) = host.expire_threads(ttl).await {
                         for thread in threads {
                             host.notice(Notice::ThreadExpired { thread });
                         }
@@ -257,18 +255,19 @@ impl Host {
     }
 
     /// Deletes the threads that ended longer than `ttl` ago and have no run waiting.
-    fn expire_threads(&self, ttl: Duration) -> Result<Vec<String>, HostError> {
+    async fn expire_threads(&self, ttl: Duration) -> Result<Vec<String>, HostError> {
         let before = now_ms().saturating_sub(ttl.as_millis() as u64);
-        Ok(crate::store::delete_ended(
-            &*self.inner.store,
-            before,
-            |thread| !self.in_flight(thread).is_empty(),
-        )?)
+        Ok(
+            crate::store::delete_ended(&*self.inner.store, before, |thread| {
+                Box::pin(async move { !self.in_flight(&thread).await.is_empty() })
+            })
+            .await?,
+        )
     }
 
     /// A runner for `graph` on this host's store, with nothing else attached.
     fn runner(&self, graph: Arc<crate::graph::Graph>) -> Runner {
-        Runner::new(graph, self.inner.store.clone())
+        Runner::new(graph, self.inner.store.clone()).with_cache(self.inner.store.clone())
     }
 
     /// `graph`'s view of the threads in this host's store.
@@ -317,9 +316,9 @@ impl Host {
     }
 
     /// Whether a thread has runs in flight, and their ids (the running one first).
-    pub(crate) fn in_flight(&self, thread: &str) -> Vec<String> {
+    pub(crate) async fn in_flight(&self, thread: &str) -> Vec<String> {
         match self.cluster() {
-            Some(c) => c.in_flight(self, thread),
+            Some(c) => c.in_flight(self, thread).await,
             None => self.inner.queue.in_flight(thread),
         }
     }
@@ -328,16 +327,16 @@ impl Host {
     /// started goes on from its thread's last checkpoint; one whose graph is no longer
     /// served, or whose thread's checkpoint no longer fits the graph, fails with the
     /// reason.
-    pub fn recover(&self) -> Result<usize, HostError> {
+    pub async fn recover(&self) -> Result<usize, HostError> {
         if self.cluster().is_some() {
             // Claimed from the store like any other waiting run, and taken over when
             // their lease runs out; other processes may be driving them now.
             return Ok(0);
         }
-        let runs = self.inner.store.runs_in_flight()?;
+        let runs = self.inner.store.runs_in_flight().await?;
         let n = runs.len();
         for record in runs {
-            self.requeue(record)?;
+            self.requeue(record).await?;
         }
         Ok(n)
     }

@@ -7,12 +7,28 @@ use super::HostError;
 use super::handle::RunHandle;
 use super::lock;
 use super::request::Multitask;
+use futures_util::future::BoxFuture;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-#[derive(Default)]
 pub(super) struct RunQueue {
     queues: Mutex<HashMap<String, ThreadQueue>>,
+    /// One admission at a time per thread (threads spread over the gates by name):
+    /// held across the store writes that save a run, so that runs are queued in the
+    /// order they were saved, without holding `queues` while the store works.
+    gates: Box<[tokio::sync::Mutex<()>]>,
+}
+
+/// How many admission gates threads share.
+const GATES: usize = 64;
+
+impl Default for RunQueue {
+    fn default() -> Self {
+        RunQueue {
+            queues: Mutex::default(),
+            gates: (0..GATES).map(|_| tokio::sync::Mutex::new(())).collect(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -39,52 +55,60 @@ pub(super) struct Admitted {
 
 impl RunQueue {
     /// Lets a run into `thread`'s queue, behind the runs in flight as `strategy` says:
-    /// refused beside them (`reject`: [`refused_busy`]), after them (`enqueue`), or after asking them to
-    /// stop (`interrupt`, `rollback`: `cancel_waiting` ends each waiting one, which
-    /// never starts). `make` builds and saves the run, told whether it is first (no
-    /// run in flight on the thread); all of it happens under the queue's lock, so runs
-    /// are queued in the order they were saved, and a run that could not be saved is
-    /// not queued (the runs the strategy stopped stay stopped).
-    pub(super) fn admit(
+    /// refused beside them (`reject`: [`refused_busy`]), after them (`enqueue`), or
+    /// after asking them to stop (`interrupt`, `rollback`: `cancel_waiting` ends each
+    /// waiting one, which never starts). `make` builds and saves the run, told whether
+    /// it is first (no run in flight on the thread). One admission of a thread at a
+    /// time, so runs are queued in the order they were saved, and a run that could not
+    /// be saved is not queued (the runs the strategy stopped stay stopped).
+    pub(super) async fn admit<'c>(
         &self,
         thread: &str,
         strategy: Multitask,
-        cancel_waiting: impl Fn(&Arc<RunHandle>),
-        make: impl FnOnce(bool) -> Result<Arc<RunHandle>, HostError>,
+        cancel_waiting: impl Fn(Arc<RunHandle>) -> BoxFuture<'c, ()>,
+        make: impl FnOnce(bool) -> BoxFuture<'c, Result<Arc<RunHandle>, HostError>>,
     ) -> Result<Admitted, HostError> {
-        let mut queues = lock(&self.queues);
-        let queue = queues.entry(thread.to_string()).or_default();
-        let first = !queue.busy();
-        if !first {
-            match strategy {
-                Multitask::Reject => {
-                    let ids = queue.running.iter().chain(&queue.waiting);
-                    return Err(refused_busy(thread, ids.map(|r| r.id.as_str())));
-                }
-                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
-                    // Enqueue asks nothing of them; interrupt and rollback stop them.
-                    if let Some(action) = strategy.cancel_action() {
-                        let waiting: Vec<_> = queue.waiting.drain(..).collect();
-                        if let Some(r) = &queue.running {
-                            r.request_cancel(action);
-                        }
-                        for r in waiting {
-                            r.request_cancel(action);
-                            cancel_waiting(&r);
-                        }
+        let gate = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            thread.hash(&mut h);
+            &self.gates[h.finish() as usize % self.gates.len()]
+        };
+        let _turn = gate.lock().await;
+        let (first, stopped) = {
+            let mut queues = lock(&self.queues);
+            match queues.get_mut(thread) {
+                Some(queue) if queue.busy() => match strategy {
+                    Multitask::Reject => {
+                        let ids = queue.running.iter().chain(&queue.waiting);
+                        return Err(refused_busy(thread, ids.map(|r| r.id.as_str())));
                     }
-                }
-            }
-        }
-        let run = match make(first) {
-            Ok(run) => run,
-            Err(e) => {
-                if !queue.worker && !queue.busy() {
-                    queues.remove(thread);
-                }
-                return Err(e);
+                    // Enqueue asks nothing of them; interrupt and rollback stop them.
+                    Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
+                        let mut stopped = Vec::new();
+                        if let Some(action) = strategy.cancel_action() {
+                            stopped = queue.waiting.drain(..).collect();
+                            if let Some(r) = &queue.running {
+                                r.request_cancel(action);
+                            }
+                            for r in &stopped {
+                                r.request_cancel(action);
+                            }
+                        }
+                        (false, stopped)
+                    }
+                },
+                _ => (true, Vec::new()),
             }
         };
+        for r in stopped {
+            cancel_waiting(r).await;
+        }
+        let run = make(first).await?;
+        // The queue may have gone meanwhile (its last run ended, and its worker with
+        // it): made again, with a new worker.
+        let mut queues = lock(&self.queues);
+        let queue = queues.entry(thread.to_string()).or_default();
         queue.waiting.push_back(run.clone());
         let spawn_worker = !std::mem::replace(&mut queue.worker, true);
         Ok(Admitted { run, spawn_worker })

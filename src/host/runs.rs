@@ -27,7 +27,7 @@ impl Host {
     /// none), queued behind the thread's runs in flight as `request.multitask_strategy`
     /// says. When the run would start at once, its input or answer is checked now,
     /// and a refusal changes nothing.
-    pub(crate) fn create_run(
+    pub(crate) async fn create_run(
         &self,
         assistant: &str,
         thread: Option<&str>,
@@ -44,18 +44,21 @@ impl Host {
         let thread_id = thread.map_or_else(new_id, str::to_string);
         super::threads::check_id(&thread_id)?;
         let store = &self.inner.store;
-        let record = store.get_thread(&thread_id)?;
-        let latest = store.latest(&thread_id)?;
+        let record = store.get_thread(&thread_id).await?;
+        let latest = store.latest(&thread_id).await?;
         if record.is_none() && latest.is_none() && !(create_thread || request.temporary) {
             return Err(HostError::NotFound(format!(
                 "thread `{thread_id}` not found; create it first, or pass if_not_exists=\"create\""
             )));
         }
         // The version of the checkpoint the run goes from (a fork goes on as it stood).
-        let standing = standing_at(&**store, &thread_id, request.checkpoint, latest.clone())?;
+        let standing =
+            standing_at(&**store, &thread_id, request.checkpoint, latest.clone()).await?;
         let graph = self.graph_for_thread(assistant, &graph, &thread_id, standing.as_ref())?;
         if let Some(c) = self.cluster() {
-            return c.create_run(self, assistant, thread_id, request, metadata, graph);
+            return c
+                .create_run(self, assistant, thread_id, request, metadata, graph)
+                .await;
         }
         // Decided and checked now when the run would start now (a refusal changes
         // nothing); behind other runs, or after an update, the state it will find is
@@ -70,8 +73,11 @@ impl Host {
                 latest.as_ref(),
                 &thread_id,
                 self.inner.rules,
-            )?;
-            self.runner(graph.clone()).check(&thread_id, go.clone())?;
+            )
+            .await?;
+            self.runner(graph.clone())
+                .check(&thread_id, go.clone())
+                .await?;
             Some(Course {
                 graph,
                 go,
@@ -81,32 +87,40 @@ impl Host {
         } else {
             None
         };
-        let admitted = self.inner.queue.admit(
-            &thread_id,
-            request.multitask_strategy,
-            |waiting| {
-                let end = self.end_unstarted(waiting);
-                self.close_run(waiting, end);
-            },
-            |first| {
-                // Read again under the lock: a metadata patch since the first read
-                // stands.
-                let thread_record = self.thread_record(&thread_id, assistant)?;
-                let run = RunHandle::new(
-                    fresh_record(new_id(), &thread_id, assistant, &request, metadata),
-                    request,
-                );
-                store
-                    .put_thread(&thread_record)
-                    .and_then(|()| store.put_run(&run.record()))?;
-                // A course decided before another run got in ahead is stale: its turn
-                // decides. Set before the run is queued, so its worker finds it.
-                if first {
-                    *lock(&run.course) = course.take();
-                }
-                Ok(run)
-            },
-        )?;
+        let admitted = self
+            .inner
+            .queue
+            .admit(
+                &thread_id,
+                request.multitask_strategy,
+                |waiting| {
+                    Box::pin(async move {
+                        let end = self.end_unstarted(&waiting).await;
+                        self.close_run(&waiting, end).await;
+                    })
+                },
+                |first| {
+                    let thread_id = &thread_id;
+                    Box::pin(async move {
+                        // Read again in the thread's turn: a metadata patch since the first
+                        // read stands.
+                        let thread_record = self.thread_record(thread_id, assistant).await?;
+                        let run = RunHandle::new(
+                            fresh_record(new_id(), thread_id, assistant, &request, metadata),
+                            request,
+                        );
+                        store.put_thread(&thread_record).await?;
+                        store.put_run(&run.record()).await?;
+                        // A course decided before another run got in ahead is stale: its turn
+                        // decides. Set before the run is queued, so its worker finds it.
+                        if first {
+                            *lock(&run.course) = course.take();
+                        }
+                        Ok(run)
+                    })
+                },
+            )
+            .await?;
         let run = admitted.run;
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
         if admitted.spawn_worker {
@@ -117,12 +131,12 @@ impl Host {
 
     /// A thread's catalog entry as a run on it makes it: created now if new, its
     /// metadata naming the graph unless it does already.
-    pub(super) fn thread_record(
+    pub(super) async fn thread_record(
         &self,
         thread_id: &str,
         assistant: &str,
     ) -> Result<ThreadRecord, HostError> {
-        let record = self.inner.store.get_thread(thread_id)?;
+        let record = self.inner.store.get_thread(thread_id).await?;
         let mut thread_meta = record
             .as_ref()
             .map_or_else(|| json!({}), |t| t.metadata.clone());
@@ -140,11 +154,15 @@ impl Host {
     }
 
     /// The run `run` of `thread`: the live handle's record, or the stored one.
-    pub(crate) fn run(&self, thread: Option<&str>, run: &str) -> Result<RunRecord, HostError> {
+    pub(crate) async fn run(
+        &self,
+        thread: Option<&str>,
+        run: &str,
+    ) -> Result<RunRecord, HostError> {
         let live = lock(&self.inner.runs).get(run).cloned();
         let record = match live {
             Some(h) => Some(h.record()),
-            None => self.inner.store.get_run(run)?,
+            None => self.inner.store.get_run(run).await?,
         };
         match record {
             Some(r) if thread.is_none_or(|t| t == r.thread) => Ok(r),
@@ -157,18 +175,18 @@ impl Host {
 
     /// The live handle of a run in flight or recently finished; with runs shared by
     /// several processes, one that follows a run another process drives.
-    pub(crate) fn handle(&self, run: &str) -> Option<Arc<RunHandle>> {
+    pub(crate) async fn handle(&self, run: &str) -> Option<Arc<RunHandle>> {
         let live = lock(&self.inner.runs).get(run).cloned();
         match live {
             Some(h) => Some(h),
-            None => self.cluster()?.follow(self, run),
+            None => self.cluster()?.follow(self, run).await,
         }
     }
 
     /// The runs of a thread, newest first.
-    pub(crate) fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, HostError> {
-        self.thread(thread)?;
-        let mut runs = self.inner.store.runs(thread)?;
+    pub(crate) async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, HostError> {
+        self.thread(thread).await?;
+        let mut runs = self.inner.store.runs(thread).await?;
         // The live records are newer than the stored ones while the runs are going.
         let live = lock(&self.inner.runs);
         for r in &mut runs {
@@ -183,22 +201,22 @@ impl Host {
 
     /// Cancels a run in flight: a waiting one ends at once, a running one at its next
     /// node boundary. With `Rollback` the run and what it wrote are removed.
-    pub(crate) fn cancel(
+    pub(crate) async fn cancel(
         &self,
         thread: &str,
         run: &str,
         action: CancelAction,
     ) -> Result<Arc<RunHandle>, HostError> {
-        let record = self.run(Some(thread), run)?;
+        let record = self.run(Some(thread), run).await?;
         if let Some(c) = self.cluster()
             && record.status.in_flight()
         {
-            c.cancel(self, &record, action)?;
-            if let Some(h) = self.handle(run) {
+            c.cancel(self, &record, action).await?;
+            if let Some(h) = self.handle(run).await {
                 return Ok(h);
             }
         }
-        let handle = self.handle(run).filter(|_| record.status.in_flight());
+        let handle = self.handle(run).await.filter(|_| record.status.in_flight());
         let Some(handle) = handle else {
             return Err(HostError::Conflict(format!(
                 "run `{run}` is {}; only a pending or running run can be cancelled",
@@ -208,41 +226,41 @@ impl Host {
         let waiting = self.inner.queue.remove_waiting(thread, run);
         handle.request_cancel(action);
         if waiting {
-            let end = self.end_unstarted(&handle);
-            self.close_run(&handle, end);
+            let end = self.end_unstarted(&handle).await;
+            self.close_run(&handle, end).await;
         }
         Ok(handle)
     }
 
     /// Deletes a finished run's record (its checkpoints stay: later runs stand on
     /// them).
-    pub(crate) fn delete_run(&self, thread: &str, run: &str) -> Result<(), HostError> {
-        let record = self.run(Some(thread), run)?;
+    pub(crate) async fn delete_run(&self, thread: &str, run: &str) -> Result<(), HostError> {
+        let record = self.run(Some(thread), run).await?;
         if record.status.in_flight() {
             return Err(HostError::Conflict(format!(
                 "run `{run}` is {}; cancel it first",
                 record.status.name()
             )));
         }
-        self.inner.store.delete_run(run)?;
+        self.inner.store.delete_run(run).await?;
         lock(&self.inner.runs).remove(run);
         Ok(())
     }
 
     /// Queues again a run a previous process left in flight.
-    pub(super) fn requeue(&self, record: RunRecord) -> Result<(), HostError> {
+    pub(super) async fn requeue(&self, record: RunRecord) -> Result<(), HostError> {
         let Recovery::Go {
             mut record,
             request,
             how,
-        } = self.recovery(record)?
+        } = self.recovery(record).await?
         else {
             return Ok(());
         };
         let request = *request;
         record.status = RunStatus::Pending;
         record.kwargs = serde_json::to_value(&request).unwrap_or_default();
-        self.inner.store.put_run(&record)?;
+        self.inner.store.put_run(&record).await?;
         let run = RunHandle::new(*record, request);
         let spawn = self.inner.queue.requeue(run.clone());
         lock(&self.inner.runs).insert(run.id.clone(), run.clone());
@@ -261,15 +279,15 @@ impl Host {
     /// its graph is no longer served, or when it was a stateless run that had begun; it
     /// is recorded as ended when its thread shows it ended; else it goes on, resumed
     /// from the thread's last checkpoint if it had begun, started if not.
-    pub(super) fn recovery(&self, mut record: RunRecord) -> Result<Recovery, HostError> {
+    pub(super) async fn recovery(&self, mut record: RunRecord) -> Result<Recovery, HostError> {
         let mut request: RunRequest =
             serde_json::from_value(record.kwargs.clone()).unwrap_or_default();
-        let fail = |record: &mut RunRecord, why: String| -> Result<Recovery, HostError> {
+        let fail = |mut record: RunRecord, why: String| async move {
             record.status = RunStatus::Error;
             record.error = Some(why);
             record.updated_ms = now_ms();
-            self.inner.store.put_run(record)?;
-            Ok(Recovery::Done)
+            self.inner.store.put_run(&record).await?;
+            Ok::<_, HostError>(Recovery::Done)
         };
         if self.current_graph(&record.assistant).is_err() {
             let why = format!(
@@ -281,7 +299,7 @@ impl Host {
                 thread: record.thread.clone(),
                 how: "failed",
             });
-            return fail(&mut record, why);
+            return fail(record, why).await;
         }
         // A stateless run keeps no checkpoints: one that had begun cannot go on, and
         // starting it again could repeat what it did (a tool's side effect). It fails,
@@ -298,11 +316,11 @@ impl Host {
                 status: "error",
                 error: Some(STATELESS_STOPPED.to_string()),
             });
-            self.inner.store.delete_thread(&record.thread)?;
+            self.inner.store.delete_thread(&record.thread).await?;
             return Ok(Recovery::Done);
         }
         let mut how = "queued";
-        let latest = self.inner.store.latest(&record.thread)?;
+        let latest = self.inner.store.latest(&record.thread).await?;
         // Marked running, and died before its first record: it never began.
         if record
             .first_seq
@@ -325,7 +343,7 @@ impl Host {
                 // The run ended and its process died before it said so.
                 record.status = status;
                 record.updated_ms = now_ms();
-                self.inner.store.put_run(&record)?;
+                self.inner.store.put_run(&record).await?;
                 self.notice(Notice::RunRecovered {
                     run: record.id.clone(),
                     thread: record.thread.clone(),

@@ -78,7 +78,7 @@ pub(crate) struct ThreadFilter {
 impl Host {
     /// Creates a thread (a new id when none is given). An existing id is a conflict,
     /// or, with `do_nothing`, the thread as it is.
-    pub(crate) fn create_thread(
+    pub(crate) async fn create_thread(
         &self,
         id: Option<String>,
         metadata: Json,
@@ -88,31 +88,33 @@ impl Host {
         let id = id.unwrap_or_else(new_id);
         check_id(&id)?;
         let store = &self.inner.store;
-        if store.get_thread(&id)?.is_some() || store.latest(&id)?.is_some() {
+        if store.get_thread(&id).await?.is_some() || store.latest(&id).await?.is_some() {
             if do_nothing {
-                return self.thread(&id);
+                return self.thread(&id).await;
             }
             return Err(HostError::Conflict(format!("thread `{id}` already exists")));
         }
         let now = now_ms();
-        store.put_thread(&ThreadRecord {
-            id: id.clone(),
-            created_ms: now,
-            updated_ms: now,
-            metadata: object_or_empty(metadata),
-        })?;
-        self.thread(&id)
+        store
+            .put_thread(&ThreadRecord {
+                id: id.clone(),
+                created_ms: now,
+                updated_ms: now,
+                metadata: object_or_empty(metadata),
+            })
+            .await?;
+        self.thread(&id).await
     }
 
     /// A thread: its catalog entry, or (for one run only from the command line) one
     /// made from its checkpoints.
-    pub(crate) fn thread(&self, id: &str) -> Result<ThreadView, HostError> {
+    pub(crate) async fn thread(&self, id: &str) -> Result<ThreadView, HostError> {
         let store = &self.inner.store;
-        let latest = store.latest(id)?;
-        let record = match (store.get_thread(id)?, &latest) {
+        let latest = store.latest(id).await?;
+        let record = match (store.get_thread(id).await?, &latest) {
             (Some(r), _) => r,
             (None, Some(l)) => {
-                let first = store.load(id)?.first().map_or(l.at_ms, |r| r.at_ms);
+                let first = store.load(id).await?.first().map_or(l.at_ms, |r| r.at_ms);
                 ThreadRecord {
                     id: id.to_string(),
                     created_ms: first,
@@ -124,15 +126,15 @@ impl Host {
                 return Err(HostError::NotFound(format!("thread `{id}` not found")));
             }
         };
-        self.view(record, latest)
+        self.view(record, latest).await
     }
 
-    fn view(
+    async fn view(
         &self,
         record: ThreadRecord,
         latest: Option<Checkpoint>,
     ) -> Result<ThreadView, HostError> {
-        let busy = !self.in_flight(&record.id).is_empty();
+        let busy = !self.in_flight(&record.id).await.is_empty();
         let graph = latest.as_ref().and_then(|l| self.graph_of(l).ok());
         let status = match (&latest, busy) {
             (_, true) => ThreadStatus::Busy,
@@ -152,7 +154,7 @@ impl Host {
             _ => ThreadStatus::Idle,
         };
         let values = match (&latest, &graph) {
-            (Some(_), Some(g)) => Some(self.threads(g.clone()).state(&record.id, None)?.0),
+            (Some(_), Some(g)) => Some(self.threads(g.clone()).state(&record.id, None).await?.0),
             _ => None,
         };
         let failure = match (status, &latest) {
@@ -184,7 +186,7 @@ impl Host {
     }
 
     /// Threads that pass `filter`, newest first (or by `sort`), `limit` from `offset`.
-    pub(crate) fn search_threads(
+    pub(crate) async fn search_threads(
         &self,
         filter: &ThreadFilter,
         sort: Option<(&str, bool)>,
@@ -194,7 +196,8 @@ impl Host {
         let mut records: Vec<ThreadRecord> = self
             .inner
             .store
-            .threads()?
+            .threads()
+            .await?
             .into_iter()
             .filter(|t| filter.ids.as_ref().is_none_or(|ids| ids.contains(&t.id)))
             .filter(|t| {
@@ -224,8 +227,8 @@ impl Host {
                 skipped += 1;
                 continue;
             }
-            let latest = self.inner.store.latest(&record.id)?;
-            let view = self.view(record, latest)?;
+            let latest = self.inner.store.latest(&record.id).await?;
+            let view = self.view(record, latest).await?;
             if filter.status.is_some_and(|s| s != view.status)
                 || filter
                     .values
@@ -247,23 +250,27 @@ impl Host {
     }
 
     /// Merges `metadata` into a thread's.
-    pub(crate) fn patch_thread(&self, id: &str, metadata: Json) -> Result<ThreadView, HostError> {
-        let view = self.thread(id)?;
+    pub(crate) async fn patch_thread(
+        &self,
+        id: &str,
+        metadata: Json,
+    ) -> Result<ThreadView, HostError> {
+        let view = self.thread(id).await?;
         let mut record = view.record;
         if let (Json::Object(have), Json::Object(new)) = (&mut record.metadata, metadata) {
             have.extend(new);
         }
         record.updated_ms = now_ms();
-        self.inner.store.put_thread(&record)?;
-        self.thread(id)
+        self.inner.store.put_thread(&record).await?;
+        self.thread(id).await
     }
 
     /// Deletes a thread with its checkpoints and runs. A thread with runs in flight is
     /// refused: cancel them first.
-    pub(crate) fn delete_thread(&self, id: &str) -> Result<(), HostError> {
-        self.thread(id)?;
-        self.refuse_busy(id, "deleted")?;
-        self.inner.store.delete_thread(id)?;
+    pub(crate) async fn delete_thread(&self, id: &str) -> Result<(), HostError> {
+        self.thread(id).await?;
+        self.refuse_busy(id, "deleted").await?;
+        self.inner.store.delete_thread(id).await?;
         // A paused thread's servers (its browser) go with it.
         let tools = self.inner.tools.clone();
         let thread = id.to_string();
@@ -282,13 +289,17 @@ impl Host {
 
     /// Copies a thread (its metadata and every checkpoint, or those up to `upto`) into a
     /// new one.
-    pub(crate) fn copy_thread(&self, id: &str, upto: Option<u64>) -> Result<ThreadView, HostError> {
+    pub(crate) async fn copy_thread(
+        &self,
+        id: &str,
+        upto: Option<u64>,
+    ) -> Result<ThreadView, HostError> {
         self.closing()?;
-        let view = self.thread(id)?;
+        let view = self.thread(id).await?;
         let new = new_id();
         let store = &self.inner.store;
         let thread: Arc<str> = Arc::from(new.as_str());
-        let records = store.load(id)?;
+        let records = store.load(id).await?;
         if let Some(seq) = upto
             && !records.iter().any(|r| r.seq == seq)
         {
@@ -306,7 +317,7 @@ impl Host {
                 r
             })
             .collect();
-        store.append_all(copy)?;
+        store.append_all(copy).await?;
         let now = now_ms();
         let mut metadata = view.record.metadata;
         if let Json::Object(m) = &mut metadata
@@ -314,27 +325,34 @@ impl Host {
         {
             m.insert("thread_id".into(), json!(new));
         }
-        store.put_thread(&ThreadRecord {
-            id: new.clone(),
-            created_ms: now,
-            updated_ms: now,
-            metadata,
-        })?;
-        self.thread(&new)
+        store
+            .put_thread(&ThreadRecord {
+                id: new.clone(),
+                created_ms: now,
+                updated_ms: now,
+                metadata,
+            })
+            .await?;
+        self.thread(&new).await
     }
 
     /// A thread's latest checkpoint, none before its first run (or for no thread): where
     /// it stands, read without its state.
-    pub(crate) fn latest(&self, id: &str) -> Result<Option<Checkpoint>, HostError> {
-        Ok(self.inner.store.latest(id)?)
+    pub(crate) async fn latest(&self, id: &str) -> Result<Option<Checkpoint>, HostError> {
+        Ok(self.inner.store.latest(id).await?)
     }
 
     /// A thread's checkpoint `seq`, read without its state; none when it has none.
-    pub(crate) fn checkpoint(&self, id: &str, seq: u64) -> Result<Option<Checkpoint>, HostError> {
+    pub(crate) async fn checkpoint(
+        &self,
+        id: &str,
+        seq: u64,
+    ) -> Result<Option<Checkpoint>, HostError> {
         Ok(self
             .inner
             .store
-            .load_from(id, seq)?
+            .load_from(id, seq)
+            .await?
             .into_iter()
             .next()
             .filter(|r| r.seq == seq))
@@ -342,8 +360,12 @@ impl Host {
 
     /// The state at the latest checkpoint, or at checkpoint `seq`; none for a thread
     /// with no checkpoints.
-    pub(crate) fn state(&self, id: &str, seq: Option<u64>) -> Result<Option<StateView>, HostError> {
-        let view = self.thread(id)?;
+    pub(crate) async fn state(
+        &self,
+        id: &str,
+        seq: Option<u64>,
+    ) -> Result<Option<StateView>, HostError> {
+        let view = self.thread(id).await?;
         let Some(latest) = view.latest else {
             return match seq {
                 Some(seq) => Err(HostError::NotFound(format!(
@@ -353,7 +375,7 @@ impl Host {
             };
         };
         let graph = self.graph_of(&latest)?;
-        let (values, record) = self.threads(graph.clone()).state(id, seq)?;
+        let (values, record) = self.threads(graph.clone()).state(id, seq).await?;
         Ok(Some(StateView {
             values,
             record,
@@ -363,20 +385,21 @@ impl Host {
 
     /// The state at each checkpoint, newest first: `limit` of them before checkpoint
     /// `before` (or the latest).
-    pub(crate) fn history(
+    pub(crate) async fn history(
         &self,
         id: &str,
         before: Option<u64>,
         limit: usize,
     ) -> Result<Vec<StateView>, HostError> {
-        let view = self.thread(id)?;
+        let view = self.thread(id).await?;
         let Some(latest) = view.latest else {
             return Ok(Vec::new());
         };
         let graph = self.graph_of(&latest)?;
         Ok(self
             .threads(graph.clone())
-            .states(id, before, limit)?
+            .states(id, before, limit)
+            .await?
             .into_iter()
             .map(|(values, record)| StateView {
                 values,
@@ -389,7 +412,7 @@ impl Host {
     /// A person's write to a thread's state (see [`crate::run::Threads::update`]),
     /// refused while the thread has runs in flight. A thread with no checkpoint takes
     /// the write under the graph its metadata names (`graph_id`).
-    pub(crate) fn update_state(
+    pub(crate) async fn update_state(
         &self,
         id: &str,
         at: Option<u64>,
@@ -397,12 +420,12 @@ impl Host {
         as_node: Option<&str>,
     ) -> Result<Checkpoint, HostError> {
         self.closing()?;
-        let mut view = self.thread(id)?;
-        self.refuse_busy(id, "updated")?;
+        let mut view = self.thread(id).await?;
+        self.refuse_busy(id, "updated").await?;
         // From an earlier checkpoint: the update forks the thread there, through the
         // graph that wrote it.
         if let Some(seq) = at.filter(|&a| view.latest.as_ref().is_none_or(|l| l.seq != a)) {
-            let record = self.checkpoint(id, seq)?.ok_or_else(|| {
+            let record = self.checkpoint(id, seq).await?.ok_or_else(|| {
                 HostError::NotFound(format!("thread `{id}` has no checkpoint {seq}"))
             })?;
             view.latest = Some(record);
@@ -418,16 +441,19 @@ impl Host {
                 }
             },
         };
-        let record = self.threads(graph).update_at(id, at, values, as_node)?;
-        if let Some(mut t) = self.inner.store.get_thread(id)? {
+        let record = self
+            .threads(graph)
+            .update_at(id, at, values, as_node)
+            .await?;
+        if let Some(mut t) = self.inner.store.get_thread(id).await? {
             t.updated_ms = now_ms();
-            self.inner.store.put_thread(&t)?;
+            self.inner.store.put_thread(&t).await?;
         }
         Ok(record)
     }
 
-    fn refuse_busy(&self, id: &str, what: &str) -> Result<(), HostError> {
-        let runs = self.in_flight(id);
+    async fn refuse_busy(&self, id: &str, what: &str) -> Result<(), HostError> {
+        let runs = self.in_flight(id).await;
         if runs.is_empty() {
             return Ok(());
         }

@@ -47,7 +47,7 @@ impl Runner {
                     run: cx.run.clone(),
                     llm: cx.llm,
                     tools: cx.tools,
-                    store: cx.store,
+                    cache: cx.cache,
                     events: &events,
                     llm_content: cx.llm_content,
                     // A mapped node cannot pause for a server's question (its items run

@@ -36,7 +36,7 @@ impl Runner {
             if self.stop.take() {
                 // The record names every branch's next node: a resume goes on there.
                 let next = frontier.text(&self.graph);
-                return Ok(Flow::Return(self.stopped(live, None, next)?));
+                return Ok(Flow::Return(self.stopped(live, None, next).await?));
             }
             if !live.limited
                 && let Some(limit) = self.limit_reached(live)
@@ -53,6 +53,7 @@ impl Runner {
                     Some(t @ Target::Node(_)) => Ok(Flow::Next(t)),
                     _ => self
                         .finish(live, None, "limit".into(), None)
+                        .await
                         .map(Flow::Return),
                 };
             }
@@ -109,7 +110,7 @@ impl Runner {
                 }
                 live.step = base + k as u64 + 1;
                 live.branch = Some(i);
-                let flow = self.finish_work(live, id, work, start);
+                let flow = self.finish_work(live, id, work, start).await;
                 live.branch = None;
                 match flow {
                     Ok(Flow::Next(_)) => {}
@@ -147,7 +148,9 @@ impl Runner {
                     .collect();
                 live.branch = Some(i);
                 let node = self.graph.node(id);
-                let paused = self.pause_with(live, node, payload, None, Target::Node(id), others);
+                let paused = self
+                    .pause_with(live, node, payload, None, Target::Node(id), others)
+                    .await;
                 live.branch = None;
                 return paused.map(Flow::Return);
             }

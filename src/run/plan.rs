@@ -69,24 +69,26 @@ pub(super) enum Plan {
 impl Runner {
     /// Decides what a run on `thread` will do as `go` says, making every check it
     /// makes; nothing is written.
-    pub(super) fn prepare(&self, thread: &str, go: Go) -> Result<Plan, RunError> {
-        self.prepare_at(thread, None, go)
+    pub(super) async fn prepare(&self, thread: &str, go: Go) -> Result<Plan, RunError> {
+        match go {
+            Go::From { at, go } if !matches!(*go, Go::From { .. }) => {
+                self.prepare_at(thread, Some(at), *go).await
+            }
+            go => self.prepare_at(thread, None, go).await,
+        }
     }
 
     /// [`Runner::prepare`] from checkpoint `at` of the thread (its latest, without).
-    fn prepare_at(&self, thread: &str, at: Option<u64>, go: Go) -> Result<Plan, RunError> {
+    async fn prepare_at(&self, thread: &str, at: Option<u64>, go: Go) -> Result<Plan, RunError> {
         match go {
-            Go::From { at: from, go } if at.is_none() && !matches!(*go, Go::From { .. }) => {
-                self.prepare_at(thread, Some(from), *go)
-            }
             Go::From { .. } => Err(RunError::Fork(
                 "a run goes from one checkpoint, not from one and then another".into(),
             )),
-            Go::Start(input) => self.prepare_start(thread, at, input, false),
-            Go::Restart(input) => self.prepare_start(thread, at, input, true),
+            Go::Start(input) => self.prepare_start(thread, at, input, false).await,
+            Go::Restart(input) => self.prepare_start(thread, at, input, true).await,
             Go::StartAt { input, node } => {
                 let to = self.goto_target(&node)?;
-                match self.prepare_start(thread, at, input, true)? {
+                match self.prepare_start(thread, at, input, true).await? {
                     Plan::Start {
                         live,
                         writes,
@@ -103,7 +105,7 @@ impl Runner {
             }
             Go::ResumeTo { payload, node } => {
                 let to = self.goto_target(&node)?;
-                let plan = self.prepare_resume(thread, at, payload, false)?;
+                let plan = self.prepare_resume(thread, at, payload, false).await?;
                 let (Plan::Answered { live, .. } | Plan::Continue { live, .. }) = &plan else {
                     return Err(RunError::Goto(format!(
                         "thread `{thread}` waits at an interrupt whose answer goes to a subgraph or whose time ran out; answer it without goto"
@@ -140,9 +142,9 @@ impl Runner {
                     ))),
                 }
             }
-            Go::Resume { payload, force } => self.prepare_resume(thread, at, payload, force),
+            Go::Resume { payload, force } => self.prepare_resume(thread, at, payload, force).await,
             Go::Stay => {
-                let (live, last, _) = self.recorder.threads.load_live_at(thread, at)?;
+                let (live, last, _) = self.recorder.threads.load_live_at(thread, at).await?;
                 let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
                 Ok(Plan::Stay { live, last })
             }
@@ -151,7 +153,7 @@ impl Runner {
 
     /// The thread as a new run finds it, with the input written; a paused thread's
     /// interrupt dropped when `over_pause`, else a paused thread is refused.
-    fn prepare_start(
+    async fn prepare_start(
         &self,
         thread: &str,
         at: Option<u64>,
@@ -164,7 +166,7 @@ impl Runner {
                 describe(&input)
             )));
         };
-        let (mut live, last, forked) = self.recorder.threads.load_live_at(thread, at)?;
+        let (mut live, last, forked) = self.recorder.threads.load_live_at(thread, at).await?;
         if let Some(last) = &last {
             if last.status == Status::Interrupted && !over_pause {
                 let node = last.pending.as_ref().map_or("?", |p| &*p.node).to_string();
@@ -239,7 +241,7 @@ impl Runner {
         self.graph.goto_target(name).map_err(RunError::Goto)
     }
 
-    fn prepare_resume(
+    async fn prepare_resume(
         &self,
         thread: &str,
         at: Option<u64>,
@@ -247,7 +249,7 @@ impl Runner {
         force: bool,
     ) -> Result<Plan, RunError> {
         let threads = &self.recorder.threads;
-        let (mut live, last, forked) = threads.load_live_at(thread, at)?;
+        let (mut live, last, forked) = threads.load_live_at(thread, at).await?;
         let Some(last) = last.as_ref() else {
             return Err(RunError::UnknownThread(thread.into()));
         };
@@ -321,7 +323,9 @@ impl Runner {
                         .and_then(|f| f.cursors.iter().position(|c| *c == Some(id)));
                     next = None;
                 }
-                let plan = self.prepare_answer(live, id, pending, payload, next)?;
+                let plan = self
+                    .prepare_answer(live, id, pending, payload, next)
+                    .await?;
                 // The subgraph's thread has moved on from where the fork's record
                 // paused: its answer would go to another question. A tool's question is
                 // answered by running its node again as the same step, with the same
@@ -343,7 +347,7 @@ impl Runner {
         }
     }
 
-    fn prepare_answer(
+    async fn prepare_answer(
         &self,
         live: Live,
         id: NodeId,
@@ -368,7 +372,8 @@ impl Runner {
         }
         if let Body::Graph(g) = &node.body {
             // The child checks the answer as its own resume would.
-            self.check_subgraph_answer(g, &live.thread, &node.name, payload.clone())?;
+            self.check_subgraph_answer(g, &live.thread, &node.name, payload.clone())
+                .await?;
             return Ok(Plan::Child {
                 live,
                 node: id,
@@ -474,7 +479,7 @@ impl Runner {
                     };
                     let thread = live.thread.clone();
                     let step = self.resume_subgraph(g, &thread, &node.name, payload).await;
-                    let flow = self.complete(&mut live, id, step, start)?;
+                    let flow = self.complete(&mut live, id, step, start).await?;
                     go_on(live, flow)
                 }
             };
@@ -483,7 +488,7 @@ impl Runner {
 
     /// Carries `plan` out up to where the loop takes over: its first records and
     /// events. Apart from the loop, so that the loop's future does not hold the plan.
-    pub(super) fn begin(&self, plan: Plan) -> Result<Begun, RunError> {
+    pub(super) async fn begin(&self, plan: Plan) -> Result<Begun, RunError> {
         let started = |live: &Live| {
             self.events.emit(|| Event::RunStarted {
                 thread: live.thread.clone(),
@@ -509,13 +514,9 @@ impl Runner {
                 at: entry,
                 found,
             } => {
-                self.recorder.record_start(
-                    &mut live,
-                    entry,
-                    writes,
-                    found.as_ref(),
-                    &self.events,
-                )?;
+                self.recorder
+                    .record_start(&mut live, entry, writes, found.as_ref(), &self.events)
+                    .await?;
                 self.events.emit(|| Event::RunStarted {
                     thread: live.thread.clone(),
                     graph: self.graph.name.clone(),
@@ -550,7 +551,8 @@ impl Runner {
                     node: node.name.clone(),
                     timed_out: true,
                 });
-                self.take_edge(&mut live, node, to, Vec::new(), "timeout")?;
+                self.take_edge(&mut live, node, to, Vec::new(), "timeout")
+                    .await?;
                 live.branch = None;
                 Begun::Drive(live, to)
             }
@@ -590,7 +592,9 @@ impl Runner {
                     node: node.name.clone(),
                     timed_out: false,
                 });
-                let flow = self.commit(&mut live, node, applied, next, None, start, false)?;
+                let flow = self
+                    .commit(&mut live, node, applied, next, None, start, false)
+                    .await?;
                 live.branch = None;
                 go_on(live, flow)
             }

@@ -166,13 +166,14 @@ impl Recorder {
     /// Appends the record of `entry` at `live`'s position and moves it on; keeps the
     /// thread's snapshot when the thread stops running (or every so many records),
     /// and tells of the record with a `Saved` event when asked to.
-    pub(super) fn record(
+    pub(super) async fn record(
         &self,
         live: &mut Live,
         entry: Entry<'_>,
         events: &Emitter,
     ) -> Result<(), RunError> {
         self.record_all(live, [(entry, Source::Loop)], None, events)
+            .await
     }
 
     /// The first records of a new run that goes to `entry`: LangGraph's input
@@ -180,7 +181,7 @@ impl Recorder {
     /// then the input's `writes`, appended together, so that the thread never stands
     /// at the first alone (a run resumed from there would have lost its input).
     /// `found` is the state before the input (`live` holds it after).
-    pub(super) fn record_start(
+    pub(super) async fn record_start(
         &self,
         live: &mut Live,
         entry: Target,
@@ -197,11 +198,12 @@ impl Recorder {
             found,
             events,
         )
+        .await
     }
 
     /// Appends the records of `entries` together. The whole state a first `Saved`
     /// event carries is the one after its record: `first`, when that is not `live`'s.
-    fn record_all<'a, const N: usize>(
+    async fn record_all<'a, const N: usize>(
         &self,
         live: &mut Live,
         entries: [(Entry<'a>, Source); N],
@@ -238,11 +240,13 @@ impl Recorder {
         if self.keep {
             let mut records = records.into_iter();
             match (records.next(), N) {
-                (Some(record), 1) => self.threads.store().append(record)?,
-                (first, _) => self
-                    .threads
-                    .store()
-                    .append_all(first.into_iter().chain(records).collect())?,
+                (Some(record), 1) => self.threads.store().append(record).await?,
+                (first, _) => {
+                    self.threads
+                        .store()
+                        .append_all(first.into_iter().chain(records).collect())
+                        .await?
+                }
             }
         }
         // A paused, stopped or ended thread keeps its whole state, so that resuming it
@@ -251,7 +255,7 @@ impl Recorder {
         let crossed =
             (live.seq + 1 - N as u64..=live.seq).any(|s| s.is_multiple_of(SNAPSHOT_EVERY));
         if self.keep && (stops || crossed) {
-            self.threads.snapshot(live, live.seq - 1)?;
+            self.threads.snapshot(live, live.seq - 1).await?;
         }
         for (record, values) in saved.into_iter().flatten() {
             events.emit(|| Event::Saved { record, values });

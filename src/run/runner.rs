@@ -25,7 +25,7 @@ use super::threads::Threads;
 use crate::graph::{Body, Graph, NodeId, Target};
 use crate::llm::{LlmClient, NoLlm};
 use crate::spec::Breakpoint;
-use crate::store::Checkpointer;
+use crate::store::{Checkpoints, LlmCache, NoStore};
 use crate::tool::{NoTools, ToolClient};
 use serde_json::json;
 use std::sync::Arc;
@@ -47,10 +47,14 @@ pub struct Runner {
     pub(super) shutdown_tools: bool,
     /// LLM events carry the messages sent and the reply (see [`Runner::with_llm_content`]).
     pub(super) llm_content: bool,
+    /// An llm node's `cache` (see [`Runner::with_cache`]).
+    pub(super) cache: Arc<dyn LlmCache>,
 }
 
 impl Runner {
-    pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpointer>) -> Self {
+    /// A runner of `graph` whose runs keep their records in `store`. Its llm nodes'
+    /// cache is none until [`Runner::with_cache`] gives one.
+    pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpoints>) -> Self {
         Runner {
             recorder: Recorder::new(Threads::new(graph.clone(), store)),
             graph,
@@ -61,7 +65,16 @@ impl Runner {
             max_steps: None,
             shutdown_tools: true,
             llm_content: false,
+            cache: Arc::new(NoStore),
         }
+    }
+
+    /// Where llm nodes with a `cache` keep their answers (usually the same store as the
+    /// records: the cache lasts as long as they do).
+    #[must_use]
+    pub fn with_cache(mut self, cache: Arc<dyn LlmCache>) -> Self {
+        self.cache = cache;
+        self
     }
 
     #[must_use]
@@ -160,25 +173,28 @@ impl Runner {
     /// resumed. One run at a time holds the thread (its claim). When the run ends or
     /// pauses, its MCP servers are shut down (unless kept).
     pub async fn run(&self, thread: &str, go: Go) -> Result<Outcome, RunError> {
-        let claim = self.recorder.threads.store().claim(thread)?;
+        let claim = self.recorder.threads.store().claim(thread).await?;
         self.recorder.begin();
-        let outcome = match self.prepare(thread, go).and_then(|plan| self.begin(plan)) {
-            Ok(begun) => self.execute(begun).await,
+        let outcome = match self.prepare(thread, go).await {
+            Ok(plan) => match self.begin(plan).await {
+                Ok(begun) => self.execute(begun).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         if self.shutdown_tools {
             self.tools.shutdown().await;
         }
         self.events.release();
-        drop(claim);
+        claim.release().await;
         outcome
     }
 
     /// Checks that a run can go on `thread` as `go` says, as [`Runner::run`] would,
     /// without writing anything: a server refuses a request that would fail with the
     /// thread as it was.
-    pub fn check(&self, thread: &str, go: Go) -> Result<(), RunError> {
-        self.prepare(thread, go).map(drop)
+    pub async fn check(&self, thread: &str, go: Go) -> Result<(), RunError> {
+        self.prepare(thread, go).await.map(drop)
     }
 
     /// [`Runner::run`] with [`Go::Start`]. (The future is `run`'s own, not one that
@@ -229,7 +245,7 @@ impl Runner {
                 // A run that reached a limit ends with outcome `limit` unless a finalize
                 // node on the `on_limit` path recorded another.
                 let outcome = if live.limited { "limit" } else { "end" };
-                return self.finish(&mut live, None, outcome.into(), None);
+                return self.finish(&mut live, None, outcome.into(), None).await;
             };
             if live.frontier.is_some() {
                 // Parallel branches, before the join (`id`): resumed, or just forked.
@@ -249,11 +265,11 @@ impl Runner {
             }
             if self.stop.take() {
                 let name = self.graph.node(id).name.clone();
-                return self.stopped(&mut live, Some(next), name);
+                return self.stopped(&mut live, Some(next), name).await;
             }
             if live.limited {
                 if grace == 0 {
-                    return self.finish(&mut live, None, "limit".into(), None);
+                    return self.finish(&mut live, None, "limit".into(), None).await;
                 }
                 grace -= 1;
             } else if let Some(limit) = self.limit_reached(&live) {
@@ -268,20 +284,22 @@ impl Runner {
                         next = t;
                         continue;
                     }
-                    _ => return self.finish(&mut live, None, "limit".into(), None),
+                    _ => return self.finish(&mut live, None, "limit".into(), None).await,
                 }
             }
             let node = self.graph.node(id);
             if node.breakpoint == Some(Breakpoint::Before)
                 && live.past_breakpoint.take() != Some(id)
             {
-                return self.pause(
-                    &mut live,
-                    node,
-                    json!({ "breakpoint": "before", "node": &*node.name }),
-                    Some("before"),
-                    next,
-                );
+                return self
+                    .pause(
+                        &mut live,
+                        node,
+                        json!({ "breakpoint": "before", "node": &*node.name }),
+                        Some("before"),
+                        next,
+                    )
+                    .await;
             }
             live.step += 1;
             // Lets a Ctrl-C handler or an event printer on the same runtime run between
@@ -317,7 +335,7 @@ impl Runner {
         let work = self.work(live, id, run, self.events.sender()).await;
         // The answer went to the node it was for, or is for none now.
         live.answer = None;
-        self.finish_work(live, id, work, start)
+        self.finish_work(live, id, work, start).await
     }
 
     /// A node's own work, on the state as `live` holds it: its `only_if`, then its kind
@@ -352,7 +370,7 @@ impl Runner {
             run,
             llm: &*self.llm,
             tools: &*self.tools,
-            store: &**self.recorder.threads.store(),
+            cache: &*self.cache,
             events,
             llm_content: self.llm_content,
             answer,

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 impl Runner {
     /// Applies a node's work: its writes and `set`, its route, its record.
-    pub(super) fn finish_work(
+    pub(super) async fn finish_work(
         &self,
         live: &mut Live,
         id: NodeId,
@@ -29,15 +29,18 @@ impl Runner {
         let node = self.graph.node(id);
         match work {
             Work::Skipped => match route(&self.graph, live, node, self.max_steps()) {
-                Ok(next) => self.commit(live, node, Vec::new(), next, None, start, true),
-                Err(message) => self.fail(live, node, message),
+                Ok(next) => {
+                    self.commit(live, node, Vec::new(), next, None, start, true)
+                        .await
+                }
+                Err(message) => self.fail(live, node, message).await,
             },
-            Work::Step(step) => self.complete(live, id, step, start),
+            Work::Step(step) => self.complete(live, id, step, start).await,
         }
     }
 
     /// Applies a node's step: writes, `set`, routing, the checkpoint, events.
-    pub(super) fn complete(
+    pub(super) async fn complete(
         &self,
         live: &mut Live,
         id: NodeId,
@@ -53,11 +56,13 @@ impl Runner {
                 let applied = write_what_stands(&self.graph, live, writes);
                 self.stop.take();
                 live.step = live.step.saturating_sub(1);
-                self.recorder.record(
-                    live,
-                    Entry::stopped(Some(Target::Node(id)), applied),
-                    &self.events,
-                )?;
+                self.recorder
+                    .record(
+                        live,
+                        Entry::stopped(Some(Target::Node(id)), applied),
+                        &self.events,
+                    )
+                    .await?;
                 self.events.emit(|| Event::Stopped {
                     next: Some(node.name.clone()),
                     step: live.step,
@@ -68,13 +73,10 @@ impl Runner {
                     steps: live.step,
                 }))
             }
-            Step::Pause { payload } => Ok(Flow::Return(self.pause(
-                live,
-                node,
-                payload,
-                None,
-                Target::Node(id),
-            )?)),
+            Step::Pause { payload } => Ok(Flow::Return(
+                self.pause(live, node, payload, None, Target::Node(id))
+                    .await?,
+            )),
             Step::FailRun { outcome, message } => {
                 // Its `set` first (what the graph wants kept of the failure), then the
                 // run ends as failed, with the node's outcome.
@@ -87,7 +89,7 @@ impl Runner {
                     self.max_steps(),
                 ) {
                     Ok(applied) => applied,
-                    Err(message) => return self.fail(live, node, message),
+                    Err(message) => return self.fail(live, node, message).await,
                 };
                 self.events.emit(|| Event::NodeFailed {
                     node: node.name.clone(),
@@ -96,11 +98,13 @@ impl Runner {
                 });
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 let id = self.graph.node_id(&node.name).map(Target::Node);
-                self.recorder.record(
-                    live,
-                    Entry::failed(node, id, applied, Some(outcome.clone())),
-                    &self.events,
-                )?;
+                self.recorder
+                    .record(
+                        live,
+                        Entry::failed(node, id, applied, Some(outcome.clone())),
+                        &self.events,
+                    )
+                    .await?;
                 self.emit_finished(live, "failed", Some(outcome.clone()), None);
                 Err(RunError::Failed {
                     node: node.name.to_string(),
@@ -117,7 +121,7 @@ impl Runner {
                 // What the node wrote before it failed (audit records) stands, as far
                 // as the fields take it.
                 let applied = write_what_stands(&self.graph, live, writes);
-                self.fail_with(live, node, message, applied)
+                self.fail_with(live, node, message, applied).await
             }
             Step::Done {
                 result,
@@ -137,31 +141,32 @@ impl Runner {
                                     Ok(t) => t,
                                     // The writes stand: they were valid, only the route failed.
                                     Err(message) => {
-                                        return self.fail_with(live, node, message, applied);
+                                        return self.fail_with(live, node, message, applied).await;
                                     }
                                 }
                             }
                         };
                         self.commit(live, node, applied, next, finish, start, false)
+                            .await
                     }
                     // `apply` left the state as it was before the node.
-                    Err(message) => self.fail(live, node, message),
+                    Err(message) => self.fail(live, node, message).await,
                 }
             }
         }
     }
 
-    pub(super) fn fail(
+    pub(super) async fn fail(
         &self,
         live: &mut Live,
         node: &Node,
         message: String,
     ) -> Result<Flow, RunError> {
-        self.fail_with(live, node, message, Vec::new())
+        self.fail_with(live, node, message, Vec::new()).await
     }
 
     /// A failure whose `writes` (already applied to the state) are recorded with it.
-    pub(super) fn fail_with(
+    pub(super) async fn fail_with(
         &self,
         live: &mut Live,
         node: &Node,
@@ -177,7 +182,7 @@ impl Runner {
         match node.on_error {
             Some(to) => {
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
-                self.take_edge(live, node, to, writes, "error")?;
+                self.take_edge(live, node, to, writes, "error").await?;
                 Ok(Flow::Next(to))
             }
             None => {
@@ -185,7 +190,8 @@ impl Runner {
                 live.error = Arc::new(json!({ "node": &*node.name, "message": message }));
                 let id = self.graph.node_id(&node.name).map(Target::Node);
                 self.recorder
-                    .record(live, Entry::failed(node, id, writes, None), &self.events)?;
+                    .record(live, Entry::failed(node, id, writes, None), &self.events)
+                    .await?;
                 self.emit_finished(live, "failed", None, None);
                 Err(RunError::Node {
                     node: node.name.to_string(),
@@ -197,7 +203,7 @@ impl Runner {
 
     /// Records `node`'s step and goes along its `on_error` or `on_timeout` edge
     /// (`case`) to `to`.
-    pub(super) fn take_edge(
+    pub(super) async fn take_edge(
         &self,
         live: &mut Live,
         node: &Node,
@@ -207,11 +213,13 @@ impl Runner {
     ) -> Result<(), RunError> {
         // Inside parallel branches: this branch goes on along the edge.
         live.advance(to);
-        self.recorder.record(
-            live,
-            Entry::running(Some(node), Some(to), writes),
-            &self.events,
-        )?;
+        self.recorder
+            .record(
+                live,
+                Entry::running(Some(node), Some(to), writes),
+                &self.events,
+            )
+            .await?;
         self.events.emit(|| Event::RouteTaken {
             from: node.name.clone(),
             to: Arc::from(self.graph.target_name(to)),
@@ -223,7 +231,7 @@ impl Runner {
     /// Saves an interrupted record and returns the payload. `next` is where a resume
     /// goes on: the interrupt node itself (its answer completes it), the node of a
     /// `before` breakpoint, or the successor of a node with an `after` breakpoint.
-    pub(super) fn pause(
+    pub(super) async fn pause(
         &self,
         live: &mut Live,
         node: &Node,
@@ -232,11 +240,12 @@ impl Runner {
         next: Target,
     ) -> Result<Outcome, RunError> {
         self.pause_with(live, node, payload, breakpoint, next, Vec::new())
+            .await
     }
 
     /// [`Runner::pause`], listing the interrupts of other branches that asked in the
     /// same superstep (`others`) with this one.
-    pub(super) fn pause_with(
+    pub(super) async fn pause_with(
         &self,
         live: &mut Live,
         node: &Node,
@@ -254,7 +263,8 @@ impl Runner {
         }
         pending.others = others;
         self.recorder
-            .record(live, Entry::interrupted(node, next, pending), &self.events)?;
+            .record(live, Entry::interrupted(node, next, pending), &self.events)
+            .await?;
         self.events.emit(|| Event::Interrupted {
             node: node.name.clone(),
             payload: payload.clone(),
@@ -270,7 +280,7 @@ impl Runner {
     /// into its branches, to a pause at its `after` breakpoint, or to the run's end
     /// (`finish`, a finalize node's outcome and response).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn commit(
+    pub(super) async fn commit(
         &self,
         live: &mut Live,
         node: &Node,
@@ -293,6 +303,7 @@ impl Runner {
         if let Some((outcome, response)) = finish {
             return self
                 .finish(live, Some((node, writes)), outcome, response)
+                .await
                 .map(Flow::Return);
         }
         let (next, case) = next.unwrap_or((Target::End, None));
@@ -311,7 +322,8 @@ impl Runner {
         if let Some((branches, join)) = fork {
             live.start_branches(branches, join);
             self.recorder
-                .record(live, Entry::running(Some(node), None, writes), &self.events)?;
+                .record(live, Entry::running(Some(node), None, writes), &self.events)
+                .await?;
             for b in branches {
                 self.events.emit(|| Event::RouteTaken {
                     from: node.name.clone(),
@@ -336,23 +348,29 @@ impl Runner {
             let outcome = if live.limited { "limit" } else { "end" };
             return self
                 .finish(live, Some((node, writes)), outcome.into(), None)
+                .await
                 .map(Flow::Return);
         }
         // Inside parallel branches: this branch goes on to `next`, or waits at the join.
         live.advance(next);
-        self.recorder.record(
-            live,
-            Entry::running(Some(node), Some(next), writes),
-            &self.events,
-        )?;
-        if node.breakpoint == Some(Breakpoint::After) {
-            return Ok(Flow::Return(self.pause(
+        self.recorder
+            .record(
                 live,
-                node,
-                json!({ "breakpoint": "after", "node": &*node.name }),
-                Some("after"),
-                next,
-            )?));
+                Entry::running(Some(node), Some(next), writes),
+                &self.events,
+            )
+            .await?;
+        if node.breakpoint == Some(Breakpoint::After) {
+            return Ok(Flow::Return(
+                self.pause(
+                    live,
+                    node,
+                    json!({ "breakpoint": "after", "node": &*node.name }),
+                    Some("after"),
+                    next,
+                )
+                .await?,
+            ));
         }
         self.events.emit(|| Event::RouteTaken {
             from: node.name.clone(),
@@ -364,7 +382,7 @@ impl Runner {
 
     /// Ends the run: its last record (with the finalize node's writes, if one ended
     /// it) and its last event.
-    pub(super) fn finish(
+    pub(super) async fn finish(
         &self,
         live: &mut Live,
         last: Option<(&Node, Vec<Write>)>,
@@ -375,11 +393,13 @@ impl Runner {
             Some((n, w)) => (Some(n), w),
             None => (None, Vec::new()),
         };
-        self.recorder.record(
-            live,
-            Entry::finished(node, writes, outcome.clone()),
-            &self.events,
-        )?;
+        self.recorder
+            .record(
+                live,
+                Entry::finished(node, writes, outcome.clone()),
+                &self.events,
+            )
+            .await?;
         self.emit_finished(live, "finished", Some(outcome.clone()), response.clone());
         Ok(Outcome::Finished {
             outcome,
@@ -390,14 +410,15 @@ impl Runner {
 
     /// Stops the run at a node boundary: a record that says where it goes on (`next`,
     /// or every branch's next node when the frontier is set), events, the outcome.
-    pub(super) fn stopped(
+    pub(super) async fn stopped(
         &self,
         live: &mut Live,
         next: Option<Target>,
         name: Arc<str>,
     ) -> Result<Outcome, RunError> {
         self.recorder
-            .record(live, Entry::stopped(next, Vec::new()), &self.events)?;
+            .record(live, Entry::stopped(next, Vec::new()), &self.events)
+            .await?;
         self.events.emit(|| Event::Stopped {
             next: Some(name.clone()),
             step: live.step,

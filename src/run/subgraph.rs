@@ -43,6 +43,7 @@ impl Runner {
             .with_tools(self.tools.clone())
             .with_tools_kept()
             .with_stop(self.stop.clone())
+            .with_cache(self.cache.clone())
     }
 
     /// Runs the child (or goes on with it, when a stop left it stopped) and turns how
@@ -59,8 +60,7 @@ impl Runner {
         }
         let thread = Self::child_thread(&cx.run.thread, &cx.node.name);
         let child = self.child_runner(body);
-        let stopped =
-            matches!(child.threads().latest(&thread), Ok(last) if last.status == Status::Stopped);
+        let stopped = matches!(child.threads().latest(&thread).await, Ok(last) if last.status == Status::Stopped);
         // A child left paused (its parent's interrupt was dropped by a new input)
         // starts over with the parent.
         let go = if stopped {
@@ -71,7 +71,7 @@ impl Runner {
         let out = self
             .follow(child, &thread, &cx.node.name, cx.events, go)
             .await;
-        self.child_step(body, &thread, out)
+        self.child_step(body, &thread, out).await
     }
 
     /// Answers an interrupt the child paused at, and turns how it ended into the
@@ -93,19 +93,20 @@ impl Runner {
                 Go::resume(Some(payload)),
             )
             .await;
-        self.child_step(body, &child_thread, out)
+        self.child_step(body, &child_thread, out).await
     }
 
     /// Checks an answer for the child as its resume would, writing nothing.
-    pub(super) fn check_subgraph_answer(
+    pub(super) async fn check_subgraph_answer(
         &self,
         body: &GraphBody,
         thread: &str,
         node: &str,
         payload: Option<Json>,
     ) -> Result<(), RunError> {
-        self.child_runner(body)
-            .check(&Self::child_thread(thread, node), Go::resume(payload))
+        // Boxed: checking a child may check its own child, and so on.
+        let child = self.child_runner(body);
+        Box::pin(child.check(&Self::child_thread(thread, node), Go::resume(payload))).await
     }
 
     /// Drives `child` on `thread` as `go` says, passing its events on as they come,
@@ -148,10 +149,15 @@ impl Runner {
         out
     }
 
-    fn child_step(&self, body: &GraphBody, thread: &str, out: Result<Outcome, RunError>) -> Step {
+    async fn child_step(
+        &self,
+        body: &GraphBody,
+        thread: &str,
+        out: Result<Outcome, RunError>,
+    ) -> Step {
         match out {
             Ok(Outcome::Finished { .. }) => {
-                let state = match self.child_runner(body).threads().state(thread, None) {
+                let state = match self.child_runner(body).threads().state(thread, None).await {
                     Ok((state, _)) => state,
                     Err(e) => return Step::fail(format!("the subgraph's state: {e}")),
                 };

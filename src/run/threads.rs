@@ -9,7 +9,7 @@ use super::message_ids::WrittenAt;
 use super::outcome::RunError;
 use super::state::{State, describe};
 use crate::graph::{Graph, Target};
-use crate::store::{Checkpoint, Checkpointer, Pending, Source, Status, StoreError};
+use crate::store::{Checkpoint, Checkpoints, Pending, Source, Status, StoreError};
 use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,11 +22,11 @@ pub struct Threads {
     /// The graph file and its hash, as every checkpoint records them.
     path: Arc<str>,
     hash: Arc<str>,
-    store: Arc<dyn Checkpointer>,
+    store: Arc<dyn Checkpoints>,
 }
 
 impl Threads {
-    pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpointer>) -> Self {
+    pub fn new(graph: Arc<Graph>, store: Arc<dyn Checkpoints>) -> Self {
         let path = Arc::from(
             std::path::absolute(&graph.path)
                 .unwrap_or_else(|_| graph.path.clone())
@@ -48,7 +48,7 @@ impl Threads {
     }
 
     #[inline]
-    pub(super) fn store(&self) -> &Arc<dyn Checkpointer> {
+    pub(super) fn store(&self) -> &Arc<dyn Checkpoints> {
         &self.store
     }
 
@@ -66,11 +66,11 @@ impl Threads {
     /// Copies a thread's history up to and including checkpoint `seq` into a new
     /// thread, which can then be resumed from there: the records `seq` follows, on its
     /// branch only, numbered again from the first.
-    pub fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
-        if self.store.latest(new_thread)?.is_some() {
+    pub async fn fork(&self, thread: &str, seq: u64, new_thread: &str) -> Result<(), RunError> {
+        if self.store.latest(new_thread).await?.is_some() {
             return Err(RunError::ThreadExists(new_thread.into()));
         }
-        let records = self.store.load(thread)?;
+        let records = self.store.load(thread).await?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
@@ -98,19 +98,23 @@ impl Threads {
                 r
             })
             .collect();
-        self.store.append_all(copy)?;
+        self.store.append_all(copy).await?;
         Ok(())
     }
 
     /// The state of a thread at its latest checkpoint, or at checkpoint `seq` (on any
     /// branch).
-    pub fn state(&self, thread: &str, seq: Option<u64>) -> Result<(Json, Checkpoint), RunError> {
+    pub async fn state(
+        &self,
+        thread: &str,
+        seq: Option<u64>,
+    ) -> Result<(Json, Checkpoint), RunError> {
         let Some(seq) = seq else {
-            let (live, last) = self.load_live(thread)?;
+            let (live, last) = self.load_live(thread).await?;
             let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
             return Ok((live.state.to_json(&self.graph), last));
         };
-        let records = self.store.load(thread)?;
+        let records = self.store.load(thread).await?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
@@ -121,9 +125,10 @@ impl Threads {
     }
 
     /// The latest checkpoint of a thread: where it stands, its pending interrupt.
-    pub fn latest(&self, thread: &str) -> Result<Checkpoint, RunError> {
+    pub async fn latest(&self, thread: &str) -> Result<Checkpoint, RunError> {
         self.store
-            .latest(thread)?
+            .latest(thread)
+            .await?
             .ok_or_else(|| RunError::UnknownThread(thread.into()))
     }
 
@@ -131,9 +136,9 @@ impl Threads {
     /// there (source `base`): the history before it goes, and with it the states and
     /// forks of earlier checkpoints. The thread goes on as it would have. Returns how
     /// many checkpoints went.
-    pub fn prune(&self, thread: &str) -> Result<u64, RunError> {
-        let _claim = self.store.claim(thread)?;
-        let (live, last) = self.load_live(thread)?;
+    pub async fn prune(&self, thread: &str) -> Result<u64, RunError> {
+        let _claim = self.store.claim(thread).await?;
+        let (live, last) = self.load_live(thread).await?;
         let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
         let writes = self
             .graph
@@ -145,17 +150,20 @@ impl Threads {
                 value: v.arc().clone(),
             })
             .collect();
-        Ok(self.store.prune(Checkpoint {
-            writes,
-            source: Source::Base,
-            parent: None,
-            ..last
-        })?)
+        Ok(self
+            .store
+            .prune(Checkpoint {
+                writes,
+                source: Source::Base,
+                parent: None,
+                ..last
+            })
+            .await?)
     }
 
     /// Every checkpoint of a thread.
-    pub fn history(&self, thread: &str) -> Result<Vec<Checkpoint>, RunError> {
-        let records = self.store.load(thread)?;
+    pub async fn history(&self, thread: &str) -> Result<Vec<Checkpoint>, RunError> {
+        let records = self.store.load(thread).await?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
@@ -165,8 +173,11 @@ impl Threads {
     /// A thread's latest state and record: from its snapshot and the records after it
     /// when the snapshot was made by this graph, else by replaying every record. The
     /// cost of resuming a thread does not grow with its history.
-    pub(super) fn load_live(&self, thread: &str) -> Result<(Live, Option<Checkpoint>), RunError> {
-        if let (Some(snap), records) = self.store.resume_point(thread)?
+    pub(super) async fn load_live(
+        &self,
+        thread: &str,
+    ) -> Result<(Live, Option<Checkpoint>), RunError> {
+        if let (Some(snap), records) = self.store.resume_point(thread).await?
             && snap.graph_hash == self.hash
         {
             // The snapshot's own record first: a snapshot of a record a rollback removed
@@ -184,7 +195,7 @@ impl Threads {
                 return Ok((self.live_at(thread, state, last.as_ref()), last));
             }
         }
-        let records = self.store.load(thread)?;
+        let records = self.store.load(thread).await?;
         let Some(head) = records.last().map(|r| r.seq) else {
             let (live, _) = self.replay(thread, &[])?;
             return Ok((live, None));
@@ -199,24 +210,25 @@ impl Threads {
     /// branch, whose first record is the thread's latest), in a run of their own
     /// (numbered after every run of the thread, so that the ids made from it are new).
     /// Also says whether it forks.
-    pub(super) fn load_live_at(
+    pub(super) async fn load_live_at(
         &self,
         thread: &str,
         at: Option<u64>,
     ) -> Result<(Live, Option<Checkpoint>, bool), RunError> {
         let Some(at) = at else {
-            let (live, last) = self.load_live(thread)?;
+            let (live, last) = self.load_live(thread).await?;
             return Ok((live, last, false));
         };
         let head = self
             .store
-            .latest(thread)?
+            .latest(thread)
+            .await?
             .ok_or_else(|| RunError::UnknownThread(thread.into()))?;
         if head.seq == at {
-            let (live, last) = self.load_live(thread)?;
+            let (live, last) = self.load_live(thread).await?;
             return Ok((live, last, false));
         }
-        let records = branch_to(thread, self.store.load(thread)?, at)?;
+        let records = branch_to(thread, self.store.load(thread).await?, at)?;
         let (mut live, last) = self.replay(thread, &records)?;
         let last = last.cloned();
         live.seq = head.seq + 1;
@@ -225,7 +237,7 @@ impl Threads {
     }
 
     /// Keeps the thread's state after its record `seq` as its snapshot.
-    pub(super) fn snapshot(&self, live: &Live, seq: u64) -> Result<(), RunError> {
+    pub(super) async fn snapshot(&self, live: &Live, seq: u64) -> Result<(), RunError> {
         let values = self
             .graph
             .fields
@@ -233,13 +245,15 @@ impl Threads {
             .zip(live.state.values.iter())
             .map(|(f, v)| (f.name.clone(), v.arc().clone()))
             .collect();
-        self.store.put_snapshot(crate::store::Snapshot {
-            thread: live.thread.clone(),
-            seq,
-            graph: self.path.clone(),
-            graph_hash: self.hash.clone(),
-            values,
-        })?;
+        self.store
+            .put_snapshot(crate::store::Snapshot {
+                thread: live.thread.clone(),
+                seq,
+                graph: self.path.clone(),
+                graph_hash: self.hash.clone(),
+                values,
+            })
+            .await?;
         Ok(())
     }
 
@@ -425,13 +439,13 @@ impl Threads {
     /// other branch: records come in the order they were written, so a record's parent
     /// is replayed before it, and the state at a record a later one forks from is kept
     /// aside until then.
-    pub fn states(
+    pub async fn states(
         &self,
         thread: &str,
         before: Option<u64>,
         limit: usize,
     ) -> Result<Vec<(Json, Checkpoint)>, RunError> {
-        let records = self.store.load(thread)?;
+        let records = self.store.load(thread).await?;
         if records.is_empty() {
             return Err(RunError::UnknownThread(thread.into()));
         }
@@ -523,27 +537,27 @@ impl Threads {
     /// `as_node` names a node: then the write counts as that node's, and the thread
     /// stands stopped before the node the node's edges pick on the new state, to be
     /// resumed from there. A refused write changes nothing.
-    pub fn update(
+    pub async fn update(
         &self,
         thread: &str,
         values: Json,
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
-        self.update_at(thread, None, values, as_node)
+        self.update_at(thread, None, values, as_node).await
     }
 
     /// [`Threads::update`] of the state at checkpoint `at` (the latest, without): from
     /// an earlier one, the update forks the thread there, and its record, following
     /// `at`, is the thread's latest, to go on from.
-    pub fn update_at(
+    pub async fn update_at(
         &self,
         thread: &str,
         at: Option<u64>,
         values: Json,
         as_node: Option<&str>,
     ) -> Result<Checkpoint, RunError> {
-        let _claim = self.store.claim(thread)?;
-        let (mut live, last, _) = self.load_live_at(thread, at)?;
+        let _claim = self.store.claim(thread).await?;
+        let (mut live, last, _) = self.load_live_at(thread, at).await?;
         let last = last.as_ref();
         let Json::Object(fields) = values else {
             return Err(RunError::Update(format!(
@@ -630,10 +644,10 @@ impl Threads {
             source: Source::Update,
             parent: live.parent,
         };
-        self.store.append(record.clone())?;
+        self.store.append(record.clone()).await?;
         live.seq += 1;
         live.parent = Some(record.seq);
-        self.snapshot(&live, record.seq)?;
+        self.snapshot(&live, record.seq).await?;
         Ok(record)
     }
 }

@@ -11,6 +11,7 @@ use crate::graph::Graph;
 use crate::host::{Command, Multitask, RunRequest, RunRules};
 use crate::store::Checkpoint;
 use axum::http::StatusCode;
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value as Json, json};
 
@@ -90,10 +91,10 @@ impl RunCreate {
     /// none: its latest; read only once the options are known to be right), of
     /// `graph` (the current version of the assistant named, whose message fields take
     /// LangChain's messages).
-    pub(super) fn check(
+    pub(super) async fn check<'s>(
         self,
         stateless: bool,
-        standing: impl FnOnce(Option<u64>) -> Option<Checkpoint>,
+        standing: impl FnOnce(Option<u64>) -> BoxFuture<'s, Option<Checkpoint>>,
         graph: Option<&Graph>,
         rules: RunRules,
     ) -> ApiResult<NewRun> {
@@ -181,7 +182,7 @@ impl RunCreate {
             ),
         };
         // An answer by interrupt id is read against the checkpoint the run goes from.
-        let standing = standing(checkpoint);
+        let standing = standing(checkpoint).await;
         let config = self.config.unwrap_or_else(|| json!({}));
         let max_steps = max_steps(self.max_steps, &config)?;
         let resume = command.resume.map(|r| answer_by_id(r, standing.as_ref()));

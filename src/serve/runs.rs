@@ -45,29 +45,33 @@ struct Created {
 
 /// Creates the run `body` asks for on `thread` (none: a stateless run), once the body
 /// passed every check against the thread as it stands and the graph it names.
-fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
+async fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
     // Where the thread stands (at the checkpoint the run goes from), without its state
     // (which a run request never needs).
-    let standing = |at: Option<u64>| {
-        let t = thread?;
-        match at {
-            Some(seq) => s.host.checkpoint(t, seq).ok().flatten(),
-            None => s.host.latest(t).ok().flatten(),
-        }
+    let standing = |at: Option<u64>| -> futures_util::future::BoxFuture<'_, _> {
+        Box::pin(async move {
+            let t = thread?;
+            match at {
+                Some(seq) => s.host.checkpoint(t, seq).await.ok().flatten(),
+                None => s.host.latest(t).await.ok().flatten(),
+            }
+        })
     };
     let graph = body
         .assistant_id
         .as_deref()
         .and_then(|a| s.host.graphs().get(a))
         .and_then(|g| g.current);
-    let new = body.check(
-        thread.is_none(),
-        standing,
-        graph.as_deref(),
-        s.host.run_rules(),
-    )?;
+    let new = body
+        .check(
+            thread.is_none(),
+            standing,
+            graph.as_deref(),
+            s.host.run_rules(),
+        )
+        .await?;
     if let (Some(t), Some(seq)) = (thread, new.request.checkpoint)
-        && s.host.checkpoint(t, seq)?.is_none()
+        && s.host.checkpoint(t, seq).await?.is_none()
     {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -77,13 +81,16 @@ fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Cre
             ),
         ));
     }
-    let run = s.host.create_run(
-        &new.assistant,
-        thread,
-        new.request,
-        new.metadata,
-        new.create_thread,
-    )?;
+    let run = s
+        .host
+        .create_run(
+            &new.assistant,
+            thread,
+            new.request,
+            new.metadata,
+            new.create_thread,
+        )
+        .await?;
     Ok(Created {
         run,
         modes: new.modes,
@@ -111,7 +118,7 @@ fn with_locations(mut r: Response, content: &str, location: &str) -> Response {
 }
 
 async fn create(s: AppState, thread: Option<String>, body: RunCreate) -> ApiResult<Response> {
-    let c = created(&s, thread.as_deref(), body)?;
+    let c = created(&s, thread.as_deref(), body).await?;
     let at = location(&c.run, thread.is_none());
     let r = axum::Json(wire::run(&c.run.record())).into_response();
     Ok(with_locations(r, &at, &at))
@@ -160,7 +167,7 @@ async fn stream_on(
     Path(tid): Path<String>,
     Body(b): Body<RunCreate>,
 ) -> ApiResult<Response> {
-    let c = created(&s, Some(&tid), b)?;
+    let c = created(&s, Some(&tid), b).await?;
     Ok(sse(&s, c, None, false))
 }
 
@@ -168,7 +175,7 @@ async fn stream_stateless(
     State(s): State<AppState>,
     Body(b): Body<RunCreate>,
 ) -> ApiResult<Response> {
-    let c = created(&s, None, b)?;
+    let c = created(&s, None, b).await?;
     Ok(sse(&s, c, None, true))
 }
 
@@ -185,9 +192,7 @@ fn result_body(s: &AppState, run: Arc<RunHandle>, cancel_on_disconnect: bool) ->
     impl Drop for State {
         fn drop(&mut self) {
             if self.cancel_on_disconnect && self.run.end().is_none() {
-                let _ = self
-                    .host
-                    .cancel(&self.run.thread, &self.run.id, CancelAction::Interrupt);
+                crate::serve::stream::cancel_apart(&self.host, &self.run);
             }
         }
     }
@@ -210,7 +215,7 @@ fn result_body(s: &AppState, run: Arc<RunHandle>, cancel_on_disconnect: bool) ->
             Ok(_) => {
                 st.done = true;
                 st.cancel_on_disconnect = false;
-                let result = stream::result(&st.host, &st.run);
+                let result = stream::result(&st.host, &st.run).await;
                 Some((
                     Ok(serde_json::to_vec(&result).unwrap_or_default().into()),
                     st,
@@ -233,7 +238,7 @@ async fn wait_on(
     Path(tid): Path<String>,
     Body(b): Body<RunCreate>,
 ) -> ApiResult<Response> {
-    let c = created(&s, Some(&tid), b)?;
+    let c = created(&s, Some(&tid), b).await?;
     Ok(wait_response(&s, c, false))
 }
 
@@ -241,7 +246,7 @@ async fn wait_stateless(
     State(s): State<AppState>,
     Body(b): Body<RunCreate>,
 ) -> ApiResult<Response> {
-    let c = created(&s, None, b)?;
+    let c = created(&s, None, b).await?;
     Ok(wait_response(&s, c, true))
 }
 
@@ -264,7 +269,8 @@ async fn list(
         .transpose()?;
     let runs: Vec<Json> = s
         .host
-        .runs(&tid)?
+        .runs(&tid)
+        .await?
         .iter()
         .filter(|r| status.is_none_or(|st| r.status == st))
         .skip(offset)
@@ -278,14 +284,14 @@ async fn get_one(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    Ok(axum::Json(wire::run(&s.host.run(Some(&tid), &rid)?)).into_response())
+    Ok(axum::Json(wire::run(&s.host.run(Some(&tid), &rid).await?)).into_response())
 }
 
 async fn delete(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    s.host.delete_run(&tid, &rid)?;
+    s.host.delete_run(&tid, &rid).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -303,7 +309,7 @@ async fn cancel(
             )));
         }
     };
-    let run = s.host.cancel(&tid, &rid, action)?;
+    let run = s.host.cancel(&tid, &rid, action).await?;
     if flag(&p, "wait") {
         run.finished().await;
         return Ok(StatusCode::NO_CONTENT);
@@ -316,7 +322,7 @@ async fn join(
     Path((tid, rid)): Path<(String, String)>,
     Query(p): Params,
 ) -> ApiResult<Response> {
-    joined_result(&s, Some(&tid), &rid, &p)
+    joined_result(&s, Some(&tid), &rid, &p).await
 }
 
 async fn join_stateless(
@@ -324,24 +330,24 @@ async fn join_stateless(
     Path(rid): Path<String>,
     Query(p): Params,
 ) -> ApiResult<Response> {
-    joined_result(&s, None, &rid, &p)
+    joined_result(&s, None, &rid, &p).await
 }
 
 /// Waits for the run and answers with its result (the thread's values, with
 /// `__interrupt__` or `__error__` as LangGraph gives them).
-fn joined_result(
+async fn joined_result(
     s: &AppState,
     thread: Option<&str>,
     rid: &str,
     p: &[(String, String)],
 ) -> ApiResult<Response> {
-    let record = s.host.run(thread, rid)?;
+    let record = s.host.run(thread, rid).await?;
     let tid = record.thread.clone();
     let at = match thread {
         Some(_) => format!("/threads/{tid}/runs/{rid}"),
         None => format!("/runs/{rid}"),
     };
-    match s.host.handle(rid) {
+    match s.host.handle(rid).await {
         Some(run) => {
             let body = result_body(s, run, flag(p, "cancel_on_disconnect"));
             let r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
@@ -353,7 +359,7 @@ fn joined_result(
             let result = if record.status == RunStatus::Error {
                 json!({ "__error__": { "error": "RunError", "message": record.error } })
             } else {
-                let view = s.host.thread(&tid)?;
+                let view = s.host.thread(&tid).await?;
                 let mut values = super::threads::thread_json(&s.host, &view)["values"].clone();
                 let pending = view
                     .latest
@@ -374,14 +380,14 @@ fn joined_result(
     }
 }
 
-fn joined(
+async fn joined(
     s: &AppState,
     thread: Option<&str>,
     rid: &str,
     p: &[(String, String)],
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let record = s.host.run(thread, rid)?;
+    let record = s.host.run(thread, rid).await?;
     let asked: Vec<String> = p.params("stream_mode").into_iter().cloned().collect();
     let names = if asked.is_empty() {
         serde_json::from_value::<RunRequest>(record.kwargs.clone())
@@ -399,7 +405,7 @@ fn joined(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let Some(run) = s.host.handle(rid) else {
+    let Some(run) = s.host.handle(rid).await else {
         // Finished, and its events no longer kept: a stream that says so and ends,
         // rather than an error a page would retry at every load.
         let mut text = String::from("event: metadata\ndata: ");
@@ -435,7 +441,7 @@ async fn join_stream(
     Query(p): Params,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    joined(&s, Some(&tid), &rid, &p, &headers)
+    joined(&s, Some(&tid), &rid, &p, &headers).await
 }
 
 async fn join_stream_stateless(
@@ -444,5 +450,5 @@ async fn join_stream_stateless(
     Query(p): Params,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    joined(&s, None, &rid, &p, &headers)
+    joined(&s, None, &rid, &p, &headers).await
 }

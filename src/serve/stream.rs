@@ -29,7 +29,7 @@ pub(super) use super::modes::mode_names;
 /// What `/wait` and `/join` answer once a run ended: the state after its last
 /// checkpoint (with `__interrupt__` when it paused at one), or `__error__` when it
 /// failed; a run that wrote nothing answers with its thread's values.
-pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
+pub(super) async fn result(host: &Host, run: &RunHandle) -> Json {
     match run.end() {
         Some(end) if end.status == RunStatus::Error => {
             return json!({ "__error__": { "error": "RunError", "message": end.error } });
@@ -56,6 +56,7 @@ pub(super) fn result(host: &Host, run: &RunHandle) -> Json {
         Some(record) => translator.values_json(record),
         None => host
             .thread(&run.thread)
+            .await
             .ok()
             .map(|v| super::threads::thread_json(host, &v)["values"].clone())
             .filter(|v| !v.is_null())
@@ -102,12 +103,21 @@ struct CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if self.armed && self.run.end().is_none() {
-            let _ = self.host.cancel(
-                &self.run.thread,
-                &self.run.id,
-                crate::host::CancelAction::Interrupt,
-            );
+            cancel_apart(&self.host, &self.run);
         }
+    }
+}
+
+/// Interrupts `run` from a destructor (its client went away): the cancel writes to the
+/// store, so it goes on in a task of its own.
+pub(super) fn cancel_apart(host: &Host, run: &RunHandle) {
+    let (host, thread, id) = (host.clone(), run.thread.clone(), run.id.clone());
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = host
+                .cancel(&thread, &id, crate::host::CancelAction::Interrupt)
+                .await;
+        });
     }
 }
 

@@ -68,7 +68,10 @@ async fn create(State(s): State<AppState>, Body(c): Body<Create>) -> ApiResult<R
     if let Some(g) = c.graph_id {
         metadata["graph_id"] = json!(g);
     }
-    let view = s.host.create_thread(c.thread_id, metadata, do_nothing)?;
+    let view = s
+        .host
+        .create_thread(c.thread_id, metadata, do_nothing)
+        .await?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
 }
 
@@ -132,19 +135,19 @@ async fn search(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<R
         .sort_by
         .as_deref()
         .map(|by| (by, q.sort_order.as_deref().is_some_and(|o| o == "asc")));
-    let views = s.host.search_threads(&f, sort, q.limit, q.offset)?;
+    let views = s.host.search_threads(&f, sort, q.limit, q.offset).await?;
     let body: Vec<Json> = views.iter().map(|v| thread_json(&s.host, v)).collect();
     Ok(axum::Json(body).into_response())
 }
 
 async fn count(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<Response> {
     let f = filter(&q)?;
-    let n = s.host.search_threads(&f, None, usize::MAX, 0)?.len();
+    let n = s.host.search_threads(&f, None, usize::MAX, 0).await?.len();
     Ok(axum::Json(n).into_response())
 }
 
 async fn get_one(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let view = s.host.thread(&id)?;
+    let view = s.host.thread(&id).await?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
 }
 
@@ -160,12 +163,12 @@ async fn patch(
     Body(p): Body<Patch>,
 ) -> ApiResult<Response> {
     let metadata = object(p.metadata, "metadata")?;
-    let view = s.host.patch_thread(&id, metadata)?;
+    let view = s.host.patch_thread(&id, metadata).await?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
 }
 
 async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    s.host.delete_thread(&id)?;
+    s.host.delete_thread(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -180,7 +183,7 @@ async fn copy(
         Some(c) => Some(seq_of(&c)?),
         None => None,
     };
-    let view = s.host.copy_thread(&id, upto)?;
+    let view = s.host.copy_thread(&id, upto).await?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
 }
 
@@ -216,7 +219,7 @@ fn state_json(view: Option<StateView>) -> Json {
 }
 
 async fn state(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    Ok(axum::Json(state_json(s.host.state(&id, None)?)).into_response())
+    Ok(axum::Json(state_json(s.host.state(&id, None).await?)).into_response())
 }
 
 fn seq_of(id: &str) -> ApiResult<u64> {
@@ -229,7 +232,7 @@ async fn state_at(
     Path((id, checkpoint)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let seq = seq_of(&checkpoint)?;
-    Ok(axum::Json(state_json(s.host.state(&id, Some(seq))?)).into_response())
+    Ok(axum::Json(state_json(s.host.state(&id, Some(seq)).await?)).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -255,7 +258,7 @@ async fn state_at_body(
         .and_then(|c| c.checkpoint_id)
         .map(|c| seq_of(&c))
         .transpose()?;
-    Ok(axum::Json(state_json(s.host.state(&id, seq)?)).into_response())
+    Ok(axum::Json(state_json(s.host.state(&id, seq).await?)).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -282,14 +285,17 @@ async fn update(
         .or(u.checkpoint.and_then(|c| c.checkpoint_id));
     let at = at.map(|at| seq_of(&at)).transpose()?;
     let mut values = u.values.unwrap_or_else(|| json!({}));
-    if let Ok(view) = s.host.thread(&id)
+    if let Ok(view) = s.host.thread(&id).await
         && let Some(graph) = view.latest.as_ref().and_then(|l| s.host.graph_of(l).ok())
     {
         wire::input_messages(&mut values, &graph);
         wire::check_content(&values, &graph)
             .map_err(|e| ApiError::invalid(format!("values: {e}")))?;
     }
-    let record = s.host.update_state(&id, at, values, u.as_node.as_deref())?;
+    let record = s
+        .host
+        .update_state(&id, at, values, u.as_node.as_deref())
+        .await?;
     let checkpoint = wire::checkpoint_ref(&record.thread, record.seq);
     Ok(axum::Json(json!({
         "checkpoint": checkpoint,
@@ -325,7 +331,7 @@ fn before_seq(before: Option<&Json>) -> ApiResult<Option<u64>> {
 
 async fn history(s: &AppState, id: &str, h: History) -> ApiResult<Response> {
     let before = before_seq(h.before.as_ref())?;
-    let states = s.host.history(id, before, h.limit)?;
+    let states = s.host.history(id, before, h.limit).await?;
     let body: Vec<Json> = states.iter().map(wire::state).collect();
     Ok(axum::Json(body).into_response())
 }

@@ -1,8 +1,10 @@
 use super::frozen::{freeze_records, freeze_snapshot, thaw_records, thaw_snapshot, thaw_stored};
 use super::{
-    Checkpoint, Checkpointer, RunRecord, Snapshot, Status, StoreError, Stored, ThreadRecord,
+    Catalog, Checkpoint, Checkpoints, LlmCache, RunQueue, RunRecord, Snapshot, Status, StoreError,
+    Stored, ThreadRecord,
 };
 use crate::fxhash::FxHashMap;
+use async_trait::async_trait;
 use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,7 +19,7 @@ pub struct MemoryStore {
     threads: Mutex<Threads>,
     /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
     cache: Mutex<HashMap<String, (Json, u64)>>,
-    catalog: Mutex<Catalog>,
+    catalog: Mutex<Entries>,
 }
 
 #[derive(Default)]
@@ -127,7 +129,7 @@ impl Threads {
 }
 
 #[derive(Default)]
-struct Catalog {
+struct Entries {
     /// In creation order, so listings need no sort.
     threads: indexmap::IndexMap<String, ThreadRecord>,
     runs: indexmap::IndexMap<String, RunRecord>,
@@ -143,13 +145,14 @@ impl MemoryStore {
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn catalog(&self) -> MutexGuard<'_, Catalog> {
+    fn catalog(&self) -> MutexGuard<'_, Entries> {
         self.catalog.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl Checkpointer for MemoryStore {
-    fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
+#[async_trait]
+impl Checkpoints for MemoryStore {
+    async fn append(&self, record: Checkpoint) -> Result<(), StoreError> {
         let mut threads = self.lock();
         let thread = match threads.by_name.get_mut(&*record.thread) {
             Some(t) => t,
@@ -173,7 +176,7 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
-    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+    async fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
         let mut threads = self.lock();
         // Checked before anything is written: all of the records or none, and a seq
         // already taken is a conflict, as in SQLite.
@@ -206,14 +209,14 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
-    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+    async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
         match self.lock().by_name.get(thread) {
             Some(t) => t.from(thread, 0),
             None => Ok(Vec::new()),
         }
     }
 
-    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+    async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
         Ok(self
             .lock()
             .by_name
@@ -222,14 +225,14 @@ impl Checkpointer for MemoryStore {
             .cloned())
     }
 
-    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+    async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
         match self.lock().by_name.get(thread) {
             Some(t) => t.from(thread, seq),
             None => Ok(Vec::new()),
         }
     }
 
-    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+    async fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
         let mut threads = self.lock();
         let Some(t) = threads.by_name.get_mut(&*snapshot.thread) else {
             return Ok(());
@@ -254,7 +257,7 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
-    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+    async fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
         let threads = self.lock();
         match threads
             .by_name
@@ -267,7 +270,7 @@ impl Checkpointer for MemoryStore {
         }
     }
 
-    fn resume_point(
+    async fn resume_point(
         &self,
         thread: &str,
     ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
@@ -286,27 +289,7 @@ impl Checkpointer for MemoryStore {
         Ok((Some(snapshot), records))
     }
 
-    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        match cache.get(key) {
-            Some((value, expires)) if *expires > now_ms => Ok(Some(value.clone())),
-            Some(_) => {
-                cache.remove(key);
-                Ok(None)
-            }
-            None => Ok(None),
-        }
-    }
-
-    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), (value.clone(), expires_ms));
-        Ok(())
-    }
-
-    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+    async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
         let mut threads = self.lock();
         if let Some(t) = threads.by_name.get_mut(thread) {
             t.thaw(thread)?;
@@ -321,7 +304,7 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
-    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+    async fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
         let mut threads = self.lock();
         let thread = &*base.thread;
         let Some(t) = threads
@@ -341,8 +324,11 @@ impl Checkpointer for MemoryStore {
         };
         Ok(gone)
     }
+}
 
-    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+#[async_trait]
+impl Catalog for MemoryStore {
+    async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
         let threads = self.lock();
         let mut ended: Vec<(u64, &String)> = threads
             .by_name
@@ -357,7 +343,7 @@ impl Checkpointer for MemoryStore {
         Ok(ended.into_iter().map(|(_, n)| n.clone()).collect())
     }
 
-    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+    async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         self.lock().by_name.remove(thread);
         let mut catalog = self.catalog();
         catalog.threads.shift_remove(thread);
@@ -365,31 +351,31 @@ impl Checkpointer for MemoryStore {
         Ok(())
     }
 
-    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
         self.catalog()
             .threads
             .insert(thread.id.clone(), thread.clone());
         Ok(())
     }
 
-    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+    async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
         Ok(self.catalog().threads.get(thread).cloned())
     }
 
-    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
         Ok(self.catalog().threads.values().cloned().collect())
     }
 
-    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.catalog().runs.insert(run.id.clone(), run.clone());
         Ok(())
     }
 
-    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+    async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
         Ok(self.catalog().runs.get(run).cloned())
     }
 
-    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+    async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
         Ok(self
             .catalog()
             .runs
@@ -399,12 +385,12 @@ impl Checkpointer for MemoryStore {
             .collect())
     }
 
-    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+    async fn delete_run(&self, run: &str) -> Result<(), StoreError> {
         self.catalog().runs.shift_remove(run);
         Ok(())
     }
 
-    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+    async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
         Ok(self
             .catalog()
             .runs
@@ -412,5 +398,31 @@ impl Checkpointer for MemoryStore {
             .filter(|r| r.status.in_flight())
             .cloned()
             .collect())
+    }
+}
+
+#[async_trait]
+impl RunQueue for MemoryStore {}
+
+#[async_trait]
+impl LlmCache for MemoryStore {
+    async fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.get(key) {
+            Some((value, expires)) if *expires > now_ms => Ok(Some(value.clone())),
+            Some(_) => {
+                cache.remove(key);
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), (value.clone(), expires_ms));
+        Ok(())
     }
 }

@@ -1,5 +1,7 @@
-//! Stores: where threads live. One trait, [`Checkpointer`], with a store in memory, one
-//! in a SQLite file and one in a Postgres database, all passing the same test suite
+//! Stores: where threads live. A store plays four roles, each a trait that its callers
+//! take alone ([`Checkpoints`] for runs, [`Catalog`] and [`RunQueue`] for a server,
+//! [`LlmCache`] for llm nodes; [`Store`] is all of them), with a store in memory, one in
+//! a SQLite file and one in a Postgres database, all passing the same test suite
 //! (`tests/store.rs`).
 //!
 //! A thread's history is one checkpoint record per node execution. A record holds what
@@ -29,6 +31,7 @@ pub use retention::delete_ended;
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use stored::Stored;
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -325,43 +328,49 @@ impl StoreError {
     }
 }
 
-/// Durable (or not) storage of checkpoint records.
-pub trait Checkpointer: Send + Sync {
+/// What a run needs of a store: a thread's checkpoint records, its snapshots and its
+/// claim. The runner and [`crate::run::Threads`] take this role alone.
+///
+/// Every role's calls are async: a store that waits for a disk or a database does so
+/// off the runtime's threads (SQLite on blocking threads, Postgres on its
+/// connections' own), so a slow commit never stalls the other runs and requests.
+#[async_trait]
+pub trait Checkpoints: Send + Sync {
     /// Whether records appended are kept. A store that keeps none ([`NoStore`]) spares
     /// the runner building them.
     fn keeps_records(&self) -> bool {
         true
     }
     /// Appends a record; `seq` numbers of a thread are consecutive from 0.
-    fn append(&self, record: Checkpoint) -> Result<(), StoreError>;
+    async fn append(&self, record: Checkpoint) -> Result<(), StoreError>;
     /// Appends records together: all of them or none (a fork or a copy of a thread).
-    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+    async fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
         for r in records {
-            self.append(r)?;
+            self.append(r).await?;
         }
         Ok(())
     }
     /// Every record of a thread, in order; empty when the thread is unknown. A gap in
     /// the numbering is a corrupt thread.
-    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError>;
+    async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError>;
     /// The last record of a thread.
-    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        Ok(self.load(thread)?.pop())
+    async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.load(thread).await?.pop())
     }
     /// The records of a thread from `seq` on, in order.
-    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
-        let mut records = self.load(thread)?;
+    async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let mut records = self.load(thread).await?;
         records.retain(|r| r.seq >= seq);
         Ok(records)
     }
     /// Keeps `snapshot` as the thread's latest, replacing the one before. A store
     /// without snapshots keeps none, and threads are replayed from their first record.
-    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+    async fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
         let _ = snapshot;
         Ok(())
     }
     /// The thread's latest snapshot, if it has one whose record still exists.
-    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+    async fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
         let _ = thread;
         Ok(None)
     }
@@ -369,65 +378,62 @@ pub trait Checkpointer: Send + Sync {
     /// together (one read transaction where the store has them): what a resume needs.
     /// Without a snapshot, no records. Large values may be left as text (see
     /// [`Stored`]).
-    fn resume_point(
+    async fn resume_point(
         &self,
         thread: &str,
     ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
-        let Some(snapshot) = self.snapshot(thread)? else {
+        let Some(snapshot) = self.snapshot(thread).await? else {
             return Ok((None, Vec::new()));
         };
-        let records = self.load_from(thread, snapshot.seq)?;
+        let records = self.load_from(thread, snapshot.seq).await?;
         Ok((Some(snapshot.stored()), records))
     }
-    /// The value cached under `key` (an llm node's `cache`), unless it expired before
-    /// `now_ms` (Unix milliseconds). The cache lives beside the checkpoints so it lasts
-    /// as long as they do; a store without one never hits.
-    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
-        let _ = (key, now_ms);
-        Ok(None)
-    }
-    /// Caches `value` under `key` until `expires_ms`, replacing what was there.
-    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
-        let _ = (key, value, expires_ms);
-        Ok(())
-    }
-    /// Marks `thread` as driven by this caller until the returned [`Claim`] is dropped,
-    /// and refuses while another process drives it, so that a node is never run by two
-    /// processes at once (a tool called twice). A store only one process can open needs
-    /// no claims.
-    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+    /// Marks `thread` as driven by this caller until the returned [`Claim`] is dropped
+    /// or released, and refuses while another process drives it, so that a node is
+    /// never run by two processes at once (a tool called twice). A store only one
+    /// process can open needs no claims.
+    async fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
         let _ = thread;
         Ok(Claim::none())
     }
     /// Removes the records of `thread` from `seq` on (a rolled-back run's), keeping
     /// those before it, and a snapshot of a removed record.
-    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
-    /// Removes everything of a thread: its records, its catalog entry and its runs.
-    fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;
+    async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
     /// Makes `base` (source [`Source::Base`], the thread's latest record holding the
     /// whole state there) the thread's only record: the records before it and its
     /// snapshot go, all or nothing. A thread whose latest record is no longer
     /// `base.seq` (it moved on meanwhile) is a conflict and stays as it was. Returns
     /// how many records went.
-    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError>;
+    async fn prune(&self, base: Checkpoint) -> Result<u64, StoreError>;
+}
+
+/// What a server keeps of its threads and runs, so that a restarted server knows what
+/// it was doing: the host's role.
+#[async_trait]
+pub trait Catalog: Send + Sync {
+    /// Creates or replaces a thread's catalog entry.
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError>;
+    async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
+    /// Every thread of the catalog, oldest first.
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError>;
+    /// Removes everything of a thread: its records, its catalog entry and its runs.
+    async fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;
     /// The threads whose latest record finished or failed before `before_ms` (Unix
     /// milliseconds), for retention.
-    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError>;
-
-    /// Creates or replaces a thread's catalog entry.
-    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError>;
-    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
-    /// Every thread of the catalog, oldest first.
-    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError>;
+    async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError>;
 
     /// Creates or replaces a run.
-    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
     /// Creates a run unless its thread has a run pending or running (a `reject`
     /// multitask strategy): their ids then, and nothing written. A store several
     /// processes share makes the check and the write one step.
-    fn put_run_unless_busy(&self, run: &RunRecord) -> Result<Result<(), Vec<String>>, StoreError> {
+    async fn put_run_unless_busy(
+        &self,
+        run: &RunRecord,
+    ) -> Result<Result<(), Vec<String>>, StoreError> {
         let busy: Vec<String> = self
-            .runs(&run.thread)?
+            .runs(&run.thread)
+            .await?
             .into_iter()
             .filter(|r| r.status.in_flight())
             .map(|r| r.id)
@@ -435,19 +441,22 @@ pub trait Checkpointer: Send + Sync {
         if !busy.is_empty() {
             return Ok(Err(busy));
         }
-        self.put_run(run).map(Ok)
+        self.put_run(run).await.map(Ok)
     }
-    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
+    async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The runs of a thread, oldest first.
-    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;
-    fn delete_run(&self, run: &str) -> Result<(), StoreError>;
+    async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;
+    async fn delete_run(&self, run: &str) -> Result<(), StoreError>;
     /// Runs that were pending or running, oldest first: after a restart, the work a
     /// previous process left unfinished.
-    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError>;
+    async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError>;
+}
 
-    // Runs shared by several server processes (see `host/cluster.rs`). A store only one
-    // process uses at a time keeps the defaults, and each process drives its own runs.
-
+/// Runs shared by several server processes (see `host/cluster.rs`): the host's other
+/// role. A store only one process uses at a time keeps the defaults, and each process
+/// drives its own runs.
+#[async_trait]
+pub trait RunQueue: Send + Sync {
     /// Whether several processes share the server's runs through this store: runs wait
     /// in it, any process claims them with a lease, and their events are kept in it so
     /// that any process can stream them.
@@ -458,7 +467,7 @@ pub trait Checkpointer: Send + Sync {
     /// `graphs` whose thread has no run running and no older run pending, or else a
     /// running run whose lease ran out before `now_ms` (its worker is gone): the run,
     /// and whether it was taken over that way.
-    fn claim_run(
+    async fn claim_run(
         &self,
         worker: &str,
         graphs: &[String],
@@ -470,7 +479,7 @@ pub trait Checkpointer: Send + Sync {
     }
     /// Extends `worker`'s leases of `runs` to `until_ms`: the runs it still holds, each
     /// with the cancel (`interrupt` or `rollback`) asked of it, if any.
-    fn renew_leases(
+    async fn renew_leases(
         &self,
         worker: &str,
         runs: &[String],
@@ -480,41 +489,71 @@ pub trait Checkpointer: Send + Sync {
         Ok(runs.iter().map(|r| (r.clone(), None)).collect())
     }
     /// Gives back a run `worker` claimed, for a process to take later.
-    fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
+    async fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
         let _ = (run, worker);
         Ok(())
     }
     /// Asks whoever drives `run` to cancel it (`interrupt` or `rollback`); a pending
     /// run is marked interrupted at once instead, and then this returns true.
-    fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
+    async fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
         let _ = (run, action);
         Ok(false)
     }
     /// Keeps a run's events (JSON), numbered from `first`.
-    fn append_events(&self, run: &str, first: u64, events: &[String]) -> Result<(), StoreError> {
+    async fn append_events(
+        &self,
+        run: &str,
+        first: u64,
+        events: &[String],
+    ) -> Result<(), StoreError> {
         let _ = (run, first, events);
         Ok(())
     }
     /// A run's events from number `from` on.
-    fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
+    async fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
         let _ = (run, from);
         Ok(Vec::new())
     }
-    /// Waits up to `timeout` for word that a run was queued (blocking).
-    fn wait_for_runs(&self, timeout: std::time::Duration) {
-        std::thread::sleep(timeout);
+    /// Waits up to `timeout` for word that a run was queued.
+    async fn wait_for_runs(&self, timeout: std::time::Duration) {
+        tokio::time::sleep(timeout).await;
     }
 }
 
-/// A thread driven by this caller; dropping it (the run ended, paused, failed or was
-/// cancelled) lets others drive the thread.
+/// An llm node's cache (its `cache` key): kept beside the checkpoints so it lasts as
+/// long as they do.
+#[async_trait]
+pub trait LlmCache: Send + Sync {
+    /// The value cached under `key`, unless it expired before `now_ms` (Unix
+    /// milliseconds).
+    async fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError>;
+    /// Caches `value` under `key` until `expires_ms`, replacing what was there.
+    async fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError>;
+}
+
+/// A whole store, every role: what `--store` opens and a server holds. Each caller
+/// takes the narrowest role it needs (`Arc<dyn Store>` coerces to any of them).
+pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache {}
+
+impl<T: Checkpoints + Catalog + RunQueue + LlmCache + ?Sized> Store for T {}
+
+/// A thread driven by this caller; releasing it (the run ended, paused, failed or was
+/// cancelled) lets others drive the thread. Dropping it releases it too, without
+/// waiting for a store that takes time to.
 pub struct Claim {
-    _held: Option<Box<dyn Send + Sync>>,
+    held: Option<Box<dyn Held>>,
+}
+
+/// What a claim holds: dropped or released with it.
+#[async_trait]
+pub(crate) trait Held: Send + Sync {
+    /// Gives the thread up, returning once other callers can claim it.
+    async fn release(self: Box<Self>) {}
 }
 
 impl std::fmt::Debug for Claim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self._held.is_some() {
+        f.write_str(if self.held.is_some() {
             "Claim(held)"
         } else {
             "Claim(none)"
@@ -524,12 +563,19 @@ impl std::fmt::Debug for Claim {
 
 impl Claim {
     pub fn none() -> Self {
-        Claim { _held: None }
+        Claim { held: None }
     }
 
-    pub(crate) fn holding(what: impl Send + Sync + 'static) -> Self {
+    pub(crate) fn holding(what: impl Held + 'static) -> Self {
         Claim {
-            _held: Some(Box::new(what)),
+            held: Some(Box::new(what)),
+        }
+    }
+
+    /// Gives the thread up and waits until another caller could claim it.
+    pub async fn release(mut self) {
+        if let Some(held) = self.held.take() {
+            held.release().await;
         }
     }
 }

@@ -7,11 +7,12 @@ use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use switchyard::store::Checkpoints;
+use switchyard::store::SqliteStore;
 use switchyard::store::StoreError;
-use switchyard::store::{Checkpointer, SqliteStore};
 
-#[test]
-fn sixty_four_processes_on_one_new_store_all_finish() {
+#[tokio::test]
+async fn sixty_four_processes_on_one_new_store_all_finish() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     // Started together on a store that does not exist yet: their first opens race too.
@@ -50,7 +51,7 @@ fn sixty_four_processes_on_one_new_store_all_finish() {
     }
     let store = SqliteStore::open(&db).unwrap();
     for i in 0..64 {
-        let records = store.load(&format!("t{i}")).unwrap();
+        let records = store.load(&format!("t{i}")).await.unwrap();
         assert_eq!(records.last().unwrap().outcome.as_deref(), Some("done"));
     }
 }
@@ -208,8 +209,8 @@ fn as_reader(dir: &Path, args: &[&str]) -> std::process::Output {
     out
 }
 
-#[test]
-fn a_read_only_store_can_be_inspected() {
+#[tokio::test]
+async fn a_read_only_store_can_be_inspected() {
     let dir = tempfile::tempdir().unwrap();
     let ro = dir.path().join("ro");
     let db = ro.join("s.db");
@@ -259,8 +260,13 @@ fn a_read_only_store_can_be_inspected() {
     );
     // A read-only connection never writes, even when the file is writable.
     let reader = SqliteStore::open_read_only(&db).unwrap();
-    assert_eq!(reader.load("t").unwrap().len(), 3);
-    assert!(reader.append(record("other", 0, "n", json!(1))).is_err());
+    assert_eq!(reader.load("t").await.unwrap().len(), 3);
+    assert!(
+        reader
+            .append(record("other", 0, "n", json!(1)))
+            .await
+            .is_err()
+    );
 }
 
 #[test]
@@ -303,8 +309,8 @@ fn a_gap_in_a_threads_records_is_reported_not_resumed_past() {
     assert_eq!(out.stderr, corrupt);
 }
 
-#[test]
-fn the_loser_of_a_thread_claim_names_the_real_owner() {
+#[tokio::test]
+async fn the_loser_of_a_thread_claim_names_the_real_owner() {
     use nix::fcntl::{FcntlArg, fcntl};
     use nix::libc;
     use sha2::{Digest, Sha256};
@@ -332,25 +338,25 @@ fn the_loser_of_a_thread_claim_names_the_real_owner() {
         l_pid: 0,
     };
     fcntl(&owner, FcntlArg::F_OFD_SETLK(&range(libc::F_WRLCK))).unwrap();
-    match store.claim("c") {
+    match store.claim("c").await {
         Err(StoreError::Claimed { thread, pid }) => assert_eq!((thread.as_str(), pid), ("c", 4242)),
         other => panic!("{other:?}"),
     }
     // Other threads are free meanwhile.
-    drop(store.claim("d").unwrap());
+    drop(store.claim("d").await.unwrap());
     fcntl(&owner, FcntlArg::F_OFD_SETLK(&range(libc::F_UNLCK))).unwrap();
-    store.claim("c").unwrap();
+    store.claim("c").await.unwrap();
 }
 
 /// A classic POSIX lock on a thread's range (another program's) is named by its pid.
-#[test]
-fn a_classic_lock_on_a_claims_range_names_its_process() {
+#[tokio::test]
+async fn a_classic_lock_on_a_claims_range_names_its_process() {
     use nix::fcntl::{FcntlArg, fcntl};
     use nix::libc;
     use sha2::{Digest, Sha256};
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-    drop(store.claim("warm").unwrap());
+    drop(store.claim("warm").await.unwrap());
     let other = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -367,7 +373,7 @@ fn a_classic_lock_on_a_claims_range_names_its_process() {
         l_pid: 0,
     };
     fcntl(&other, FcntlArg::F_SETLK(&classic)).unwrap();
-    match store.claim("c") {
+    match store.claim("c").await {
         Err(StoreError::Claimed { pid, .. }) => assert_eq!(pid, std::process::id()),
         other => panic!("{other:?}"),
     }
@@ -375,19 +381,19 @@ fn a_classic_lock_on_a_claims_range_names_its_process() {
 
 /// A lock file removed under an open store is made again, not locked where no other
 /// process looks: two stores still exclude each other.
-#[test]
-fn a_removed_claims_file_is_made_again_and_still_excludes() {
+#[tokio::test]
+async fn a_removed_claims_file_is_made_again_and_still_excludes() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
     let a = SqliteStore::open(&db).unwrap();
     let b = SqliteStore::open(&db).unwrap();
-    drop(a.claim("warm").unwrap());
+    drop(a.claim("warm").await.unwrap());
     std::fs::remove_file(dir.path().join("s.db.locks/claims")).unwrap();
-    let held = a.claim("t").unwrap();
+    let held = a.claim("t").await.unwrap();
     assert!(
-        matches!(b.claim("t"), Err(StoreError::Claimed { .. })),
+        matches!(b.claim("t").await, Err(StoreError::Claimed { .. })),
         "both stores hold `t`"
     );
     drop(held);
-    b.claim("t").unwrap();
+    b.claim("t").await.unwrap();
 }

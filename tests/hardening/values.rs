@@ -127,7 +127,7 @@ async fn a_deep_model_reply_fails_the_node_naming_the_field_and_keeps_the_state(
         err.to_string(),
         "node `think` failed: field `reply` takes values nested at most 64 levels deep, and the value written is nested deeper"
     );
-    let (state, at) = r.threads().state("m", None).unwrap();
+    let (state, at) = r.threads().state("m", None).await.unwrap();
     assert_eq!(state["reply"], Json::Null);
     assert_eq!(state["answer"], json!("go"));
     assert_eq!(at.status.name(), "failed");
@@ -144,7 +144,7 @@ async fn a_deep_tool_result_fails_the_node_naming_the_field() {
         "node `fetch` failed: field `fetched` takes values nested at most 64 levels deep, and the value written is nested deeper"
     );
     assert_eq!(
-        r.threads().state("m", None).unwrap().0["fetched"],
+        r.threads().state("m", None).await.unwrap().0["fetched"],
         Json::Null
     );
 }
@@ -159,7 +159,7 @@ async fn an_input_over_sixteen_mib_is_refused() {
         "the input is refused: field `data` takes values of at most 16 MiB, and the value written is larger"
     );
     assert!(matches!(
-        r.threads().history("big"),
+        r.threads().history("big").await,
         Err(switchyard::run::RunError::UnknownThread(t)) if t == "big"
     ));
 }

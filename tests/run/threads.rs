@@ -2,6 +2,7 @@
 //! forks, graphs edited between runs, claims, records refused or kept by no store.
 
 use super::*;
+use switchyard::store::{Checkpoint, Checkpoints, Snapshot, StoreError};
 
 fn temp_copy_of_fixtures() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -23,7 +24,7 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
     let dir = temp_copy_of_fixtures();
     let file = dir.path().join("agent.toml");
     let db = dir.path().join("state/checkpoints.db");
-    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let open = || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&db).unwrap()) };
     let load = || Arc::new(switchyard::load_graph(&file).unwrap());
     let r = Runner::new(load(), open())
         .with_llm(typing_then_stop())
@@ -41,7 +42,7 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
     .unwrap();
     let r = Runner::new(load(), open());
     assert_eq!(
-        r.threads().state("s", None).unwrap().1.status,
+        r.threads().state("s", None).await.unwrap().1.status,
         Status::Interrupted
     );
     // An edit of the pending interrupt does.
@@ -64,7 +65,13 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
         "the graph file changed since thread `s` paused: the pending node `confirm` (its keys, edges, prompt or schema files) was edited; resume with --force to go on anyway"
     );
     assert_eq!(
-        r.threads().history("s").unwrap().last().unwrap().status,
+        r.threads()
+            .history("s")
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .status,
         Status::Interrupted
     );
     // The scripted planner answers `a1` first again: skip it, the plan already ran.
@@ -86,7 +93,7 @@ async fn checkpoints_in_sqlite_survive_the_process_and_refuse_an_edited_path() {
 async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
     let r = runner("count");
     r.start("t", json!({ "goal": 4 })).await.unwrap();
-    let history = r.threads().history("t").unwrap();
+    let history = r.threads().history("t").await.unwrap();
     let lines: Vec<String> = history
         .iter()
         .map(|c| {
@@ -142,24 +149,24 @@ async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
         ]
     );
     assert_eq!(
-        r.threads().state("t", Some(6)).unwrap().0,
+        r.threads().state("t", Some(6)).await.unwrap().0,
         json!({ "goal": 4, "n": 2, "total": 3, "checks": 2, "evens": [2] })
     );
-    r.threads().fork("t", 6, "t2").unwrap();
+    r.threads().fork("t", 6, "t2").await.unwrap();
     assert_eq!(
-        r.threads().state("t2", None).unwrap().0,
-        r.threads().state("t", Some(6)).unwrap().0
+        r.threads().state("t2", None).await.unwrap().0,
+        r.threads().state("t", Some(6)).await.unwrap().0
     );
     let out = r.resume("t2", None, false).await.unwrap();
     assert_eq!(out, finished("done", "n=4 total=10 checks=4 evens=2", 11));
     assert_eq!(
-        r.threads().history("t").unwrap(),
+        r.threads().history("t").await.unwrap(),
         history,
         "the original thread is untouched"
     );
-    let err = r.threads().fork("t", 99, "t3").unwrap_err();
+    let err = r.threads().fork("t", 99, "t3").await.unwrap_err();
     assert_eq!(err.to_string(), "thread `t` has no checkpoint 99");
-    let err = r.threads().fork("t", 1, "t2").unwrap_err();
+    let err = r.threads().fork("t", 1, "t2").await.unwrap_err();
     assert_eq!(err.to_string(), "thread `t2` already exists");
 }
 
@@ -167,9 +174,9 @@ async fn history_lists_every_checkpoint_and_fork_goes_on_from_any() {
 async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
-    let memory: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
     for name in ["memory", "sqlite"] {
-        let open = || -> Arc<dyn Checkpointer> {
+        let open = || -> Arc<dyn Store> {
             match name {
                 "memory" => memory.clone(),
                 _ => Arc::new(SqliteStore::open(&db).unwrap()),
@@ -187,7 +194,7 @@ async fn a_message_written_again_by_id_after_a_resume_replaces_its_old_self() {
         let r = Runner::new(graph("messages_by_id"), open());
         let out = r.resume("t", Some(json!("Bo")), false).await.unwrap();
         assert_eq!(out, finished("done", "3 messages", 4), "{name}");
-        let (state, _) = r.threads().state("t", None).unwrap();
+        let (state, _) = r.threads().state("t", None).await.unwrap();
         let state = crate::util::without_made_ids(state);
         let first = state["messages"][0]["content"].as_str().unwrap();
         assert!(first.len() > 256, "{name}: {first}");
@@ -208,7 +215,7 @@ async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
     let dir = temp_copy_of_fixtures();
     let file = dir.path().join("answer.toml");
     let db = dir.path().join("c.db");
-    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let open = || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&db).unwrap()) };
     let load = || Arc::new(switchyard::load_graph(&file).unwrap());
     let r = Runner::new(load(), open());
     r.start("t", json!({ "name": "Bo" })).await.unwrap();
@@ -224,7 +231,7 @@ async fn a_field_whose_type_was_edited_refuses_resume_unless_forced() {
     let r = Runner::new(load(), open());
     // The thread can still be read...
     assert_eq!(
-        r.threads().state("t", None).unwrap().0,
+        r.threads().state("t", None).await.unwrap().0,
         json!({ "name": "Bo" })
     );
     // ...but not resumed as if nothing had changed.
@@ -271,6 +278,7 @@ async fn a_large_value_still_text_is_checked_against_an_edited_type_as_a_parsed_
     run("list<int>")
         .threads()
         .update("t", json!({ "note": "edited" }), None)
+        .await
         .unwrap();
     let err = run("list<int>")
         .resume("t", Some(json!(1)), false)
@@ -283,6 +291,7 @@ async fn a_large_value_still_text_is_checked_against_an_edited_type_as_a_parsed_
     run("list<string>?")
         .threads()
         .update("u", json!({ "note": "edited" }), None)
+        .await
         .unwrap();
     let out = run("list<string>?")
         .resume("u", Some(json!(1)), false)
@@ -324,9 +333,9 @@ async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
     let a = SqliteStore::open(&db).unwrap();
     let r = Runner::new(graph("answer"), Arc::new(SqliteStore::open(&db).unwrap()));
     r.start("t", json!({})).await.unwrap();
-    let mut record = a.latest("t").unwrap().unwrap();
+    let mut record = a.latest("t").await.unwrap().unwrap();
     record.seq -= 1;
-    let err = a.append(record).unwrap_err();
+    let err = a.append(record).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "thread `t` is being run by another process (its checkpoint 1 was just written); wait for it, or stop it first"
@@ -335,7 +344,7 @@ async fn two_processes_appending_to_one_thread_get_a_clear_conflict() {
 
 #[tokio::test]
 async fn a_new_run_on_a_thread_does_not_inherit_the_last_runs_limit() {
-    let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let r = Runner::new(graph("count"), store.clone()).with_max_steps(Some(3));
     let out = r.start("t", json!({ "goal": 30 })).await.unwrap();
     assert_eq!(
@@ -358,7 +367,7 @@ async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
     let dir = temp_copy_of_fixtures();
     let file = dir.path().join("count.toml");
     let db = dir.path().join("c.db");
-    let open = || -> Arc<dyn Checkpointer> { Arc::new(SqliteStore::open(&db).unwrap()) };
+    let open = || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&db).unwrap()) };
     let load = || Arc::new(switchyard::load_graph(&file).unwrap());
     Runner::new(load(), open())
         .start("t", json!({ "goal": 4 }))
@@ -380,6 +389,7 @@ async fn a_thread_whose_reducer_was_edited_can_still_be_read() {
     let (state, _) = Runner::new(load(), open())
         .threads()
         .state("t", None)
+        .await
         .unwrap();
     assert_eq!(
         state["evens"],
@@ -394,8 +404,8 @@ async fn a_claim_keeps_other_drivers_out_until_it_is_dropped() {
     let db = dir.path().join("c.db");
     let a = SqliteStore::open(&db).unwrap();
     let b = SqliteStore::open(&db).unwrap();
-    let held = a.claim("t").unwrap();
-    let err = b.claim("t").unwrap_err();
+    let held = a.claim("t").await.unwrap();
+    let err = b.claim("t").await.unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -404,9 +414,9 @@ async fn a_claim_keeps_other_drivers_out_until_it_is_dropped() {
         )
     );
     // Another thread is free.
-    drop(b.claim("u").unwrap());
+    drop(b.claim("u").await.unwrap());
     drop(held);
-    drop(b.claim("t").unwrap());
+    drop(b.claim("t").await.unwrap());
 }
 
 #[tokio::test]
@@ -437,7 +447,7 @@ async fn a_run_given_up_by_its_caller_lets_go_of_its_thread() {
 #[tokio::test]
 async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
     let dir = tempfile::tempdir().unwrap();
-    let stores: [(&str, Arc<dyn Checkpointer>); 3] = [
+    let stores: [(&str, Arc<dyn Store>); 3] = [
         ("none", Arc::new(NoStore::new())),
         ("memory", Arc::new(MemoryStore::new())),
         (
@@ -456,7 +466,7 @@ async fn a_refused_write_takes_back_the_nodes_earlier_writes_in_every_store() {
             "{name}"
         );
         if name != "none" {
-            let (state, _) = r.threads().state("t", None).unwrap();
+            let (state, _) = r.threads().state("t", None).await.unwrap();
             assert_eq!(
                 state,
                 json!({
@@ -479,7 +489,7 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
     // The same run, event for event, with and without records.
     let mut lines = Vec::new();
     for store in [
-        Arc::new(NoStore::new()) as Arc<dyn Checkpointer>,
+        Arc::new(NoStore::new()) as Arc<dyn Store>,
         Arc::new(MemoryStore::new()),
     ] {
         let mut r = Runner::new(graph("routes"), store);
@@ -495,7 +505,7 @@ async fn a_store_that_keeps_nothing_runs_the_same_and_keeps_no_thread() {
     let r = Runner::new(graph("routes"), Arc::new(NoStore::new()));
     r.start("t", json!({ "n": 1 })).await.unwrap();
     assert_eq!(
-        r.threads().state("t", None).unwrap_err().to_string(),
+        r.threads().state("t", None).await.unwrap_err().to_string(),
         "thread `t` has no checkpoints"
     );
     let r = Runner::new(graph("pauses"), Arc::new(NoStore::new()))
@@ -515,89 +525,30 @@ struct Counting {
     snapshots: std::sync::atomic::AtomicUsize,
 }
 
-impl Checkpointer for Counting {
+// Only the role a runner uses: a double writes what it is asked for.
+#[async_trait::async_trait]
+impl Checkpoints for Counting {
     fn keeps_records(&self) -> bool {
         false
     }
-    fn append(
-        &self,
-        _: switchyard::store::Checkpoint,
-    ) -> Result<(), switchyard::store::StoreError> {
+    async fn append(&self, _: Checkpoint) -> Result<(), StoreError> {
         self.records
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
-    fn put_snapshot(
-        &self,
-        _: switchyard::store::Snapshot,
-    ) -> Result<(), switchyard::store::StoreError> {
+    async fn put_snapshot(&self, _: Snapshot) -> Result<(), StoreError> {
         self.snapshots
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
-    fn load(
-        &self,
-        t: &str,
-    ) -> Result<Vec<switchyard::store::Checkpoint>, switchyard::store::StoreError> {
-        NoStore::new().load(t)
+    async fn load(&self, _: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(Vec::new())
     }
-    fn truncate(&self, _: &str, _: u64) -> Result<(), switchyard::store::StoreError> {
+    async fn truncate(&self, _: &str, _: u64) -> Result<(), StoreError> {
         Ok(())
     }
-    fn delete_thread(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
-        Ok(())
-    }
-    fn prune(
-        &self,
-        _: switchyard::store::Checkpoint,
-    ) -> Result<u64, switchyard::store::StoreError> {
+    async fn prune(&self, _: Checkpoint) -> Result<u64, StoreError> {
         Ok(0)
-    }
-    fn ended_before(&self, _: u64) -> Result<Vec<String>, switchyard::store::StoreError> {
-        Ok(Vec::new())
-    }
-    fn put_thread(
-        &self,
-        _: &switchyard::store::ThreadRecord,
-    ) -> Result<(), switchyard::store::StoreError> {
-        Ok(())
-    }
-    fn get_thread(
-        &self,
-        _: &str,
-    ) -> Result<Option<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
-        Ok(None)
-    }
-    fn threads(
-        &self,
-    ) -> Result<Vec<switchyard::store::ThreadRecord>, switchyard::store::StoreError> {
-        Ok(Vec::new())
-    }
-    fn put_run(
-        &self,
-        _: &switchyard::store::RunRecord,
-    ) -> Result<(), switchyard::store::StoreError> {
-        Ok(())
-    }
-    fn get_run(
-        &self,
-        _: &str,
-    ) -> Result<Option<switchyard::store::RunRecord>, switchyard::store::StoreError> {
-        Ok(None)
-    }
-    fn runs(
-        &self,
-        _: &str,
-    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
-        Ok(Vec::new())
-    }
-    fn delete_run(&self, _: &str) -> Result<(), switchyard::store::StoreError> {
-        Ok(())
-    }
-    fn runs_in_flight(
-        &self,
-    ) -> Result<Vec<switchyard::store::RunRecord>, switchyard::store::StoreError> {
-        Ok(Vec::new())
     }
 }
 
@@ -625,13 +576,13 @@ async fn a_store_that_keeps_no_records_is_handed_none() {
         .start("t", json!({ "n": 2 }))
         .await
         .unwrap();
-    assert_eq!(kept.load("t").unwrap().len(), 6);
+    assert_eq!(kept.load("t").await.unwrap().len(), 6);
 }
 
 #[tokio::test]
 async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store() {
     let dir = tempfile::tempdir().unwrap();
-    let stores: [(&str, Arc<dyn Checkpointer>); 2] = [
+    let stores: [(&str, Arc<dyn Store>); 2] = [
         ("memory", Arc::new(MemoryStore::new())),
         (
             "sqlite",
@@ -641,8 +592,8 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
     for (name, store) in stores {
         let r = Runner::new(graph("count"), store.clone());
         r.start("t", json!({ "goal": 4 })).await.unwrap();
-        let first = r.threads().history("t").unwrap();
-        let end = r.threads().state("t", None).unwrap().0;
+        let first = r.threads().history("t").await.unwrap();
+        let end = r.threads().state("t", None).await.unwrap().0;
         // Going on again from a checkpoint in the middle of the run (regenerate): a
         // branch from there, in a run of its own, to the same end.
         let out = r
@@ -660,7 +611,7 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             finished("done", "n=4 total=10 checks=4 evens=2", 11),
             "{name}"
         );
-        let history = r.threads().history("t").unwrap();
+        let history = r.threads().history("t").await.unwrap();
         assert_eq!(&history[..13], &first[..], "{name}: the first branch stays");
         let branch: Vec<(u64, Option<u64>, u64, u64)> = history[13..]
             .iter()
@@ -678,7 +629,7 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             ],
             "{name}"
         );
-        assert_eq!(r.threads().state("t", None).unwrap().0, end, "{name}");
+        assert_eq!(r.threads().state("t", None).await.unwrap().0, end, "{name}");
         // A new input from the thread's first checkpoint (an edit of the first
         // message): the state the first run found, with the new input.
         let out = r
@@ -692,18 +643,18 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             .await
             .unwrap();
         assert!(matches!(out, Outcome::Finished { .. }), "{name}: {out:?}");
-        let history = r.threads().history("t").unwrap();
+        let history = r.threads().history("t").await.unwrap();
         let fork = &history[19..];
         assert_eq!(
             (fork[0].source, fork[0].parent, fork[0].run),
             (Source::Input, Some(0), 2),
             "{name}"
         );
-        let latest = r.threads().state("t", None).unwrap();
+        let latest = r.threads().state("t", None).await.unwrap();
         assert_eq!(latest.0["goal"], 1, "{name}");
         assert_eq!(latest.1.seq, history.last().unwrap().seq, "{name}");
         // Every checkpoint's state, on whichever branch, as history lists it.
-        let states = listed_as_read(&r, name);
+        let states = listed_as_read(&r, name).await;
         assert_eq!(
             states[history.len() - 13].0,
             end,
@@ -711,7 +662,11 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
         );
         // The thread read again (another process): its latest branch.
         let again = Runner::new(graph("count"), store.clone());
-        assert_eq!(again.threads().state("t", None).unwrap(), latest, "{name}");
+        assert_eq!(
+            again.threads().state("t", None).await.unwrap(),
+            latest,
+            "{name}"
+        );
         let err = r
             .run(
                 "t",
@@ -724,8 +679,8 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             .unwrap_err();
         assert_eq!(err.to_string(), "thread `t` has no checkpoint 99", "{name}");
         // A copy of a checkpoint on a branch: that branch only, numbered again.
-        r.threads().fork("t", 15, "copy").unwrap();
-        let copy = r.threads().history("copy").unwrap();
+        r.threads().fork("t", 15, "copy").await.unwrap();
+        let copy = r.threads().history("copy").await.unwrap();
         assert_eq!(
             copy.iter().map(|c| (c.seq, c.parent)).collect::<Vec<_>>(),
             (0..10u64)
@@ -734,8 +689,8 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             "{name}"
         );
         assert_eq!(
-            r.threads().state("copy", None).unwrap().0,
-            r.threads().state("t", Some(15)).unwrap().0,
+            r.threads().state("copy", None).await.unwrap().0,
+            r.threads().state("t", Some(15)).await.unwrap().0,
             "{name}"
         );
         // Two more branches from checkpoint 6 (three in all, two of them after other
@@ -747,20 +702,20 @@ async fn a_run_from_an_earlier_checkpoint_forks_the_thread_there_in_every_store(
             };
             r.run("t", go).await.unwrap();
         }
-        listed_as_read(&r, name);
+        listed_as_read(&r, name).await;
     }
 }
 
 /// Every state the history of thread `t` lists, each checked against its checkpoint's
 /// state read alone.
-fn listed_as_read(r: &Runner, name: &str) -> Vec<(Json, switchyard::store::Checkpoint)> {
-    let history = r.threads().history("t").unwrap();
-    let states = r.threads().states("t", None, 1000).unwrap();
+async fn listed_as_read(r: &Runner, name: &str) -> Vec<(Json, switchyard::store::Checkpoint)> {
+    let history = r.threads().history("t").await.unwrap();
+    let states = r.threads().states("t", None, 1000).await.unwrap();
     assert_eq!(states.len(), history.len(), "{name}");
     for (state, record) in &states {
         assert_eq!(
             *state,
-            r.threads().state("t", Some(record.seq)).unwrap().0,
+            r.threads().state("t", Some(record.seq)).await.unwrap().0,
             "{name}: checkpoint {}",
             record.seq
         );
@@ -783,9 +738,9 @@ async fn a_pruned_thread_branches_and_lists_its_history_page_by_page() {
     .unwrap();
     // A page of the history ends where `before` says, whatever branch its
     // checkpoints are on, each with the state of its own branch.
-    let all = r.threads().states("t", None, usize::MAX).unwrap();
+    let all = r.threads().states("t", None, usize::MAX).await.unwrap();
     for before in [3u64, 9, 12] {
-        let page = r.threads().states("t", Some(before), 3).unwrap();
+        let page = r.threads().states("t", Some(before), 3).await.unwrap();
         let expected: Vec<_> = all
             .iter()
             .filter(|(_, c)| c.seq < before)
@@ -796,17 +751,17 @@ async fn a_pruned_thread_branches_and_lists_its_history_page_by_page() {
     }
     // Pruned, the thread keeps its latest checkpoint only (the other branch goes); a
     // run from a checkpoint after it branches as on any thread.
-    let latest = r.threads().state("t", None).unwrap();
-    r.threads().prune("t").unwrap();
-    assert_eq!(r.threads().history("t").unwrap().len(), 1);
-    assert_eq!(r.threads().state("t", None).unwrap().0, latest.0);
+    let latest = r.threads().state("t", None).await.unwrap();
+    r.threads().prune("t").await.unwrap();
+    assert_eq!(r.threads().history("t").await.unwrap().len(), 1);
+    assert_eq!(r.threads().state("t", None).await.unwrap().0, latest.0);
     r.start("t", json!({ "goal": 3 })).await.unwrap();
-    let history = r.threads().history("t").unwrap();
+    let history = r.threads().history("t").await.unwrap();
     let input = history
         .iter()
         .find(|c| c.source == Source::Loop && c.node.is_none())
         .unwrap();
-    let end = r.threads().state("t", None).unwrap().0;
+    let end = r.threads().state("t", None).await.unwrap().0;
     r.run(
         "t",
         Go::From {
@@ -816,14 +771,14 @@ async fn a_pruned_thread_branches_and_lists_its_history_page_by_page() {
     )
     .await
     .unwrap();
-    assert_eq!(r.threads().state("t", None).unwrap().0, end);
-    let after = r.threads().history("t").unwrap();
+    assert_eq!(r.threads().state("t", None).await.unwrap().0, end);
+    let after = r.threads().history("t").await.unwrap();
     let first = &after[history.len()];
     assert_eq!(first.parent, Some(input.seq));
-    for (state, c) in r.threads().states("t", None, usize::MAX).unwrap() {
+    for (state, c) in r.threads().states("t", None, usize::MAX).await.unwrap() {
         assert_eq!(
             state,
-            r.threads().state("t", Some(c.seq)).unwrap().0,
+            r.threads().state("t", Some(c.seq)).await.unwrap().0,
             "{}",
             c.seq
         );
@@ -841,8 +796,8 @@ async fn messages_without_ids_are_given_the_ids_of_where_they_were_written() {
         )
         .await
         .unwrap();
-        let run = store.load("t").unwrap()[0].run;
-        (r.threads().state("t", None).unwrap().0, run)
+        let run = store.load("t").await.unwrap()[0].run;
+        (r.threads().state("t", None).await.unwrap().0, run)
     };
     let (state, run) = run_once().await;
     let messages = state["messages"].as_array().unwrap();
@@ -880,14 +835,14 @@ async fn a_goto_that_would_skip_a_required_policy_is_refused() {
         node: node.into(),
     };
     assert_eq!(
-        r.check("t", go("act")).unwrap_err().to_string(),
+        r.check("t", go("act")).await.unwrap_err().to_string(),
         "command.goto is refused: from `act` the run could reach side-effecting `act` without passing a policy node, and the graph sets `require_policy`"
     );
     assert_eq!(
-        r.check("t", go("actt")).unwrap_err().to_string(),
+        r.check("t", go("actt")).await.unwrap_err().to_string(),
         "command.goto is refused: `actt` is not a node of the graph; did you mean `act`?"
     );
     // The policy guards every way on from it; the end runs nothing.
-    r.check("t", go("gate")).unwrap();
-    r.check("t", go("__end__")).unwrap();
+    r.check("t", go("gate")).await.unwrap();
+    r.check("t", go("__end__")).await.unwrap();
 }

@@ -6,7 +6,7 @@ use crate::llm::LlmClient;
 use crate::run::event::Event;
 use crate::run::scope::{RunInfo, Scope, ScopeRef, to_json};
 use crate::run::state::State;
-use crate::store::Checkpointer;
+use crate::store::LlmCache;
 use crate::tool::ToolClient;
 use minijinja::Value;
 use serde_json::Value as Json;
@@ -23,8 +23,8 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) run: RunInfo,
     pub(crate) llm: &'a dyn LlmClient,
     pub(crate) tools: &'a dyn ToolClient,
-    /// The run's store, for an llm node's cache.
-    pub(crate) store: &'a dyn Checkpointer,
+    /// Where an llm node's `cache` keeps answers.
+    pub(crate) cache: &'a dyn LlmCache,
     pub(crate) events: &'a Option<UnboundedSender<Event>>,
     /// LLM events carry the messages and the reply.
     pub(crate) llm_content: bool,

@@ -63,7 +63,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     };
     if let Some((key, _)) = &cache {
         let start = Instant::now();
-        match cx.store.cache_get(key, now_ms()) {
+        match cx.cache.cache_get(key, now_ms()).await {
             Ok(Some(hit)) => {
                 if let Some(step) = from_cache(cx, body, &request.model, hit, start) {
                     return step;
@@ -124,7 +124,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
                     });
                     let expires =
                         now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
-                    if let Err(e) = cx.store.cache_put(key, &value, expires) {
+                    if let Err(e) = cx.cache.cache_put(key, &value, expires).await {
                         return Step::Fail {
                             message: format!("cache: {e}"),
                             tokens,

@@ -1,8 +1,11 @@
 //! The LLM cache and the server's catalog (threads and runs) as rows.
 
+use super::PostgresStore;
 use super::{Session, col, now_ms};
 use crate::store::rows::int;
+use crate::store::{Catalog, LlmCache};
 use crate::store::{RunRecord, RunStatus, StoreError, ThreadRecord};
+use async_trait::async_trait;
 use serde_json::Value as Json;
 
 impl Session {
@@ -252,5 +255,81 @@ fn catalog_error(what: String, message: impl ToString) -> StoreError {
     StoreError::CorruptCatalog {
         what,
         message: message.to_string(),
+    }
+}
+
+#[async_trait]
+impl Catalog for PostgresStore {
+    async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.call_for(&thread.clone(), move |s| s.delete_thread(&thread))
+            .await
+    }
+
+    async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.call(move |s| s.ended_before(before_ms)).await
+    }
+
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        let thread = thread.clone();
+        self.call(move |s| s.put_thread(&thread)).await
+    }
+
+    async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.get_thread(&thread)).await
+    }
+
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.call(|s| s.threads()).await
+    }
+
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let run = run.clone();
+        self.call_for(&run.id.clone(), move |s| s.put_run(&run))
+            .await
+    }
+
+    async fn put_run_unless_busy(
+        &self,
+        run: &RunRecord,
+    ) -> Result<Result<(), Vec<String>>, StoreError> {
+        let run = run.clone();
+        self.call_for(&run.id.clone(), move |s| s.put_run_unless_busy(&run))
+            .await
+    }
+
+    async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        let run = run.to_string();
+        self.call_for(&run.clone(), move |s| s.get_run(&run)).await
+    }
+
+    async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.call(move |s| s.runs(&thread)).await
+    }
+
+    async fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        let run = run.to_string();
+        self.call_for(&run.clone(), move |s| s.delete_run(&run))
+            .await
+    }
+
+    async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.call(|s| s.runs_in_flight()).await
+    }
+}
+
+#[async_trait]
+impl LlmCache for PostgresStore {
+    async fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let key = key.to_string();
+        self.call(move |s| s.cache_get(&key, now_ms)).await
+    }
+
+    async fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.call(move |s| s.cache_put(&key, &value, expires_ms))
+            .await
     }
 }

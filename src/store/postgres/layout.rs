@@ -191,7 +191,7 @@ fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreEr
 
 impl PostgresStore {
     /// The layout version of the store this connects to.
-    pub fn layout_version(&self) -> Result<i64, StoreError> {
+    pub async fn layout_version(&self) -> Result<i64, StoreError> {
         self.call(|s| {
             let row = s
                 .client()?
@@ -199,5 +199,6 @@ impl PostgresStore {
                 .map_err(|e| s.pg(e))?;
             Ok(i64::from(row.get::<_, i32>(0)))
         })
+        .await
     }
 }

@@ -14,8 +14,8 @@ mod queue;
 mod records;
 
 use super::rows::{WholeTo, Written};
-use super::{Checkpoint, Checkpointer, Claim, RunRecord, Snapshot, StoreError, ThreadRecord};
-use serde_json::Value as Json;
+use super::{Claim, StoreError};
+use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -378,30 +378,30 @@ impl PostgresStore {
     }
 
     /// Runs `f` on the first connection; see [`PostgresStore::call_on`].
-    fn call<T: Send + 'static>(
+    async fn call<T: Send + 'static>(
         &self,
         f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.call_on(&self.jobs[0], f)
+        self.call_on(&self.jobs[0], f).await
     }
 
     /// Runs `f` on the connection of `key` (see [`PostgresStore::session_of`]).
-    fn call_for<T: Send + 'static>(
+    async fn call_for<T: Send + 'static>(
         &self,
         key: &str,
         f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.call_on(self.session_of(key), f)
+        self.call_on(self.session_of(key), f).await
     }
 
-    /// Runs `f` on a connection's thread and waits for it; a call that lost the
-    /// connection is made once more on a new one.
-    fn call_on<T: Send + 'static>(
+    /// Runs `f` on a connection's thread and waits for its answer without holding a
+    /// runtime thread; a call that lost the connection is made once more on a new one.
+    async fn call_on<T: Send + 'static>(
         &self,
         jobs: &mpsc::Sender<Job>,
         f: impl Fn(&mut Session) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (tx, rx) = mpsc::sync_channel(1);
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |s| {
             let mut result = f(s);
             if result.is_err() && s.lost() {
@@ -416,108 +416,14 @@ impl PostgresStore {
             message: "the connection's thread is gone".into(),
         };
         jobs.send(job).map_err(|_| gone())?;
-        rx.recv().map_err(|_| gone())?
+        rx.await.map_err(|_| gone())?
     }
 }
 
-/// The advisory lock key of a thread's claim.
-fn lock_key(thread: &str) -> i64 {
-    let digest = Sha256::digest(thread.as_bytes());
-    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
-}
-
-/// A claim: the advisory lock, released when dropped (or when the connection goes, if
-/// the process dies).
-struct PgClaim {
-    jobs: mpsc::Sender<Job>,
-    held: Arc<Mutex<HashSet<String>>>,
-    thread: String,
-}
-
-impl Drop for PgClaim {
-    fn drop(&mut self) {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.thread);
-        let thread = std::mem::take(&mut self.thread);
-        // Waited for, so that another process may claim the thread as soon as this
-        // returns, as with SQLite's lock files.
-        let (done, wait) = mpsc::sync_channel(1);
-        let released = self.jobs.send(Box::new(move |s: &mut Session| {
-            let key = lock_key(&thread);
-            s.locks.remove(&key);
-            s.unclaimed.remove(&thread);
-            if let Ok(client) = s.client() {
-                let _ = client.execute(
-                    "DELETE FROM switchyard.claims WHERE thread = $1 AND pid = $2",
-                    &[&thread, &i64::from(std::process::id())],
-                );
-                let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&key]);
-            }
-            let _ = done.send(());
-        }));
-        if released.is_ok() {
-            let _ = wait.recv();
-        }
-    }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-impl Checkpointer for PostgresStore {
-    fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
-        self.call_for(&r.thread.clone(), move |s| s.insert(&r, true))
-    }
-
-    fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
-        let Some(first) = records.first().map(|r| r.thread.to_string()) else {
-            return Ok(());
-        };
-        self.call_for(&first, move |s| s.insert_all(&records))
-    }
-
-    fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.select(&thread, 0, false))
-    }
-
-    fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.select(&thread, seq, false))
-    }
-
-    fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        Ok(self
-            .call_for(&thread.clone(), move |s| s.select(&thread, 0, true))?
-            .pop())
-    }
-
-    fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.call_for(&snapshot.thread.clone(), move |s| s.put_snapshot(&snapshot))
-    }
-
-    fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.snapshot(&thread))
-    }
-
-    fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
-        let key = key.to_string();
-        self.call(move |s| s.cache_get(&key, now_ms))
-    }
-
-    fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
-        let (key, value) = (key.to_string(), value.to_string());
-        self.call(move |s| s.cache_put(&key, &value, expires_ms))
-    }
-
-    fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+impl PostgresStore {
+    /// Claims `thread` with an advisory lock on its connection (see
+    /// [`Checkpoints::claim`]).
+    async fn claim_thread(&self, thread: &str) -> Result<Claim, StoreError> {
         let refused = |pid| StoreError::Claimed {
             thread: thread.to_string(),
             pid,
@@ -574,7 +480,8 @@ impl Checkpointer for PostgresStore {
                 )
                 .map_err(|e| s.pg(e))?;
             Ok(None)
-        });
+        })
+        .await;
         let unheld = || {
             self.held
                 .lock()
@@ -597,139 +504,77 @@ impl Checkpointer for PostgresStore {
             }
         }
     }
+}
 
-    fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.truncate(&thread, seq))
-    }
+/// The advisory lock key of a thread's claim.
+fn lock_key(thread: &str) -> i64 {
+    let digest = Sha256::digest(thread.as_bytes());
+    i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
 
-    fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.delete_thread(&thread))
-    }
+/// A claim: the advisory lock, released when dropped (or when the connection goes, if
+/// the process dies).
+struct PgClaim {
+    jobs: mpsc::Sender<Job>,
+    held: Arc<Mutex<HashSet<String>>>,
+    thread: String,
+}
 
-    fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
-        self.call_for(&base.thread.clone(), move |s| s.prune(&base))
-    }
-
-    fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
-        self.call(move |s| s.ended_before(before_ms))
-    }
-
-    fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
-        let thread = thread.clone();
-        self.call(move |s| s.put_thread(&thread))
-    }
-
-    fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        let thread = thread.to_string();
-        self.call(move |s| s.get_thread(&thread))
-    }
-
-    fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
-        self.call(|s| s.threads())
-    }
-
-    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
-        let run = run.clone();
-        self.call_for(&run.id.clone(), move |s| s.put_run(&run))
-    }
-
-    fn put_run_unless_busy(&self, run: &RunRecord) -> Result<Result<(), Vec<String>>, StoreError> {
-        let run = run.clone();
-        self.call_for(&run.id.clone(), move |s| s.put_run_unless_busy(&run))
-    }
-
-    fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
-        let run = run.to_string();
-        self.call_for(&run.clone(), move |s| s.get_run(&run))
-    }
-
-    fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let thread = thread.to_string();
-        self.call(move |s| s.runs(&thread))
-    }
-
-    fn delete_run(&self, run: &str) -> Result<(), StoreError> {
-        let run = run.to_string();
-        self.call_for(&run.clone(), move |s| s.delete_run(&run))
-    }
-
-    fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
-        self.call(|s| s.runs_in_flight())
-    }
-
-    fn shares_runs(&self) -> bool {
-        true
-    }
-
-    fn claim_run(
-        &self,
-        worker: &str,
-        graphs: &[String],
-        now_ms: u64,
-        lease_until_ms: u64,
-    ) -> Result<Option<(RunRecord, bool)>, StoreError> {
-        let (worker, graphs) = (worker.to_string(), graphs.to_vec());
-        self.call(move |s| s.claim_run(&worker, &graphs, now_ms, lease_until_ms))
-    }
-
-    fn renew_leases(
-        &self,
-        worker: &str,
-        runs: &[String],
-        until_ms: u64,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let (worker, runs) = (worker.to_string(), runs.to_vec());
-        let jobs = {
-            let mut slot = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-            match &*slot {
-                Some(j) => j.clone(),
-                None => {
-                    let j = Self::connection(&self.config, &self.url, false)?;
-                    *slot = Some(j.clone());
-                    j
+impl PgClaim {
+    /// Sends the release to the claim's connection: `done` hears when it is made.
+    fn send_release(&mut self, done: Option<tokio::sync::oneshot::Sender<()>>) -> bool {
+        let thread = std::mem::take(&mut self.thread);
+        if thread.is_empty() {
+            return false;
+        }
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&thread);
+        self.jobs
+            .send(Box::new(move |s: &mut Session| {
+                let key = lock_key(&thread);
+                s.locks.remove(&key);
+                s.unclaimed.remove(&thread);
+                if let Ok(client) = s.client() {
+                    let _ = client.execute(
+                        "DELETE FROM switchyard.claims WHERE thread = $1 AND pid = $2",
+                        &[&thread, &i64::from(std::process::id())],
+                    );
+                    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&key]);
                 }
-            }
-        };
-        self.call_on(&jobs, move |s| s.renew_leases(&worker, &runs, until_ms))
-    }
-
-    fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
-        let (run, worker) = (run.to_string(), worker.to_string());
-        self.call_for(&run.clone(), move |s| s.release_run(&run, &worker))
-    }
-
-    fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
-        let (run, action) = (run.to_string(), action.to_string());
-        self.call_for(&run.clone(), move |s| s.cancel_run(&run, &action))
-    }
-
-    fn append_events(&self, run: &str, first: u64, events: &[String]) -> Result<(), StoreError> {
-        let (run, events) = (run.to_string(), events.to_vec());
-        self.call_for(&run.clone(), move |s| s.append_events(&run, first, &events))
-    }
-
-    fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
-        let run = run.to_string();
-        self.call_for(&run.clone(), move |s| s.events(&run, from))
-    }
-
-    fn wait_for_runs(&self, timeout: Duration) {
-        let heard = {
-            let mut slot = self.heard.lock().unwrap_or_else(|e| e.into_inner());
-            match &*slot {
-                Some(h) => h.clone(),
-                None => {
-                    let h = Arc::new(queue::Heard::default());
-                    queue::listen(self.config.clone(), self.url.clone(), Arc::downgrade(&h));
-                    *slot = Some(h.clone());
-                    h
+                if let Some(done) = done {
+                    let _ = done.send(());
                 }
-            }
-        };
-        heard.wait(timeout);
+            }))
+            .is_ok()
     }
+}
+
+#[async_trait]
+impl super::Held for PgClaim {
+    /// Waited for, so that another process may claim the thread as soon as this
+    /// returns, as with SQLite's locks.
+    async fn release(mut self: Box<Self>) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.send_release(Some(done)) {
+            let _ = wait.await;
+        }
+    }
+}
+
+impl Drop for PgClaim {
+    /// A claim dropped unreleased (a run's task cancelled) is released without being
+    /// waited for: the thread's later calls go to the same connection, after it.
+    fn drop(&mut self) {
+        self.send_release(None);
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -2,9 +2,12 @@
 //! (`FOR UPDATE SKIP LOCKED`), renewed by heartbeat, cancelled through any process,
 //! their events kept in `run_events`; `NOTIFY switchyard_runs` wakes idle processes.
 
+use super::PostgresStore;
 use super::{Session, col, pg_error};
+use crate::store::RunQueue;
 use crate::store::rows::int;
 use crate::store::{RunRecord, StoreError};
+use async_trait::async_trait;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -223,4 +226,91 @@ pub(super) fn listen(config: postgres::Config, url: Arc<str>, heard: std::sync::
                 }
             }
         });
+}
+
+#[async_trait]
+impl RunQueue for PostgresStore {
+    fn shares_runs(&self) -> bool {
+        true
+    }
+
+    async fn claim_run(
+        &self,
+        worker: &str,
+        graphs: &[String],
+        now_ms: u64,
+        lease_until_ms: u64,
+    ) -> Result<Option<(RunRecord, bool)>, StoreError> {
+        let (worker, graphs) = (worker.to_string(), graphs.to_vec());
+        self.call(move |s| s.claim_run(&worker, &graphs, now_ms, lease_until_ms))
+            .await
+    }
+
+    async fn renew_leases(
+        &self,
+        worker: &str,
+        runs: &[String],
+        until_ms: u64,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let (worker, runs) = (worker.to_string(), runs.to_vec());
+        let jobs = {
+            let mut slot = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(j) => j.clone(),
+                None => {
+                    let j = Self::connection(&self.config, &self.url, false)?;
+                    *slot = Some(j.clone());
+                    j
+                }
+            }
+        };
+        self.call_on(&jobs, move |s| s.renew_leases(&worker, &runs, until_ms))
+            .await
+    }
+
+    async fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
+        let (run, worker) = (run.to_string(), worker.to_string());
+        self.call_for(&run.clone(), move |s| s.release_run(&run, &worker))
+            .await
+    }
+
+    async fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
+        let (run, action) = (run.to_string(), action.to_string());
+        self.call_for(&run.clone(), move |s| s.cancel_run(&run, &action))
+            .await
+    }
+
+    async fn append_events(
+        &self,
+        run: &str,
+        first: u64,
+        events: &[String],
+    ) -> Result<(), StoreError> {
+        let (run, events) = (run.to_string(), events.to_vec());
+        self.call_for(&run.clone(), move |s| s.append_events(&run, first, &events))
+            .await
+    }
+
+    async fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
+        let run = run.to_string();
+        self.call_for(&run.clone(), move |s| s.events(&run, from))
+            .await
+    }
+
+    async fn wait_for_runs(&self, timeout: Duration) {
+        let heard = {
+            let mut slot = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(h) => h.clone(),
+                None => {
+                    let h = Arc::new(Heard::default());
+                    listen(self.config.clone(), self.url.clone(), Arc::downgrade(&h));
+                    *slot = Some(h.clone());
+                    h
+                }
+            }
+        };
+        // The listening connection's news come through a condition variable.
+        let _ = tokio::task::spawn_blocking(move || heard.wait(timeout)).await;
+    }
 }

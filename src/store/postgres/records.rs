@@ -1,12 +1,15 @@
 //! Checkpoint records and snapshots as rows; their writes' text is `rows.rs`'s, as in
 //! the SQLite store.
 
+use super::PostgresStore;
 use super::{Session, col};
 use crate::store::rows::{
     Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
     parse_pending, parse_writes, pending_and_error, resolve, snapshot_whole, snapshot_whole_after,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
+use crate::store::{Checkpoints, Claim};
+use async_trait::async_trait;
 use postgres::error::SqlState;
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -381,7 +384,7 @@ impl Session {
 type GraphPair = (Arc<str>, Arc<str>);
 
 impl Session {
-    /// See [`crate::store::Checkpointer::prune`].
+    /// See [`crate::store::Checkpoints::prune`].
     pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
         self.written.forget(&base.thread);
         self.whole_to.forget(&base.thread);
@@ -424,7 +427,7 @@ impl Session {
         Ok(gone)
     }
 
-    /// See [`crate::store::Checkpointer::ended_before`].
+    /// See [`crate::store::Catalog::ended_before`].
     pub(super) fn ended_before(&mut self, before_ms: u64) -> Result<Vec<String>, StoreError> {
         let ended = self.prepared(
             "SELECT c.thread FROM switchyard.checkpoints c
@@ -478,4 +481,65 @@ fn decode(thread: &Arc<str>, row: &postgres::Row, url: &str) -> Result<Row, Stor
         },
     };
     Ok((record, writes, col(row, 9, url)?))
+}
+
+#[async_trait]
+impl Checkpoints for PostgresStore {
+    async fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
+        self.call_for(&r.thread.clone(), move |s| s.insert(&r, true))
+            .await
+    }
+
+    async fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        let Some(first) = records.first().map(|r| r.thread.to_string()) else {
+            return Ok(());
+        };
+        self.call_for(&first, move |s| s.insert_all(&records)).await
+    }
+
+    async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.call_for(&thread.clone(), move |s| s.select(&thread, 0, false))
+            .await
+    }
+
+    async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.call_for(&thread.clone(), move |s| s.select(&thread, seq, false))
+            .await
+    }
+
+    async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        Ok(self
+            .call_for(&thread.clone(), move |s| s.select(&thread, 0, true))
+            .await?
+            .pop())
+    }
+
+    async fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.call_for(&snapshot.thread.clone(), move |s| s.put_snapshot(&snapshot))
+            .await
+    }
+
+    async fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        let thread = thread.to_string();
+        self.call_for(&thread.clone(), move |s| s.snapshot(&thread))
+            .await
+    }
+
+    async fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+        self.claim_thread(thread).await
+    }
+
+    async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.call_for(&thread.clone(), move |s| s.truncate(&thread, seq))
+            .await
+    }
+
+    async fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+        self.call_for(&base.thread.clone(), move |s| s.prune(&base))
+            .await
+    }
 }

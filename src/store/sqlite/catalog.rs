@@ -1,13 +1,15 @@
 //! The LLM cache and the server's catalog (threads and runs) as rows.
 
-use super::{SqliteStore, patiently};
+use super::{Sqlite, SqliteStore, patiently, records};
 use crate::store::rows::int;
+use crate::store::{Catalog, LlmCache};
 use crate::store::{RunRecord, RunStatus, StoreError, ThreadRecord};
+use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value as Json;
 
 pub(super) fn cache_get(
-    store: &SqliteStore,
+    store: &Sqlite,
     key: &str,
     now_ms: u64,
 ) -> Result<Option<Json>, StoreError> {
@@ -25,7 +27,7 @@ pub(super) fn cache_get(
 }
 
 pub(super) fn cache_put(
-    store: &SqliteStore,
+    store: &Sqlite,
     key: &str,
     value: &Json,
     expires_ms: u64,
@@ -48,7 +50,7 @@ pub(super) fn cache_put(
     })
 }
 
-pub(super) fn put_thread(store: &SqliteStore, t: &ThreadRecord) -> Result<(), StoreError> {
+pub(super) fn put_thread(store: &Sqlite, t: &ThreadRecord) -> Result<(), StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     patiently(|| {
@@ -60,10 +62,7 @@ pub(super) fn put_thread(store: &SqliteStore, t: &ThreadRecord) -> Result<(), St
     })
 }
 
-pub(super) fn get_thread(
-    store: &SqliteStore,
-    thread: &str,
-) -> Result<Option<ThreadRecord>, StoreError> {
+pub(super) fn get_thread(store: &Sqlite, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     let mut stmt = conn
@@ -73,7 +72,7 @@ pub(super) fn get_thread(
         .transpose()
 }
 
-pub(super) fn threads(store: &SqliteStore) -> Result<Vec<ThreadRecord>, StoreError> {
+pub(super) fn threads(store: &Sqlite) -> Result<Vec<ThreadRecord>, StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     let mut stmt = conn.prepare_cached(
@@ -83,7 +82,7 @@ pub(super) fn threads(store: &SqliteStore) -> Result<Vec<ThreadRecord>, StoreErr
     rows.map(|r| r?).collect()
 }
 
-pub(super) fn put_run(store: &SqliteStore, r: &RunRecord) -> Result<(), StoreError> {
+pub(super) fn put_run(store: &Sqlite, r: &RunRecord) -> Result<(), StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     patiently(|| {
@@ -108,7 +107,7 @@ pub(super) fn put_run(store: &SqliteStore, r: &RunRecord) -> Result<(), StoreErr
     })
 }
 
-pub(super) fn get_run(store: &SqliteStore, run: &str) -> Result<Option<RunRecord>, StoreError> {
+pub(super) fn get_run(store: &Sqlite, run: &str) -> Result<Option<RunRecord>, StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
@@ -117,7 +116,7 @@ pub(super) fn get_run(store: &SqliteStore, run: &str) -> Result<Option<RunRecord
         .transpose()
 }
 
-pub(super) fn runs(store: &SqliteStore, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+pub(super) fn runs(store: &Sqlite, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     let mut stmt = conn.prepare_cached(&format!(
@@ -127,7 +126,7 @@ pub(super) fn runs(store: &SqliteStore, thread: &str) -> Result<Vec<RunRecord>, 
     rows.map(|r| r?).collect()
 }
 
-pub(super) fn delete_run(store: &SqliteStore, run: &str) -> Result<(), StoreError> {
+pub(super) fn delete_run(store: &Sqlite, run: &str) -> Result<(), StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     patiently(|| {
@@ -136,7 +135,7 @@ pub(super) fn delete_run(store: &SqliteStore, run: &str) -> Result<(), StoreErro
     })
 }
 
-pub(super) fn runs_in_flight(store: &SqliteStore) -> Result<Vec<RunRecord>, StoreError> {
+pub(super) fn runs_in_flight(store: &Sqlite) -> Result<Vec<RunRecord>, StoreError> {
     let inner = store.conn();
     let conn = &inner.conn;
     let mut stmt = conn.prepare_cached(&format!(
@@ -203,3 +202,91 @@ fn decode_run(row: &rusqlite::Row<'_>) -> Result<RunRecord, StoreError> {
         id,
     })
 }
+
+#[async_trait]
+impl LlmCache for SqliteStore {
+    async fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
+        let key = key.to_string();
+        self.blocking(move |s| cache_get(s, &key, now_ms)).await
+    }
+
+    async fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.clone());
+        self.blocking(move |s| cache_put(s, &key, &value, expires_ms))
+            .await
+    }
+}
+
+#[async_trait]
+impl Catalog for SqliteStore {
+    async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            inner.forget(&thread);
+            // All of it or none of it: a half-deleted thread would be unreadable.
+            patiently(|| {
+                let tx = rusqlite::Transaction::new_unchecked(
+                    &inner.conn,
+                    rusqlite::TransactionBehavior::Immediate,
+                )?;
+                tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [&thread])?;
+                tx.execute("DELETE FROM snapshots WHERE thread = ?1", [&thread])?;
+                tx.execute("DELETE FROM runs WHERE thread = ?1", [&thread])?;
+                tx.execute("DELETE FROM threads WHERE id = ?1", [&thread])?;
+                // Gone whole, as it was meant to: its name may be used again.
+                tx.execute("DELETE FROM recount WHERE thread = ?1", [&thread])?;
+                tx.commit()?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.blocking(move |s| records::ended_before(&s.conn().conn, before_ms))
+            .await
+    }
+
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        let thread = thread.clone();
+        self.blocking(move |s| put_thread(s, &thread)).await
+    }
+
+    async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| get_thread(s, &thread)).await
+    }
+
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.blocking(threads).await
+    }
+
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let run = run.clone();
+        self.blocking(move |s| put_run(s, &run)).await
+    }
+
+    async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
+        let run = run.to_string();
+        self.blocking(move |s| get_run(s, &run)).await
+    }
+
+    async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| runs(s, &thread)).await
+    }
+
+    async fn delete_run(&self, run: &str) -> Result<(), StoreError> {
+        let run = run.to_string();
+        self.blocking(move |s| delete_run(s, &run)).await
+    }
+
+    async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.blocking(runs_in_flight).await
+    }
+}
+
+/// A store only one process serves: the default run queue (each process its own).
+#[async_trait]
+impl crate::store::RunQueue for SqliteStore {}

@@ -118,7 +118,7 @@ impl Claims {
             match fcntl(&*file, FcntlArg::F_OFD_SETLK(&mine)) {
                 Ok(_) => {
                     state.held.insert(slot);
-                    return Ok(Claim::holding(Held {
+                    return Ok(Claim::holding(Holding {
                         claims: self.clone(),
                         slot,
                         file,
@@ -165,14 +165,17 @@ fn lock(kind: i32, start: i64, len: i64) -> libc::flock {
     }
 }
 
-/// A claim held: its range unlocked when it ends, on the file it was locked on.
-struct Held {
+/// A claim held: its range unlocked when it ends, on the file it was locked on (a
+/// lock call that never waits, so it is made where the claim ends).
+struct Holding {
     claims: Arc<Claims>,
     slot: u64,
     file: Arc<File>,
 }
 
-impl Drop for Held {
+impl super::super::Held for Holding {}
+
+impl Drop for Holding {
     fn drop(&mut self) {
         // Unlocked before the slot leaves the set, under its lock: a claim of the same
         // thread through this store in between would otherwise have its lock undone.

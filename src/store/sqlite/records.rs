@@ -2,12 +2,14 @@
 //! the Postgres store shares), LZ4-compressed when the store compresses. A resume's
 //! read of them is `resume.rs`.
 
-use super::Inner;
+use super::{Inner, SqliteStore, patiently};
 use crate::store::rows::{
     Fresh, Raw, check_next, corrupt, count, first_seq, full_value, int, missing, parse_column,
     parse_pending, parse_writes, pending_and_error, resolve,
 };
 use crate::store::{Checkpoint, Snapshot, Source, Status, StoreError};
+use crate::store::{Checkpoints, Claim, Stored};
+use async_trait::async_trait;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
@@ -378,7 +380,7 @@ fn own_removal<T>(
 }
 
 impl Inner {
-    /// See [`crate::store::Checkpointer::prune`].
+    /// See [`crate::store::Checkpoints::prune`].
     pub(super) fn prune(&mut self, base: &Checkpoint) -> Result<u64, StoreError> {
         self.forget(&base.thread);
         let thread = &*base.thread;
@@ -431,7 +433,7 @@ impl Inner {
     }
 }
 
-/// See [`crate::store::Checkpointer::ended_before`].
+/// See [`crate::store::Catalog::ended_before`].
 pub(super) fn ended_before(conn: &Connection, before_ms: u64) -> Result<Vec<String>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT c.thread FROM checkpoints c
@@ -442,4 +444,110 @@ pub(super) fn ended_before(conn: &Connection, before_ms: u64) -> Result<Vec<Stri
     )?;
     let rows = stmt.query_map([int(before_ms)], |r| r.get(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[async_trait]
+impl Checkpoints for SqliteStore {
+    async fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            patiently(|| inner.insert(&r, true))
+        })
+        .await
+    }
+
+    async fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            // One transaction: a copy killed part-way leaves nothing, not a partial
+            // thread. Values are written whole: references would be to records of
+            // this copy.
+            patiently(|| {
+                inner.conn.execute_batch("BEGIN IMMEDIATE")?;
+                let done = records
+                    .iter()
+                    .try_for_each(|r| inner.insert(r, false))
+                    .and_then(|()| Ok(inner.conn.execute_batch("COMMIT")?));
+                if done.is_err() {
+                    inner.roll_back();
+                }
+                done
+            })?;
+            for r in &records {
+                inner.forget(&r.thread);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| s.conn().select(&thread, 0, false))
+            .await
+    }
+
+    async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| s.conn().select(&thread, seq, false))
+            .await
+    }
+
+    async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| Ok(s.conn().select(&thread, 0, true)?.pop()))
+            .await
+    }
+
+    async fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            patiently(|| inner.put_snapshot(&snapshot))
+        })
+        .await
+    }
+
+    async fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| Ok(s.conn().resume_point(&thread)?.0.map(Snapshot::parsed)))
+            .await
+    }
+
+    async fn resume_point(
+        &self,
+        thread: &str,
+    ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| s.conn().resume_point(&thread)).await
+    }
+
+    async fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| {
+            let claim = s.claims.claim(&thread)?;
+            // What this process remembers of the thread may be stale: another process
+            // may have run it since.
+            s.conn().forget(&thread);
+            Ok(claim)
+        })
+        .await
+    }
+
+    async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
+        let thread = thread.to_string();
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            inner.forget(&thread);
+            patiently(|| truncate(&inner.conn, &thread, seq))
+        })
+        .await
+    }
+
+    async fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
+        self.blocking(move |s| {
+            let mut inner = s.conn();
+            patiently(|| inner.prune(&base))
+        })
+        .await
+    }
 }
