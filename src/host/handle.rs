@@ -18,6 +18,10 @@ pub(crate) struct RunHandle {
     pub assistant: String,
     pub request: RunRequest,
     pub(super) record: Mutex<RunRecord>,
+    /// The record as the handle was made with it: for a new run, as created (pending),
+    /// which is what the request that created it answers, however far its worker got
+    /// meanwhile.
+    pub created: RunRecord,
     pub(super) stop: StopHandle,
     pub(super) cancel: watch::Sender<Option<CancelAction>>,
     /// Stopped because the host shuts down: it goes back to pending for the next
@@ -58,6 +62,7 @@ impl RunHandle {
             thread: record.thread.clone(),
             assistant: record.assistant.clone(),
             request,
+            created: record.clone(),
             record: Mutex::new(record),
             stop: StopHandle::default(),
             cancel: watch::channel(None).0,

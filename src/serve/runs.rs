@@ -120,7 +120,8 @@ fn with_locations(mut r: Response, content: &str, location: &str) -> Response {
 async fn create(s: AppState, thread: Option<String>, body: RunCreate) -> ApiResult<Response> {
     let c = created(&s, thread.as_deref(), body).await?;
     let at = location(&c.run, thread.is_none());
-    let r = axum::Json(wire::run(&c.run.record())).into_response();
+    // The run as created, as LangGraph answers (its worker may have started it since).
+    let r = axum::Json(wire::run(&c.run.created)).into_response();
     Ok(with_locations(r, &at, &at))
 }
 
