@@ -7,8 +7,8 @@ mod sqlite;
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
+use switchyard::store::{Checked, Checkpoints, LlmCache, Refusal};
 use switchyard::store::{Checkpoint, MemoryStore, NoStore, SqliteStore, Status, Store};
-use switchyard::store::{Checkpoints, LlmCache};
 use switchyard::store::{
     Durability, PostgresStore, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError,
     ThreadRecord, Write,
@@ -438,14 +438,41 @@ async fn suite(open: &dyn Fn() -> Arc<dyn Store>) {
     // A run refused on a busy thread (`reject`) names the runs in its way, writes nothing.
     let r4 = run_record("r4", "t2", RunStatus::Pending, 13);
     assert_eq!(
-        store.put_run_unless_busy(&r4).await.unwrap(),
-        Err(vec!["r3".to_string()])
+        store.put_run_unless_busy(&r4, None).await.unwrap(),
+        Err(Refusal::Busy(vec!["r3".to_string()]))
     );
     assert_eq!(store.get_run("r4").await.unwrap(), None);
     let r5 = run_record("r5", "t5", RunStatus::Pending, 14);
-    assert_eq!(store.put_run_unless_busy(&r5).await.unwrap(), Ok(()));
+    assert_eq!(store.put_run_unless_busy(&r5, None).await.unwrap(), Ok(()));
     assert_eq!(store.get_run("r5").await.unwrap(), Some(r5));
     store.delete_run("r5").await.unwrap();
+
+    // A run checked against the thread as it stood is refused once the thread moved
+    // past that checkpoint, by a store several processes share (one process's own
+    // queue orders its runs, and its store takes the run).
+    store.append(record("t6", 0, "n", json!(1))).await.unwrap();
+    let r6 = run_record("r6", "t6", RunStatus::Pending, 15);
+    let stale = store
+        .put_run_unless_busy(&r6, Some(Checked(None)))
+        .await
+        .unwrap();
+    if store.shares_runs() {
+        assert_eq!(stale, Err(Refusal::Moved));
+        assert_eq!(store.get_run("r6").await.unwrap(), None);
+    } else {
+        assert_eq!(stale, Ok(()));
+        store.delete_run("r6").await.unwrap();
+    }
+    let r7 = run_record("r7", "t6", RunStatus::Pending, 16);
+    assert_eq!(
+        store
+            .put_run_unless_busy(&r7, Some(Checked(Some(0))))
+            .await
+            .unwrap(),
+        Ok(())
+    );
+    store.delete_run("r7").await.unwrap();
+    store.delete_thread("t6").await.unwrap();
 
     // Deleting a thread removes its records, its entry and its runs, nothing else.
     store.append(record("t1", 0, "n", json!(1))).await.unwrap();

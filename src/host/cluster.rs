@@ -15,6 +15,7 @@ use super::request::{CancelAction, Multitask, RunRequest};
 use super::runs::Recovery;
 use super::{Host, HostError, Notice, fresh_record, lock, new_id, now_ms};
 use crate::run::Event;
+use crate::store::{Checked, Refusal};
 use crate::store::{RunRecord, RunStatus};
 use serde_json::Value as Json;
 use std::collections::HashSet;
@@ -72,72 +73,91 @@ impl Cluster {
         graph: Arc<crate::graph::Graph>,
     ) -> Result<Arc<RunHandle>, HostError> {
         let store = &host.inner.store;
-        let in_flight: Vec<RunRecord> = store
-            .runs(&thread_id)
-            .await?
-            .into_iter()
-            .filter(|r| r.status.in_flight())
-            .collect();
-        if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
-            let latest = store.latest(&thread_id).await?;
-            let go = decide_from(
-                &**store,
-                &request,
-                request.checkpoint,
-                latest.as_ref(),
-                &thread_id,
-                host.inner.rules,
-            )
-            .await?;
-            host.runner(graph).check(&thread_id, go).await?;
-        }
-        if !in_flight.is_empty() {
-            match request.multitask_strategy {
-                Multitask::Reject => {
-                    return Err(refused_busy(
-                        &thread_id,
-                        in_flight.iter().map(|r| r.id.as_str()),
-                    ));
-                }
-                Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
-                    // Enqueue asks nothing of them; interrupt and rollback stop them.
-                    if let Some(action) = request.multitask_strategy.cancel_action() {
-                        for r in &in_flight {
-                            self.cancel(host, r, action).await?;
+        // Checked, then written under the thread's lock if the thread did not move
+        // meanwhile; a run of another process that went through in between (the same
+        // answer sent to two servers at once) makes this one checked again, against
+        // the thread as that run left it.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut checked = None;
+            let in_flight: Vec<RunRecord> = store
+                .runs(&thread_id)
+                .await?
+                .into_iter()
+                .filter(|r| r.status.in_flight())
+                .collect();
+            if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
+                let latest = store.latest(&thread_id).await?;
+                let go = decide_from(
+                    &**store,
+                    &request,
+                    request.checkpoint,
+                    latest.as_ref(),
+                    &thread_id,
+                    host.inner.rules,
+                )
+                .await?;
+                host.runner(graph.clone()).check(&thread_id, go).await?;
+                checked = Some(Checked(latest.as_ref().map(|l| l.seq)));
+            }
+            if !in_flight.is_empty() {
+                match request.multitask_strategy {
+                    Multitask::Reject => {
+                        return Err(refused_busy(
+                            &thread_id,
+                            in_flight.iter().map(|r| r.id.as_str()),
+                        ));
+                    }
+                    Multitask::Enqueue | Multitask::Interrupt | Multitask::Rollback => {
+                        // Enqueue asks nothing of them; interrupt and rollback stop them.
+                        if let Some(action) = request.multitask_strategy.cancel_action() {
+                            for r in &in_flight {
+                                self.cancel(host, r, action).await?;
+                            }
                         }
                     }
                 }
             }
-        }
-        let thread_record = host.thread_record(&thread_id, assistant).await?;
-        let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata);
-        store.put_thread(&thread_record).await?;
-        // The handle first: this process's dispatcher may claim the run as soon as it
-        // is stored, and must drive the handle the caller follows, not one of its own.
-        let reject = request.multitask_strategy == Multitask::Reject;
-        let run = RunHandle::new(record.clone(), request);
-        lock(&host.inner.runs).insert(run.id.clone(), run.clone());
-        // With `reject`, the check above may be stale (another process may have taken
-        // a run for the thread since): the store checks again as it writes.
-        let put = if reject {
-            store.put_run_unless_busy(&record).await
-        } else {
-            store.put_run(&record).await.map(Ok)
-        };
-        match put {
-            Ok(Ok(())) => {}
-            Ok(Err(busy)) => {
-                lock(&host.inner.runs).remove(&run.id);
-                return Err(refused_busy(&thread_id, busy.iter().map(String::as_str)));
+            let thread_record = host.thread_record(&thread_id, assistant).await?;
+            let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata.clone());
+            store.put_thread(&thread_record).await?;
+            // The handle first: this process's dispatcher may claim the run as soon as it
+            // is stored, and must drive the handle the caller follows, not one of its own.
+            let reject = request.multitask_strategy == Multitask::Reject;
+            let run = RunHandle::new(record.clone(), request.clone());
+            lock(&host.inner.runs).insert(run.id.clone(), run.clone());
+            // With `reject`, the check above may be stale (another process may have taken
+            // a run for the thread since): the store checks again as it writes.
+            let put = if reject {
+                store.put_run_unless_busy(&record, checked).await
+            } else {
+                store.put_run(&record).await.map(Ok)
+            };
+            match put {
+                Ok(Ok(())) => {}
+                Ok(Err(Refusal::Busy(busy))) => {
+                    lock(&host.inner.runs).remove(&run.id);
+                    return Err(refused_busy(&thread_id, busy.iter().map(String::as_str)));
+                }
+                Ok(Err(Refusal::Moved)) => {
+                    lock(&host.inner.runs).remove(&run.id);
+                    if attempts < 5 {
+                        continue;
+                    }
+                    return Err(HostError::Conflict(format!(
+                        "thread `{thread_id}` kept moving while the run was checked against it; send the request again"
+                    )));
+                }
+                Err(e) => {
+                    lock(&host.inner.runs).remove(&run.id);
+                    return Err(e.into());
+                }
             }
-            Err(e) => {
-                lock(&host.inner.runs).remove(&run.id);
-                return Err(e.into());
-            }
+            spawn_mirror(host, run.clone());
+            self.wake.notify_one();
+            return Ok(run);
         }
-        spawn_mirror(host, run.clone());
-        self.wake.notify_one();
-        Ok(run)
     }
 
     /// The ids of a thread's runs in flight, whichever process drives them (the store

@@ -425,12 +425,18 @@ pub trait Catalog: Send + Sync {
     /// Creates or replaces a run.
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
     /// Creates a run unless its thread has a run pending or running (a `reject`
-    /// multitask strategy): their ids then, and nothing written. A store several
-    /// processes share makes the check and the write one step.
+    /// multitask strategy: [`Refusal::Busy`]), or, when the run was `checked` against
+    /// the thread's latest checkpoint then, unless the thread moved past it since
+    /// ([`Refusal::Moved`]: another process's run went through meanwhile, and the run
+    /// must be checked again); nothing is written then. A store several processes share
+    /// makes the checks and the write one step. A store one process uses ignores
+    /// `checked`: that process's own queue orders its runs.
     async fn put_run_unless_busy(
         &self,
         run: &RunRecord,
-    ) -> Result<Result<(), Vec<String>>, StoreError> {
+        checked: Option<Checked>,
+    ) -> Result<Result<(), Refusal>, StoreError> {
+        let _ = checked;
         let busy: Vec<String> = self
             .runs(&run.thread)
             .await?
@@ -439,7 +445,7 @@ pub trait Catalog: Send + Sync {
             .map(|r| r.id)
             .collect();
         if !busy.is_empty() {
-            return Ok(Err(busy));
+            return Ok(Err(Refusal::Busy(busy)));
         }
         self.put_run(run).await.map(Ok)
     }
@@ -450,6 +456,20 @@ pub trait Catalog: Send + Sync {
     /// Runs that were pending or running, oldest first: after a restart, the work a
     /// previous process left unfinished.
     async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// The thread's latest checkpoint when a new run was checked against it (none: the
+/// thread had none): see [`Catalog::put_run_unless_busy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checked(pub Option<u64>);
+
+/// Why [`Catalog::put_run_unless_busy`] wrote nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The thread has runs pending or running: their ids.
+    Busy(Vec<String>),
+    /// The thread moved past the checkpoint the run was checked against.
+    Moved,
 }
 
 /// Runs shared by several server processes (see `host/cluster.rs`): the host's other

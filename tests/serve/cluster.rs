@@ -619,3 +619,88 @@ async fn a_worker_goes_on_when_postgres_restarts_mid_run() {
     .unwrap();
     goes_on_through(&db, || crate::postgres::restart(&cluster)).await;
 }
+
+/// The same answer sent to three servers at once, round after round, under the strict
+/// rules: one is taken, the others refused (409) whichever server each went to, also
+/// when the taken one already went through before another was written (it was
+/// checked against the thread paused, and finds it answered); the thread is answered
+/// once.
+#[tokio::test]
+async fn the_same_answer_sent_to_three_servers_at_once_is_taken_once() {
+    const ROUNDS: usize = 40;
+    let db = crate::postgres::database();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ask.toml"), ASK).unwrap();
+    let mut w = Vec::new();
+    for _ in 0..3 {
+        w.push(
+            serve(&[dir.path().to_str().unwrap()])
+                .store(&db)
+                .arg("--strict-runs")
+                .start()
+                .await,
+        );
+    }
+    let h: Vec<_> = w.iter().map(|s| s.http()).collect();
+    for round in 0..ROUNDS {
+        let thread = format!("r{round}");
+        h[0].post("/threads", json!({ "thread_id": thread })).await;
+        let paused = h[round % 3]
+            .post(
+                &format!("/threads/{thread}/runs/wait"),
+                json!({ "assistant_id": "ask", "input": {} }),
+            )
+            .await;
+        assert_eq!(paused.status, 200, "{}", paused.text);
+        let answers = futures_util::future::join_all(h.iter().map(|h| {
+            let h = h.clone();
+            let url = format!("/threads/{thread}/runs");
+            async move {
+                h.post(
+                    &url,
+                    json!({ "assistant_id": "ask", "command": { "resume": "yes" } }),
+                )
+                .await
+            }
+        }))
+        .await;
+        let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 200).count(),
+            1,
+            "round {round}: {:?}",
+            answers.iter().map(|a| &a.text).collect::<Vec<_>>()
+        );
+        assert!(
+            statuses.iter().all(|s| *s == 200 || *s == 409),
+            "round {round}: {:?}",
+            answers.iter().map(|a| &a.text).collect::<Vec<_>>()
+        );
+        let taken = answers.iter().find(|a| a.status == 200).unwrap().json();
+        let run = taken["run_id"].as_str().unwrap();
+        let joined = h[0]
+            .get(&format!("/threads/{thread}/runs/{run}/join"))
+            .await;
+        assert_eq!(joined.json()["answer"], "yes", "{}", joined.text);
+        // Another server's list: the driving server writes the run's end just after
+        // its last events, which the joining server followed.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let runs = h[1].get(&format!("/threads/{thread}/runs")).await.json();
+            let statuses: Vec<String> = runs
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["status"].as_str().unwrap().to_string())
+                .collect();
+            if statuses == ["success", "success"] {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline && statuses.len() == 2,
+                "round {round}: {runs}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -3,7 +3,7 @@
 use super::PostgresStore;
 use super::{Session, col, now_ms};
 use crate::store::rows::int;
-use crate::store::{Catalog, LlmCache};
+use crate::store::{Catalog, Checked, LlmCache, Refusal};
 use crate::store::{RunRecord, RunStatus, StoreError, ThreadRecord};
 use async_trait::async_trait;
 use serde_json::Value as Json;
@@ -121,7 +121,8 @@ impl Session {
     pub(super) fn put_run_unless_busy(
         &mut self,
         r: &RunRecord,
-    ) -> Result<Result<(), Vec<String>>, StoreError> {
+        checked: Option<Checked>,
+    ) -> Result<Result<(), Refusal>, StoreError> {
         self.begin()?;
         let done = (|| {
             let lock = self.prepared("SELECT pg_advisory_xact_lock(1398362692, $1)")?;
@@ -145,7 +146,22 @@ impl Session {
                 if busy.contains(&r.id) {
                     return Ok(Ok(()));
                 }
-                return Ok(Err(busy));
+                return Ok(Err(Refusal::Busy(busy)));
+            }
+            // Under the thread's lock, with no run in flight: every checkpoint of the
+            // runs before is committed (a run ends after its last one), so a thread
+            // that moved since the run was checked shows it here.
+            if let Some(Checked(seen)) = checked {
+                let head =
+                    self.prepared("SELECT max(seq) FROM switchyard.checkpoints WHERE thread = $1")?;
+                let row = self
+                    .client()?
+                    .query_one(&head, &[&r.thread])
+                    .map_err(|e| self.pg(e))?;
+                let now: Option<i64> = col(&row, 0, &self.url)?;
+                if now != seen.map(|s| s as i64) {
+                    return Ok(Err(Refusal::Moved));
+                }
             }
             self.put_run(r).map(Ok)
         })();
@@ -293,10 +309,13 @@ impl Catalog for PostgresStore {
     async fn put_run_unless_busy(
         &self,
         run: &RunRecord,
-    ) -> Result<Result<(), Vec<String>>, StoreError> {
+        checked: Option<Checked>,
+    ) -> Result<Result<(), Refusal>, StoreError> {
         let run = run.clone();
-        self.call_for(&run.id.clone(), move |s| s.put_run_unless_busy(&run))
-            .await
+        self.call_for(&run.id.clone(), move |s| {
+            s.put_run_unless_busy(&run, checked)
+        })
+        .await
     }
 
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
