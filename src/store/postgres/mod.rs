@@ -3,10 +3,12 @@
 //! tables, `records.rs` checkpoint and snapshot rows, `catalog.rs` the cache and the
 //! server's catalog), and claims that hold across machines (advisory locks).
 //!
-//! The store's methods are synchronous, as the SQLite store's are, and are called from
-//! async tasks. The `postgres` client blocks on a runtime of its own, which cannot run
-//! inside another; so the connection lives on a thread of its own and each call is a
-//! job sent to it. Calls are serialised on one connection, as SQLite's are on its one.
+//! The `postgres` client is synchronous: it blocks on a runtime of its own, which cannot
+//! run inside another. So each connection lives on a thread of its own and each call is
+//! a job sent to it, whose answer the async caller awaits (a oneshot): a commit's wait
+//! holds no runtime thread. A thread's calls go to one connection, in order. An async
+//! client with a pool (tokio-postgres with deadpool-postgres) is the next step: every
+//! call here is two hand-offs between threads.
 
 mod catalog;
 mod layout;
