@@ -25,7 +25,11 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+    // `SWITCHYARD_BIN`: another build to measure (an older commit's, for a before and
+    // after on the same day).
+    let bin = std::env::var_os("SWITCHYARD_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_switchyard").into());
+    let mut child = tokio::process::Command::new(bin)
         .envs(env.iter().copied())
         .arg("serve")
         .args(args)

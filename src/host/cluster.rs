@@ -89,7 +89,8 @@ impl Cluster {
                 .collect();
             if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
                 let latest = store.latest(&thread_id).await?;
-                let go = decide_from(
+                let seen = latest.as_ref().map(|l| l.seq);
+                let refused = match decide_from(
                     &**store,
                     &request,
                     request.checkpoint,
@@ -97,9 +98,31 @@ impl Cluster {
                     &thread_id,
                     host.inner.rules,
                 )
-                .await?;
-                host.runner(graph.clone()).check(&thread_id, go).await?;
-                checked = Some(Checked(latest.as_ref().map(|l| l.seq)));
+                .await
+                {
+                    Ok(go) => host
+                        .runner(graph.clone())
+                        .check(&thread_id, go)
+                        .await
+                        .err()
+                        .map(HostError::from),
+                    Err(e) => Some(e),
+                };
+                if let Some(e) = refused {
+                    // Read while another process's run went through (its runs and its
+                    // latest checkpoint apart, the thread mid-run): looked at again.
+                    let moved = store.latest(&thread_id).await?.map(|l| l.seq) != seen
+                        || store
+                            .runs(&thread_id)
+                            .await?
+                            .iter()
+                            .any(|r| r.status.in_flight());
+                    if moved && attempts < 5 {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                checked = Some(Checked(seen));
             }
             if !in_flight.is_empty() {
                 match request.multitask_strategy {

@@ -159,7 +159,12 @@ impl Host {
         thread: Option<&str>,
         run: &str,
     ) -> Result<RunRecord, HostError> {
-        let live = lock(&self.inner.runs).get(run).cloned();
+        // A shared run another process drives is read from the store (see `runs`).
+        let shared = self.cluster().is_some();
+        let live = lock(&self.inner.runs)
+            .get(run)
+            .filter(|h| !shared || h.driven_here.load(std::sync::atomic::Ordering::SeqCst))
+            .cloned();
         let record = match live {
             Some(h) => Some(h.record()),
             None => self.inner.store.get_run(run).await?,
@@ -187,10 +192,15 @@ impl Host {
     pub(crate) async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, HostError> {
         self.thread(thread).await?;
         let mut runs = self.inner.store.runs(thread).await?;
-        // The live records are newer than the stored ones while the runs are going.
+        // The live records are newer than the stored ones while the runs are going;
+        // not a shared run another process drives, which this one follows from the
+        // store every few milliseconds: the store is ahead of its copy.
+        let shared = self.cluster().is_some();
         let live = lock(&self.inner.runs);
         for r in &mut runs {
-            if let Some(h) = live.get(&r.id) {
+            if let Some(h) = live.get(&r.id)
+                && (!shared || h.driven_here.load(std::sync::atomic::Ordering::SeqCst))
+            {
                 *r = h.record();
             }
         }

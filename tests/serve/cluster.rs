@@ -682,25 +682,17 @@ async fn the_same_answer_sent_to_three_servers_at_once_is_taken_once() {
             .get(&format!("/threads/{thread}/runs/{run}/join"))
             .await;
         assert_eq!(joined.json()["answer"], "yes", "{}", joined.text);
-        // Another server's list: the driving server writes the run's end just after
-        // its last events, which the joining server followed.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let runs = h[1].get(&format!("/threads/{thread}/runs")).await.json();
-            let statuses: Vec<String> = runs
+        // Any server's list says so at once (one that follows the run reads the
+        // store, not its copy a few milliseconds behind).
+        for server in &h {
+            let runs = server.get(&format!("/threads/{thread}/runs")).await.json();
+            let statuses: Vec<&str> = runs
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|r| r["status"].as_str().unwrap().to_string())
+                .map(|r| r["status"].as_str().unwrap())
                 .collect();
-            if statuses == ["success", "success"] {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline && statuses.len() == 2,
-                "round {round}: {runs}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(statuses, ["success", "success"], "round {round}: {runs}");
         }
     }
 }
