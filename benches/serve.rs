@@ -24,7 +24,6 @@
 mod serve;
 
 use serde_json::{Value as Json, json};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,27 +96,9 @@ fn main() {
 
 /// 6: runs per second with 1, 2 and 4 servers on one Postgres database.
 async fn workers_on_postgres() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = std::process::Command::new("bash")
-        .arg(format!("{root}/tests/servers/postgres.sh"))
-        .arg(std::process::id().to_string())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("bash runs");
-    assert!(out.status.success(), "the bench cluster did not start");
-    let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let admin = serve::postgres_cluster();
     for n in [1, 2, 4] {
-        let name = format!("workers{n}");
-        let create = (admin.clone(), name.clone());
-        std::thread::spawn(move || {
-            postgres::Client::connect(&create.0, postgres::NoTls)
-                .unwrap()
-                .batch_execute(&format!("CREATE DATABASE {}", create.1))
-                .unwrap()
-        })
-        .join()
-        .unwrap();
-        let db = admin.replacen("/postgres?", &format!("/{name}?"), 1);
+        let db = serve::postgres_database(&admin, &format!("workers{n}"));
         let mut servers = Vec::new();
         for _ in 0..n {
             servers.push(

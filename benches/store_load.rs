@@ -16,7 +16,6 @@
 mod serve;
 
 use serde_json::json;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// How long each measurement runs.
@@ -43,32 +42,13 @@ fn main() {
             measure("sqlite", &store).await;
         }
         if wanted("postgres") {
-            measure("postgres", &postgres_database()).await;
+            measure(
+                "postgres",
+                &serve::postgres_database(&serve::postgres_cluster(), "load"),
+            )
+            .await;
         }
     });
-}
-
-/// A new database on a throwaway cluster started for this process.
-fn postgres_database() -> String {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = std::process::Command::new("bash")
-        .arg(format!("{root}/tests/servers/postgres.sh"))
-        .arg(std::process::id().to_string())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("bash runs");
-    assert!(out.status.success(), "the bench cluster did not start");
-    let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let create = admin.clone();
-    std::thread::spawn(move || {
-        postgres::Client::connect(&create, postgres::NoTls)
-            .unwrap()
-            .batch_execute("CREATE DATABASE load")
-            .unwrap()
-    })
-    .join()
-    .unwrap();
-    admin.replacen("/postgres?", "/load?", 1)
 }
 
 async fn measure(name: &str, store: &str) {

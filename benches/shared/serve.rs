@@ -55,3 +55,34 @@ where
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (url, child)
 }
+
+/// A throwaway Postgres cluster for this process (`tests/servers/postgres.sh`: fsync and
+/// synchronous_commit on, a Unix socket): its admin URL.
+#[allow(dead_code)] // not every bench that shares this file calls it
+pub(crate) fn postgres_cluster() -> String {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new("bash")
+        .arg(format!("{root}/tests/servers/postgres.sh"))
+        .arg(std::process::id().to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "the bench cluster did not start");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A new database `name` on the cluster of `admin`: its URL. (On a thread of its own:
+/// the client blocks on a runtime of its own.)
+#[allow(dead_code)]
+pub(crate) fn postgres_database(admin: &str, name: &str) -> String {
+    let (url, create) = (admin.to_string(), format!("CREATE DATABASE {name}"));
+    std::thread::spawn(move || {
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&create)
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    admin.replacen("/postgres?", &format!("/{name}?"), 1)
+}

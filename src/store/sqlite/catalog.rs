@@ -206,13 +206,11 @@ fn decode_run(row: &rusqlite::Row<'_>) -> Result<RunRecord, StoreError> {
 #[async_trait]
 impl LlmCache for SqliteStore {
     async fn cache_get(&self, key: &str, now_ms: u64) -> Result<Option<Json>, StoreError> {
-        let key = key.to_string();
-        self.blocking(move |s| cache_get(s, &key, now_ms)).await
+        self.blocking(|s| cache_get(s, key, now_ms)).await
     }
 
     async fn cache_put(&self, key: &str, value: &Json, expires_ms: u64) -> Result<(), StoreError> {
-        let (key, value) = (key.to_string(), value.clone());
-        self.blocking(move |s| cache_put(s, &key, &value, expires_ms))
+        self.blocking(|s| cache_put(s, key, value, expires_ms))
             .await
     }
 }
@@ -220,22 +218,21 @@ impl LlmCache for SqliteStore {
 #[async_trait]
 impl Catalog for SqliteStore {
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
-            inner.forget(&thread);
+            inner.forget(thread);
             // All of it or none of it: a half-deleted thread would be unreadable.
             patiently(|| {
                 let tx = rusqlite::Transaction::new_unchecked(
                     &inner.conn,
                     rusqlite::TransactionBehavior::Immediate,
                 )?;
-                tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [&thread])?;
-                tx.execute("DELETE FROM snapshots WHERE thread = ?1", [&thread])?;
-                tx.execute("DELETE FROM runs WHERE thread = ?1", [&thread])?;
-                tx.execute("DELETE FROM threads WHERE id = ?1", [&thread])?;
+                tx.execute("DELETE FROM checkpoints WHERE thread = ?1", [thread])?;
+                tx.execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
+                tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
+                tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
                 // Gone whole, as it was meant to: its name may be used again.
-                tx.execute("DELETE FROM recount WHERE thread = ?1", [&thread])?;
+                tx.execute("DELETE FROM recount WHERE thread = ?1", [thread])?;
                 tx.commit()?;
                 Ok(())
             })
@@ -244,18 +241,16 @@ impl Catalog for SqliteStore {
     }
 
     async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
-        self.blocking(move |s| records::ended_before(&s.conn().conn, before_ms))
+        self.blocking(|s| records::ended_before(&s.conn().conn, before_ms))
             .await
     }
 
     async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
-        let thread = thread.clone();
-        self.blocking(move |s| put_thread(s, &thread)).await
+        self.blocking(|s| put_thread(s, thread)).await
     }
 
     async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| get_thread(s, &thread)).await
+        self.blocking(|s| get_thread(s, thread)).await
     }
 
     async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
@@ -263,23 +258,19 @@ impl Catalog for SqliteStore {
     }
 
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
-        let run = run.clone();
-        self.blocking(move |s| put_run(s, &run)).await
+        self.blocking(|s| put_run(s, run)).await
     }
 
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
-        let run = run.to_string();
-        self.blocking(move |s| get_run(s, &run)).await
+        self.blocking(|s| get_run(s, run)).await
     }
 
     async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| runs(s, &thread)).await
+        self.blocking(|s| runs(s, thread)).await
     }
 
     async fn delete_run(&self, run: &str) -> Result<(), StoreError> {
-        let run = run.to_string();
-        self.blocking(move |s| delete_run(s, &run)).await
+        self.blocking(|s| delete_run(s, run)).await
     }
 
     async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {

@@ -66,10 +66,10 @@ impl From<Durability> for SqliteOptions {
 /// statement that waits for the disk or for another process's lock never holds up
 /// the runtime's threads.
 pub struct SqliteStore {
-    shared: Arc<Sqlite>,
+    shared: Sqlite,
 }
 
-/// The connection and the claims, shared with the blocking threads calls run on.
+/// The connection and the claims.
 struct Sqlite {
     inner: Mutex<Inner>,
     /// Who runs which thread: locks in `<file>.locks/claims`.
@@ -252,9 +252,7 @@ impl SqliteStore {
     }
 
     fn new(shared: Sqlite) -> Self {
-        SqliteStore {
-            shared: Arc::new(shared),
-        }
+        SqliteStore { shared }
     }
 
     /// Runs `f`, a call that may wait (for the disk, or for another process's lock),

@@ -449,7 +449,7 @@ pub(super) fn ended_before(conn: &Connection, before_ms: u64) -> Result<Vec<Stri
 #[async_trait]
 impl Checkpoints for SqliteStore {
     async fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
             patiently(|| inner.insert(&r, true))
         })
@@ -457,7 +457,7 @@ impl Checkpoints for SqliteStore {
     }
 
     async fn append_all(&self, records: Vec<Checkpoint>) -> Result<(), StoreError> {
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
             // One transaction: a copy killed part-way leaves nothing, not a partial
             // thread. Values are written whole: references would be to records of
@@ -482,25 +482,20 @@ impl Checkpoints for SqliteStore {
     }
 
     async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| s.conn().select(&thread, 0, false))
-            .await
+        self.blocking(|s| s.conn().select(thread, 0, false)).await
     }
 
     async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| s.conn().select(&thread, seq, false))
-            .await
+        self.blocking(|s| s.conn().select(thread, seq, false)).await
     }
 
     async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| Ok(s.conn().select(&thread, 0, true)?.pop()))
+        self.blocking(|s| Ok(s.conn().select(thread, 0, true)?.pop()))
             .await
     }
 
     async fn put_snapshot(&self, snapshot: Snapshot) -> Result<(), StoreError> {
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
             patiently(|| inner.put_snapshot(&snapshot))
         })
@@ -508,8 +503,7 @@ impl Checkpoints for SqliteStore {
     }
 
     async fn snapshot(&self, thread: &str) -> Result<Option<Snapshot>, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| Ok(s.conn().resume_point(&thread)?.0.map(Snapshot::parsed)))
+        self.blocking(|s| Ok(s.conn().resume_point(thread)?.0.map(Snapshot::parsed)))
             .await
     }
 
@@ -517,34 +511,31 @@ impl Checkpoints for SqliteStore {
         &self,
         thread: &str,
     ) -> Result<(Option<Snapshot<Stored>>, Vec<Checkpoint>), StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| s.conn().resume_point(&thread)).await
+        self.blocking(|s| s.conn().resume_point(thread)).await
     }
 
     async fn claim(&self, thread: &str) -> Result<Claim, StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| {
-            let claim = s.claims.claim(&thread)?;
+        self.blocking(|s| {
+            let claim = s.claims.claim(thread)?;
             // What this process remembers of the thread may be stale: another process
             // may have run it since.
-            s.conn().forget(&thread);
+            s.conn().forget(thread);
             Ok(claim)
         })
         .await
     }
 
     async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError> {
-        let thread = thread.to_string();
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
-            inner.forget(&thread);
-            patiently(|| truncate(&inner.conn, &thread, seq))
+            inner.forget(thread);
+            patiently(|| truncate(&inner.conn, thread, seq))
         })
         .await
     }
 
     async fn prune(&self, base: Checkpoint) -> Result<u64, StoreError> {
-        self.blocking(move |s| {
+        self.blocking(|s| {
             let mut inner = s.conn();
             patiently(|| inner.prune(&base))
         })
