@@ -78,6 +78,15 @@ async function stream(path, body, onEvent) {
   const reader = r.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
+  // A read of data already queued resolves as a microtask, so a run that streams
+  // faster than the page reads never hands the thread back: clicks (the stop button)
+  // and painting wait until the stream ends. Every few milliseconds of reading, the
+  // loop yields to the event loop.
+  let busySince = performance.now();
+  const breathe = async () => {
+    await new Promise((r) => setTimeout(r, 0));
+    busySince = performance.now();
+  };
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
@@ -87,6 +96,7 @@ async function stream(path, body, onEvent) {
     let at = 0;
     let cut;
     for (; (cut = buffer.indexOf("\n\n", at)) >= 0; at = cut + 2) {
+      if (performance.now() - busySince > 8) await breathe();
       const block = buffer.slice(at, cut);
       let name = "message";
       const data = [];
@@ -324,12 +334,102 @@ function blobImage(ref) {
   return img;
 }
 
+/// How many of a run's steps the page lists (the last ones).
+const SHOWN_STEPS = 200;
+/// How often, at most, a running run's steps are drawn (ms).
+const DRAW_EVERY = 100;
+
+/// A run's steps as the page lists them. A fast run makes steps faster than a page can
+/// draw them: reading the stream only updates this model (the last SHOWN_STEPS steps,
+/// what each showed, a count of the rest, the path on the drawing), and the page is
+/// drawn from it at most every DRAW_EVERY ms and when the stream ends. A step's
+/// elements are built when it is first drawn, so the many that scroll out unseen cost
+/// next to nothing. Drawn per step, the page spent two thirds of its time in layout and
+/// fell ever further behind the run: stopped, it said "running" for as long again.
+function stepList(steps, earlier, drawing) {
+  // A step is { node, el, detail, after }: `detail` and `after` hold what goes into its
+  // element (text lines or functions building elements) until it is built.
+  const shown = [...steps.children].map((el) => ({ node: el.dataset.node, el }));
+  let hidden = Number(earlier.dataset.count || 0);
+  let last = "__start__";
+  let at = null;
+  const visited = new Set();
+  const taken = [];
+  let drawn = 0;
+  let timer = null;
+  const make = (item) => (typeof item === "function" ? item() : h("div", { text: item }));
+  const build = (step) => {
+    if (!step.el) {
+      step.el = h("li", { "data-node": step.node }, h("div", { class: "what", text: step.node }), h("div", { class: "detail" }, step.detail.map(make)), step.after.flatMap(make));
+      step.detail = step.after = null;
+    }
+    return step.el;
+  };
+  const draw = () => {
+    clearTimeout(timer);
+    timer = null;
+    drawn = performance.now();
+    // Only what changed: the steps that scrolled out leave from the front, new ones join
+    // at the end (laying the whole list out again cost ~40 ms a draw).
+    const first = shown.length ? shown[0].el : null;
+    while (steps.firstElementChild && steps.firstElementChild !== first) steps.firstElementChild.remove();
+    const end = shown.findLastIndex((s) => s.el && s.el === steps.lastElementChild);
+    steps.append(...shown.slice(end + 1).map(build));
+    // Kept on the element: a resumed run goes on counting in the same list.
+    earlier.dataset.count = hidden;
+    steps.start = hidden + 1;
+    earlier.hidden = hidden === 0;
+    earlier.textContent = `${hidden} earlier step${hidden === 1 ? "" : "s"} not shown`;
+    for (const n of drawing.querySelectorAll(".node.current")) n.classList.remove("current");
+    for (const node of visited) {
+      const el = drawing.querySelector(`.node[data-node="${CSS.escape(node)}"]`);
+      if (el) el.classList.add("visited", ...(node === at ? ["current"] : []));
+    }
+    for (const [from, to] of taken) {
+      const el = drawing.querySelector(`.edge[data-from="${CSS.escape(from)}"][data-to="${CSS.escape(to)}"]`);
+      if (el) el.classList.add("taken");
+    }
+    visited.clear();
+    taken.length = 0;
+    if (at) visited.add(at);
+  };
+  const changed = () => {
+    if (timer === null) timer = setTimeout(draw, Math.max(0, DRAW_EVERY - (performance.now() - drawn)));
+  };
+  return {
+    draw,
+    /// A new step at `node`.
+    add(node) {
+      const step = { node, el: null, detail: [], after: [] };
+      shown.push(step);
+      if (shown.length > SHOWN_STEPS) {
+        shown.shift();
+        hidden += 1;
+      }
+      changed();
+      return step;
+    },
+    /// Adds to a step's details (`detail`) or below them (`after`): a line of text, or
+    /// a function building elements.
+    put(step, where, item) {
+      if (!step.el) step[where].push(item);
+      else (where === "detail" ? $(".detail", step.el) : step.el).append(...[make(item)].flat());
+      changed();
+    },
+    /// The node at work, and the edge taken to it.
+    highlight(node) {
+      visited.add(node);
+      if (!taken.some(([f, t]) => f === last && t === node)) taken.push([last, node]);
+      at = node;
+      last = node;
+      changed();
+    },
+  };
+}
+
 /// Runs `body` on `thread` and shows it as it goes: the node at work highlighted, the
 /// path drawn, a step per node with what it wrote, its model and tool calls and its
 /// route; a stop button while it runs; the interrupt's form when it pauses.
-/// How many of a run's steps the page lists (the last ones).
-const SHOWN_STEPS = 200;
-
 async function watchRun(area, drawing, graph, details, thread, body) {
   for (const n of drawing.querySelectorAll(".node")) n.classList.remove("current", "visited");
   for (const e of drawing.querySelectorAll(".edge")) e.classList.remove("taken");
@@ -348,39 +448,14 @@ async function follow(run) {
   const { drawing, graph, details, thread, body, status, stop, steps, earlier, after } = run;
   let runId = null;
   let current = null;
-  let last = "__start__";
   stop.disabled = false;
   stop.onclick = async () => {
     if (!runId) return;
     stop.disabled = true;
     await api("POST", `/threads/${encodeURIComponent(thread)}/runs/${runId}/cancel`, {});
   };
-  const highlight = (node) => {
-    for (const n of drawing.querySelectorAll(".node.current")) n.classList.remove("current");
-    const el = drawing.querySelector(`.node[data-node="${CSS.escape(node)}"]`);
-    if (el) el.classList.add("current", "visited");
-    const edge = drawing.querySelector(`.edge[data-from="${CSS.escape(last)}"][data-to="${CSS.escape(node)}"]`);
-    if (edge) edge.classList.add("taken");
-    last = node;
-  };
-  // A loop that runs for long makes steps faster than anyone reads them: the list keeps
-  // the last SHOWN_STEPS and counts the rest, so the page stays small and answers the
-  // stop button however long the run goes.
-  const stepOf = (node) => {
-    const li = h("li", { "data-node": node }, h("div", { class: "what", text: node }), h("div", { class: "detail" }));
-    steps.append(li);
-    if (steps.childElementCount > SHOWN_STEPS) {
-      steps.firstElementChild.remove();
-      // Kept on the element: a resumed run goes on counting in the same list.
-      const hidden = Number(earlier.dataset.count || 0) + 1;
-      earlier.dataset.count = hidden;
-      steps.start = hidden + 1;
-      earlier.hidden = false;
-      earlier.textContent = `${hidden} earlier step${hidden === 1 ? "" : "s"} not shown`;
-    }
-    return li;
-  };
-  const detail = (text) => current && $(".detail", current).append(h("div", { text }));
+  const list = stepList(steps, earlier, drawing);
+  const detail = (line) => current && list.put(current, "detail", line);
   // The state before each node, to show what its writes changed.
   let before = null;
   after.replaceChildren();
@@ -390,19 +465,19 @@ async function follow(run) {
       if (name === "custom") {
         switch (data.event) {
           case "node_started":
-            current = stepOf(data.node);
-            highlight(data.node);
+            current = list.add(data.node);
+            list.highlight(data.node);
             break;
           case "llm_invocation":
             detail(`model ${data.model}: ${data.tokens_in} tokens in, ${data.tokens_out} out${data.cache_hit ? ", from the cache" : ""}, ${data.latency_ms} ms`);
-            if (current && data.messages) {
+            if (data.messages) {
               const text = data.messages.map((m) => `${m.role}: ${typeof m.content === "string" ? m.content : show(m.content)}`).join("\n\n");
-              $(".detail", current).append(h("details", { class: "prompt" }, h("summary", { text: "Prompt" }), h("pre", { text })));
+              detail(() => h("details", { class: "prompt" }, h("summary", { text: "Prompt" }), h("pre", { text })));
             }
-            if (current && data.reply) {
+            if (data.reply) {
               const r = data.reply;
               const text = r.content !== undefined ? [r.content, r.refusal && `refused: ${r.refusal}`, ...(r.tool_calls || []).map((c) => `${c.name}(${c.arguments})`)].filter(Boolean).join("\n") : show(r);
-              $(".detail", current).append(h("details", { class: "reply" }, h("summary", { text: "Reply" }), h("pre", { text })));
+              detail(() => h("details", { class: "reply" }, h("summary", { text: "Reply" }), h("pre", { text })));
             }
             break;
           case "tool_call":
@@ -426,10 +501,8 @@ async function follow(run) {
           case "sign_in":
             // The authorization server's page, opened by the person; only a web URL
             // becomes a link.
-            if (current && /^https?:\/\//.test(data.url)) {
-              $(".detail", current).append(
-                h("div", { class: "sign-in" }, `server ${data.server} wants you to sign in: `, h("a", { href: data.url, target: "_blank", rel: "noopener noreferrer", text: "open the sign-in page" })),
-              );
+            if (/^https?:\/\//.test(data.url)) {
+              detail(() => h("div", { class: "sign-in" }, `server ${data.server} wants you to sign in: `, h("a", { href: data.url, target: "_blank", rel: "noopener noreferrer", text: "open the sign-in page" })));
             }
             break;
           default:
@@ -438,17 +511,22 @@ async function follow(run) {
       if (name === "updates") {
         for (const [node, writes] of Object.entries(data)) {
           if (node.startsWith("__") || !writes || typeof writes !== "object") continue;
-          const li = current && current.dataset.node === node ? current : stepOf(node);
-          const ul = h(
-            "ul",
-            { class: "writes" },
-            Object.entries(writes).map(([k, v]) => {
-              const was = before && k in before ? JSON.stringify(before[k]) : undefined;
-              const now = JSON.stringify(v);
-              return h("li", { text: was === undefined || was === now ? `${k} = ${now}` : `${k}: ${was} → ${now}` });
-            }),
-          );
-          li.append(ul, ...imageBlobs(writes).map(blobImage));
+          const step = current && current.node === node ? current : list.add(node);
+          // Built when drawn: the state before is kept as it was (each `values` event is
+          // a new object), so a step that scrolls out unseen costs no rendering.
+          const was = before;
+          list.put(step, "after", () => [
+            h(
+              "ul",
+              { class: "writes" },
+              Object.entries(writes).map(([k, v]) => {
+                const old = was && k in was ? JSON.stringify(was[k]) : undefined;
+                const now = JSON.stringify(v);
+                return h("li", { text: old === undefined || old === now ? `${k} = ${now}` : `${k}: ${old} → ${now}` });
+              }),
+            ),
+            ...imageBlobs(writes).map(blobImage),
+          ]);
         }
       }
       if (name === "values") before = data;
@@ -457,6 +535,7 @@ async function follow(run) {
   } catch (err) {
     after.replaceChildren(h("div", { class: "error", role: "alert", text: err.message }));
   }
+  list.draw();
   stop.disabled = true;
   const state = await api("GET", `/threads/${encodeURIComponent(thread)}/state`);
   const runs = await api("GET", `/threads/${encodeURIComponent(thread)}/runs`);

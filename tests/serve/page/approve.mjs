@@ -104,12 +104,18 @@ try {
   const limited = await page.$$eval("ol.steps > li", (ls) => ls.map((l) => l.innerText.replace(/\s+/g, " ").trim()));
   say("max steps", { status: await page.textContent("#run-status"), steps: limited });
 
-  // The stop button: a run that would count for ever ends where it was stopped.
+  // The stop button: a run that would count for ever ends where it was stopped. The
+  // page's CPU is slowed fourfold, as on a loaded CI machine: a page that read the
+  // stream without handing the thread back never answered the click there, and one
+  // that drew every step fell so far behind that it said "running" long after the stop.
   await go("#/graph/spin");
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Emulation.setCPUThrottlingRate", { rate: 4 });
   await page.click("text=Start run");
   await page.waitForSelector("ol.steps > li");
   await page.click("#run button.danger");
   await page.waitForFunction(() => document.querySelector("#run-status").textContent !== "running");
+  await cdp.send("Emulation.setCPUThrottlingRate", { rate: 1 });
   // The run makes steps faster than a page can list them: the page lists the last 200
   // and counts the rest, so it stays small enough to answer the click.
   const shown = await page.$$eval("ol.steps > li", (ls) => ls.length);
