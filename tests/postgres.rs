@@ -5,8 +5,8 @@
 //! in `store.rs`.
 
 use std::sync::{Arc, OnceLock};
-use switchyard::store::Checkpoints;
 use switchyard::store::Store;
+use switchyard::store::{Catalog, Checkpoints};
 use switchyard::store::{PostgresStore, StoreError};
 
 /// The URL of the cluster's `postgres` database, the cluster started on first use.
@@ -331,4 +331,56 @@ async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_
     let store = PostgresStore::open(&url).unwrap();
     assert_eq!(store.layout_version().await.unwrap(), 2);
     assert_eq!(store.load("t").await.unwrap(), records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_wait_their_turn_for_a_pooled_connection_and_then_fail_saying_so() {
+    let url = database();
+    let store = Arc::new(PostgresStore::open(&url).unwrap());
+    // Another client holds a lock on `runs` in an open transaction: each call reading
+    // runs waits for it, holding one of the pool's 8 connections.
+    let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let (tell, wait) = locked;
+    let (let_go, until) = release;
+    let admin = url.clone();
+    let holder = std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        let mut t = c.transaction().unwrap();
+        t.batch_execute("LOCK TABLE switchyard.runs IN ACCESS EXCLUSIVE MODE")
+            .unwrap();
+        tell.send(()).unwrap();
+        let _ = until.recv();
+        t.rollback().unwrap();
+    });
+    wait.recv().unwrap();
+    let calls: Vec<_> = (0..9)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.get_run(&format!("run-{i}")).await })
+        })
+        .collect();
+    // The ninth waits 10 s for a connection, then fails; the others answer when the
+    // lock goes.
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    let_go.send(()).unwrap();
+    holder.join().unwrap();
+    let mut answered = 0;
+    let mut refused = Vec::new();
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(None) => answered += 1,
+            Ok(Some(run)) => panic!("no run was written: {run:?}"),
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
+    assert_eq!(answered, 8);
+    assert_eq!(
+        refused,
+        [format!(
+            "checkpoint store {}: all 8 connections of the pool were busy for 10 s: the database answers more slowly than calls come",
+            PostgresStore::shown(&url)
+        )]
+    );
+    // The pool is whole again.
+    assert_eq!(store.get_run("run-0").await.unwrap(), None);
 }

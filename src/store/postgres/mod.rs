@@ -3,15 +3,20 @@
 //! tables, `records.rs` checkpoint and snapshot rows, `catalog.rs` the cache and the
 //! server's catalog), and claims that hold across machines (advisory locks).
 //!
-//! The `postgres` client is synchronous: it blocks on a runtime of its own, which cannot
-//! run inside another. So each connection lives on a thread of its own and each call is
-//! a job sent to it, whose answer the async caller awaits (a oneshot): a commit's wait
-//! holds no runtime thread. A thread's calls go to one connection, in order. An async
-//! client with a pool (tokio-postgres with deadpool-postgres) is the next step: every
-//! call here is two hand-offs between threads.
+//! Two kinds of connection. The catalog, the run queue and the LLM cache need nothing a
+//! connection remembers: they go through a pool of async connections (`pool.rs`). A
+//! thread's checkpoints and its claim go to one connection, always the same, which
+//! holds the claim's advisory lock and remembers what the thread wrote (to share large
+//! values): those connections use the synchronous `postgres` client, which blocks on a
+//! runtime of its own that cannot run inside another, so each lives on a thread of its
+//! own and each call is a job sent to it, whose answer the async caller awaits (a
+//! oneshot): a commit's wait holds no runtime thread. They move to async connections
+//! with the claims, when a claim is a lease row with a fencing token rather than a lock
+//! held by a connection.
 
 mod catalog;
 mod layout;
+mod pool;
 mod queue;
 mod records;
 
@@ -40,12 +45,14 @@ pub struct PostgresStore {
     /// Threads this process has claimed: an advisory lock is held per session, so
     /// a second claim from this process would be granted again without this.
     held: Arc<Mutex<HashSet<String>>>,
+    /// The catalog's, the run queue's and the cache's connections.
+    pool: pool::Pool,
+    /// A connection for lease renewals alone: a heartbeat waits behind no other call,
+    /// so a busy process keeps its leases.
+    leases: pool::Pool,
     /// For `wait_for_runs`: the listening connection's news, made on first use.
     heard: Mutex<Option<Arc<queue::Heard>>>,
-    /// A connection for lease renewals alone, made on first use: a heartbeat waits
-    /// behind no claim, sweep or page of history, so a busy process keeps its leases.
-    leases: Mutex<Option<mpsc::Sender<Job>>>,
-    config: postgres::Config,
+    config: tokio_postgres::Config,
 }
 
 /// The connection and what this process remembers of the database.
@@ -76,9 +83,12 @@ struct Session {
     unclaimed: HashSet<String>,
 }
 
-/// Connections a process opens: calls of different threads go on at once, each
-/// commit waiting for the disk with the others (Postgres groups them).
+/// Connections a process opens for threads' checkpoints: calls of different threads go
+/// on at once, each commit waiting for the disk with the others (Postgres groups them).
 const CONNECTIONS: usize = 4;
+
+/// Connections, at most, in the pool of the catalog, the run queue and the cache.
+const POOLED: usize = 8;
 
 /// How long a lost connection is tried again before a call fails: long enough for a
 /// Postgres restart.
@@ -292,18 +302,20 @@ impl PostgresStore {
     /// this version (see `layout.rs`); a schema of another layout is refused unchanged.
     pub fn open(url: &str) -> Result<Self, StoreError> {
         let shown: Arc<str> = Arc::from(redact(url));
-        let config: postgres::Config = url.parse().map_err(|e| pg_error(&shown, e))?;
+        let config: tokio_postgres::Config = url.parse().map_err(|e| pg_error(&shown, e))?;
+        let sessions = postgres::Config::from(config.clone());
         let mut jobs = Vec::with_capacity(CONNECTIONS);
         for i in 0..CONNECTIONS {
             // The first connection makes or checks the layout before the others open.
-            jobs.push(Self::connection(&config, &shown, i == 0)?);
+            jobs.push(Self::connection(&sessions, &shown, i == 0)?);
         }
         Ok(PostgresStore {
             jobs,
-            url: shown,
+            url: shown.clone(),
             held: Arc::default(),
+            pool: pool::Pool::new(config.clone(), shown.clone(), POOLED)?,
+            leases: pool::Pool::new(config.clone(), shown, 1)?,
             heard: Mutex::new(None),
-            leases: Mutex::new(None),
             config,
         })
     }

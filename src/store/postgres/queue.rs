@@ -1,15 +1,17 @@
 //! Runs shared by several server processes: claimed from `runs` with leases
 //! (`FOR UPDATE SKIP LOCKED`), renewed by heartbeat, cancelled through any process,
 //! their events kept in `run_events`; `NOTIFY switchyard_runs` wakes idle processes.
+//! All through the pool (`pool.rs`), lease renewals through a pool of their own.
 
-use super::PostgresStore;
-use super::{Session, col, pg_error};
+use super::catalog::decode_run;
+use super::{PostgresStore, col};
 use crate::store::RunQueue;
 use crate::store::rows::int;
 use crate::store::{RunRecord, StoreError};
 use async_trait::async_trait;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio_postgres::AsyncMessage;
 
 /// The columns `decode_run` reads, as the claim returns them. A run whose lease ran out
 /// is taken over only when no process holds its thread's claim: the advisory lock whose
@@ -35,197 +37,73 @@ UPDATE switchyard.runs u SET status = 'running', worker = $1, lease_ms = $3
 FROM next WHERE u.id = next.id
 RETURNING u.id, u.thread, u.assistant, u.status, u.created_ms, u.updated_ms, u.metadata, u.kwargs, u.multitask, u.error, u.first_seq, next.was";
 
-impl Session {
-    pub(super) fn claim_run(
-        &mut self,
-        worker: &str,
-        graphs: &[String],
-        now: u64,
-        until: u64,
-    ) -> Result<Option<(RunRecord, bool)>, StoreError> {
-        let claim = self.prepared(CLAIM)?;
-        let row = match self
-            .client()?
-            .query_opt(&claim, &[&worker, &int(now), &int(until), &graphs])
-        {
-            Ok(row) => row,
-            // Another process claimed a run of the same thread at the same moment:
-            // the index that allows one running run per thread refused this one.
-            Err(e) if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => {
-                return Ok(None);
-            }
-            Err(e) => return Err(self.pg(e)),
-        };
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let record = self.decode_run(&row)?;
-        let was: String = col(&row, 11, &self.url)?;
-        Ok(Some((record, was == "running")))
-    }
-
-    pub(super) fn renew_leases(
-        &mut self,
-        worker: &str,
-        runs: &[String],
-        until: u64,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let renew = self.prepared(
-            "UPDATE switchyard.runs SET lease_ms = $3
-             WHERE worker = $1 AND id = ANY($2) AND status = 'running'
-             RETURNING id, cancel",
-        )?;
-        let rows = self
-            .client()?
-            .query(&renew, &[&worker, &runs, &int(until)])
-            .map_err(|e| self.pg(e))?;
-        rows.iter()
-            .map(|r| Ok((col(r, 0, &self.url)?, col(r, 1, &self.url)?)))
-            .collect()
-    }
-
-    pub(super) fn release_run(&mut self, run: &str, worker: &str) -> Result<(), StoreError> {
-        // Left running with a lease already run out: the next claim takes it over,
-        // as it would a dead worker's.
-        let release = self.prepared(
-            "UPDATE switchyard.runs SET lease_ms = 0 WHERE id = $1 AND worker = $2 AND status = 'running'",
-        )?;
-        self.client()?
-            .execute(&release, &[&run, &worker])
-            .map(drop)
-            .map_err(|e| self.pg(e))
-    }
-
-    pub(super) fn cancel_run(&mut self, run: &str, action: &str) -> Result<bool, StoreError> {
-        let pending = self.prepared(
-            "UPDATE switchyard.runs SET status = 'interrupted', cancel = $2, updated_ms = $3
-             WHERE id = $1 AND status = 'pending'",
-        )?;
-        let now = super::now_ms();
-        let ended = self
-            .client()?
-            .execute(&pending, &[&run, &action, &now])
-            .map_err(|e| self.pg(e))?;
-        if ended > 0 {
-            return Ok(true);
-        }
-        // A rollback asked after an interrupt still rolls back.
-        let running = self.prepared(
-            "UPDATE switchyard.runs SET cancel = CASE WHEN cancel = 'rollback' THEN cancel ELSE $2 END
-             WHERE id = $1 AND status = 'running'",
-        )?;
-        self.client()?
-            .execute(&running, &[&run, &action])
-            .map_err(|e| self.pg(e))?;
-        Ok(false)
-    }
-
-    pub(super) fn append_events(
-        &mut self,
-        run: &str,
-        first: u64,
-        events: &[String],
-    ) -> Result<(), StoreError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let seqs: Vec<i64> = (0..events.len() as u64).map(|i| int(first + i)).collect();
-        let append = self.prepared(
-            "INSERT INTO switchyard.run_events (run, seq, event)
-             SELECT $1, s, e FROM unnest($2::BIGINT[], $3::TEXT[]) AS t(s, e)
-             ON CONFLICT DO NOTHING",
-        )?;
-        self.client()?
-            .execute(&append, &[&run, &seqs, &events])
-            .map(drop)
-            .map_err(|e| self.pg(e))
-    }
-
-    pub(super) fn events(&mut self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
-        let read = self.prepared(
-            "SELECT seq, event FROM switchyard.run_events WHERE run = $1 AND seq >= $2 ORDER BY seq",
-        )?;
-        let rows = self
-            .client()?
-            .query(&read, &[&run, &int(from)])
-            .map_err(|e| self.pg(e))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            // Only the events without a gap: a later one waits for those before it.
-            let seq: i64 = col(r, 0, &self.url)?;
-            if seq != int(from + out.len() as u64) {
-                break;
-            }
-            out.push(col(r, 1, &self.url)?);
-        }
-        Ok(out)
-    }
+/// What `LISTEN switchyard_runs` heard: a count that grows with each notification.
+pub(super) struct Heard {
+    count: tokio::sync::watch::Sender<u64>,
 }
 
-/// What `LISTEN switchyard_runs` heard: a count that grows with each notification.
-#[derive(Default)]
-pub(super) struct Heard {
-    count: Mutex<u64>,
-    changed: Condvar,
+impl Default for Heard {
+    fn default() -> Self {
+        Heard {
+            count: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl Heard {
     /// Waits up to `timeout` for a notification after the call.
-    pub(super) fn wait(&self, timeout: Duration) {
-        let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = *count;
-        let _ = self
-            .changed
-            .wait_timeout_while(count, timeout, |c| *c == seen);
+    async fn wait(&self, timeout: Duration) {
+        let mut news = self.count.subscribe();
+        let _ = tokio::time::timeout(timeout, news.changed()).await;
     }
 
     fn bump(&self) {
-        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.changed.notify_all();
+        self.count.send_modify(|c| *c += 1);
     }
 }
 
-/// A connection of its own that listens for queued runs, on a thread of its own, made
-/// again when lost; ends when nobody holds `heard` any more.
-pub(super) fn listen(config: postgres::Config, url: Arc<str>, heard: std::sync::Weak<Heard>) {
-    let _ = std::thread::Builder::new()
-        .name("switchyard-listen".into())
-        .spawn(move || {
-            loop {
-                let Some(h) = heard.upgrade() else { return };
-                let mut client = match config.connect(postgres::NoTls) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = pg_error(&url, e);
-                        drop(h);
-                        std::thread::sleep(Duration::from_millis(500));
-                        continue;
+/// A connection of its own that listens for queued runs, made again when lost; its
+/// task ends when nobody holds `heard` any more.
+fn listen(config: tokio_postgres::Config, heard: Weak<Heard>) {
+    tokio::spawn(async move {
+        while heard.strong_count() > 0 {
+            let Ok((client, mut connection)) = config.connect(tokio_postgres::NoTls).await else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            // The connection's messages, read on a task of their own (which also makes
+            // the client's calls go); it ends, and `news` closes, when the connection does.
+            let (tx, mut news) = tokio::sync::mpsc::unbounded_channel();
+            let driver = tokio::spawn(async move {
+                while let Some(Ok(m)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await
+                {
+                    if matches!(m, AsyncMessage::Notification(_)) && tx.send(()).is_err() {
+                        return;
                     }
-                };
-                if client.batch_execute("LISTEN switchyard_runs").is_err() {
-                    continue;
                 }
+            });
+            if client.batch_execute("LISTEN switchyard_runs").await.is_ok() {
                 // Whatever was queued while no one listened is looked for now.
-                h.bump();
-                drop(h);
+                match heard.upgrade() {
+                    Some(h) => h.bump(),
+                    None => break,
+                }
                 loop {
-                    let got = {
-                        let mut notes = client.notifications();
-                        let mut iter = notes.timeout_iter(Duration::from_millis(500));
-                        postgres::fallible_iterator::FallibleIterator::next(&mut iter)
-                    };
-                    let Some(h) = heard.upgrade() else { return };
-                    match got {
-                        Ok(Some(_)) => h.bump(),
-                        Ok(None) => {}
-                        Err(_) => break,
-                    }
-                    if client.is_closed() {
-                        break;
+                    match tokio::time::timeout(Duration::from_millis(500), news.recv()).await {
+                        Ok(Some(())) => match heard.upgrade() {
+                            Some(h) => h.bump(),
+                            None => break,
+                        },
+                        Ok(None) => break,
+                        Err(_) if heard.strong_count() == 0 => break,
+                        Err(_) => {}
                     }
                 }
             }
-        });
+            driver.abort();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
 }
 
 #[async_trait]
@@ -241,8 +119,35 @@ impl RunQueue for PostgresStore {
         now_ms: u64,
         lease_until_ms: u64,
     ) -> Result<Option<(RunRecord, bool)>, StoreError> {
-        let (worker, graphs) = (worker.to_string(), graphs.to_vec());
-        self.call(move |s| s.claim_run(&worker, &graphs, now_ms, lease_until_ms))
+        let url = &*self.url;
+        self.pool
+            .run(|c| async move {
+                let claim = c.prepare_cached(CLAIM).await?;
+                let row = match c
+                    .query_opt(
+                        &claim,
+                        &[&worker, &int(now_ms), &int(lease_until_ms), &graphs],
+                    )
+                    .await
+                {
+                    Ok(row) => row,
+                    // Another process claimed a run of the same thread at the same
+                    // moment: the index that allows one running run per thread refused
+                    // this one.
+                    Err(e)
+                        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) =>
+                    {
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let record = decode_run(&row, url)?;
+                let was: String = col(&row, 11, url)?;
+                Ok(Some((record, was == "running")))
+            })
             .await
     }
 
@@ -252,31 +157,65 @@ impl RunQueue for PostgresStore {
         runs: &[String],
         until_ms: u64,
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let (worker, runs) = (worker.to_string(), runs.to_vec());
-        let jobs = {
-            let mut slot = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-            match &*slot {
-                Some(j) => j.clone(),
-                None => {
-                    let j = Self::connection(&self.config, &self.url, false)?;
-                    *slot = Some(j.clone());
-                    j
-                }
-            }
-        };
-        self.call_on(&jobs, move |s| s.renew_leases(&worker, &runs, until_ms))
+        let url = &*self.url;
+        // A pool of its own: a heartbeat waits behind no claim, sweep or page of
+        // history, so a busy process keeps its leases.
+        self.leases
+            .run(|c| async move {
+                let renew = c
+                    .prepare_cached(
+                        "UPDATE switchyard.runs SET lease_ms = $3
+                         WHERE worker = $1 AND id = ANY($2) AND status = 'running'
+                         RETURNING id, cancel",
+                    )
+                    .await?;
+                let rows = c.query(&renew, &[&worker, &runs, &int(until_ms)]).await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| Ok((col(r, 0, url)?, col(r, 1, url)?)))
+                    .collect::<Result<_, StoreError>>()?)
+            })
             .await
     }
 
     async fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {
-        let (run, worker) = (run.to_string(), worker.to_string());
-        self.call_for(&run.clone(), move |s| s.release_run(&run, &worker))
+        self.pool
+            .run(|c| async move {
+                // Left running with a lease already run out: the next claim takes it
+                // over, as it would a dead worker's.
+                let release = c
+                    .prepare_cached(
+                        "UPDATE switchyard.runs SET lease_ms = 0 WHERE id = $1 AND worker = $2 AND status = 'running'",
+                    )
+                    .await?;
+                c.execute(&release, &[&run, &worker]).await?;
+                Ok(())
+            })
             .await
     }
 
     async fn cancel_run(&self, run: &str, action: &str) -> Result<bool, StoreError> {
-        let (run, action) = (run.to_string(), action.to_string());
-        self.call_for(&run.clone(), move |s| s.cancel_run(&run, &action))
+        self.pool
+            .run(|c| async move {
+                let pending = c
+                    .prepare_cached(
+                        "UPDATE switchyard.runs SET status = 'interrupted', cancel = $2, updated_ms = $3
+                         WHERE id = $1 AND status = 'pending'",
+                    )
+                    .await?;
+                if c.execute(&pending, &[&run, &action, &super::now_ms()]).await? > 0 {
+                    return Ok(true);
+                }
+                // A rollback asked after an interrupt still rolls back.
+                let running = c
+                    .prepare_cached(
+                        "UPDATE switchyard.runs SET cancel = CASE WHEN cancel = 'rollback' THEN cancel ELSE $2 END
+                         WHERE id = $1 AND status = 'running'",
+                    )
+                    .await?;
+                c.execute(&running, &[&run, &action]).await?;
+                Ok(false)
+            })
             .await
     }
 
@@ -286,14 +225,48 @@ impl RunQueue for PostgresStore {
         first: u64,
         events: &[String],
     ) -> Result<(), StoreError> {
-        let (run, events) = (run.to_string(), events.to_vec());
-        self.call_for(&run.clone(), move |s| s.append_events(&run, first, &events))
+        if events.is_empty() {
+            return Ok(());
+        }
+        let seqs = &(0..events.len() as u64)
+            .map(|i| int(first + i))
+            .collect::<Vec<i64>>();
+        self.pool
+            .run(|c| async move {
+                let append = c
+                    .prepare_cached(
+                        "INSERT INTO switchyard.run_events (run, seq, event)
+                         SELECT $1, s, e FROM unnest($2::BIGINT[], $3::TEXT[]) AS t(s, e)
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .await?;
+                c.execute(&append, &[&run, seqs, &events]).await?;
+                Ok(())
+            })
             .await
     }
 
     async fn events(&self, run: &str, from: u64) -> Result<Vec<String>, StoreError> {
-        let run = run.to_string();
-        self.call_for(&run.clone(), move |s| s.events(&run, from))
+        let url = &*self.url;
+        self.pool
+            .run(|c| async move {
+                let read = c
+                    .prepare_cached(
+                        "SELECT seq, event FROM switchyard.run_events WHERE run = $1 AND seq >= $2 ORDER BY seq",
+                    )
+                    .await?;
+                let rows = c.query(&read, &[&run, &int(from)]).await?;
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    // Only the events without a gap: a later one waits for those before.
+                    let seq: i64 = col(r, 0, url)?;
+                    if seq != int(from + out.len() as u64) {
+                        break;
+                    }
+                    out.push(col(r, 1, url)?);
+                }
+                Ok(out)
+            })
             .await
     }
 
@@ -304,13 +277,12 @@ impl RunQueue for PostgresStore {
                 Some(h) => h.clone(),
                 None => {
                     let h = Arc::new(Heard::default());
-                    listen(self.config.clone(), self.url.clone(), Arc::downgrade(&h));
+                    listen(self.config.clone(), Arc::downgrade(&h));
                     *slot = Some(h.clone());
                     h
                 }
             }
         };
-        // The listening connection's news come through a condition variable.
-        let _ = tokio::task::spawn_blocking(move || heard.wait(timeout)).await;
+        heard.wait(timeout).await;
     }
 }

@@ -426,22 +426,6 @@ impl Session {
         ended?;
         Ok(gone)
     }
-
-    /// See [`crate::store::Catalog::ended_before`].
-    pub(super) fn ended_before(&mut self, before_ms: u64) -> Result<Vec<String>, StoreError> {
-        let ended = self.prepared(
-            "SELECT c.thread FROM switchyard.checkpoints c
-             JOIN (SELECT thread, max(seq) AS seq FROM switchyard.checkpoints GROUP BY thread) l
-               ON l.thread = c.thread AND l.seq = c.seq
-             WHERE c.status IN ('finished', 'failed') AND c.at_ms < $1
-             ORDER BY c.at_ms, c.thread",
-        )?;
-        let rows = self
-            .client()?
-            .query(&ended, &[&int(before_ms)])
-            .map_err(|e| self.pg(e))?;
-        rows.iter().map(|r| col(r, 0, &self.url)).collect()
-    }
 }
 
 /// One row as a checkpoint (its graph and writes to be filled in); a value that cannot
