@@ -13,15 +13,15 @@ pub(super) fn cache_get(
     key: &str,
     now_ms: u64,
 ) -> Result<Option<Json>, StoreError> {
-    let value: Option<String> = store
-        .conn()
-        .conn
-        .query_row(
-            "SELECT value FROM llm_cache WHERE key = ?1 AND expires_ms > ?2",
-            params![key, int(now_ms)],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let value: Option<String> = store.read(|conn| {
+        Ok(conn
+            .query_row(
+                "SELECT value FROM llm_cache WHERE key = ?1 AND expires_ms > ?2",
+                params![key, int(now_ms)],
+                |r| r.get(0),
+            )
+            .optional()?)
+    })?;
     // An entry that does not parse is a miss; the next put replaces it.
     Ok(value.and_then(|v| serde_json::from_str(&v).ok()))
 }
@@ -63,23 +63,24 @@ pub(super) fn put_thread(store: &Sqlite, t: &ThreadRecord) -> Result<(), StoreEr
 }
 
 pub(super) fn get_thread(store: &Sqlite, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-    let inner = store.conn();
-    let conn = &inner.conn;
-    let mut stmt = conn
-        .prepare_cached("SELECT id, created_ms, updated_ms, metadata FROM threads WHERE id = ?1")?;
-    stmt.query_row([thread], |row| Ok(decode_thread(row)))
-        .optional()?
-        .transpose()
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, created_ms, updated_ms, metadata FROM threads WHERE id = ?1",
+        )?;
+        stmt.query_row([thread], |row| Ok(decode_thread(row)))
+            .optional()?
+            .transpose()
+    })
 }
 
 pub(super) fn threads(store: &Sqlite) -> Result<Vec<ThreadRecord>, StoreError> {
-    let inner = store.conn();
-    let conn = &inner.conn;
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, created_ms, updated_ms, metadata FROM threads ORDER BY created_ms, rowid",
-    )?;
-    let rows = stmt.query_map([], |row| Ok(decode_thread(row)))?;
-    rows.map(|r| r?).collect()
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, created_ms, updated_ms, metadata FROM threads ORDER BY created_ms, rowid",
+        )?;
+        let rows = stmt.query_map([], |row| Ok(decode_thread(row)))?;
+        rows.map(|r| r?).collect()
+    })
 }
 
 pub(super) fn put_run(store: &Sqlite, r: &RunRecord) -> Result<(), StoreError> {
@@ -108,22 +109,23 @@ pub(super) fn put_run(store: &Sqlite, r: &RunRecord) -> Result<(), StoreError> {
 }
 
 pub(super) fn get_run(store: &Sqlite, run: &str) -> Result<Option<RunRecord>, StoreError> {
-    let inner = store.conn();
-    let conn = &inner.conn;
-    let mut stmt = conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
-    stmt.query_row([run], |row| Ok(decode_run(row)))
-        .optional()?
-        .transpose()
+    store.read(|conn| {
+        let mut stmt =
+            conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))?;
+        stmt.query_row([run], |row| Ok(decode_run(row)))
+            .optional()?
+            .transpose()
+    })
 }
 
 pub(super) fn runs(store: &Sqlite, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
-    let inner = store.conn();
-    let conn = &inner.conn;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE thread = ?1 ORDER BY created_ms, rowid"
-    ))?;
-    let rows = stmt.query_map([thread], |row| Ok(decode_run(row)))?;
-    rows.map(|r| r?).collect()
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE thread = ?1 ORDER BY created_ms, rowid"
+        ))?;
+        let rows = stmt.query_map([thread], |row| Ok(decode_run(row)))?;
+        rows.map(|r| r?).collect()
+    })
 }
 
 pub(super) fn delete_run(store: &Sqlite, run: &str) -> Result<(), StoreError> {
@@ -136,13 +138,13 @@ pub(super) fn delete_run(store: &Sqlite, run: &str) -> Result<(), StoreError> {
 }
 
 pub(super) fn runs_in_flight(store: &Sqlite) -> Result<Vec<RunRecord>, StoreError> {
-    let inner = store.conn();
-    let conn = &inner.conn;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('pending', 'running') ORDER BY created_ms, rowid"
-    ))?;
-    let rows = stmt.query_map([], |row| Ok(decode_run(row)))?;
-    rows.map(|r| r?).collect()
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('pending', 'running') ORDER BY created_ms, rowid"
+        ))?;
+        let rows = stmt.query_map([], |row| Ok(decode_run(row)))?;
+        rows.map(|r| r?).collect()
+    })
 }
 
 const RUN_COLUMNS: &str = "id, thread, assistant, status, created_ms, updated_ms, metadata, kwargs, multitask, error, first_seq";
@@ -241,7 +243,7 @@ impl Catalog for SqliteStore {
     }
 
     async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
-        self.blocking(|s| records::ended_before(&s.conn().conn, before_ms))
+        self.blocking(|s| s.read(|conn| records::ended_before(conn, before_ms)))
             .await
     }
 

@@ -6,6 +6,7 @@
 mod catalog;
 mod claims;
 mod layout;
+mod readers;
 mod records;
 mod resume;
 
@@ -72,6 +73,8 @@ pub struct SqliteStore {
 /// The connection and the claims.
 struct Sqlite {
     inner: Mutex<Inner>,
+    /// Connections for the catalog's and the cache's reads (a writable store's).
+    readers: Option<readers::Readers>,
     /// Who runs which thread: locks in `<file>.locks/claims`.
     claims: Arc<claims::Claims>,
 }
@@ -188,6 +191,7 @@ impl SqliteStore {
         inner.compress = options.compress;
         Ok(SqliteStore::new(Sqlite {
             inner: Mutex::new(inner),
+            readers: path.is_file().then(|| readers::Readers::new(path)),
             claims: claims::Claims::new(locks_dir(path)),
         }))
     }
@@ -247,6 +251,7 @@ impl SqliteStore {
         let marks = has_recount(&conn)?;
         Ok(SqliteStore::new(Sqlite {
             inner: Mutex::new(Inner::new(conn, marks)),
+            readers: None,
             claims: claims::Claims::new(locks_dir(path)),
         }))
     }
@@ -276,6 +281,15 @@ impl SqliteStore {
 }
 
 impl Sqlite {
+    /// What `f` reads on a reading connection beside the writer, or on the writer when
+    /// there is none.
+    fn read<T>(&self, f: impl Fn(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Some(read) = self.readers.as_ref().and_then(|r| r.read(&f)) {
+            return read;
+        }
+        f(&self.conn().conn)
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Inner> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Every transaction begins and ends under one hold of the lock, so one still
