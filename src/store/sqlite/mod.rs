@@ -290,6 +290,25 @@ impl Sqlite {
         f(&self.conn().conn)
     }
 
+    /// A thread's records (see [`records::select`]), read on a reader when there is one.
+    fn records(
+        &self,
+        thread: &str,
+        from: u64,
+        last_only: bool,
+    ) -> Result<Vec<crate::store::Checkpoint>, StoreError> {
+        if let Some(readers) = &self.readers
+            && let Some(read) = readers.read(|conn| {
+                records::select(conn, thread, from, last_only, &mut |id| {
+                    readers.graph(conn, thread, id)
+                })
+            })
+        {
+            return read;
+        }
+        self.conn().select(thread, from, last_only)
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Inner> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Every transaction begins and ends under one hold of the lock, so one still

@@ -3,9 +3,10 @@
 //! no writer. Writes stay on the one writing connection (`Inner`), as SQLite allows one
 //! writer at a time anyway.
 
-use super::BUSY_TIMEOUT;
+use super::{BUSY_TIMEOUT, GraphKey, records};
 use crate::store::StoreError;
 use rusqlite::{Connection, OpenFlags};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -15,6 +16,9 @@ const KEPT: usize = 4;
 pub(super) struct Readers {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// Graph ids read, with their file and hash: an id in a committed row never
+    /// changes meaning, so the readers share what they learnt.
+    graphs: Mutex<HashMap<i64, GraphKey>>,
 }
 
 impl Readers {
@@ -22,7 +26,31 @@ impl Readers {
         Readers {
             path: path.to_path_buf(),
             idle: Mutex::new(Vec::new()),
+            graphs: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The graph file and hash of an id, read on `conn` the first time.
+    pub(super) fn graph(
+        &self,
+        conn: &Connection,
+        thread: &str,
+        id: i64,
+    ) -> Result<GraphKey, StoreError> {
+        if let Some(g) = self
+            .graphs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            return Ok(g.clone());
+        }
+        let g = records::graph_on(conn, thread, id)?;
+        self.graphs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, g.clone());
+        Ok(g)
     }
 
     /// What `f` reads on an idle reader, or on a new one; `None` when none can be

@@ -89,14 +89,7 @@ impl Inner {
         if let Some(g) = self.graphs.get(&id) {
             return Ok(g.clone());
         }
-        let (path, hash): (String, String) = self
-            .conn
-            .query_row("SELECT path, hash FROM graphs WHERE id = ?1", [id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?
-            .ok_or_else(|| corrupt(thread, format!("graph {id} is not in `graphs`")))?;
-        let g: (Arc<str>, Arc<str>) = (Arc::from(path), Arc::from(hash));
+        let g = graph_on(&self.conn, thread, id)?;
         self.graph_ids.insert(g.clone(), id);
         self.graphs.insert(id, g.clone());
         Ok(g)
@@ -215,40 +208,21 @@ impl Inner {
         from: u64,
         last_only: bool,
     ) -> Result<Vec<Checkpoint>, StoreError> {
-        let thread_arc: Arc<str> = Arc::from(thread);
-        // From 0 every row is read, a negative `seq` included, so that it is reported.
-        let sql = match (last_only, from) {
-            (true, _) => format!(
-                "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND ?2 = ?2 ORDER BY seq DESC LIMIT 1"
-            ),
-            (false, 0) => format!(
-                "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND ?2 = ?2 ORDER BY seq"
-            ),
-            (false, _) => format!(
-                "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND seq >= ?2 ORDER BY seq"
-            ),
-        };
-        let rows: Vec<Row> = {
-            let mut stmt = self.conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![thread, int(from)], |row| {
-                Ok(decode(&thread_arc, row, 0))
-            })?;
-            rows.map(|r| r?).collect::<Result<_, _>>()?
-        };
-        let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
-        let mut from = from;
-        for (mut record, raw, graph) in rows {
-            if !last_only {
-                from = first_seq(&record, from, out.len());
-                check_next(thread, record.seq, from, out.len())?;
+        let Inner {
+            conn,
+            graphs,
+            graph_ids,
+            ..
+        } = self;
+        select(conn, thread, from, last_only, &mut |id| {
+            if let Some(g) = graphs.get(&id) {
+                return Ok(g.clone());
             }
-            (record.graph, record.graph_hash) = self.graph(thread, graph)?;
-            record.writes = resolve(raw, &out, from, |seq, field| {
-                self.value_at(thread, seq, field)
-            })?;
-            out.push(record);
-        }
-        Ok(out)
+            let g = graph_on(conn, thread, id)?;
+            graph_ids.insert(g.clone(), id);
+            graphs.insert(id, g.clone());
+            Ok(g)
+        })
     }
 
     /// The value `field` got in record `seq` of `thread`, read from that row.
@@ -258,24 +232,7 @@ impl Inner {
         seq: u64,
         field: &str,
     ) -> Result<Arc<Json>, StoreError> {
-        let text = self.writes_of(thread, seq, field)?;
-        full_value(thread, &text, seq, field)
-    }
-
-    /// The writes of record `seq` of `thread`, which holds the value of `field`.
-    pub(super) fn writes_of(
-        &mut self,
-        thread: &str,
-        seq: u64,
-        field: &str,
-    ) -> Result<String, StoreError> {
-        self.conn
-            .prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
-            .query_row(params![thread, int(seq)], |r| {
-                Ok(unpack(thread, r.get_ref(0)?, "writes"))
-            })
-            .optional()?
-            .ok_or_else(|| missing(thread, seq, field))?
+        value_at(&self.conn, thread, seq, field)
     }
 
     pub(super) fn put_snapshot(&mut self, s: &Snapshot) -> Result<(), StoreError> {
@@ -295,6 +252,93 @@ impl Inner {
         )?;
         Ok(())
     }
+}
+
+/// The graph file and hash of an id, read from `graphs`.
+pub(super) fn graph_on(
+    conn: &Connection,
+    thread: &str,
+    id: i64,
+) -> Result<(Arc<str>, Arc<str>), StoreError> {
+    let (path, hash): (String, String) = conn
+        .query_row("SELECT path, hash FROM graphs WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?
+        .ok_or_else(|| corrupt(thread, format!("graph {id} is not in `graphs`")))?;
+    Ok((Arc::from(path), Arc::from(hash)))
+}
+
+/// The records of `thread` with `seq` from `from` on (all of them from 0, the latest
+/// only with `last_only`), checked for gaps, references resolved, read on `conn` (the
+/// writer's or a reader's); `graph` names a graph id's file and hash.
+pub(super) fn select(
+    conn: &Connection,
+    thread: &str,
+    from: u64,
+    last_only: bool,
+    graph: &mut dyn FnMut(i64) -> Result<(Arc<str>, Arc<str>), StoreError>,
+) -> Result<Vec<Checkpoint>, StoreError> {
+    let thread_arc: Arc<str> = Arc::from(thread);
+    // From 0 every row is read, a negative `seq` included, so that it is reported.
+    let sql = match (last_only, from) {
+        (true, _) => format!(
+            "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND ?2 = ?2 ORDER BY seq DESC LIMIT 1"
+        ),
+        (false, 0) => {
+            format!("SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND ?2 = ?2 ORDER BY seq")
+        }
+        (false, _) => format!(
+            "SELECT {COLUMNS} FROM checkpoints WHERE thread = ?1 AND seq >= ?2 ORDER BY seq"
+        ),
+    };
+    let rows: Vec<Row> = {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params![thread, int(from)], |row| {
+            Ok(decode(&thread_arc, row, 0))
+        })?;
+        rows.map(|r| r?).collect::<Result<_, _>>()?
+    };
+    let mut out: Vec<Checkpoint> = Vec::with_capacity(rows.len());
+    let mut from = from;
+    for (mut record, raw, id) in rows {
+        if !last_only {
+            from = first_seq(&record, from, out.len());
+            check_next(thread, record.seq, from, out.len())?;
+        }
+        (record.graph, record.graph_hash) = graph(id)?;
+        record.writes = resolve(raw, &out, from, |seq, field| {
+            value_at(conn, thread, seq, field)
+        })?;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+/// The value `field` got in record `seq` of `thread`, read from that row.
+fn value_at(
+    conn: &Connection,
+    thread: &str,
+    seq: u64,
+    field: &str,
+) -> Result<Arc<Json>, StoreError> {
+    let text = writes_of(conn, thread, seq, field)?;
+    full_value(thread, &text, seq, field)
+}
+
+/// The writes of record `seq` of `thread`, which holds the value of `field`.
+pub(super) fn writes_of(
+    conn: &Connection,
+    thread: &str,
+    seq: u64,
+    field: &str,
+) -> Result<String, StoreError> {
+    conn.prepare_cached("SELECT writes FROM checkpoints WHERE thread = ?1 AND seq = ?2")?
+        .query_row(params![thread, int(seq)], |r| {
+            Ok(unpack(thread, r.get_ref(0)?, "writes"))
+        })
+        .optional()?
+        .ok_or_else(|| missing(thread, seq, field))?
 }
 
 /// One row of `COLUMNS` as a checkpoint (its graph and writes to be filled in); a value
@@ -482,15 +526,15 @@ impl Checkpoints for SqliteStore {
     }
 
     async fn load(&self, thread: &str) -> Result<Vec<Checkpoint>, StoreError> {
-        self.blocking(|s| s.conn().select(thread, 0, false)).await
+        self.blocking(|s| s.records(thread, 0, false)).await
     }
 
     async fn load_from(&self, thread: &str, seq: u64) -> Result<Vec<Checkpoint>, StoreError> {
-        self.blocking(|s| s.conn().select(thread, seq, false)).await
+        self.blocking(|s| s.records(thread, seq, false)).await
     }
 
     async fn latest(&self, thread: &str) -> Result<Option<Checkpoint>, StoreError> {
-        self.blocking(|s| Ok(s.conn().select(thread, 0, true)?.pop()))
+        self.blocking(|s| Ok(s.records(thread, 0, true)?.pop()))
             .await
     }
 

@@ -2,7 +2,7 @@
 //! record before it, and the records after it, in one read transaction.
 
 use super::Inner;
-use super::records::{Row, decode, unpack};
+use super::records::{Row, decode, unpack, writes_of};
 use crate::store::rows::{corrupt, int, missing, resolve, snapshot_whole};
 use crate::store::stored::{Stored, raw_writes};
 use crate::store::{Checkpoint, Snapshot, StoreError};
@@ -155,7 +155,7 @@ impl Inner {
 
     /// The value `field` got in record `seq` of `thread`, as [`Stored`].
     fn stored_at(&mut self, thread: &str, seq: u64, field: &str) -> Result<Stored, StoreError> {
-        let text = self.writes_of(thread, seq, field)?;
+        let text = writes_of(&self.conn, thread, seq, field)?;
         let writes = raw_writes(thread, &text, "writes")?;
         let value = writes
             .iter()
