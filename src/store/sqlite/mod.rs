@@ -72,9 +72,11 @@ pub struct SqliteStore {
 
 /// The connection and the claims.
 struct Sqlite {
-    inner: Mutex<Inner>,
-    /// Connections for the catalog's and the cache's reads (a writable store's).
+    /// Connections for reads (a writable store's). Declared before the writer so they
+    /// close first: the last connection to close ends the WAL (folds it into the file
+    /// and removes `-wal` and `-shm`), which a read-only connection cannot.
     readers: Option<readers::Readers>,
+    inner: Mutex<Inner>,
     /// Who runs which thread: locks in `<file>.locks/claims`.
     claims: Arc<claims::Claims>,
 }

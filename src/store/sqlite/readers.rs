@@ -125,5 +125,14 @@ mod tests {
                 [Some(thread.clone()), Some(thread.clone()), Some(thread)]
             );
         });
+        // The readers close before the writer, which ends the WAL: nothing is left
+        // beside the file (a read-only connection closing last would leave both).
+        drop(store);
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["store.db"]);
     }
 }
