@@ -540,12 +540,7 @@ async fn runs_on_one_thread_are_refused_queued_or_cancelled_as_asked() {
             .await,
     );
     let runs = h.get("/threads/q/runs").await.json();
-    let statuses: Vec<&str> = runs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["status"].as_str().unwrap())
-        .collect();
+    let statuses = super::server::statuses(&runs);
     assert_eq!(statuses, ["interrupted", "interrupted"], "newest first");
     t.note(
         "DELETE /threads/q/runs/<first>",

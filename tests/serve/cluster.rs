@@ -527,12 +527,7 @@ async fn three_workers_killed_at_random_finish_every_run_once() {
     for i in 0..THREADS {
         let t = format!("f{i}");
         let (_, runs) = lb.send(i, &format!("/threads/{t}/runs"), None).await;
-        let statuses: Vec<&str> = runs
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["status"].as_str().unwrap())
-            .collect();
+        let statuses = super::server::statuses(&runs);
         // The first paused at its interrupt: a run that did what it was asked.
         assert_eq!(statuses, ["success", "success"], "{t}: {runs}");
         let (_, state) = lb.send(i, &format!("/threads/{t}/state"), None).await;
@@ -686,12 +681,7 @@ async fn the_same_answer_sent_to_three_servers_at_once_is_taken_once() {
         // store, not its copy a few milliseconds behind).
         for server in &h {
             let runs = server.get(&format!("/threads/{thread}/runs")).await.json();
-            let statuses: Vec<&str> = runs
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| r["status"].as_str().unwrap())
-                .collect();
+            let statuses = super::server::statuses(&runs);
             assert_eq!(statuses, ["success", "success"], "round {round}: {runs}");
         }
     }

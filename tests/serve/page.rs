@@ -319,12 +319,7 @@ async fn a_use_stream_chat_page_streams_approves_stops_regenerates_edits_and_rel
         .get(&format!("/threads/{thread}/runs"))
         .await
         .json();
-    let mut statuses: Vec<&str> = runs
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["status"].as_str().unwrap())
-        .collect();
+    let mut statuses = super::server::statuses(&runs);
     statuses.sort();
     assert_eq!(
         statuses,

@@ -162,6 +162,15 @@ impl Serve {
 
 /// reqwest is built with rustls and no crypto provider (the library picks ring); plain
 /// HTTP needs none, but reqwest wants one installed all the same.
+/// The statuses of a list of runs (`GET /threads/{id}/runs`), in its order.
+pub(crate) fn statuses(runs: &Json) -> Vec<&str> {
+    runs.as_array()
+        .expect("a list of runs")
+        .iter()
+        .map(|r| r["status"].as_str().expect("a status"))
+        .collect()
+}
+
 pub(crate) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()

@@ -129,6 +129,30 @@ fn catalog_error(what: String, message: impl ToString) -> StoreError {
     }
 }
 
+type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
+
+impl PostgresStore {
+    /// The rows `sql` selects, each decoded by `decode`.
+    async fn decoded<T>(
+        &self,
+        sql: &'static str,
+        params: Params<'_>,
+        decode: fn(&tokio_postgres::Row, &str) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let url = &*self.url;
+        self.pool
+            .run(|c| async move {
+                let select = c.prepare_cached(sql).await?;
+                let rows = c.query(&select, params).await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| decode(r, url))
+                    .collect::<Result<_, _>>()?)
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl Catalog for PostgresStore {
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
@@ -139,25 +163,16 @@ impl Catalog for PostgresStore {
     }
 
     async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let ended = c
-                    .prepare_cached(
-                        "SELECT c.thread FROM switchyard.checkpoints c
-                         JOIN (SELECT thread, max(seq) AS seq FROM switchyard.checkpoints GROUP BY thread) l
-                           ON l.thread = c.thread AND l.seq = c.seq
-                         WHERE c.status IN ('finished', 'failed') AND c.at_ms < $1
-                         ORDER BY c.at_ms, c.thread",
-                    )
-                    .await?;
-                let rows = c.query(&ended, &[&int(before_ms)]).await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| col(r, 0, url))
-                    .collect::<Result<_, _>>()?)
-            })
-            .await
+        self.decoded(
+            "SELECT c.thread FROM switchyard.checkpoints c
+             JOIN (SELECT thread, max(seq) AS seq FROM switchyard.checkpoints GROUP BY thread) l
+               ON l.thread = c.thread AND l.seq = c.seq
+             WHERE c.status IN ('finished', 'failed') AND c.at_ms < $1
+             ORDER BY c.at_ms, c.thread",
+            &[&int(before_ms)],
+            |r, url| col(r, 0, url),
+        )
+        .await
     }
 
     async fn put_thread(&self, t: &ThreadRecord) -> Result<(), StoreError> {
@@ -180,30 +195,19 @@ impl Catalog for PostgresStore {
     }
 
     async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let get = c.prepare_cached(thread_columns!("WHERE id = $1")).await?;
-                let row = c.query_opt(&get, &[&thread]).await?;
-                Ok(row.map(|r| decode_thread(&r, url)).transpose()?)
-            })
-            .await
+        let found = self
+            .decoded(thread_columns!("WHERE id = $1"), &[&thread], decode_thread)
+            .await?;
+        Ok(found.into_iter().next())
     }
 
     async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let all = c
-                    .prepare_cached(thread_columns!("ORDER BY created_ms, ord"))
-                    .await?;
-                let rows = c.query(&all, &[]).await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| decode_thread(r, url))
-                    .collect::<Result<_, _>>()?)
-            })
-            .await
+        self.decoded(
+            thread_columns!("ORDER BY created_ms, ord"),
+            &[],
+            decode_thread,
+        )
+        .await
     }
 
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
@@ -277,30 +281,19 @@ impl Catalog for PostgresStore {
     }
 
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let get = c.prepare_cached(run_columns!("WHERE id = $1")).await?;
-                let row = c.query_opt(&get, &[&run]).await?;
-                Ok(row.map(|r| decode_run(&r, url)).transpose()?)
-            })
-            .await
+        let found = self
+            .decoded(run_columns!("WHERE id = $1"), &[&run], decode_run)
+            .await?;
+        Ok(found.into_iter().next())
     }
 
     async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let all = c
-                    .prepare_cached(run_columns!("WHERE thread = $1 ORDER BY created_ms, ord"))
-                    .await?;
-                let rows = c.query(&all, &[&thread]).await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| decode_run(r, url))
-                    .collect::<Result<_, _>>()?)
-            })
-            .await
+        self.decoded(
+            run_columns!("WHERE thread = $1 ORDER BY created_ms, ord"),
+            &[&thread],
+            decode_run,
+        )
+        .await
     }
 
     async fn delete_run(&self, run: &str) -> Result<(), StoreError> {
@@ -320,21 +313,12 @@ impl Catalog for PostgresStore {
     }
 
     async fn runs_in_flight(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let all = c
-                    .prepare_cached(run_columns!(
-                        "WHERE status IN ('pending', 'running') ORDER BY created_ms, ord"
-                    ))
-                    .await?;
-                let rows = c.query(&all, &[]).await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| decode_run(r, url))
-                    .collect::<Result<_, _>>()?)
-            })
-            .await
+        self.decoded(
+            run_columns!("WHERE status IN ('pending', 'running') ORDER BY created_ms, ord"),
+            &[],
+            decode_run,
+        )
+        .await
     }
 }
 
