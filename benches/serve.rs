@@ -15,7 +15,7 @@
 //! 5. 1,000 clients following one run's stream at once (`values` of a 251-step run of
 //!    `tests/fixtures/run/count.toml`, the whole state in each event): time until every
 //!    client has every event.
-//! 6. Runs per second with 1, 2 and 4 servers sharing one Postgres database (a
+//! 6. Runs per second with 1, 2, 3 and 4 servers sharing one Postgres database (a
 //!    throwaway cluster, fsync and synchronous_commit on, Unix socket), 16 clients
 //!    spread over them, each running the 3-node graph again and again on a thread of
 //!    its own (`cargo bench --bench serve -- workers` runs this one alone).
@@ -97,7 +97,7 @@ fn main() {
 /// 6: runs per second with 1, 2 and 4 servers on one Postgres database.
 async fn workers_on_postgres() {
     let admin = serve::postgres_cluster();
-    for n in [1, 2, 4] {
+    for n in [1, 2, 3, 4] {
         let db = serve::postgres_database(&admin, &format!("workers{n}"));
         let mut servers = Vec::new();
         for _ in 0..n {

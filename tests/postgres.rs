@@ -124,7 +124,7 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
         .collect();
     for o in opened {
         let store = o.join().unwrap().unwrap();
-        assert_eq!(store.layout_version().await.unwrap(), 2);
+        assert_eq!(store.layout_version().await.unwrap(), 3);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -182,7 +182,7 @@ fn a_schema_that_is_not_a_store_or_of_a_newer_layout_is_refused_and_left_alone()
     assert_eq!(
         err.to_string(),
         format!(
-            "checkpoint store {url} has layout version 9, and this Switchyard reads version 2; use another database"
+            "checkpoint store {url} has layout version 9, and this Switchyard reads version 3; use another database"
         )
     );
     let v: i32 = connect(&url)
@@ -210,8 +210,15 @@ fn an_unreachable_database_is_an_error_naming_it_without_its_password() {
     );
 }
 
+fn claim_rows(url: &str) -> i64 {
+    connect(url)
+        .query_one("SELECT count(*) FROM switchyard.claims", &[])
+        .unwrap()
+        .get(0)
+}
+
 #[tokio::test]
-async fn a_claim_holds_across_connections_and_goes_with_its_holder() {
+async fn a_claim_holds_across_stores_and_goes_with_its_holder() {
     let url = database();
     let a = PostgresStore::open(&url).unwrap();
     let b = PostgresStore::open(&url).unwrap();
@@ -226,59 +233,212 @@ async fn a_claim_holds_across_connections_and_goes_with_its_holder() {
     b.claim("u").await.unwrap().release().await;
     held.release().await;
     let again = b.claim("t").await.unwrap();
-    // The holder's connection going (a process killed) releases its claims.
-    drop(a);
-    let c = PostgresStore::open(&url).unwrap();
-    assert!(c.claim("t").await.is_err());
-    drop(b);
+    assert_eq!(claim_rows(&url), 1);
+    // Dropped unreleased (a run's task cancelled): released soon all the same.
     drop(again);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while c.claim("t").await.is_err() {
+    while a.claim("t").await.map(drop).is_err() {
         assert!(
             std::time::Instant::now() < deadline,
             "the claim was never released"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    // Nothing is left of released claims.
-    drop(c);
-    let rows: i64 = connect(&url)
-        .query_one("SELECT count(*) FROM switchyard.claims", &[])
-        .unwrap()
-        .get(0);
-    assert!(rows <= 1, "{rows} claims left");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while claim_rows(&url) != 0 {
+        assert!(std::time::Instant::now() < deadline, "claims left");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
-/// A run whose lease ran out is taken over only when nobody holds its thread's claim:
-/// the claim query works the advisory lock's key out of the thread's name, and finds
-/// exactly the lock a claim takes (and none once it is released).
+/// A process that dies holding a claim leaves its row: a process of the same machine
+/// sees the holder is gone and takes the thread at once; one of another machine waits
+/// for the lease to run out.
 #[tokio::test]
-async fn the_run_queue_finds_a_threads_claim_by_its_name() {
+async fn a_dead_holders_claim_is_taken_at_once_on_its_machine_and_after_its_lease_elsewhere() {
+    let url = database();
+    let a = PostgresStore::open(&url).unwrap();
+    let b = PostgresStore::open(&url).unwrap();
+    // This machine as a claim names it.
+    let held = a.claim("probe").await.unwrap();
+    let here: String = connect(&url)
+        .query_one("SELECT holder FROM switchyard.claims", &[])
+        .unwrap()
+        .get(0);
+    held.release().await;
+    let left = |thread: &str, holder: &str, pid: i64| {
+        connect(&url)
+            .query(
+                "INSERT INTO switchyard.claims (thread, holder, pid, since_ms, token, until_ms)
+                 VALUES ($1, $2, $3, 0, nextval('switchyard.claim_tokens'), 9000000000000)",
+                &[&thread, &holder, &pid],
+            )
+            .unwrap();
+    };
+    // Left by a process of this machine that has exited.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = i64::from(child.id());
+    child.wait().unwrap();
+    left("t", &here, dead);
+    b.claim("t").await.unwrap().release().await;
+    // Left by another machine's process: refused while its lease runs, taken after.
+    left("u", "elsewhere", 77);
+    assert_eq!(
+        b.claim("u").await.unwrap_err().to_string(),
+        "thread `u` is being run by process 77; wait for it to pause or finish, or stop it (Ctrl-C) first"
+    );
+    connect(&url)
+        .batch_execute("UPDATE switchyard.claims SET until_ms = 0 WHERE thread = 'u'")
+        .unwrap();
+    b.claim("u").await.unwrap().release().await;
+}
+
+/// A holder stopped past its lease (SIGSTOP, a paused VM) keeps its thread while its
+/// presence lasts; once that is gone too (a Postgres restart meanwhile) its thread is
+/// taken over, and it wakes to find it may neither call a tool (`fence`) nor write a
+/// checkpoint, and its release leaves the new holder's claim alone.
+#[tokio::test]
+async fn a_claim_that_lapsed_and_was_taken_over_fences_its_old_holder_out() {
+    use switchyard::store::Claim;
+    let url = database();
+    // Leases long enough that no renewal comes during the test.
+    let long = std::time::Duration::from_secs(60);
+    let a = PostgresStore::open(&url).unwrap().with_claim_lease(long);
+    let b = PostgresStore::open(&url).unwrap();
+    let held: Claim = a.claim("t").await.unwrap();
+    a.append(crate::store::record("t", 0, "n", serde_json::json!(0)))
+        .await
+        .unwrap();
+    a.fence("t").await.unwrap();
+    // A holder that stopped renewing (stopped, not dead) keeps its thread while its
+    // presence lasts: never doubled.
+    connect(&url)
+        .batch_execute("UPDATE switchyard.claims SET until_ms = 0")
+        .unwrap();
+    assert!(matches!(
+        b.claim("t").await,
+        Err(StoreError::Claimed { .. })
+    ));
+    // Its presence gone too (a Postgres restart while it was stopped): taken over.
+    connect(&url)
+        .batch_execute("UPDATE switchyard.claims SET presence = 0")
+        .unwrap();
+    let taken = b.claim("t").await.unwrap();
+    let lost = "thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint";
+    assert_eq!(a.fence("t").await.unwrap_err().to_string(), lost);
+    assert!(matches!(
+        a.append(crate::store::record("t", 1, "n", serde_json::json!(1)))
+            .await,
+        Err(StoreError::ClaimLost { .. })
+    ));
+    assert_eq!(b.load("t").await.unwrap().len(), 1);
+    // Fenced at commit too, before it knew: a store that had not asked.
+    let c = PostgresStore::open(&url).unwrap().with_claim_lease(long);
+    let c_held = c.claim("v").await.unwrap();
+    connect(&url)
+        .batch_execute("UPDATE switchyard.claims SET until_ms = 0, presence = 0 WHERE thread = 'v'")
+        .unwrap();
+    let v_taken = b.claim("v").await.unwrap();
+    assert_eq!(
+        c.append(crate::store::record("v", 0, "n", serde_json::json!(0)))
+            .await
+            .unwrap_err()
+            .to_string(),
+        lost.replace("`t`", "`v`")
+    );
+    assert!(b.load("v").await.unwrap().is_empty());
+    // The old holders' releases leave the new claims in place.
+    held.release().await;
+    c_held.release().await;
+    assert_eq!(claim_rows(&url), 2);
+    b.append(crate::store::record("t", 1, "n", serde_json::json!(1)))
+        .await
+        .unwrap();
+    taken.release().await;
+    v_taken.release().await;
+    assert_eq!(claim_rows(&url), 0);
+}
+
+/// A claim is renewed while held, so a holder that is alive keeps its thread however
+/// long its run; and a claim survives a Postgres restart, its holder going on.
+#[tokio::test]
+async fn a_claim_is_renewed_while_held_and_survives_a_postgres_restart() {
+    let url = {
+        let admin = own_cluster();
+        let create = "CREATE DATABASE renewed".to_string();
+        let admin2 = admin.clone();
+        std::thread::spawn(move || {
+            postgres::Client::connect(&admin2, postgres::NoTls)
+                .unwrap()
+                .batch_execute(&create)
+                .unwrap();
+        })
+        .join()
+        .unwrap();
+        admin.replacen("/postgres?", "/renewed?", 1)
+    };
+    let lease = std::time::Duration::from_millis(400);
+    let a = PostgresStore::open(&url).unwrap().with_claim_lease(lease);
+    let b = PostgresStore::open(&url).unwrap();
+    let held = a.claim("t").await.unwrap();
+    a.append(crate::store::record("t", 0, "n", serde_json::json!(0)))
+        .await
+        .unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(matches!(
+        b.claim("t").await,
+        Err(StoreError::Claimed { .. })
+    ));
+    restart(&url);
+    a.fence("t").await.unwrap();
+    a.append(crate::store::record("t", 1, "n", serde_json::json!(1)))
+        .await
+        .unwrap();
+    tokio::time::sleep(lease * 3).await;
+    assert!(matches!(
+        b.claim("t").await,
+        Err(StoreError::Claimed { .. })
+    ));
+    held.release().await;
+    assert_eq!(b.load("t").await.unwrap().len(), 2);
+}
+
+/// A run whose lease ran out is taken over only when nobody holds its thread's claim.
+#[tokio::test]
+async fn a_run_is_taken_over_only_once_its_threads_claim_is_free() {
+    use switchyard::store::{RunQueue, RunRecord, RunStatus};
     let url = database();
     let store = PostgresStore::open(&url).unwrap();
-    let held = |thread: &str| -> i64 {
-        connect(&url)
-            .query_one(
-                "SELECT count(*) FROM pg_locks l,
-                   (SELECT ('x' || left(encode(sha256(convert_to($1, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS key) k
-                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                   AND l.classid = ((k.key >> 32) & 4294967295)::oid
-                   AND l.objid = (k.key & 4294967295)::oid",
-                &[&thread],
-            )
-            .unwrap()
-            .get(0)
+    let run = RunRecord {
+        id: "r".into(),
+        thread: "t".into(),
+        assistant: "g".into(),
+        status: RunStatus::Running,
+        created_ms: 1,
+        updated_ms: 1,
+        metadata: serde_json::json!({}),
+        kwargs: serde_json::json!({}),
+        multitask_strategy: "reject".into(),
+        error: None,
+        first_seq: None,
     };
-    for thread in ["t", "thread with ünïcode", "019a-7f3c"] {
-        let claim = store.claim(thread).await.unwrap();
-        assert_eq!(held(thread), 1, "{thread}");
-        drop(claim);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while held(thread) != 0 {
-            assert!(std::time::Instant::now() < deadline, "{thread} still held");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
+    store.put_run(&run).await.unwrap();
+    let graphs = ["g".to_string()];
+    let claim = store.claim("t").await.unwrap();
+    assert!(
+        store
+            .claim_run("w", &graphs, 10, 20)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    claim.release().await;
+    let (taken, over) = store
+        .claim_run("w", &graphs, 10, 20)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((taken.id.as_str(), over), ("r", true));
 }
 
 #[tokio::test]
@@ -314,6 +474,7 @@ async fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
 
 #[tokio::test]
 async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_before() {
+    // Layout 1 (and 2) as it was: no `parent`, claims without leases.
     let url = database();
     let records: Vec<_> = (0..3)
         .map(|seq| crate::store::record("t", seq, "n", serde_json::json!(seq)))
@@ -322,14 +483,20 @@ async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_
         let store = PostgresStore::open(&url).unwrap();
         store.append_all(records.clone()).await.unwrap();
     }
-    // Layout 1 as it was: no `parent`.
     connect(&url)
         .batch_execute(
-            "ALTER TABLE switchyard.checkpoints DROP COLUMN parent; UPDATE switchyard.layout SET version = 1",
+            "ALTER TABLE switchyard.checkpoints DROP COLUMN parent;
+             ALTER TABLE switchyard.claims DROP COLUMN token, DROP COLUMN until_ms, DROP COLUMN presence;
+             DROP SEQUENCE switchyard.claim_tokens;
+             DROP INDEX switchyard.runs_in_flight, switchyard.runs_pending_by_thread;
+             INSERT INTO switchyard.claims (thread, holder, pid, since_ms) VALUES ('t', 'old', 1, 0);
+             UPDATE switchyard.layout SET version = 1",
         )
         .unwrap();
     let store = PostgresStore::open(&url).unwrap();
-    assert_eq!(store.layout_version().await.unwrap(), 2);
+    assert_eq!(store.layout_version().await.unwrap(), 3);
+    // A claim of layout 1 or 2 (an advisory lock's note) has lapsed.
+    store.claim("t").await.unwrap().release().await;
     assert_eq!(store.load("t").await.unwrap(), records);
 }
 

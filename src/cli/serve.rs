@@ -110,7 +110,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             "the server keeps threads and runs, and --store none keeps nothing; use --store memory or sqlite:PATH (stateless runs keep no checkpoints anyway)"
         );
     }
-    let store = store_arg.open()?;
+    let store = store_arg.open_serving(args.run_lease)?;
     let llm = if args.replay.is_empty() {
         LlmSource::live(args.record.clone())?
     } else {

@@ -57,6 +57,20 @@ impl StoreArg {
         })
     }
 
+    /// The store a server holds: a Postgres store's claims last the server's run lease,
+    /// so that a run and its thread are taken over together.
+    pub(crate) fn open_serving(
+        &self,
+        lease: std::time::Duration,
+    ) -> anyhow::Result<Arc<dyn Store>> {
+        match self {
+            StoreArg::Postgres(url) => {
+                Ok(Arc::new(PostgresStore::open(url)?.with_claim_lease(lease)))
+            }
+            _ => self.open(),
+        }
+    }
+
     /// The store, to read only: a store on a read-only file or mount opens read-only.
     pub(crate) fn open_to_read(&self) -> anyhow::Result<Arc<dyn Store>> {
         match self {

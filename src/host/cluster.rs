@@ -81,12 +81,7 @@ impl Cluster {
         loop {
             attempts += 1;
             let mut checked = None;
-            let in_flight: Vec<RunRecord> = store
-                .runs(&thread_id)
-                .await?
-                .into_iter()
-                .filter(|r| r.status.in_flight())
-                .collect();
+            let in_flight: Vec<RunRecord> = store.runs_in_flight_of(&thread_id).await?;
             if in_flight.is_empty() && request.command.as_ref().is_none_or(|c| c.update.is_none()) {
                 let latest = store.latest(&thread_id).await?;
                 let seen = latest.as_ref().map(|l| l.seq);
@@ -112,11 +107,7 @@ impl Cluster {
                     // Read while another process's run went through (its runs and its
                     // latest checkpoint apart, the thread mid-run): looked at again.
                     let moved = store.latest(&thread_id).await?.map(|l| l.seq) != seen
-                        || store
-                            .runs(&thread_id)
-                            .await?
-                            .iter()
-                            .any(|r| r.status.in_flight());
+                        || !store.runs_in_flight_of(&thread_id).await?.is_empty();
                     if moved && attempts < 5 {
                         continue;
                     }
@@ -189,12 +180,9 @@ impl Cluster {
         let mut runs: Vec<RunRecord> = host
             .inner
             .store
-            .runs(thread)
+            .runs_in_flight_of(thread)
             .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.status.in_flight())
-            .collect();
+            .unwrap_or_default();
         runs.sort_by_key(|r| r.status != RunStatus::Running);
         runs.into_iter().map(|r| r.id).collect()
     }
@@ -253,12 +241,19 @@ impl Cluster {
 
     /// Writes the events logged since the last call, in one statement: a burst of
     /// events (a node's end, the state, the next node's start) costs one round trip.
+    /// Returns once every event logged before the call is in the store (or kept for
+    /// the next write, when the store failed).
     pub(super) async fn save_events(&self, host: &Host, run: &RunHandle) {
-        let batch = std::mem::take(&mut *lock(&run.unsaved));
+        // One writer at a time, each taking what the one before left: in order.
+        let _saving = run.saving.lock().await;
+        let (first, batch) = {
+            let mut unsaved = lock(&run.unsaved);
+            let batch = std::mem::take(&mut *unsaved);
+            (run.log.len() - batch.len() as u64, batch)
+        };
         if batch.is_empty() {
             return;
         }
-        let first = run.log.len() - batch.len() as u64;
         if host
             .inner
             .store
@@ -272,6 +267,29 @@ impl Cluster {
             *unsaved = batch;
             unsaved.extend(later);
         }
+    }
+
+    /// [`Cluster::save_events`] on a task of its own, so that the run goes on while its
+    /// events are written: one writer per run at a time, which writes, when it is done,
+    /// whatever was logged meanwhile in one more statement. (Awaited in the run's
+    /// loop, each write held the run up for a round trip, and a run's few events a
+    /// node cost a statement each.)
+    pub(super) fn save_events_soon(&self, host: &Host, run: &Arc<RunHandle>) {
+        if run.writer.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (host, run) = (host.clone(), run.clone());
+        tokio::spawn(async move {
+            while let Some(c) = host.cluster() {
+                c.save_events(&host, &run).await;
+                run.writer.store(false, Ordering::SeqCst);
+                // Logged after the write took its batch and before the flag fell: this
+                // task goes on with it, unless another has started.
+                if lock(&run.unsaved).is_empty() || run.writer.swap(true, Ordering::SeqCst) {
+                    break;
+                }
+            }
+        });
     }
 
     /// Whether the run is still this process's to record (its lease renewed now), as

@@ -324,7 +324,7 @@ impl Host {
                             limit_ended |= self.record_event(run, e);
                         }
                         if let Some(c) = self.cluster() {
-                            c.save_events(self, run).await;
+                            c.save_events_soon(self, run);
                         }
                     }
                     out = &mut work => break out,
@@ -340,8 +340,13 @@ impl Host {
         if let Some(c) = self.cluster() {
             c.save_events(self, run).await;
         }
-        if let (Some(c), Err(RunError::Store(crate::store::StoreError::Claimed { .. }))) =
-            (self.cluster(), &outcome)
+        if let (
+            Some(c),
+            Err(RunError::Store(
+                crate::store::StoreError::Claimed { .. }
+                | crate::store::StoreError::ClaimLost { .. },
+            )),
+        ) = (self.cluster(), &outcome)
         {
             c.lost_thread(run);
         }

@@ -34,9 +34,11 @@ impl From<RunError> for HostError {
     fn from(e: RunError) -> Self {
         let message = e.to_string();
         match e {
-            RunError::Store(StoreError::Claimed { .. } | StoreError::Conflict { .. }) => {
-                HostError::Conflict(message)
-            }
+            RunError::Store(
+                StoreError::Claimed { .. }
+                | StoreError::ClaimLost { .. }
+                | StoreError::Conflict { .. },
+            ) => HostError::Conflict(message),
             RunError::Store(s) => HostError::Store(s),
             RunError::UnknownThread(_) | RunError::NoSuchCheckpoint { .. } => {
                 HostError::NotFound(message)

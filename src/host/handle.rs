@@ -41,6 +41,10 @@ pub(crate) struct RunHandle {
     pub(super) mirroring: tokio::sync::Mutex<()>,
     /// Events logged here and not yet in the store (a shared run's), written together.
     pub(super) unsaved: Mutex<Vec<String>>,
+    /// Held while events are written, so that they go in in order.
+    pub(super) saving: tokio::sync::Mutex<()>,
+    /// A task is writing the events (see `Cluster::save_events_soon`).
+    pub(super) writer: AtomicBool,
     /// What the run will do, decided when it was created on an idle thread (and its
     /// input or answer checked then), for the drive to take rather than decide again.
     pub(super) course: Mutex<Option<Course>>,
@@ -74,6 +78,8 @@ impl RunHandle {
             lost: AtomicBool::new(false),
             mirroring: tokio::sync::Mutex::new(()),
             unsaved: Mutex::new(Vec::new()),
+            saving: tokio::sync::Mutex::new(()),
+            writer: AtomicBool::new(false),
             course: Mutex::new(None),
         })
     }

@@ -268,6 +268,13 @@ pub enum StoreError {
         "thread `{thread}` is being run by process {pid}; wait for it to pause or finish, or stop it (Ctrl-C) first"
     )]
     Claimed { thread: String, pid: u32 },
+    /// This process's claim of a thread lapsed (it was stopped, or cut off from the
+    /// database, for longer than the claim's lease) and another process took the
+    /// thread over: this one must make no further tool call and write nothing.
+    #[error(
+        "thread `{thread}` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint"
+    )]
+    ClaimLost { thread: String },
     #[error("checkpoint store: cannot lock `{path}` to claim a thread")]
     Lock {
         path: std::path::PathBuf,
@@ -396,6 +403,16 @@ pub trait Checkpoints: Send + Sync {
         let _ = thread;
         Ok(Claim::none())
     }
+    /// Checks, before a call with effects outside the thread (a tool's), that this
+    /// process still holds `thread`'s claim, and extends it for the call: a claim that
+    /// lapses (a lease a stopped process did not renew) is
+    /// [`StoreError::ClaimLost`] once another process took it, and the call is not
+    /// made. A store whose claims cannot lapse while their holder lives has nothing to
+    /// check; nor has a thread this process did not claim.
+    async fn fence(&self, thread: &str) -> Result<(), StoreError> {
+        let _ = thread;
+        Ok(())
+    }
     /// Removes the records of `thread` from `seq` on (a rolled-back run's), keeping
     /// those before it, and a snapshot of a removed record.
     async fn truncate(&self, thread: &str, seq: u64) -> Result<(), StoreError>;
@@ -452,6 +469,13 @@ pub trait Catalog: Send + Sync {
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The runs of a thread, oldest first.
     async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;
+    /// The runs of a thread that are pending or running, oldest first: what a new
+    /// run's multitask strategy looks at (a thread's history of runs may be long).
+    async fn runs_in_flight_of(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let mut runs = self.runs(thread).await?;
+        runs.retain(|r| r.status.in_flight());
+        Ok(runs)
+    }
     async fn delete_run(&self, run: &str) -> Result<(), StoreError>;
     /// Runs that were pending or running, oldest first: after a restart, the work a
     /// previous process left unfinished.

@@ -179,10 +179,6 @@ impl WholeTo {
     pub(super) fn forget(&mut self, thread: &str) {
         self.0.remove(thread);
     }
-
-    pub(super) fn clear(&mut self) {
-        self.0.clear();
-    }
 }
 
 /// One write as stored: a value, or the record that holds it.
@@ -358,10 +354,6 @@ impl Written {
     /// a rollback, and a reference must name a record that holds its value.
     pub(super) fn forget(&mut self, thread: &str) {
         self.0.remove(thread);
-    }
-
-    pub(super) fn clear(&mut self) {
-        self.0.clear();
     }
 }
 

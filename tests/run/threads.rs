@@ -552,6 +552,54 @@ impl Checkpoints for Counting {
     }
 }
 
+/// A store whose claim of the thread lapses (another process took it over) once the
+/// first tool call was made: it lets one fence through and refuses the next.
+#[derive(Default)]
+struct Lapsing {
+    fences: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Checkpoints for Lapsing {
+    async fn append(&self, _: Checkpoint) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn load(&self, _: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn truncate(&self, _: &str, _: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn prune(&self, _: Checkpoint) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn fence(&self, thread: &str) -> Result<(), StoreError> {
+        match self
+            .fences
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        {
+            0 => Ok(()),
+            _ => Err(StoreError::ClaimLost {
+                thread: thread.to_string(),
+            }),
+        }
+    }
+}
+
+/// Before each tool call the runner asks the store whether the thread is still this
+/// process's: once its claim lapsed, the run stops before the call, saying why.
+#[tokio::test]
+async fn a_run_whose_claim_lapsed_makes_no_further_tool_call() {
+    let tools = Arc::new(ScriptedTools::new().tool("mark", |_| ok(json!("marked"))));
+    let r = Runner::new(graph("two_calls"), Arc::new(Lapsing::default())).with_tools(tools.clone());
+    let err = r.start("t", json!({})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint"
+    );
+    assert_eq!(*tools.calls.lock().unwrap(), [r#"mark({"key":1})"#]);
+}
+
 #[tokio::test]
 async fn a_store_that_keeps_no_records_is_handed_none() {
     let store = Arc::new(Counting::default());

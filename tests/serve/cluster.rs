@@ -686,3 +686,219 @@ async fn the_same_answer_sent_to_three_servers_at_once_is_taken_once() {
         }
     }
 }
+
+/// A graph that calls a tool with a side effect at every step (`tests/servers/tally.mjs`
+/// appends `CALLER KEY` to `file`), for as long as it is let.
+fn tally(file: &std::path::Path) -> String {
+    format!(
+        r#"
+[graph]
+name = "tally"
+entry = "mark"
+root = "{root}"
+max_steps = 10000000
+
+[servers.tally]
+command = "node_modules/.bin/node"
+args = ["tests/servers/tally.mjs", "{file}"]
+
+[state.n]
+type = "int"
+
+[state.marked]
+type = "json"
+
+[nodes.mark]
+kind = "mcp_call"
+server = "tally"
+tool = "mark"
+args = {{ key = "n" }}
+output = "marked"
+next = "tick"
+
+[nodes.tick]
+kind = "set"
+set = {{ n = "n + 1" }}
+[nodes.tick.route]
+when = [{{ case = "never", if = "n < 0", to = "done" }}]
+default = "mark"
+
+[nodes.done]
+kind = "finalize"
+outcome = "done"
+"#,
+        root = crate::util::root().display(),
+        file = file.display()
+    )
+}
+
+/// The calls `tally.mjs` recorded: (caller pid, key).
+fn calls(file: &std::path::Path) -> Vec<(u32, u64)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (pid, key) = l.split_once(' ').unwrap();
+            (pid.parse().unwrap(), key.parse().unwrap())
+        })
+        .collect()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let done = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(done.success());
+}
+
+/// The worker driving a run stops (SIGSTOP) mid-run, round after round, with Postgres
+/// restarted while it is stopped in every other round. Stopped alone, it keeps its
+/// thread (its presence holds, however long it is stopped past its lease): nobody
+/// takes the run over and no tool is called meanwhile. Stopped through a restart, its
+/// presence goes: the other worker takes the run over after the lease, and when the
+/// stopped one wakes it calls no tool and writes nothing (its claim's token is not
+/// the thread's any more). Either way every step is recorded once, and each call is
+/// made once but for, at most, the one the stopped worker had in flight.
+#[tokio::test]
+async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() {
+    let rounds: usize = std::env::var("SWITCHYARD_FAULT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(4);
+    let cluster = crate::postgres::own_cluster();
+    let db = cluster.replacen("/postgres?", "/stopped?", 1);
+    let create = cluster.clone();
+    std::thread::spawn(move || {
+        crate::postgres::connect(&create)
+            .batch_execute("CREATE DATABASE stopped")
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("calls");
+    std::fs::write(dir.path().join("tally.toml"), tally(&file)).unwrap();
+    let mut w = Vec::new();
+    for _ in 0..2 {
+        w.push(
+            serve(&[dir.path().to_str().unwrap()])
+                .store(&db)
+                .arg("--run-lease")
+                .arg("1s")
+                .start()
+                .await,
+        );
+    }
+    let (mut doubled, mut taken_over) = (0, 0);
+    for round in 0..rounds {
+        let restart = round % 2 == 1;
+        let thread = format!("s{round}");
+        let h = w[0].http();
+        let run = h
+            .post(
+                &format!("/threads/{thread}/runs"),
+                json!({ "assistant_id": "tally", "input": {}, "if_not_exists": "create" }),
+            )
+            .await
+            .json();
+        let rid = run["run_id"].as_str().unwrap().to_string();
+        h.until(&format!("/threads/{thread}/state"), |s| {
+            s["values"]["n"].as_u64().unwrap_or(0) > 10
+        })
+        .await;
+        let worker = sql(
+            &db,
+            &format!("SELECT worker FROM switchyard.runs WHERE id = '{rid}'"),
+        );
+        let driver = w
+            .iter()
+            .position(|s| worker.contains(&format!(":{}:", s.pid())))
+            .unwrap_or_else(|| panic!("no server is {worker}"));
+        let (stopped, other) = (w[driver].pid(), w[1 - driver].http());
+        signal(stopped, "-STOP");
+        // A call it had sent lands meanwhile (its tool server is not stopped).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = calls(&file).iter().filter(|c| c.0 == stopped).count();
+        let at_stop = other.get(&format!("/threads/{thread}/state")).await.json()["values"]["n"]
+            .as_u64()
+            .unwrap();
+        if restart {
+            crate::postgres::restart(&cluster);
+            // Taken over once the lease ran out: the other worker goes on.
+            other
+                .until(&format!("/threads/{thread}/state"), |s| {
+                    s["values"]["n"].as_u64().unwrap_or(0) > at_stop + 20
+                })
+                .await;
+            taken_over += 1;
+        } else {
+            // Three leases: nobody takes the thread of a stopped (not dead) worker.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let n = other.get(&format!("/threads/{thread}/state")).await.json()["values"]["n"]
+                .as_u64()
+                .unwrap();
+            assert_eq!(
+                n, at_stop,
+                "round {round}: the stopped worker's run was taken over"
+            );
+        }
+        signal(stopped, "-CONT");
+        // Awake: it learns what happened at its next heartbeat or call.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let h = w[1 - driver].http();
+        h.until(&format!("/threads/{thread}/state"), |s| {
+            s["values"]["n"].as_u64().unwrap_or(0) > at_stop + 30
+        })
+        .await;
+        h.post(&format!("/threads/{thread}/runs/{rid}/cancel"), json!({}))
+            .await;
+        let ended = h
+            .until(&format!("/threads/{thread}/runs/{rid}"), |r| {
+                r["status"] != "running" && r["status"] != "pending"
+            })
+            .await;
+        assert_eq!(ended["status"], "interrupted", "round {round}: {ended}");
+        let all = calls(&file);
+        let after = all.iter().filter(|c| c.0 == stopped).count();
+        if restart {
+            assert_eq!(
+                after, before,
+                "round {round}: the stopped worker called a tool after its thread was taken over"
+            );
+        }
+        // Every step once; every call once but the one in flight at the stop.
+        let n = h.get(&format!("/threads/{thread}/state")).await.json()["values"]["n"]
+            .as_u64()
+            .unwrap();
+        let steps = sql(
+            &db,
+            &format!(
+                "SELECT (count(*) FILTER (WHERE node = 'mark'))::text FROM switchyard.checkpoints WHERE thread = '{thread}'"
+            ),
+        );
+        assert!(
+            steps == n.to_string() || steps == (n + 1).to_string(),
+            "round {round}: {steps} marks for n = {n}"
+        );
+        std::fs::write(&file, "").unwrap();
+        let mut keys: Vec<u64> = all.iter().map(|c| c.1).collect();
+        keys.sort_unstable();
+        let total = keys.len();
+        keys.dedup();
+        assert_eq!(
+            keys,
+            (0..keys.len() as u64).collect::<Vec<_>>(),
+            "round {round}: a call is missing"
+        );
+        assert!(
+            total - keys.len() <= 1,
+            "round {round}: {} calls made twice",
+            total - keys.len()
+        );
+        doubled += total - keys.len();
+    }
+    eprintln!(
+        "{rounds} rounds: {taken_over} taken over through a restart, {doubled} calls in flight at a stop made again"
+    );
+}

@@ -156,10 +156,7 @@ impl PostgresStore {
 #[async_trait]
 impl Catalog for PostgresStore {
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
-        // On the thread's connection: it forgets what it remembered of the thread.
-        let thread = thread.to_string();
-        self.call_for(&thread.clone(), move |s| s.delete_thread(&thread))
-            .await
+        self.delete_thread_rows(thread).await
     }
 
     async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError> {
@@ -246,7 +243,7 @@ impl Catalog for PostgresStore {
                 let put = c.prepare_cached(PUT_RUN).await?;
                 let notify = c.prepare_cached(NOTIFY).await?;
                 let tx = c.transaction().await?;
-                tx.execute(&lock, &[&(super::lock_key(&r.thread) as i32)])
+                tx.execute(&lock, &[&(thread_key(&r.thread))])
                     .await?;
                 let rows = tx.query(&busy, &[&r.thread]).await?;
                 let refusal = if !rows.is_empty() {
@@ -290,6 +287,17 @@ impl Catalog for PostgresStore {
     async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
         self.decoded(
             run_columns!("WHERE thread = $1 ORDER BY created_ms, ord"),
+            &[&thread],
+            decode_run,
+        )
+        .await
+    }
+
+    async fn runs_in_flight_of(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError> {
+        self.decoded(
+            run_columns!(
+                "WHERE thread = $1 AND status IN ('pending', 'running') ORDER BY created_ms, ord"
+            ),
             &[&thread],
             decode_run,
         )
@@ -362,4 +370,12 @@ impl LlmCache for PostgresStore {
             })
             .await
     }
+}
+
+/// A thread's key in the key space of `put_run_unless_busy`'s lock: the first 4 bytes of
+/// its name's SHA-256.
+fn thread_key(thread: &str) -> i32 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(thread.as_bytes());
+    i32::from_be_bytes(digest[..4].try_into().expect("4 bytes"))
 }

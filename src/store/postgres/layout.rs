@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 2;
+pub(super) const VERSION: i32 = 3;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -21,7 +21,15 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 ///
 /// Version 2: a checkpoint names its parent, so that a thread's history can branch;
 /// every record of version 1 follows the one before it (a pruned thread's base none).
-const MIGRATIONS: [&str; 2] = [
+///
+/// Version 3: a claim is a lease (`until_ms`, on the database's clock) with a fencing
+/// token from one sequence (a token is never given twice, whatever the thread), rather
+/// than an advisory lock of the holder's connection; claims left by version 2 are
+/// lapsed. A claim names its holder's presence (an advisory lock a connection of the
+/// holder's keeps while the process lives): a lapsed lease is taken over only once that
+/// is gone too. Runs in flight get an index of their own, in the order they are claimed
+/// (the table keeps every run ever made).
+const MIGRATIONS: [&str; 3] = [
     "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
@@ -100,7 +108,7 @@ CREATE TABLE switchyard.run_events (
     event       TEXT    NOT NULL,
     PRIMARY KEY (run, seq)
 );
--- Who holds a thread's claim (an advisory lock), to name it to a process refused.
+-- Who holds a thread's claim, to name it to a process refused.
 CREATE TABLE switchyard.claims (
     thread      TEXT    NOT NULL PRIMARY KEY,
     holder      TEXT    NOT NULL,
@@ -112,30 +120,69 @@ CREATE TABLE switchyard.claims (
 ALTER TABLE switchyard.checkpoints ADD COLUMN parent BIGINT;
 UPDATE switchyard.checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
 ",
+    "
+ALTER TABLE switchyard.claims ADD COLUMN token BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE switchyard.claims ADD COLUMN until_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE switchyard.claims ADD COLUMN presence BIGINT NOT NULL DEFAULT 0;
+CREATE SEQUENCE switchyard.claim_tokens;
+CREATE INDEX runs_in_flight ON switchyard.runs (ord) WHERE status IN ('pending', 'running');
+CREATE INDEX runs_pending_by_thread ON switchyard.runs (thread, ord) WHERE status = 'pending';
+",
 ];
 
 /// Makes the schema `switchyard` a store of this version: created when the database
 /// has none, migrated when it is older; a schema that is not a store, or a store of a
-/// newer version, is refused and left as it is.
-pub(super) fn prepare(client: &mut postgres::Client, url: &str) -> Result<(), StoreError> {
-    let pg = |e| pg_error(url, e);
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LAYOUT_LOCK])
-        .map_err(pg)?;
-    let done = bring_forward(client, url);
-    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&LAYOUT_LOCK]);
-    done?;
-    unlocked.map_err(pg)?;
-    Ok(())
+/// newer version, is refused and left as it is. On a thread of its own, with a runtime
+/// of its own: `open` is called from plain and from async code alike.
+pub(super) fn prepare(config: &tokio_postgres::Config, url: &str) -> Result<(), StoreError> {
+    let (config, url) = (config.clone(), url.to_string());
+    let failed = |message: String, url: &str| StoreError::Postgres {
+        url: url.to_string(),
+        message,
+    };
+    let shown = url.clone();
+    std::thread::Builder::new()
+        .name("switchyard-postgres-layout".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| failed(format!("cannot start a runtime: {e}"), &url))?;
+            runtime.block_on(async {
+                let (mut client, connection) = config
+                    .connect(tokio_postgres::NoTls)
+                    .await
+                    .map_err(|e| pg_error(&url, e))?;
+                let driver = tokio::spawn(connection);
+                let pg = |e| pg_error(&url, e);
+                client
+                    .execute("SELECT pg_advisory_lock($1)", &[&LAYOUT_LOCK])
+                    .await
+                    .map_err(pg)?;
+                let done = bring_forward(&mut client, &url).await;
+                let unlocked = client
+                    .execute("SELECT pg_advisory_unlock($1)", &[&LAYOUT_LOCK])
+                    .await;
+                drop(client);
+                let _ = driver.await;
+                done?;
+                unlocked.map_err(pg)?;
+                Ok(())
+            })
+        })
+        .map_err(|e| failed(format!("cannot start a thread: {e}"), &shown))?
+        .join()
+        .map_err(|_| failed("the layout's thread panicked".into(), &shown))?
 }
 
-fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreError> {
+async fn bring_forward(client: &mut tokio_postgres::Client, url: &str) -> Result<(), StoreError> {
     let pg = |e| pg_error(url, e);
     let tables: Vec<String> = client
         .query(
             "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'switchyard' ORDER BY 1",
             &[],
         )
+        .await
         .map_err(pg)?
         .iter()
         .map(|r| r.get(0))
@@ -150,6 +197,7 @@ fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreEr
     } else {
         let rows = client
             .query("SELECT version FROM switchyard.layout", &[])
+            .await
             .map_err(pg)?;
         match rows.as_slice() {
             [row] if row.try_get::<_, i32>(0).is_ok() => row.get::<_, i32>(0),
@@ -172,33 +220,37 @@ fn bring_forward(client: &mut postgres::Client, url: &str) -> Result<(), StoreEr
         });
     }
     // All in one transaction: a process killed part-way leaves the schema as it was.
-    let mut tx = client.transaction().map_err(pg)?;
+    let tx = client.transaction().await.map_err(pg)?;
     tx.batch_execute("CREATE SCHEMA IF NOT EXISTS switchyard")
+        .await
         .map_err(pg)?;
     for step in &MIGRATIONS[found as usize..] {
-        tx.batch_execute(step).map_err(pg)?;
+        tx.batch_execute(step).await.map_err(pg)?;
     }
     tx.execute("DELETE FROM switchyard.layout", &[])
+        .await
         .map_err(pg)?;
     tx.execute(
         "INSERT INTO switchyard.layout (version) VALUES ($1)",
         &[&VERSION],
     )
+    .await
     .map_err(pg)?;
-    tx.commit().map_err(pg)?;
+    tx.commit().await.map_err(pg)?;
     Ok(())
 }
 
 impl PostgresStore {
     /// The layout version of the store this connects to.
     pub async fn layout_version(&self) -> Result<i64, StoreError> {
-        self.call(|s| {
-            let row = s
-                .client()?
-                .query_one("SELECT version FROM switchyard.layout", &[])
-                .map_err(|e| s.pg(e))?;
-            Ok(i64::from(row.get::<_, i32>(0)))
-        })
-        .await
+        let url = &*self.url;
+        self.pool
+            .run(|c| async move {
+                let row = c
+                    .query_one("SELECT version FROM switchyard.layout", &[])
+                    .await?;
+                Ok(i64::from(super::col::<i32>(&row, 0, url)?))
+            })
+            .await
     }
 }

@@ -1,8 +1,7 @@
-//! The connections of the catalog, the run queue and the LLM cache: a pool of async
-//! connections (tokio-postgres, pooled by deadpool-postgres). Their calls need nothing a
-//! connection remembers, so any free connection serves them and they wait behind no
-//! thread's checkpoints; those stay on their connection's thread (`mod.rs`), with the
-//! advisory lock of the thread's claim.
+//! The store's connections: a pool of async connections (tokio-postgres, pooled by
+//! deadpool-postgres). No call needs a connection of its own (a claim is a row, not a
+//! lock a connection holds), so any free connection serves any call, and a commit's
+//! wait holds a connection, never a runtime thread.
 
 use super::{RECONNECT_PATIENCE, connection_lost, is_transient, pg_error};
 use crate::store::StoreError;
@@ -37,6 +36,7 @@ impl From<StoreError> for Failure {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct Pool {
     pool: deadpool_postgres::Pool,
     url: Arc<str>,
@@ -109,18 +109,21 @@ impl Pool {
     }
 
     /// What `call` gives on a pooled connection; a call whose connection was lost (a
-    /// restart, a cut) is made once more, on another.
+    /// restart, a cut) is made again on another. Every idle connection may have been
+    /// lost with it (a cut ends them all, and the pool learns so only by using them),
+    /// so it is tried on up to one more than the pool holds.
     pub(super) async fn run<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
     where
         F: Fn(Object) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
-        let mut again = true;
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             match call(self.get().await?).await {
                 Ok(t) => return Ok(t),
                 Err(Failure::Store(e)) => return Err(e),
-                Err(Failure::Pg(e)) if again && connection_lost(&e) => again = false,
+                Err(Failure::Pg(e)) if attempts <= self.size && connection_lost(&e) => {}
                 Err(Failure::Pg(e)) => return Err(pg_error(&self.url, e)),
             }
         }

@@ -14,21 +14,21 @@ use std::time::Duration;
 use tokio_postgres::AsyncMessage;
 
 /// The columns `decode_run` reads, as the claim returns them. A run whose lease ran out
-/// is taken over only when no process holds its thread's claim: the advisory lock whose
-/// key is the first 8 bytes of the thread's SHA-256, as `lock_key` makes it (worked
-/// out here for those runs only, rather than kept in a column of its own).
+/// is taken over only when no process holds its thread's claim: no claim row whose
+/// lease (on the database's clock) still runs or whose holder is present (see
+/// `claims.rs`).
 const CLAIM: &str = "WITH next AS (
     SELECT r.id, r.status AS was FROM switchyard.runs r
-    CROSS JOIN LATERAL (SELECT ('x' || left(encode(sha256(convert_to(r.thread, 'UTF8')), 'hex'), 16))::bit(64)::bigint AS key) k
-    WHERE r.assistant = ANY($4) AND ((r.status = 'pending'
+    WHERE r.status IN ('pending', 'running') AND r.assistant = ANY($4) AND ((r.status = 'pending'
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'running')
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'pending' AND o.ord < r.ord))
        OR (r.status = 'running' AND COALESCE(r.lease_ms, 0) < $2
-           AND NOT EXISTS (SELECT 1 FROM pg_locks l
-               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND l.classid = ((k.key >> 32) & 4294967295)::oid
-                 AND l.objid = (k.key & 4294967295)::oid)))
+           AND NOT EXISTS (SELECT 1 FROM switchyard.claims c WHERE c.thread = r.thread
+               AND (c.until_ms >= (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+                    OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                        AND l.classid = ((c.presence >> 32) & 4294967295)::oid
+                        AND l.objid = (c.presence & 4294967295)::oid)))))
     ORDER BY r.ord
     LIMIT 1
     FOR UPDATE OF r SKIP LOCKED
