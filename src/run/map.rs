@@ -48,6 +48,7 @@ impl Runner {
                     llm: cx.llm,
                     tools: cx.tools,
                     cache: cx.cache,
+                    claims: cx.claims,
                     events: &events,
                     llm_content: cx.llm_content,
                     // A mapped node cannot pause for a server's question (its items run

@@ -73,7 +73,6 @@ impl Runner {
             // Each node counts as a step, numbered in declaration order.
             let base = live.step;
             let start = self.events.is_on().then(Instant::now);
-            self.fence(live, active.iter().map(|&(_, id)| id)).await?;
             let works = {
                 let live: &Live = live;
                 let runs = active.iter().enumerate().map(|(k, &(_, id))| {

@@ -331,29 +331,11 @@ impl Runner {
     pub(super) async fn run_node(&self, live: &mut Live, id: NodeId) -> Result<Flow, RunError> {
         // Only an event reports how long the node took.
         let start = self.events.is_on().then(Instant::now);
-        self.fence(live, [id]).await?;
         let run = live.run_info(self.max_steps());
         let work = self.work(live, id, run, self.events.sender()).await;
         // The answer went to the node it was for, or is for none now.
         live.answer = None;
         self.finish_work(live, id, work, start).await
-    }
-
-    /// Before nodes that call tools (effects outside the thread), checks that this
-    /// process still holds the thread's claim, so that a process whose claim lapsed
-    /// while it was stopped makes no call another process may make too.
-    pub(super) async fn fence(
-        &self,
-        live: &Live,
-        ids: impl IntoIterator<Item = NodeId>,
-    ) -> Result<(), RunError> {
-        if ids
-            .into_iter()
-            .any(|id| matches!(self.graph.node(id).body, Body::Mcp(_)))
-        {
-            self.recorder.threads.store().fence(&live.thread).await?;
-        }
-        Ok(())
     }
 
     /// A node's own work, on the state as `live` holds it: its `only_if`, then its kind
@@ -389,6 +371,7 @@ impl Runner {
             llm: &*self.llm,
             tools: &*self.tools,
             cache: &*self.cache,
+            claims: &**self.recorder.threads.store(),
             events,
             llm_content: self.llm_content,
             answer,

@@ -587,7 +587,8 @@ impl Checkpoints for Lapsing {
 }
 
 /// Before each tool call the runner asks the store whether the thread is still this
-/// process's: once its claim lapsed, the run stops before the call, saying why.
+/// process's: once its claim lapsed, the call is not made and the node fails saying
+/// why (a real store then refuses the step's checkpoint too, ending the run).
 #[tokio::test]
 async fn a_run_whose_claim_lapsed_makes_no_further_tool_call() {
     let tools = Arc::new(ScriptedTools::new().tool("mark", |_| ok(json!("marked"))));
@@ -595,7 +596,7 @@ async fn a_run_whose_claim_lapsed_makes_no_further_tool_call() {
     let err = r.start("t", json!({})).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint"
+        "node `second` failed: `mark`: thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint"
     );
     assert_eq!(*tools.calls.lock().unwrap(), [r#"mark({"key":1})"#]);
 }

@@ -863,8 +863,13 @@ async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() 
         let after = all.iter().filter(|c| c.0 == stopped).count();
         if restart {
             assert_eq!(
-                after, before,
-                "round {round}: the stopped worker called a tool after its thread was taken over"
+                after,
+                before,
+                "round {round}: the stopped worker called a tool after its thread was taken over (n was {at_stop} at the stop; its calls: {:?})",
+                all.iter()
+                    .filter(|c| c.0 == stopped)
+                    .map(|c| c.1)
+                    .collect::<Vec<_>>()
             );
         }
         // Every step once; every call once but the one in flight at the stop.

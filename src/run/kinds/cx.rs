@@ -6,7 +6,7 @@ use crate::llm::LlmClient;
 use crate::run::event::Event;
 use crate::run::scope::{RunInfo, Scope, ScopeRef, to_json};
 use crate::run::state::State;
-use crate::store::LlmCache;
+use crate::store::{Checkpoints, LlmCache};
 use crate::tool::ToolClient;
 use minijinja::Value;
 use serde_json::Value as Json;
@@ -25,6 +25,9 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) tools: &'a dyn ToolClient,
     /// Where an llm node's `cache` keeps answers.
     pub(crate) cache: &'a dyn LlmCache,
+    /// The run's store, asked before each tool call whether the thread is still this
+    /// process's (see [`Checkpoints::fence`]).
+    pub(crate) claims: &'a dyn Checkpoints,
     pub(crate) events: &'a Option<UnboundedSender<Event>>,
     /// LLM events carry the messages and the reply.
     pub(crate) llm_content: bool,

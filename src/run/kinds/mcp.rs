@@ -143,6 +143,18 @@ pub(super) async fn call(
     let mut attempt = 0;
     loop {
         attempt += 1;
+        // Asked right before each call (each item of a mapped node, each of a list of
+        // calls, each retry): the nearer the question to the call, the smaller the
+        // moment in which a process stopped past its lease could still make the call
+        // once it wakes. Refused, the node fails, and its step's checkpoint is refused
+        // too (the claim's token is not the thread's any more): the run ends there.
+        if let Err(e) = cx.claims.fence(&cx.run.thread).await {
+            return Ok(Err(ToolError {
+                message: e.to_string(),
+                transient: false,
+                asked: None,
+            }));
+        }
         let start = Instant::now();
         let reply = cx.tools.call(&request).await;
         let duration_ms = start.elapsed().as_millis() as u64;

@@ -257,23 +257,33 @@ impl PostgresStore {
             return Err(lost());
         }
         let lease_ms = self.claim_lease.as_millis() as i64;
-        let renewed = self
-            .leases
-            .run(|c| {
-                let token = lease.token;
-                async move {
-                    let renew = c.prepare_cached(RENEW).await?;
-                    Ok(c.query_opt(&renew, &[&thread, &token, &lease_ms])
-                        .await?
-                        .is_some())
-                }
-            })
-            .await?;
-        if !renewed {
-            lease.mark_lost();
-            return Err(lost());
+        loop {
+            let asked = std::time::Instant::now();
+            let renewed = self
+                .leases
+                .run(|c| {
+                    let token = lease.token;
+                    async move {
+                        let renew = c.prepare_cached(RENEW).await?;
+                        Ok(c.query_opt(&renew, &[&thread, &token, &lease_ms])
+                            .await?
+                            .is_some())
+                    }
+                })
+                .await?;
+            if !renewed {
+                lease.mark_lost();
+                return Err(lost());
+            }
+            // The lease runs a whole lease from when the database renewed it, which
+            // was after `asked`. An answer that took half of that to arrive (this
+            // process was stopped while it waited, through a restart that let another
+            // take the thread) may be stale: asked again, so a process that wakes
+            // never calls on an answer from before it stopped.
+            if asked.elapsed() < self.claim_lease / 2 {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 }
 
