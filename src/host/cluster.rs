@@ -141,15 +141,38 @@ impl Cluster {
             let reject = request.multitask_strategy == Multitask::Reject;
             let run = RunHandle::new(record.clone(), request.clone());
             lock(&host.inner.runs).insert(run.id.clone(), run.clone());
+            // With a slot free here, the run is claimed as it is written when its
+            // thread is idle, and driven here: no other process has to hear of it,
+            // claim it, and have this one follow it through the store.
+            let slot = if store.shares_runs() {
+                host.inner.slots.clone().try_acquire_owned().ok()
+            } else {
+                None
+            };
             // With `reject`, the check above may be stale (another process may have taken
             // a run for the thread since): the store checks again as it writes.
-            let put = if reject {
-                store.put_run_unless_busy(&record, checked).await
-            } else {
-                store.put_run(&record).await.map(Ok)
+            let put = match &slot {
+                Some(_) => {
+                    let lease_until = now_ms() + self.lease.as_millis() as u64;
+                    store
+                        .put_run_here(&record, checked, reject, &self.worker, lease_until)
+                        .await
+                }
+                None if reject => store
+                    .put_run_unless_busy(&record, checked)
+                    .await
+                    .map(|r| r.map(|()| false)),
+                None => store.put_run(&record).await.map(|()| Ok(false)),
             };
             match put {
-                Ok(Ok(())) => {}
+                Ok(Ok(true)) => {
+                    let mut record = record;
+                    record.status = RunStatus::Running;
+                    let slot = slot.expect("claimed here with a slot");
+                    self.dispatch(host, record, false, slot).await;
+                    return Ok(run);
+                }
+                Ok(Ok(false)) => {}
                 Ok(Err(Refusal::Busy(busy))) => {
                     lock(&host.inner.runs).remove(&run.id);
                     return Err(refused_busy(&thread_id, busy.iter().map(String::as_str)));

@@ -41,12 +41,14 @@ const PUT_RUN: &str = "INSERT INTO switchyard.runs (id, thread, assistant, statu
 const NOTIFY: &str = "SELECT pg_notify('switchyard_runs', $1)";
 
 /// Writes a run on `c` (a connection or a transaction) with the statements of
-/// [`PUT_RUN`] and [`NOTIFY`] prepared on its connection.
+/// [`PUT_RUN`] and [`NOTIFY`] prepared on its connection; a pending run wakes the
+/// processes waiting for runs unless `quiet` (it is claimed in the same transaction).
 async fn put_run_on(
     c: &impl GenericClient,
     put: &tokio_postgres::Statement,
     notify: &tokio_postgres::Statement,
     r: &RunRecord,
+    quiet: bool,
 ) -> Result<(), Failure> {
     let (metadata, kwargs) = (r.metadata.to_string(), r.kwargs.to_string());
     c.execute(
@@ -66,7 +68,7 @@ async fn put_run_on(
         ],
     )
     .await?;
-    if r.status == RunStatus::Pending {
+    if r.status == RunStatus::Pending && !quiet {
         // After the row is in, so that those woken find it.
         c.execute(notify, &[&r.id]).await?;
     }
@@ -153,6 +155,87 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Writes a new run as its thread allows, in one transaction under a lock of the
+    /// thread's (in a key space of its own, apart from the claims'), so that two
+    /// processes writing runs for one thread at once cannot both find it idle. A
+    /// thread with runs in flight refuses it (`reject`: [`Refusal::Busy`]) or queues it
+    /// (pending); an idle thread that moved past the checkpoint the run was `checked`
+    /// against refuses it ([`Refusal::Moved`]); else it is queued, or, with `here`
+    /// (a worker and its lease), written as running, claimed by that worker: whether it
+    /// was.
+    pub(super) async fn place(
+        &self,
+        r: &RunRecord,
+        checked: Option<Checked>,
+        reject: bool,
+        here: Option<(&str, u64)>,
+    ) -> Result<Result<bool, Refusal>, StoreError> {
+        let url = &*self.url;
+        self.pool
+            .run(|mut c| async move {
+                let lock = c
+                    .prepare_cached("SELECT pg_advisory_xact_lock(1398362692, $1)")
+                    .await?;
+                let busy = c
+                    .prepare_cached(
+                        "SELECT id, status, worker FROM switchyard.runs WHERE thread = $1 AND status IN ('pending', 'running') ORDER BY created_ms, id",
+                    )
+                    .await?;
+                let head = c
+                    .prepare_cached("SELECT max(seq) FROM switchyard.checkpoints WHERE thread = $1")
+                    .await?;
+                let put = c.prepare_cached(PUT_RUN).await?;
+                let notify = c.prepare_cached(NOTIFY).await?;
+                let claim = c
+                    .prepare_cached(
+                        "UPDATE switchyard.runs SET status = 'running', worker = $2, lease_ms = $3 WHERE id = $1",
+                    )
+                    .await?;
+                let tx = c.transaction().await?;
+                tx.execute(&lock, &[&thread_key(&r.thread)]).await?;
+                let rows = tx.query(&busy, &[&r.thread]).await?;
+                let mut in_flight = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let (id, status, worker): (String, String, Option<String>) =
+                        (col(row, 0, url)?, col(row, 1, url)?, col(row, 2, url)?);
+                    // This run itself: written by an attempt whose answer was lost.
+                    if id == r.id {
+                        return Ok(Ok(status == "running"
+                            && here.is_some_and(|(w, _)| worker.as_deref() == Some(w))));
+                    }
+                    in_flight.push(id);
+                }
+                let (refusal, running) = if !in_flight.is_empty() {
+                    (reject.then_some(Refusal::Busy(in_flight)), false)
+                } else if let Some(Checked(seen)) = checked {
+                    // Under the thread's lock, with no run in flight: every checkpoint
+                    // of the runs before is committed (a run ends after its last one),
+                    // so a thread that moved since the run was checked shows it here.
+                    let row = tx.query_one(&head, &[&r.thread]).await?;
+                    let now: Option<i64> = col(&row, 0, url)?;
+                    (
+                        (now != seen.map(|s| s as i64)).then_some(Refusal::Moved),
+                        here.is_some(),
+                    )
+                } else {
+                    (None, here.is_some())
+                };
+                if let Some(refusal) = refusal {
+                    tx.rollback().await?;
+                    return Ok(Err(refusal));
+                }
+                put_run_on(&*tx, &put, &notify, r, running).await?;
+                if let (true, Some((worker, until))) = (running, here) {
+                    tx.execute(&claim, &[&r.id, &worker, &int(until)]).await?;
+                }
+                tx.commit().await?;
+                Ok(Ok(running))
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl Catalog for PostgresStore {
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
@@ -212,7 +295,7 @@ impl Catalog for PostgresStore {
             .run(|c| async move {
                 let put = c.prepare_cached(PUT_RUN).await?;
                 let notify = c.prepare_cached(NOTIFY).await?;
-                put_run_on(&**c, &put, &notify, run).await
+                put_run_on(&**c, &put, &notify, run, false).await
             })
             .await
     }
@@ -226,55 +309,7 @@ impl Catalog for PostgresStore {
         r: &RunRecord,
         checked: Option<Checked>,
     ) -> Result<Result<(), Refusal>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|mut c| async move {
-                let lock = c
-                    .prepare_cached("SELECT pg_advisory_xact_lock(1398362692, $1)")
-                    .await?;
-                let busy = c
-                    .prepare_cached(
-                        "SELECT id FROM switchyard.runs WHERE thread = $1 AND status IN ('pending', 'running') ORDER BY created_ms, id",
-                    )
-                    .await?;
-                let head = c
-                    .prepare_cached("SELECT max(seq) FROM switchyard.checkpoints WHERE thread = $1")
-                    .await?;
-                let put = c.prepare_cached(PUT_RUN).await?;
-                let notify = c.prepare_cached(NOTIFY).await?;
-                let tx = c.transaction().await?;
-                tx.execute(&lock, &[&(thread_key(&r.thread))])
-                    .await?;
-                let rows = tx.query(&busy, &[&r.thread]).await?;
-                let refusal = if !rows.is_empty() {
-                    let busy = rows
-                        .iter()
-                        .map(|row| col(row, 0, url))
-                        .collect::<Result<Vec<String>, _>>()?;
-                    // This run itself: written by an attempt whose answer was lost.
-                    if busy.contains(&r.id) {
-                        return Ok(Ok(()));
-                    }
-                    Some(Refusal::Busy(busy))
-                } else if let Some(Checked(seen)) = checked {
-                    // Under the thread's lock, with no run in flight: every checkpoint
-                    // of the runs before is committed (a run ends after its last one),
-                    // so a thread that moved since the run was checked shows it here.
-                    let row = tx.query_one(&head, &[&r.thread]).await?;
-                    let now: Option<i64> = col(&row, 0, url)?;
-                    (now != seen.map(|s| s as i64)).then_some(Refusal::Moved)
-                } else {
-                    None
-                };
-                if let Some(refusal) = refusal {
-                    tx.rollback().await?;
-                    return Ok(Err(refusal));
-                }
-                put_run_on(&*tx, &put, &notify, r).await?;
-                tx.commit().await?;
-                Ok(Ok(()))
-            })
-            .await
+        Ok(self.place(r, checked, true, None).await?.map(drop))
     }
 
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {

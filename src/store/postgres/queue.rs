@@ -112,6 +112,18 @@ impl RunQueue for PostgresStore {
         true
     }
 
+    async fn put_run_here(
+        &self,
+        run: &RunRecord,
+        checked: Option<crate::store::Checked>,
+        reject: bool,
+        worker: &str,
+        lease_until_ms: u64,
+    ) -> Result<Result<bool, crate::store::Refusal>, StoreError> {
+        self.place(run, checked, reject, Some((worker, lease_until_ms)))
+            .await
+    }
+
     async fn claim_run(
         &self,
         worker: &str,
