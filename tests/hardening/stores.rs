@@ -258,6 +258,31 @@ async fn a_read_only_store_can_be_inspected() {
             format!("error: checkpoint store `{}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it\n", db.display()).as_str()
         )
     );
+    // The same with the -wal and -shm a crashed writer leaves beside the file (they let
+    // the store open; the claim is where it cannot write).
+    std::fs::write(ro.join("s.db-wal"), "").unwrap();
+    std::fs::write(ro.join("s.db-shm"), "").unwrap();
+    let out = as_reader(
+        &ro,
+        &[
+            "resume",
+            "--thread",
+            "t",
+            "--store",
+            &store,
+            "--payload",
+            "1",
+        ],
+    );
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+        (
+            Some(1),
+            format!("error: checkpoint store `{}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it\n", db.display()).as_str()
+        )
+    );
+    std::fs::remove_file(ro.join("s.db-wal")).unwrap();
+    std::fs::remove_file(ro.join("s.db-shm")).unwrap();
     // A read-only connection never writes, even when the file is writable.
     let reader = SqliteStore::open_read_only(&db).unwrap();
     assert_eq!(reader.load("t").await.unwrap().len(), 3);

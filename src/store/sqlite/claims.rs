@@ -63,9 +63,26 @@ impl Claims {
         {
             return Ok(file.clone());
         }
-        let failed = |source| StoreError::Lock {
-            path: path.clone(),
-            source,
+        // A directory or mount that cannot be written is the store's: said as such
+        // (the store may have opened, a crashed writer's -wal and -shm letting it),
+        // rather than as a lock that failed.
+        let read_only = |e: &std::io::Error| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            )
+        };
+        // `<file>.locks` without its extension.
+        let store_file = || self.dir.with_extension("");
+        let failed = |source: std::io::Error| {
+            if read_only(&source) {
+                StoreError::ReadOnly { path: store_file() }
+            } else {
+                StoreError::Lock {
+                    path: path.clone(),
+                    source,
+                }
+            }
         };
         let open = || {
             std::fs::OpenOptions::new()
@@ -78,9 +95,15 @@ impl Claims {
         // The directory is made when a claim first finds it missing.
         let file = match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.dir).map_err(|source| StoreError::Create {
-                    path: self.dir.clone(),
-                    source,
+                std::fs::create_dir_all(&self.dir).map_err(|source| {
+                    if read_only(&source) {
+                        StoreError::ReadOnly { path: store_file() }
+                    } else {
+                        StoreError::Create {
+                            path: self.dir.clone(),
+                            source,
+                        }
+                    }
                 })?;
                 open()
             }
