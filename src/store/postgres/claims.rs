@@ -257,7 +257,9 @@ impl PostgresStore {
             return Err(lost());
         }
         let lease_ms = self.claim_lease.as_millis() as i64;
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             let asked = std::time::Instant::now();
             let renewed = self
                 .leases
@@ -280,8 +282,20 @@ impl PostgresStore {
             // process was stopped while it waited, through a restart that let another
             // take the thread) may be stale: asked again, so a process that wakes
             // never calls on an answer from before it stopped.
-            if asked.elapsed() < self.claim_lease / 2 {
+            let took = asked.elapsed();
+            if took < self.claim_lease / 2 {
                 return Ok(());
+            }
+            // A database that answers this slowly every time leaves no lease to count
+            // on: the call is not made.
+            if attempts == 3 {
+                return Err(StoreError::Postgres {
+                    url: self.url.to_string(),
+                    message: format!(
+                        "the check of thread `{thread}`'s claim took {} ms, half its lease or more, three times: too slow to call a tool on",
+                        took.as_millis()
+                    ),
+                });
             }
         }
     }
