@@ -23,6 +23,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long a shared run's events wait to be written together (see
+/// [`Cluster::save_events_soon`]).
+const COALESCE_EVENTS: Duration = Duration::from_millis(10);
+
 /// How often a mirror looks for a run's new events and end.
 const MIRROR_EVERY: Duration = Duration::from_millis(40);
 
@@ -303,6 +307,12 @@ impl Cluster {
         }
         let (host, run) = (host.clone(), run.clone());
         tokio::spawn(async move {
+            // A moment for the events that follow (the next node's start, its end, the
+            // state) to join the write: followers elsewhere look every `MIRROR_EVERY`
+            // (40 ms), so they do not see the difference, and a run writes a statement
+            // or two instead of one per burst. The run's end writes what is left at
+            // once.
+            tokio::time::sleep(COALESCE_EVENTS).await;
             while let Some(c) = host.cluster() {
                 c.save_events(&host, &run).await;
                 run.writer.store(false, Ordering::SeqCst);
