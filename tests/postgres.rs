@@ -56,13 +56,27 @@ pub(crate) fn database() -> String {
         std::process::id(),
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let admin = cluster();
+    database_on(cluster(), &name)
+}
+
+/// A database on a cluster of its own (for a test that restarts it): the cluster's
+/// URL, to restart it, and the database's.
+pub(crate) fn own_database() -> (String, String) {
+    let cluster = own_cluster();
+    let db = database_on(&cluster, "own");
+    (cluster, db)
+}
+
+/// A new, empty database `name` on the cluster of `admin`, and its URL.
+fn database_on(admin: &str, name: &str) -> String {
+    let admin = admin.to_string();
     let create = format!("CREATE DATABASE {name}");
     // On a thread of its own: the client blocks on a runtime of its own, which an
     // async test's runtime would not allow.
+    let url = admin.clone();
     std::thread::spawn(move || {
-        postgres::Client::connect(admin, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot connect to the test cluster {admin}: {e}"))
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect to the test cluster {url}: {e}"))
             .batch_execute(&create)
             .unwrap();
     })
@@ -210,6 +224,29 @@ fn an_unreachable_database_is_an_error_naming_it_without_its_password() {
     );
 }
 
+/// Milliseconds left of the (one) claim's lease, on the database's clock.
+fn lease_left(url: &str) -> i64 {
+    connect(url)
+        .query_one(
+            "SELECT until_ms - (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT FROM switchyard.claims",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// Waits up to 10 s for `done`, failing with `what`.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut done: impl FnMut() -> F,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 fn claim_rows(url: &str) -> i64 {
     connect(url)
         .query_one("SELECT count(*) FROM switchyard.claims", &[])
@@ -236,19 +273,11 @@ async fn a_claim_holds_across_stores_and_goes_with_its_holder() {
     assert_eq!(claim_rows(&url), 1);
     // Dropped unreleased (a run's task cancelled): released soon all the same.
     drop(again);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while a.claim("t").await.map(drop).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the claim was never released"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while claim_rows(&url) != 0 {
-        assert!(std::time::Instant::now() < deadline, "claims left");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    eventually("the claim was never released", || async {
+        a.claim("t").await.map(drop).is_ok()
+    })
+    .await;
+    eventually("claims left", || async { claim_rows(&url) == 0 }).await;
 }
 
 /// A process that dies holding a claim leaves its row: a process of the same machine
@@ -363,20 +392,7 @@ async fn a_claim_that_lapsed_and_was_taken_over_fences_its_old_holder_out() {
 /// long its run; and a claim survives a Postgres restart, its holder going on.
 #[tokio::test]
 async fn a_claim_is_renewed_while_held_and_survives_a_postgres_restart() {
-    let url = {
-        let admin = own_cluster();
-        let create = "CREATE DATABASE renewed".to_string();
-        let admin2 = admin.clone();
-        std::thread::spawn(move || {
-            postgres::Client::connect(&admin2, postgres::NoTls)
-                .unwrap()
-                .batch_execute(&create)
-                .unwrap();
-        })
-        .join()
-        .unwrap();
-        admin.replacen("/postgres?", "/renewed?", 1)
-    };
+    let (cluster, url) = own_database();
     let lease = std::time::Duration::from_millis(400);
     let a = PostgresStore::open(&url).unwrap().with_claim_lease(lease);
     let b = PostgresStore::open(&url).unwrap();
@@ -389,12 +405,17 @@ async fn a_claim_is_renewed_while_held_and_survives_a_postgres_restart() {
         b.claim("t").await,
         Err(StoreError::Claimed { .. })
     ));
-    restart(&url);
+    assert!(lease_left(&url) > 0, "the lease was not renewed");
+    restart(&cluster);
     a.fence("t").await.unwrap();
     a.append(crate::store::record("t", 1, "n", serde_json::json!(1)))
         .await
         .unwrap();
     tokio::time::sleep(lease * 3).await;
+    assert!(
+        lease_left(&url) > 0,
+        "the lease was not renewed after the restart"
+    );
     assert!(matches!(
         b.claim("t").await,
         Err(StoreError::Claimed { .. })

@@ -147,41 +147,27 @@ impl Cluster {
             lock(&host.inner.runs).insert(run.id.clone(), run.clone());
             // With a slot free here, the run is claimed as it is written when its
             // thread is idle, and driven here: no other process has to hear of it,
-            // claim it, and have this one follow it through the store.
-            let slot = if store.shares_runs() {
-                host.inner.slots.clone().try_acquire_owned().ok()
-            } else {
-                None
-            };
-            // With `reject`, the check above may be stale (another process may have taken
-            // a run for the thread since): the store checks again as it writes.
-            let put = match &slot {
-                Some(_) => {
-                    let lease_until = now_ms() + self.lease.as_millis() as u64;
-                    store
-                        .put_run_here(&record, checked, reject, &self.worker, lease_until)
-                        .await
-                }
-                None if reject => store
-                    .put_run_unless_busy(&record, checked)
-                    .await
-                    .map(|r| r.map(|()| false)),
-                None => store.put_run(&record).await.map(|()| Ok(false)),
-            };
-            match put {
-                Ok(Ok(true)) => {
+            // claim it, and have this one follow it through the store. With `reject`,
+            // the check above may be stale (another process may have taken a run for
+            // the thread since): the store checks again as it writes.
+            let slot = host.inner.slots.clone().try_acquire_owned().ok();
+            let lease_until = now_ms() + self.lease.as_millis() as u64;
+            let here = slot.as_ref().map(|_| (self.worker.as_str(), lease_until));
+            let put = store.put_run_here(&record, checked, reject, here).await;
+            match (put, slot) {
+                // Claimed here (only ever with `here`, so with the slot).
+                (Ok(Ok(true)), Some(slot)) => {
                     let mut record = record;
                     record.status = RunStatus::Running;
-                    let slot = slot.expect("claimed here with a slot");
                     self.dispatch(host, record, false, slot).await;
                     return Ok(run);
                 }
-                Ok(Ok(false)) => {}
-                Ok(Err(Refusal::Busy(busy))) => {
+                (Ok(Ok(_)), _) => {}
+                (Ok(Err(Refusal::Busy(busy))), _) => {
                     lock(&host.inner.runs).remove(&run.id);
                     return Err(refused_busy(&thread_id, busy.iter().map(String::as_str)));
                 }
-                Ok(Err(Refusal::Moved)) => {
+                (Ok(Err(Refusal::Moved)), _) => {
                     lock(&host.inner.runs).remove(&run.id);
                     if attempts < 5 {
                         continue;
@@ -190,7 +176,7 @@ impl Cluster {
                         "thread `{thread_id}` kept moving while the run was checked against it; send the request again"
                     )));
                 }
-                Err(e) => {
+                (Err(e), _) => {
                     lock(&host.inner.runs).remove(&run.id);
                     return Err(e.into());
                 }

@@ -466,6 +466,28 @@ pub trait Catalog: Send + Sync {
         }
         self.put_run(run).await.map(Ok)
     }
+    /// Writes a new run as [`Catalog::put_run_unless_busy`] does when `reject` (else it
+    /// queues it behind the thread's runs in flight), and with `here` (a worker and its
+    /// lease) claims it for that worker in the same step when its thread is idle, so
+    /// that the process that took the request drives the run itself rather than wait
+    /// for whichever process claims it: whether it did. A store whose runs are not
+    /// shared ([`RunQueue::shares_runs`]) claims nothing.
+    async fn put_run_here(
+        &self,
+        run: &RunRecord,
+        checked: Option<Checked>,
+        reject: bool,
+        here: Option<(&str, u64)>,
+    ) -> Result<Result<bool, Refusal>, StoreError> {
+        let _ = here;
+        if reject {
+            return Ok(self
+                .put_run_unless_busy(run, checked)
+                .await?
+                .map(|()| false));
+        }
+        self.put_run(run).await.map(|()| Ok(false))
+    }
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError>;
     /// The runs of a thread, oldest first.
     async fn runs(&self, thread: &str) -> Result<Vec<RunRecord>, StoreError>;
@@ -531,25 +553,6 @@ pub trait RunQueue: Send + Sync {
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
         let _ = (worker, until_ms);
         Ok(runs.iter().map(|r| (r.clone(), None)).collect())
-    }
-    /// Writes a new run (see [`Catalog::put_run_unless_busy`]: refused when `reject`
-    /// and its thread has runs in flight, or when the thread moved past `checked`),
-    /// and when its thread is idle claims it for `worker` until `lease_until_ms` in the
-    /// same step, so that the process that took the request drives the run itself
-    /// rather than wait for whichever process claims it: whether it did (else it is
-    /// queued, pending). A store whose runs are not shared has nothing to claim from:
-    /// it writes nothing (and says false), and its one process writes its runs through
-    /// the catalog.
-    async fn put_run_here(
-        &self,
-        run: &RunRecord,
-        checked: Option<Checked>,
-        reject: bool,
-        worker: &str,
-        lease_until_ms: u64,
-    ) -> Result<Result<bool, Refusal>, StoreError> {
-        let _ = (run, checked, reject, worker, lease_until_ms);
-        Ok(Ok(false))
     }
     /// Gives back a run `worker` claimed, for a process to take later.
     async fn release_run(&self, run: &str, worker: &str) -> Result<(), StoreError> {

@@ -239,48 +239,33 @@ async fn a_read_only_store_can_be_inspected() {
         String::from_utf8_lossy(&out.stderr)
     );
     // Writing is refused with the store's words, not a panic.
-    let out = as_reader(
-        &ro,
-        &[
-            "resume",
-            "--thread",
-            "t",
-            "--store",
-            &store,
-            "--payload",
-            "1",
-        ],
-    );
-    assert_eq!(
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
-        (
-            Some(1),
-            format!("error: checkpoint store `{}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it\n", db.display()).as_str()
-        )
-    );
+    let refused = || {
+        let out = as_reader(
+            &ro,
+            &[
+                "resume",
+                "--thread",
+                "t",
+                "--store",
+                &store,
+                "--payload",
+                "1",
+            ],
+        );
+        assert_eq!(
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
+            (
+                Some(1),
+                format!("error: checkpoint store `{}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it\n", db.display()).as_str()
+            )
+        );
+    };
+    refused();
     // The same with the -wal and -shm a crashed writer leaves beside the file (they let
     // the store open; the claim is where it cannot write).
     std::fs::write(ro.join("s.db-wal"), "").unwrap();
     std::fs::write(ro.join("s.db-shm"), "").unwrap();
-    let out = as_reader(
-        &ro,
-        &[
-            "resume",
-            "--thread",
-            "t",
-            "--store",
-            &store,
-            "--payload",
-            "1",
-        ],
-    );
-    assert_eq!(
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()),
-        (
-            Some(1),
-            format!("error: checkpoint store `{}` cannot be written (a read-only file, directory or mount); `state` and `history` can read it\n", db.display()).as_str()
-        )
-    );
+    refused();
     std::fs::remove_file(ro.join("s.db-wal")).unwrap();
     std::fs::remove_file(ro.join("s.db-shm")).unwrap();
     // A read-only connection never writes, even when the file is writable.

@@ -254,19 +254,8 @@ async fn a_worker_killed_mid_run_loses_nothing() {
     })
     .await;
     // Which one drives it: killed without a chance to say anything.
-    let worker = sql(
-        &db,
-        &format!("SELECT worker FROM switchyard.runs WHERE id = '{rid}'"),
-    );
-    let driver = w
-        .iter()
-        .position(|s| worker.contains(&format!(":{}:", s.pid())))
-        .unwrap_or_else(|| panic!("no server is {worker}"));
-    let killed = w.remove(driver);
-    std::process::Command::new("kill")
-        .args(["-KILL", &killed.pid().to_string()])
-        .status()
-        .unwrap();
+    let killed = w.remove(driver_of(&db, &rid, &w));
+    signal(killed.pid(), "-KILL");
     let survivor = w.remove(0);
     let h = survivor.http();
     let at_kill = h.get("/threads/k/state").await.json()["values"]["n"]
@@ -602,16 +591,7 @@ async fn a_worker_whose_connections_are_cut_mid_run_goes_on() {
 
 #[tokio::test]
 async fn a_worker_goes_on_when_postgres_restarts_mid_run() {
-    let cluster = crate::postgres::own_cluster();
-    let db = cluster.replacen("/postgres?", "/restarted?", 1);
-    let create = cluster.clone();
-    std::thread::spawn(move || {
-        crate::postgres::connect(&create)
-            .batch_execute("CREATE DATABASE restarted")
-            .unwrap()
-    })
-    .join()
-    .unwrap();
+    let (cluster, db) = crate::postgres::own_database();
     goes_on_through(&db, || crate::postgres::restart(&cluster)).await;
 }
 
@@ -744,6 +724,18 @@ fn calls(file: &std::path::Path) -> Vec<(u32, u64)> {
         .collect()
 }
 
+/// Which of `servers` drives run `rid` (the store names its worker).
+fn driver_of(db: &str, rid: &str, servers: &[Serve]) -> usize {
+    let worker = sql(
+        db,
+        &format!("SELECT worker FROM switchyard.runs WHERE id = '{rid}'"),
+    );
+    servers
+        .iter()
+        .position(|s| worker.contains(&format!(":{}:", s.pid())))
+        .unwrap_or_else(|| panic!("no server is {worker}"))
+}
+
 fn signal(pid: u32, sig: &str) {
     let done = std::process::Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -766,16 +758,7 @@ async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() 
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(4);
-    let cluster = crate::postgres::own_cluster();
-    let db = cluster.replacen("/postgres?", "/stopped?", 1);
-    let create = cluster.clone();
-    std::thread::spawn(move || {
-        crate::postgres::connect(&create)
-            .batch_execute("CREATE DATABASE stopped")
-            .unwrap()
-    })
-    .join()
-    .unwrap();
+    let (cluster, db) = crate::postgres::own_database();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("calls");
     std::fs::write(dir.path().join("tally.toml"), tally(&file)).unwrap();
@@ -807,14 +790,7 @@ async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() 
             s["values"]["n"].as_u64().unwrap_or(0) > 10
         })
         .await;
-        let worker = sql(
-            &db,
-            &format!("SELECT worker FROM switchyard.runs WHERE id = '{rid}'"),
-        );
-        let driver = w
-            .iter()
-            .position(|s| worker.contains(&format!(":{}:", s.pid())))
-            .unwrap_or_else(|| panic!("no server is {worker}"));
+        let driver = driver_of(&db, &rid, &w);
         let (stopped, other) = (w[driver].pid(), w[1 - driver].http());
         signal(stopped, "-STOP");
         // A call it had sent lands meanwhile (its tool server is not stopped).

@@ -164,7 +164,7 @@ impl PostgresStore {
     /// against refuses it ([`Refusal::Moved`]); else it is queued, or, with `here`
     /// (a worker and its lease), written as running, claimed by that worker: whether it
     /// was.
-    pub(super) async fn place(
+    async fn place(
         &self,
         r: &RunRecord,
         checked: Option<Checked>,
@@ -310,6 +310,16 @@ impl Catalog for PostgresStore {
         checked: Option<Checked>,
     ) -> Result<Result<(), Refusal>, StoreError> {
         Ok(self.place(r, checked, true, None).await?.map(drop))
+    }
+
+    async fn put_run_here(
+        &self,
+        r: &RunRecord,
+        checked: Option<Checked>,
+        reject: bool,
+        here: Option<(&str, u64)>,
+    ) -> Result<Result<bool, Refusal>, StoreError> {
+        self.place(r, checked, reject, here).await
     }
 
     async fn get_run(&self, run: &str) -> Result<Option<RunRecord>, StoreError> {

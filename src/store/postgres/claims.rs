@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Whether the presence lock whose key is the column `$col` is held (the key split as
-/// `pg_advisory_lock(bigint)` splits it).
+/// `pg_advisory_lock(bigint)` splits it). The run queue's takeover asks it too.
 macro_rules! present {
     ($col:literal) => {
         concat!(
@@ -45,6 +45,7 @@ macro_rules! present {
         )
     };
 }
+pub(super) use present;
 
 /// The database's clock in Unix milliseconds: every lease is on it, so the machines'
 /// clocks need not agree.
@@ -244,6 +245,29 @@ impl PostgresStore {
             .await
     }
 
+    /// The token `thread`'s checkpoints are written under: this process's claim's, or
+    /// none when it holds none; a claim already known lost refuses the write.
+    pub(super) fn writing_token(&self, thread: &str) -> Result<Option<i64>, StoreError> {
+        match self.claims.of(thread) {
+            Some(l) if l.lost() => Err(StoreError::ClaimLost {
+                thread: thread.to_string(),
+            }),
+            Some(l) => Ok(Some(l.token)),
+            None => Ok(None),
+        }
+    }
+
+    /// A write under `thread`'s claim found its token gone: the claim is lost, and
+    /// every later write and call of this process on the thread is refused.
+    pub(super) fn fenced_out(&self, thread: &str) -> StoreError {
+        if let Some(l) = self.claims.of(thread) {
+            l.mark_lost();
+        }
+        StoreError::ClaimLost {
+            thread: thread.to_string(),
+        }
+    }
+
     /// See [`crate::store::Checkpoints::fence`]: the lease renewed for a call, or the
     /// claim found lost.
     pub(super) async fn fence_thread(&self, thread: &str) -> Result<(), StoreError> {
@@ -261,18 +285,7 @@ impl PostgresStore {
         loop {
             attempts += 1;
             let asked = std::time::Instant::now();
-            let renewed = self
-                .leases
-                .run(|c| {
-                    let token = lease.token;
-                    async move {
-                        let renew = c.prepare_cached(RENEW).await?;
-                        Ok(c.query_opt(&renew, &[&thread, &token, &lease_ms])
-                            .await?
-                            .is_some())
-                    }
-                })
-                .await?;
+            let renewed = renew_once(&self.leases, thread, lease.token, lease_ms).await?;
             if !renewed {
                 lease.mark_lost();
                 return Err(lost());
@@ -375,6 +388,23 @@ async fn keep_presence(
     }
 }
 
+/// Extends the lease of `thread`'s claim under `token` by `lease_ms` from now: false
+/// when the token is not the claim's any more.
+async fn renew_once(
+    pool: &super::pool::Pool,
+    thread: &str,
+    token: i64,
+    lease_ms: i64,
+) -> Result<bool, StoreError> {
+    pool.run(|c| async move {
+        let renew = c.prepare_cached(RENEW).await?;
+        Ok(c.query_opt(&renew, &[&thread, &token, &lease_ms])
+            .await?
+            .is_some())
+    })
+    .await
+}
+
 /// Renews a claim's lease every quarter of it until the claim ends (the task is
 /// aborted) or is found lost. A renewal that fails (the database restarting) is tried
 /// again at the next beat.
@@ -382,17 +412,7 @@ async fn renew(pool: super::pool::Pool, thread: String, lease: Arc<Lease>, lengt
     let lease_ms = length.as_millis() as i64;
     loop {
         tokio::time::sleep(length / 4).await;
-        let renewed = pool
-            .run(|c| {
-                let (thread, token) = (&thread, lease.token);
-                async move {
-                    let renew = c.prepare_cached(RENEW).await?;
-                    Ok(c.query_opt(&renew, &[thread, &token, &lease_ms])
-                        .await?
-                        .is_some())
-                }
-            })
-            .await;
+        let renewed = renew_once(&pool, &thread, lease.token, lease_ms).await;
         if let Ok(false) = renewed {
             lease.mark_lost();
             return;
@@ -433,7 +453,7 @@ impl PgClaim {
 /// away): a row left behind would keep the thread from others while this process
 /// lives, its presence held.
 async fn release(pool: super::pool::Pool, thread: String, token: i64) {
-    let once = || {
+    let once = move |pool: super::pool::Pool, thread: String| async move {
         pool.run(|c| {
             let thread = &thread;
             async move {
@@ -442,25 +462,15 @@ async fn release(pool: super::pool::Pool, thread: String, token: i64) {
                 Ok(())
             }
         })
+        .await
     };
-    if once().await.is_ok() {
+    if once(pool.clone(), thread.clone()).await.is_ok() {
         return;
     }
-    let (pool, thread) = (pool.clone(), thread.clone());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let done = pool
-                .run(|c| {
-                    let thread = &thread;
-                    async move {
-                        let release = c.prepare_cached(RELEASE).await?;
-                        c.execute(&release, &[thread, &token]).await?;
-                        Ok(())
-                    }
-                })
-                .await;
-            if done.is_ok() {
+            if once(pool.clone(), thread.clone()).await.is_ok() {
                 return;
             }
         }

@@ -17,25 +17,25 @@ use tokio_postgres::AsyncMessage;
 /// is taken over only when no process holds its thread's claim: no claim row whose
 /// lease (on the database's clock) still runs or whose holder is present (see
 /// `claims.rs`).
-const CLAIM: &str = "WITH next AS (
+const CLAIM: &str = concat!(
+    "WITH next AS (
     SELECT r.id, r.status AS was FROM switchyard.runs r
     WHERE r.status IN ('pending', 'running') AND r.assistant = ANY($4) AND ((r.status = 'pending'
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'running')
            AND NOT EXISTS (SELECT 1 FROM switchyard.runs o WHERE o.thread = r.thread AND o.status = 'pending' AND o.ord < r.ord))
        OR (r.status = 'running' AND COALESCE(r.lease_ms, 0) < $2
            AND NOT EXISTS (SELECT 1 FROM switchyard.claims c WHERE c.thread = r.thread
-               AND (c.until_ms >= (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
-                    OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                        AND l.classid = ((c.presence >> 32) & 4294967295)::oid
-                        AND l.objid = (c.presence & 4294967295)::oid)))))
+               AND (c.until_ms >= (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT OR ",
+    super::claims::present!("c.presence"),
+    "))))
     ORDER BY r.ord
     LIMIT 1
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE switchyard.runs u SET status = 'running', worker = $1, lease_ms = $3
 FROM next WHERE u.id = next.id
-RETURNING u.id, u.thread, u.assistant, u.status, u.created_ms, u.updated_ms, u.metadata, u.kwargs, u.multitask, u.error, u.first_seq, next.was";
+RETURNING u.id, u.thread, u.assistant, u.status, u.created_ms, u.updated_ms, u.metadata, u.kwargs, u.multitask, u.error, u.first_seq, next.was"
+);
 
 /// What `LISTEN switchyard_runs` heard: a count that grows with each notification.
 pub(super) struct Heard {
@@ -110,18 +110,6 @@ fn listen(config: tokio_postgres::Config, heard: Weak<Heard>) {
 impl RunQueue for PostgresStore {
     fn shares_runs(&self) -> bool {
         true
-    }
-
-    async fn put_run_here(
-        &self,
-        run: &RunRecord,
-        checked: Option<crate::store::Checked>,
-        reject: bool,
-        worker: &str,
-        lease_until_ms: u64,
-    ) -> Result<Result<bool, crate::store::Refusal>, StoreError> {
-        self.place(run, checked, reject, Some((worker, lease_until_ms)))
-            .await
     }
 
     async fn claim_run(

@@ -71,7 +71,7 @@ struct Columns<'a> {
     seq: i64,
     run: i64,
     step: i64,
-    writes: String,
+    writes: &'a str,
     pending: Option<String>,
     error: Option<String>,
     graph: i64,
@@ -82,7 +82,7 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn of(r: &'a Checkpoint, writes: String, graph: i64) -> Result<Self, StoreError> {
+    fn of(r: &'a Checkpoint, writes: &'a str, graph: i64) -> Result<Self, StoreError> {
         let (pending, error) = pending_and_error(r)?;
         Ok(Columns {
             r,
@@ -287,14 +287,7 @@ impl PostgresStore {
     /// Appends a record, under the thread's claim when this process holds it, sharing
     /// large values the thread wrote before.
     async fn append_record(&self, r: &Checkpoint) -> Result<(), StoreError> {
-        let lease = self.claims.of(&r.thread);
-        let lost = || StoreError::ClaimLost {
-            thread: r.thread.to_string(),
-        };
-        if lease.as_ref().is_some_and(|l| l.lost()) {
-            return Err(lost());
-        }
-        let token = lease.as_ref().map(|l| l.token);
+        let token = self.writing_token(&r.thread)?;
         let mut fresh = Vec::new();
         let writes = self.memory().written.encode(
             &r.thread,
@@ -314,7 +307,7 @@ impl PostgresStore {
                     // answer was lost.
                     let retrying = tried.swap(true, Ordering::SeqCst);
                     let graph = self.graph_id(&c, &r.graph, &r.graph_hash).await?;
-                    let columns = Columns::of(r, writes.clone(), graph)?;
+                    let columns = Columns::of(r, writes, graph)?;
                     let insert = c.prepare_cached(insert_sql(r, token.is_some())).await?;
                     match columns.insert(&**c, &insert, token).await {
                         Ok(0) => Ok(Appended::Fenced),
@@ -343,12 +336,7 @@ impl PostgresStore {
                 memory.whole_to.appended(&r.thread, r.seq);
                 Ok(())
             }
-            Appended::Fenced => {
-                if let Some(l) = lease {
-                    l.mark_lost();
-                }
-                Err(lost())
-            }
+            Appended::Fenced => Err(self.fenced_out(&r.thread)),
         }
     }
 
@@ -393,13 +381,7 @@ impl PostgresStore {
         let Some(last) = records.last() else {
             return Ok(());
         };
-        let lease = self.claims.of(&last.thread);
-        if lease.as_ref().is_some_and(|l| l.lost()) {
-            return Err(StoreError::ClaimLost {
-                thread: last.thread.to_string(),
-            });
-        }
-        let token = lease.as_ref().map(|l| l.token);
+        let token = self.writing_token(&last.thread)?;
         let writes: Vec<String> = {
             let memory = self.memory();
             records
@@ -430,7 +412,7 @@ impl PostgresStore {
                     let mut columns = Vec::with_capacity(records.len());
                     for (r, w) in records.iter().zip(writes) {
                         let graph = self.graph_id(&c, &r.graph, &r.graph_hash).await?;
-                        columns.push(Columns::of(r, w.clone(), graph)?);
+                        columns.push(Columns::of(r, w, graph)?);
                     }
                     let mut statements = Vec::with_capacity(records.len());
                     for r in records {
@@ -461,14 +443,7 @@ impl PostgresStore {
         }
         match appended {
             Appended::Yes => Ok(()),
-            Appended::Fenced => {
-                if let Some(l) = lease {
-                    l.mark_lost();
-                }
-                Err(StoreError::ClaimLost {
-                    thread: last.thread.to_string(),
-                })
-            }
+            Appended::Fenced => Err(self.fenced_out(&last.thread)),
         }
     }
 
@@ -705,7 +680,7 @@ impl PostgresStore {
                 let writes = &writes;
                 async move {
                     let graph = self.graph_id(&c, &base.graph, &base.graph_hash).await?;
-                    let columns = Columns::of(base, writes.clone(), graph)?;
+                    let columns = Columns::of(base, writes, graph)?;
                     // Locks the thread's latest row: an append racing this waits, then
                     // conflicts with the base.
                     let latest = c.prepare_cached(
