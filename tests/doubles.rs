@@ -119,6 +119,7 @@ impl ToolClient for ScriptedTools {
                 message: format!("no tool `{}`", request.tool),
                 transient: false,
                 asked: None,
+                unsent: false,
             }),
         }
     }

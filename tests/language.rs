@@ -201,6 +201,7 @@ impl ToolClient for SlowFiles {
                 message: format!("no file `{path}`"),
                 transient: false,
                 asked: None,
+                unsent: false,
             });
         }
         Ok(ToolReply {

@@ -514,6 +514,7 @@ impl ToolClient for FsTools {
             message: format!("no calls in this test ({})", request.tool),
             transient: false,
             asked: None,
+            unsent: false,
         })
     }
 }

@@ -1471,7 +1471,29 @@ async fn a_changed_tool_list_is_listed_again() {
         ))
         .await
         .unwrap();
-    assert_eq!(meta.content, json!("t/0/3/1"));
+    assert_eq!(meta.content, json!("t/0/3/1 (call 1)"));
+    // A call made under a claim carries its fencing token too, and is not sent once
+    // the instant the claim surely held to has passed: the server never sees it.
+    let now = std::time::Instant::now();
+    let fenced = |send_by| ToolRequest {
+        fencing_token: Some(7),
+        send_by: Some(send_by),
+        ..ToolRequest::new(server.clone(), "meta", json!({}), "t/0/3/2")
+    };
+    let late = client.call(&fenced(now)).await.unwrap_err();
+    assert_eq!(
+        (late.message.as_str(), late.unsent, late.transient),
+        (
+            "`meta` on server `growing` was not called: the thread's claim was last confirmed longer ago than its lease (this process was stopped or slowed)",
+            true,
+            false
+        )
+    );
+    let sent = client
+        .call(&fenced(now + std::time::Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(sent.content, json!("t/0/3/2 fenced by 7 (call 2)"));
     let grown = client
         .call(&ToolRequest::new(
             server.clone(),

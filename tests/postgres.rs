@@ -338,7 +338,14 @@ async fn a_claim_that_lapsed_and_was_taken_over_fences_its_old_holder_out() {
     a.append(crate::store::record("t", 0, "n", serde_json::json!(0)))
         .await
         .unwrap();
-    a.fence("t").await.unwrap();
+    // A call under the claim carries its token, and may be sent for nine tenths of a
+    // lease from before the renewal.
+    let asked = std::time::Instant::now();
+    let fence = a.fence("t").await.unwrap();
+    let (Some(old_token), Some(until)) = (fence.token, fence.until) else {
+        panic!("a claimed thread's fence names its token and instant: {fence:?}");
+    };
+    assert!(until >= asked + long * 9 / 10 && until <= std::time::Instant::now() + long * 9 / 10);
     // A holder that stopped renewing (stopped, not dead) keeps its thread while its
     // presence lasts: never doubled.
     connect(&url)
@@ -353,6 +360,8 @@ async fn a_claim_that_lapsed_and_was_taken_over_fences_its_old_holder_out() {
         .batch_execute("UPDATE switchyard.claims SET presence = 0")
         .unwrap();
     let taken = b.claim("t").await.unwrap();
+    // The takeover's token is higher: a tool that keeps the highest refuses the old.
+    assert!(b.fence("t").await.unwrap().token > Some(old_token));
     let lost = "thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint";
     assert_eq!(a.fence("t").await.unwrap_err().to_string(), lost);
     assert!(matches!(

@@ -238,16 +238,7 @@ impl McpClient {
         };
         schema.check(&server.name, &request.arguments)?;
         let arguments = request.arguments.as_object().cloned().unwrap_or_default();
-        let result = match session
-            .call(
-                &request.tool,
-                arguments,
-                timeout,
-                &request.idempotency_key,
-                request.answer.as_deref(),
-            )
-            .await
-        {
+        let result = match session.call(request, arguments, timeout).await {
             Err(e @ McpError::Gone { .. }) => {
                 self.forget(&server.name, &session, &e.to_string()).await;
                 return Err(e);

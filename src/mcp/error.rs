@@ -102,6 +102,12 @@ pub enum McpError {
         what: String,
         message: String,
     },
+    /// Not sent: the claim it was to be made under could not be counted on any more
+    /// (`ToolRequest::send_by` had passed).
+    #[error(
+        "`{tool}` on server `{server}` was not called: the thread's claim was last confirmed longer ago than its lease (this process was stopped or slowed)"
+    )]
+    Unsent { server: String, tool: String },
     #[error("server `{server}` sent a reply Switchyard cannot use: {message}")]
     BadReply { server: String, message: String },
     #[error("cannot store a blob in `{}`: {source}", dir.display())]
@@ -131,6 +137,7 @@ impl From<McpError> for ToolError {
         ToolError {
             transient: e.is_transient(),
             message: e.to_string(),
+            unsent: matches!(e, McpError::Unsent { .. }),
             asked: match e {
                 McpError::InputRequired { asked, .. } => Some(asked),
                 _ => None,

@@ -15,6 +15,9 @@ use rmcp::service::{RoleClient, RunningService, ServiceError};
 
 /// The `_meta` key of a call's idempotency key (see `ToolRequest::idempotency_key`).
 pub(crate) const IDEMPOTENCY_KEY: &str = "switchyard/idempotencyKey";
+/// The `_meta` key of the fencing token of the thread's claim a call is made under (see
+/// `ToolRequest::fencing_token`).
+pub(crate) const FENCING_TOKEN: &str = "switchyard/fencingToken";
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value as Json;
@@ -318,16 +321,15 @@ impl Session {
         Ok(tools)
     }
 
-    /// One `tools/call`, with its idempotency key in `_meta`; the result as the
-    /// server sent it, in JSON.
+    /// One `tools/call` of `request` with `arguments`, its idempotency key and fencing
+    /// token in `_meta`; the result as the server sent it, in JSON.
     pub(crate) async fn call(
         &self,
-        tool: &str,
+        request: &crate::tool::ToolRequest,
         arguments: serde_json::Map<String, Json>,
         timeout: Duration,
-        idempotency_key: &str,
-        answer: Option<&Json>,
     ) -> Result<Json, McpError> {
+        let (tool, answer) = (request.tool.as_str(), request.answer.as_deref());
         {
             let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
             asking.in_flight += 1;
@@ -351,10 +353,26 @@ impl Session {
         let mut meta = rmcp::model::RequestMetaObject::new();
         meta.0.0.insert(
             IDEMPOTENCY_KEY.to_string(),
-            Json::String(idempotency_key.to_string()),
+            Json::String(request.idempotency_key.clone()),
         );
+        if let Some(token) = request.fencing_token {
+            meta.0
+                .0
+                .insert(FENCING_TOKEN.to_string(), Json::from(token));
+        }
         let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         params.meta = Some(meta);
+        // The last look at the clock before the call leaves: the later, the smaller the
+        // moment in which a process stopped past its claim's lease still sends it.
+        if request
+            .send_by
+            .is_some_and(|by| std::time::Instant::now() >= by)
+        {
+            return Err(McpError::Unsent {
+                server: self.server.clone(),
+                tool: tool.to_string(),
+            });
+        }
         let reply = tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await;
         let result = match reply {
             Err(_) => {

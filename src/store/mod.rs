@@ -409,9 +409,9 @@ pub trait Checkpoints: Send + Sync {
     /// [`StoreError::ClaimLost`] once another process took it, and the call is not
     /// made. A store whose claims cannot lapse while their holder lives has nothing to
     /// check; nor has a thread this process did not claim.
-    async fn fence(&self, thread: &str) -> Result<(), StoreError> {
+    async fn fence(&self, thread: &str) -> Result<Fence, StoreError> {
         let _ = thread;
-        Ok(())
+        Ok(Fence::default())
     }
     /// Removes the records of `thread` from `seq` on (a rolled-back run's), keeping
     /// those before it, and a snapshot of a removed record.
@@ -602,6 +602,20 @@ pub trait LlmCache: Send + Sync {
 pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache {}
 
 impl<T: Checkpoints + Catalog + RunQueue + LlmCache + ?Sized> Store for T {}
+
+/// What [`Checkpoints::fence`] found: the claim a tool call is made under, and for how
+/// long it surely holds. The default: no claim that can lapse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fence {
+    /// The claim's fencing token, higher for every later claim of any thread: a tool
+    /// that keeps the highest it saw for a thread can refuse a call from a holder
+    /// that was taken over, which no check made before the call can rule out.
+    pub token: Option<i64>,
+    /// The instant (this process's clock) until which the claim holds whatever
+    /// happens: its lease, counted from before the database renewed it. A call not
+    /// sent by then is not sent, and the claim is asked again.
+    pub until: Option<std::time::Instant>,
+}
 
 /// A thread driven by this caller; releasing it (the run ended, paused, failed or was
 /// cancelled) lets others drive the thread. Dropping it releases it too, without

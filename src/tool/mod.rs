@@ -25,6 +25,14 @@ pub struct ToolRequest {
     /// The answer to an elicitation the server made when this call was last made (the
     /// run paused for it): given to the server when it asks again.
     pub answer: Option<Arc<Json>>,
+    /// The claim of the thread this call is made under (see
+    /// `crate::store::Fence`): its fencing token, sent in the call's `_meta` as
+    /// `switchyard/fencingToken` so that a tool can refuse a holder that was taken
+    /// over, and the instant until which it surely holds. A call not yet sent by then
+    /// is not sent ([`ToolError::unsent`]): the process was stopped or slowed past
+    /// its lease, and the claim must be asked again.
+    pub fencing_token: Option<i64>,
+    pub send_by: Option<std::time::Instant>,
 }
 
 impl ToolRequest {
@@ -42,6 +50,8 @@ impl ToolRequest {
             timeout: None,
             idempotency_key: idempotency_key.into(),
             answer: None,
+            fencing_token: None,
+            send_by: None,
         }
     }
 }
@@ -68,6 +78,9 @@ pub struct ToolError {
     /// `{message, requested_schema}`): the run pauses for a person's answer, and the
     /// node runs again with it.
     pub asked: Option<Json>,
+    /// The call was not sent: its `send_by` had passed. Nothing reached the tool, so
+    /// it may be made again once the thread's claim is known to hold.
+    pub unsent: bool,
 }
 
 /// A tool a server offers, as its `tools/list` describes it.
@@ -104,6 +117,7 @@ impl ToolClient for NoTools {
             ),
             transient: false,
             asked: None,
+            unsent: false,
         })
     }
 
@@ -115,6 +129,7 @@ impl ToolClient for NoTools {
             ),
             transient: false,
             asked: None,
+            unsent: false,
         })
     }
 }

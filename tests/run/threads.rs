@@ -573,12 +573,12 @@ impl Checkpoints for Lapsing {
     async fn prune(&self, _: Checkpoint) -> Result<u64, StoreError> {
         Ok(0)
     }
-    async fn fence(&self, thread: &str) -> Result<(), StoreError> {
+    async fn fence(&self, thread: &str) -> Result<switchyard::store::Fence, StoreError> {
         match self
             .fences
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         {
-            0 => Ok(()),
+            0 => Ok(switchyard::store::Fence::default()),
             _ => Err(StoreError::ClaimLost {
                 thread: thread.to_string(),
             }),
@@ -599,6 +599,98 @@ async fn a_run_whose_claim_lapsed_makes_no_further_tool_call() {
         "node `second` failed: `mark`: thread `t` was taken over by another process: this process's claim of it lapsed (it was stopped or cut off from the database for longer than the claim's lease), so it stops here without calling a tool or writing a checkpoint"
     );
     assert_eq!(*tools.calls.lock().unwrap(), [r#"mark({"key":1})"#]);
+}
+
+/// A store whose claims are confirmed with a new token each time (a double: Postgres
+/// renews under one token), so a test can tell which confirmation a call went under.
+#[derive(Default)]
+struct Renewing {
+    fences: std::sync::atomic::AtomicI64,
+}
+
+#[async_trait::async_trait]
+impl Checkpoints for Renewing {
+    async fn append(&self, _: Checkpoint) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn load(&self, _: &str) -> Result<Vec<Checkpoint>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn truncate(&self, _: &str, _: u64) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn prune(&self, _: Checkpoint) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+    async fn fence(&self, _: &str) -> Result<switchyard::store::Fence, StoreError> {
+        let n = self
+            .fences
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        Ok(switchyard::store::Fence {
+            token: Some(n),
+            until: Some(std::time::Instant::now() + std::time::Duration::from_secs(60)),
+        })
+    }
+}
+
+/// A tool client that could not send its first call in time (its `send_by` passed):
+/// records each request's key and token, and whether it was sent.
+#[derive(Default)]
+struct LateOnce {
+    requests: std::sync::Mutex<Vec<(String, Option<i64>, bool)>>,
+}
+
+#[async_trait::async_trait]
+impl switchyard::tool::ToolClient for LateOnce {
+    async fn list_tools(
+        &self,
+        _: &switchyard::graph::Server,
+    ) -> Result<Vec<switchyard::tool::ToolInfo>, switchyard::tool::ToolError> {
+        Ok(Vec::new())
+    }
+    async fn call(
+        &self,
+        request: &switchyard::tool::ToolRequest,
+    ) -> Result<switchyard::tool::ToolReply, switchyard::tool::ToolError> {
+        let mut requests = self.requests.lock().unwrap();
+        let sent = !requests.is_empty();
+        assert!(
+            request.send_by.is_some(),
+            "the claim's instant is handed on"
+        );
+        requests.push((request.idempotency_key.clone(), request.fencing_token, sent));
+        if !sent {
+            return Err(switchyard::tool::ToolError {
+                message: "not sent in time".into(),
+                transient: false,
+                asked: None,
+                unsent: true,
+            });
+        }
+        ok(json!("marked"))
+    }
+}
+
+/// A call the tool client could not send while the claim surely held is not counted as
+/// made: the runner confirms the claim again and makes it under the new confirmation,
+/// once, and the node goes on.
+#[tokio::test]
+async fn a_call_not_sent_in_time_is_made_once_the_claim_is_confirmed_again() {
+    let tools = Arc::new(LateOnce::default());
+    let r =
+        Runner::new(graph("two_calls"), Arc::new(Renewing::default())).with_tools(tools.clone());
+    let out = r.start("t", json!({})).await.unwrap();
+    assert!(matches!(out, Outcome::Finished { .. }), "{out:?}");
+    let key = |step| format!("t/0/{step}/0");
+    assert_eq!(
+        *tools.requests.lock().unwrap(),
+        [
+            (key(1), Some(1), false),
+            (key(1), Some(2), true),
+            (key(2), Some(3), true)
+        ]
+    );
 }
 
 #[tokio::test]

@@ -751,7 +751,9 @@ fn signal(pid: u32, sig: &str) {
 /// presence goes: the other worker takes the run over after the lease, and when the
 /// stopped one wakes it calls no tool and writes nothing (its claim's token is not
 /// the thread's any more). Either way every step is recorded once, and each call is
-/// made once but for, at most, the one the stopped worker had in flight.
+/// made once but for, at most, the one the stopped worker had in flight: sent before
+/// the stop, or stopped in the instant between its last look at the clock and the
+/// call leaving it.
 #[tokio::test]
 async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() {
     let rounds: usize = std::env::var("SWITCHYARD_FAULT_ROUNDS")
@@ -836,16 +838,16 @@ async fn a_worker_stopped_past_its_lease_never_calls_a_tool_another_calls_too() 
             .await;
         assert_eq!(ended["status"], "interrupted", "round {round}: {ended}");
         let all = calls(&file);
-        let after = all.iter().filter(|c| c.0 == stopped).count();
+        let theirs: Vec<u64> = all.iter().filter(|c| c.0 == stopped).map(|c| c.1).collect();
         if restart {
-            assert_eq!(
-                after,
-                before,
-                "round {round}: the stopped worker called a tool after its thread was taken over (n was {at_stop} at the stop; its calls: {:?})",
-                all.iter()
-                    .filter(|c| c.0 == stopped)
-                    .map(|c| c.1)
-                    .collect::<Vec<_>>()
+            // Its calls since the stop: none, or the one it was making then (key
+            // `at_stop`, the step after the last written; a call the tool recorded late
+            // or one sent in the instant after its last look at the clock, which no
+            // check can take back), and nothing after it.
+            assert!(
+                theirs.len() == before
+                    || (theirs.len() == before + 1 && theirs.last() == Some(&at_stop)),
+                "round {round}: the stopped worker called a tool after its thread was taken over (n was {at_stop} at the stop, it had made {before} calls; its calls: {theirs:?})"
             );
         }
         // Every step once; every call once but the one in flight at the stop.

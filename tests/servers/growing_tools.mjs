@@ -1,7 +1,8 @@
 // A stdio MCP server whose tool list grows: `grow` adds the tool `extra` and tells
 // the client its list changed (notifications/tools/list_changed). `roots` answers with
 // the client's declared roots capability and the roots it lists (roots/list). `meta`
-// answers with the idempotency key the call's `_meta` carries. `wait` waits ten seconds
+// answers with the idempotency key and the fencing token the call's `_meta` carries,
+// and how many calls of `meta` it has had. `wait` waits ten seconds
 // unless the client cancels it (notifications/cancelled), which `cancelled` then lists.
 // `ask` asks the client for a name (elicitation/create) and greets it, naming the
 // idempotency key of the call that got the answer.
@@ -12,6 +13,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprot
 const tool = (name) => ({ name, description: `The ${name} tool.`, inputSchema: { type: "object", properties: {} } });
 const tools = [tool("grow"), tool("roots"), tool("meta"), tool("wait"), tool("cancelled"), tool("ask")];
 const cancelled = [];
+let metas = 0;
 const server = new Server({ name: "growing", version: "1.0.0" }, { capabilities: { tools: { listChanged: true } } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
@@ -44,7 +46,11 @@ server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     return { content: [{ type: "text", text: JSON.stringify({ declared, roots }) }] };
   }
   if (request.params.name === "meta") {
-    return { content: [{ type: "text", text: String(request.params._meta?.["switchyard/idempotencyKey"]) }] };
+    const meta = request.params._meta ?? {};
+    const token = meta["switchyard/fencingToken"];
+    const fenced = token === undefined ? "" : ` fenced by ${token}`;
+    metas += 1;
+    return { content: [{ type: "text", text: `${meta["switchyard/idempotencyKey"]}${fenced} (call ${metas})` }] };
   }
   if (request.params.name === "grow" && !tools.some((t) => t.name === "extra")) {
     tools.push(tool("extra"));

@@ -133,7 +133,7 @@ pub(super) async fn call(
     audits: &mut Vec<(crate::graph::FieldId, Arc<Json>)>,
 ) -> Result<Result<ToolReply, ToolError>, ()> {
     let server = &cx.graph.servers[body.server];
-    let request = ToolRequest {
+    let mut request = ToolRequest {
         timeout: cx.node.timeout,
         answer: cx.answer.clone(),
         ..ToolRequest::new(server.clone(), tool.to_string(), arguments, idempotency_key)
@@ -148,15 +148,29 @@ pub(super) async fn call(
         // moment in which a process stopped past its lease could still make the call
         // once it wakes. Refused, the node fails, and its step's checkpoint is refused
         // too (the claim's token is not the thread's any more): the run ends there.
-        if let Err(e) = cx.claims.fence(&cx.run.thread).await {
-            return Ok(Err(ToolError {
-                message: e.to_string(),
-                transient: false,
-                asked: None,
-            }));
-        }
+        // The answer says until when the claim holds: a call the tool client could not
+        // send by then was not sent, and is made once the claim is confirmed again.
         let start = Instant::now();
-        let reply = cx.tools.call(&request).await;
+        let mut unsent = 0;
+        let reply = loop {
+            match cx.claims.fence(&cx.run.thread).await {
+                Ok(fence) => (request.fencing_token, request.send_by) = (fence.token, fence.until),
+                Err(e) => {
+                    return Ok(Err(ToolError {
+                        message: e.to_string(),
+                        transient: false,
+                        asked: None,
+                        unsent: false,
+                    }));
+                }
+            }
+            match cx.tools.call(&request).await {
+                // Late again and again (a server that takes longer than a lease to
+                // start, each time): the node fails saying so.
+                Err(e) if e.unsent && unsent < 2 => unsent += 1,
+                other => break other,
+            }
+        };
         let duration_ms = start.elapsed().as_millis() as u64;
         cx.emit(|| Event::ToolCall {
             node: cx.node.name.clone(),

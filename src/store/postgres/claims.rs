@@ -14,9 +14,14 @@
 //! is written only while the row still holds that token (the row is locked for the
 //! insert, so a takeover waits for it or it for the takeover), and before a tool call
 //! the runner asks [`Checkpoints::fence`], which renews the lease under the same token
-//! or says the claim is lost. So the process that lost its thread neither writes nor
-//! calls a tool after it learns so; a call it had already sent when it stopped cannot
-//! be taken back (the idempotency key it carried is the same as the takeover's).
+//! or says the claim is lost, and the call is sent only while the lease it renewed
+//! surely holds on this process's clock (else the claim is asked again). So the
+//! process that lost its thread neither writes nor calls a tool after it learns so.
+//! What no check before a call can rule out: a process stopped in the instant
+//! between that last look at the clock and the call leaving it sends the call when it
+//! wakes, and a call it had sent when it stopped cannot be taken back. Such a call
+//! carries the idempotency key of the takeover's, and the claim's fencing token
+//! (lower than the takeover's), for a tool that can refuse it.
 //!
 //! Unlike the advisory locks of layout 2, a claim survives a Postgres restart: the
 //! row is still there, and the holder goes on renewing it once the database is back.
@@ -270,9 +275,12 @@ impl PostgresStore {
 
     /// See [`crate::store::Checkpoints::fence`]: the lease renewed for a call, or the
     /// claim found lost.
-    pub(super) async fn fence_thread(&self, thread: &str) -> Result<(), StoreError> {
+    pub(super) async fn fence_thread(
+        &self,
+        thread: &str,
+    ) -> Result<crate::store::Fence, StoreError> {
         let Some(lease) = self.claims.of(thread) else {
-            return Ok(());
+            return Ok(crate::store::Fence::default());
         };
         let lost = || StoreError::ClaimLost {
             thread: thread.to_string(),
@@ -297,7 +305,12 @@ impl PostgresStore {
             // never calls on an answer from before it stopped.
             let took = asked.elapsed();
             if took < self.claim_lease / 2 {
-                return Ok(());
+                // The lease runs from the renewal, after `asked`: it holds at least
+                // until `asked` plus a lease, less a tenth for clocks that run apart.
+                return Ok(crate::store::Fence {
+                    token: Some(lease.token),
+                    until: Some(asked + self.claim_lease * 9 / 10),
+                });
             }
             // A database that answers this slowly every time leaves no lease to count
             // on: the call is not made.

@@ -801,7 +801,7 @@ impl Checkpoints for PostgresStore {
         self.claim_thread(thread).await
     }
 
-    async fn fence(&self, thread: &str) -> Result<(), StoreError> {
+    async fn fence(&self, thread: &str) -> Result<crate::store::Fence, StoreError> {
         self.fence_thread(thread).await
     }
 
