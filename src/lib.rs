@@ -20,7 +20,8 @@
 //!    store's [`store::Checkpoints`] role (memory, SQLite, Postgres); a server's
 //!    catalog of threads and runs is its [`store::Catalog`] role, runs shared by
 //!    several servers its [`store::RunQueue`], llm nodes' answers its
-//!    [`store::LlmCache`]; [`run::Threads`] reads a thread back.
+//!    [`store::LlmCache`], the long-term store's items its [`store::Items`];
+//!    [`run::Threads`] reads a thread back.
 //!
 //! Beside the pipeline: [`render`] draws a spec (DOT, Mermaid, SVG); [`telemetry`]
 //! turns a run's events into OpenTelemetry traces. [`host`] is the adapter that serves

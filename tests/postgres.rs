@@ -138,7 +138,7 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
         .collect();
     for o in opened {
         let store = o.join().unwrap().unwrap();
-        assert_eq!(store.layout_version().await.unwrap(), 3);
+        assert_eq!(store.layout_version().await.unwrap(), 4);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -155,6 +155,7 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
             "checkpoints",
             "claims",
             "graphs",
+            "items",
             "layout",
             "llm_cache",
             "run_events",
@@ -196,7 +197,7 @@ fn a_schema_that_is_not_a_store_or_of_a_newer_layout_is_refused_and_left_alone()
     assert_eq!(
         err.to_string(),
         format!(
-            "checkpoint store {url} has layout version 9, and this Switchyard reads version 3; use another database"
+            "checkpoint store {url} has layout version 9, and this Switchyard reads version 4; use another database"
         )
     );
     let v: i32 = connect(&url)
@@ -504,7 +505,7 @@ async fn a_corrupt_row_is_an_error_naming_the_thread_not_a_panic() {
 
 #[tokio::test]
 async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_one_before() {
-    // Layout 1 (and 2) as it was: no `parent`, claims without leases.
+    // Layout 1 (and 2) as it was: no `parent`, claims without leases, no items.
     let url = database();
     let records: Vec<_> = (0..3)
         .map(|seq| crate::store::record("t", seq, "n", serde_json::json!(seq)))
@@ -519,12 +520,13 @@ async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_
              ALTER TABLE switchyard.claims DROP COLUMN token, DROP COLUMN until_ms, DROP COLUMN presence;
              DROP SEQUENCE switchyard.claim_tokens;
              DROP INDEX switchyard.runs_in_flight, switchyard.runs_pending_by_thread;
+             DROP TABLE switchyard.items;
              INSERT INTO switchyard.claims (thread, holder, pid, since_ms) VALUES ('t', 'old', 1, 0);
              UPDATE switchyard.layout SET version = 1",
         )
         .unwrap();
     let store = PostgresStore::open(&url).unwrap();
-    assert_eq!(store.layout_version().await.unwrap(), 3);
+    assert_eq!(store.layout_version().await.unwrap(), 4);
     // A claim of layout 1 or 2 (an advisory lock's note) has lapsed.
     store.claim("t").await.unwrap().release().await;
     assert_eq!(store.load("t").await.unwrap(), records);

@@ -7,7 +7,7 @@ mod sqlite;
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::store::{Checked, Checkpoints, LlmCache, Refusal};
+use switchyard::store::{Checked, Checkpoints, Items, LlmCache, Refusal};
 use switchyard::store::{Checkpoint, MemoryStore, NoStore, SqliteStore, Status, Store};
 use switchyard::store::{
     Durability, PostgresStore, RunRecord, RunStatus, Snapshot, Source, SqliteOptions, StoreError,
@@ -485,10 +485,127 @@ async fn suite(open: &dyn Fn() -> Arc<dyn Store>) {
     assert_eq!(store.load("a").await.unwrap(), written);
 }
 
+/// The long-term store's items, as every store keeps them: what one connection wrote,
+/// another reads; a put keeps the first put's time; the rows under a prefix are those
+/// of its namespace and below, not of a namespace that only starts with its text.
+async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
+    use switchyard::store::{Item, Namespace};
+    let item = |ns: &[&str], key: &str, value: Json, at: u64, expires: Option<u64>| Item {
+        namespace: Namespace::new(ns.iter().map(|s| s.to_string()).collect()).unwrap(),
+        key: key.into(),
+        value: value.as_object().unwrap().clone(),
+        created_ms: at,
+        updated_ms: at,
+        expires_ms: expires,
+        ttl_ms: expires.map(|e| e - at),
+    };
+    let (a, b) = (open(), open());
+    a.put_item(&item(
+        &["users", "u1"],
+        "prefs",
+        json!({"theme": "dark"}),
+        10,
+        None,
+    ))
+    .await
+    .unwrap();
+    a.put_item(&item(
+        &["users", "u1", "notes"],
+        "n1",
+        json!({"text": "hi"}),
+        11,
+        Some(100),
+    ))
+    .await
+    .unwrap();
+    a.put_item(&item(&["users", "u10"], "prefs", json!({}), 12, None))
+        .await
+        .unwrap();
+    a.put_item(&item(&["usersx"], "k", json!({}), 13, None))
+        .await
+        .unwrap();
+    // Put again: the value and the times of the last put, the first put's creation.
+    a.put_item(&item(
+        &["users", "u1"],
+        "prefs",
+        json!({"theme": "light", "n": [1, 2.5]}),
+        20,
+        None,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        b.get_item("users.u1", "prefs").await.unwrap(),
+        Some(Item {
+            created_ms: 10,
+            ..item(
+                &["users", "u1"],
+                "prefs",
+                json!({"theme": "light", "n": [1, 2.5]}),
+                20,
+                None
+            )
+        })
+    );
+    assert_eq!(b.get_item("users.u1", "nope").await.unwrap(), None);
+    let under = |prefix: &'static str| {
+        let b = b.clone();
+        async move {
+            let mut keys: Vec<String> = b
+                .items_under(prefix)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| format!("{}/{}", i.namespace.joined(), i.key))
+                .collect();
+            keys.sort();
+            keys
+        }
+    };
+    assert_eq!(
+        under("users.u1").await,
+        ["users.u1.notes/n1", "users.u1/prefs"]
+    );
+    assert_eq!(
+        under("users").await,
+        ["users.u1.notes/n1", "users.u1/prefs", "users.u10/prefs"]
+    );
+    assert_eq!(under("").await.len(), 4);
+    // In the order they were first put: the one put again keeps its place.
+    let in_order: Vec<String> = b
+        .items_under("users")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| format!("{}/{}", i.namespace.joined(), i.key))
+        .collect();
+    assert_eq!(
+        in_order,
+        ["users.u1/prefs", "users.u1.notes/n1", "users.u10/prefs"]
+    );
+    // Expiry put off, and expired rows removed (only them).
+    b.refresh_item("users.u1.notes", "n1", 500).await.unwrap();
+    assert_eq!(
+        a.get_item("users.u1.notes", "n1")
+            .await
+            .unwrap()
+            .unwrap()
+            .expires_ms,
+        Some(500)
+    );
+    assert_eq!(a.delete_expired_items(499).await.unwrap(), 0);
+    assert_eq!(a.delete_expired_items(500).await.unwrap(), 1);
+    assert_eq!(under("users.u1").await, ["users.u1/prefs"]);
+    a.delete_item("users.u1", "prefs").await.unwrap();
+    a.delete_item("users.u1", "prefs").await.unwrap();
+    assert_eq!(under("users").await, ["users.u10/prefs"]);
+}
+
 #[tokio::test]
 async fn the_memory_store_passes_the_store_suite() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     suite(&|| store.clone()).await;
+    items_suite(&|| store.clone()).await;
 }
 
 #[tokio::test]
@@ -496,6 +613,7 @@ async fn the_postgres_store_passes_the_store_suite() {
     let url = crate::postgres::database();
     // Each `open` is a new connection: what one wrote, another reads.
     suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
+    items_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
 }
 
 #[tokio::test]
@@ -504,6 +622,7 @@ async fn the_sqlite_store_passes_the_store_suite() {
     let db = dir.path().join("nested/dir/store.db");
     // Each `open` is a new connection: what one wrote, another reads.
     suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
+    items_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
 }
 
 #[tokio::test]
@@ -578,6 +697,11 @@ async fn a_store_that_keeps_nothing_keeps_no_cache_either() {
     assert_eq!(none.load("t").await.unwrap(), Vec::<Checkpoint>::new());
     none.cache_put("k", &json!("answer"), 2_000).await.unwrap();
     assert_eq!(none.cache_get("k", 1_000).await.unwrap(), None);
+    // Nor items: it says so rather than losing them.
+    assert_eq!(
+        none.items_under("").await.unwrap_err().to_string(),
+        "the store `none` keeps no items: serve with `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+    );
 }
 
 /// Postgres checks that a snapshot stands on every record before it by counting them; a

@@ -13,6 +13,7 @@ mod auth;
 mod body;
 mod error;
 mod field_text;
+mod items;
 mod meta;
 mod modes;
 mod query;
@@ -151,6 +152,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(assistants::routes())
         .merge(threads::routes())
         .merge(runs::routes())
+        .merge(items::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

@@ -20,6 +20,10 @@ pub struct MemoryStore {
     /// LLM cache entries: key -> (value, expiry in Unix milliseconds).
     cache: Mutex<HashMap<String, (Json, u64)>>,
     catalog: Mutex<Entries>,
+    /// The long-term store's items, by joined namespace and key, each with its place
+    /// in the order items were first put.
+    items: Mutex<HashMap<(String, String), (u64, super::Item)>>,
+    items_put: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -424,5 +428,75 @@ impl LlmCache for MemoryStore {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.to_string(), (value.clone(), expires_ms));
         Ok(())
+    }
+}
+
+#[async_trait]
+impl super::Items for MemoryStore {
+    async fn put_item(&self, item: &super::Item) -> Result<(), StoreError> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let id = (item.namespace.joined(), item.key.clone());
+        let (place, created_ms) = match items.get(&id) {
+            Some((place, old)) => (*place, old.created_ms),
+            None => (
+                self.items_put
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                item.created_ms,
+            ),
+        };
+        let item = super::Item {
+            created_ms,
+            ..item.clone()
+        };
+        items.insert(id, (place, item));
+        Ok(())
+    }
+
+    async fn get_item(
+        &self,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Option<super::Item>, StoreError> {
+        let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(items
+            .get(&(namespace.to_string(), key.to_string()))
+            .map(|(_, i)| i.clone()))
+    }
+
+    async fn delete_item(&self, namespace: &str, key: &str) -> Result<(), StoreError> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        items.remove(&(namespace.to_string(), key.to_string()));
+        Ok(())
+    }
+
+    async fn items_under(&self, prefix: &str) -> Result<Vec<super::Item>, StoreError> {
+        let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found: Vec<&(u64, super::Item)> = items
+            .iter()
+            .filter(|((ns, _), _)| super::items::under(ns, prefix))
+            .map(|(_, i)| i)
+            .collect();
+        found.sort_by_key(|(place, _)| *place);
+        Ok(found.into_iter().map(|(_, i)| i.clone()).collect())
+    }
+
+    async fn refresh_item(
+        &self,
+        namespace: &str,
+        key: &str,
+        expires_ms: u64,
+    ) -> Result<(), StoreError> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, i)) = items.get_mut(&(namespace.to_string(), key.to_string())) {
+            i.expires_ms = Some(expires_ms);
+        }
+        Ok(())
+    }
+
+    async fn delete_expired_items(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let before = items.len();
+        items.retain(|_, (_, i)| !i.expired(now_ms));
+        Ok((before - items.len()) as u64)
     }
 }

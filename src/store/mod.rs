@@ -1,6 +1,7 @@
-//! Stores: where threads live. A store plays four roles, each a trait that its callers
+//! Stores: where threads live. A store plays five roles, each a trait that its callers
 //! take alone ([`Checkpoints`] for runs, [`Catalog`] and [`RunQueue`] for a server,
-//! [`LlmCache`] for llm nodes; [`Store`] is all of them), with a store in memory, one in
+//! [`LlmCache`] for llm nodes, [`Items`] for the long-term store that threads share;
+//! [`Store`] is all of them), with a store in memory, one in
 //! a SQLite file and one in a Postgres database, all passing the same test suite
 //! (`tests/store.rs`).
 //!
@@ -15,6 +16,7 @@
 
 mod catalog;
 mod frozen;
+mod items;
 mod memory;
 mod none;
 mod postgres;
@@ -24,6 +26,7 @@ mod sqlite;
 pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
+pub use items::{Item, Items, Listing, Namespace, Search};
 pub use memory::MemoryStore;
 pub use none::NoStore;
 pub use postgres::PostgresStore;
@@ -300,6 +303,11 @@ pub enum StoreError {
     Corrupt { thread: String, message: String },
     #[error("checkpoint store: the catalog entry of {what} is corrupt: {message}")]
     CorruptCatalog { what: String, message: String },
+    /// The long-term store's items asked of a store that keeps nothing.
+    #[error(
+        "the store `none` keeps no items: serve with `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+    )]
+    NoItems,
     #[error(
         "`{path}` is not a Switchyard store{}; it is left as it is: give --store another file",
         if tables.is_empty() { String::new() } else { format!(" (it holds the tables {})", tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")) }
@@ -599,9 +607,9 @@ pub trait LlmCache: Send + Sync {
 
 /// A whole store, every role: what `--store` opens and a server holds. Each caller
 /// takes the narrowest role it needs (`Arc<dyn Store>` coerces to any of them).
-pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache {}
+pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache + Items {}
 
-impl<T: Checkpoints + Catalog + RunQueue + LlmCache + ?Sized> Store for T {}
+impl<T: Checkpoints + Catalog + RunQueue + LlmCache + Items + ?Sized> Store for T {}
 
 /// What [`Checkpoints::fence`] found: the claim a tool call is made under, and for how
 /// long it surely holds. The default: no claim that can lapse.

@@ -98,3 +98,31 @@ impl LlmCache for NoStore {
         Ok(())
     }
 }
+
+/// Keeps no items: every call says so.
+#[async_trait]
+impl super::Items for NoStore {
+    async fn put_item(&self, _: &super::Item) -> Result<(), StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn get_item(&self, _: &str, _: &str) -> Result<Option<super::Item>, StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn delete_item(&self, _: &str, _: &str) -> Result<(), StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn items_under(&self, _: &str) -> Result<Vec<super::Item>, StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn refresh_item(&self, _: &str, _: &str, _: u64) -> Result<(), StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn delete_expired_items(&self, _: u64) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+}

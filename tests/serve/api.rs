@@ -1896,3 +1896,118 @@ async fn a_tool_calling_turn_streams_its_call_its_result_and_its_answer() {
     assert_eq!(ids[1], seen[1].3);
     assert_eq!(ids[3], seen[3].3);
 }
+
+/// The store API: items in namespaces, shared by every thread, as LangGraph's server
+/// takes and answers them (`langgraph dev`, langgraph-api 0.16.7, observed side by
+/// side): 204 for a put or a delete, `null` for a missing item, searches in the order
+/// the items were made with `score: null`, namespaces sorted and cut to a depth.
+#[tokio::test]
+async fn the_store_keeps_items_in_namespaces_across_threads() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    let puts = [
+        json!({"namespace": ["users", "u1"], "key": "prefs", "value": {"theme": "dark", "n": 3}}),
+        json!({"namespace": ["users", "u1", "notes"], "key": "a", "value": {"text": "hi"}, "ttl": 5}),
+        json!({"namespace": ["users", "u2"], "key": "prefs", "value": {"theme": "light", "n": 1}}),
+        json!({"namespace": ["docs"], "key": "k10", "value": {"i": 10}, "index": false}),
+    ];
+    for body in puts {
+        t.note(
+            &format!("PUT /store/items {body}"),
+            &h.put("/store/items", body.clone()).await,
+        );
+    }
+    for (req, body) in [
+        ("GET /store/items?namespace=users.u1&key=prefs", None),
+        ("GET /store/items?namespace=users.u1&key=nope", None),
+        ("GET /store/items?namespace=users.u1", None),
+        ("GET /store/items?namespace=a..b&key=k", None),
+        (
+            "POST /store/items/search",
+            Some(json!({"namespace_prefix": ["users"]})),
+        ),
+        (
+            "POST /store/items/search",
+            Some(
+                json!({"namespace_prefix": ["users"], "filter": {"n": {"$gte": 2}, "theme": "dark"}, "limit": 1}),
+            ),
+        ),
+        (
+            "POST /store/items/search",
+            Some(json!({"namespace_prefix": ["users"], "limit": 1, "offset": 1, "query": "notes"})),
+        ),
+        ("POST /store/items/search", Some(json!({}))),
+        (
+            "POST /store/items/search",
+            Some(json!({"namespace_prefix": ["us"]})),
+        ),
+        (
+            "POST /store/items/search",
+            Some(json!({"filter": {"i": {"$in": [10]}}})),
+        ),
+        ("POST /store/namespaces", Some(json!({}))),
+        (
+            "POST /store/namespaces",
+            Some(json!({"prefix": ["users"], "max_depth": 2})),
+        ),
+        (
+            "POST /store/namespaces",
+            Some(json!({"prefix": ["users", "*"], "suffix": ["notes"]})),
+        ),
+        (
+            "POST /store/namespaces",
+            Some(json!({"limit": 1, "offset": 1})),
+        ),
+    ] {
+        let path = req.split_once(' ').unwrap().1;
+        let r = match body.clone() {
+            None => h.get(path).await,
+            Some(b) => h.post(path, b).await,
+        };
+        let shown = body.map_or(req.to_string(), |b| format!("{req} {b}"));
+        t.note(&shown, &r);
+    }
+    // Deleted, and deleted again: no error; the item is gone.
+    let gone = json!({"namespace": ["users", "u2"], "key": "prefs"});
+    for _ in 0..2 {
+        t.note(
+            &format!("DELETE /store/items {gone}"),
+            &h.delete_with("/store/items", gone.clone()).await,
+        );
+    }
+    t.note(
+        "GET /store/items?namespace=users.u2&key=prefs",
+        &h.get("/store/items?namespace=users.u2&key=prefs").await,
+    );
+    // Refused, with nothing written.
+    for body in [
+        json!({"namespace": ["a.b"], "key": "k", "value": {}}),
+        json!({"namespace": [], "key": "k", "value": {}}),
+        json!({"namespace": ["x", ""], "key": "k", "value": {}}),
+        json!({"namespace": ["x"], "key": "k", "value": 3}),
+        json!({"namespace": ["x"], "value": {}}),
+        json!({"namespace": ["x"], "key": "k", "value": {}, "ttl": -1}),
+    ] {
+        t.note(
+            &format!("PUT /store/items {body}"),
+            &h.put("/store/items", body.clone()).await,
+        );
+    }
+    t.note(
+        "POST /store/namespaces {}",
+        &h.post("/store/namespaces", json!({})).await,
+    );
+    // An item kept for 6 ms is gone 50 ms later.
+    let brief = json!({"namespace": ["brief"], "key": "k", "value": {}, "ttl": 0.0001});
+    t.note(
+        &format!("PUT /store/items {brief}"),
+        &h.put("/store/items", brief).await,
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    t.note(
+        "GET /store/items?namespace=brief&key=k",
+        &h.get("/store/items?namespace=brief&key=k").await,
+    );
+    insta::assert_snapshot!(t.text());
+}

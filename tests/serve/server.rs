@@ -283,6 +283,17 @@ impl Http {
         .await
     }
 
+    pub(crate) async fn put(&self, path: &str, body: Json) -> Resp {
+        self.send(self.client.put(self.url(path)).body(body.to_string()))
+            .await
+    }
+
+    /// A DELETE with a JSON body, as the store API takes one.
+    pub(crate) async fn delete_with(&self, path: &str, body: Json) -> Resp {
+        self.send(self.client.delete(self.url(path)).body(body.to_string()))
+            .await
+    }
+
     pub(crate) async fn patch(&self, path: &str, body: Json) -> Resp {
         self.send(self.client.patch(self.url(path)).body(body.to_string()))
             .await

@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 3;
+pub(super) const VERSION: i32 = 4;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -29,7 +29,11 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 /// holder's keeps while the process lives): a lapsed lease is taken over only once that
 /// is gone too. Runs in flight get an index of their own, in the order they are claimed
 /// (the table keeps every run ever made).
-const MIGRATIONS: [&str; 3] = [
+///
+/// Version 4: the long-term store's items (`items.rs`), their namespaces compared byte
+/// by byte (`COLLATE "C"`), so that the namespaces under a prefix are one range, and
+/// numbered in the order they were first put (`ord`, kept by an upsert).
+const MIGRATIONS: [&str; 4] = [
     "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
@@ -127,6 +131,20 @@ ALTER TABLE switchyard.claims ADD COLUMN presence BIGINT NOT NULL DEFAULT 0;
 CREATE SEQUENCE switchyard.claim_tokens;
 CREATE INDEX runs_in_flight ON switchyard.runs (ord) WHERE status IN ('pending', 'running');
 CREATE INDEX runs_pending_by_thread ON switchyard.runs (thread, ord) WHERE status = 'pending';
+",
+    "
+CREATE TABLE switchyard.items (
+    namespace   TEXT COLLATE \"C\" NOT NULL,
+    key         TEXT    NOT NULL,
+    value       TEXT    NOT NULL,
+    created_ms  BIGINT  NOT NULL,
+    updated_ms  BIGINT  NOT NULL,
+    expires_ms  BIGINT,
+    ttl_ms      BIGINT,
+    ord         BIGSERIAL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX items_expiring ON switchyard.items (expires_ms) WHERE expires_ms IS NOT NULL;
 ",
 ];
 

@@ -88,6 +88,15 @@ pub(super) fn has_recount(conn: &Connection) -> Result<bool, rusqlite::Error> {
     )
 }
 
+/// Whether the long-term store's table is there (see `items.rs`).
+pub(super) fn has_items(conn: &Connection) -> Result<bool, rusqlite::Error> {
+    conn.query_row(
+        "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'items'",
+        [],
+        |r| r.get(0),
+    )
+}
+
 /// The server's catalog (from version 3).
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS threads (
@@ -174,9 +183,10 @@ UPDATE checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
 ";
 
 /// Every table a store has.
-pub(super) const OUR_TABLES: [&str; 7] = [
+pub(super) const OUR_TABLES: [&str; 8] = [
     "checkpoints",
     "graphs",
+    "items",
     "llm_cache",
     "recount",
     "runs",

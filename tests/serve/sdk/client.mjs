@@ -126,3 +126,16 @@ out("threads.delete then get", await error(() => client.threads.get("sdk-chat"))
 out("assistants.search", (await client.assistants.search()).map((a) => a.graph_id));
 out("assistants.getGraph", (await client.assistants.getGraph("chat")).edges.length);
 out("assistants.getSchemas", Object.keys((await client.assistants.getSchemas("chat")).input_schema.properties));
+
+// The store: memory shared across threads.
+await client.store.putItem(["users", "js"], "prefs", { theme: "dark", n: 3 });
+await client.store.putItem(["users", "js", "notes"], "first", { text: "hi" }, { ttl: 5 });
+const item = await client.store.getItem(["users", "js"], "prefs");
+out("store.getItem", { namespace: item.namespace, key: item.key, value: item.value, dated: typeof item.createdAt === "string" || typeof item.created_at === "string" });
+out("store.getItem missing", await client.store.getItem(["users", "js"], "nope"));
+const found = await client.store.searchItems(["users"], { filter: { theme: "dark" }, limit: 5 });
+out("store.searchItems", found.items.map((i) => [i.namespace, i.key]));
+out("store.listNamespaces", await client.store.listNamespaces({ prefix: ["users"], maxDepth: 3 }));
+await client.store.deleteItem(["users", "js"], "prefs");
+out("store.deleteItem", (await client.store.searchItems(["users", "js"])).items.map((i) => i.key));
+out("store.putItem with a bad value", await error(() => client.store.putItem(["users", "js"], "k", 3)));

@@ -70,3 +70,16 @@ joined = [p.event for p in client.runs.join_stream(thread["thread_id"], run_id=[
 out("runs.join_stream from the start", joined)
 out("threads.search", [t["thread_id"] for t in client.threads.search(metadata={"user": "bo"})])
 out("assistants.search", [a["graph_id"] for a in client.assistants.search()])
+
+# The store: memory shared across threads.
+client.store.put_item(["users", "py"], "prefs", {"theme": "dark", "n": 3})
+client.store.put_item(["users", "py", "notes"], "first", {"text": "hi"}, ttl=5)
+item = client.store.get_item(["users", "py"], "prefs")
+out("store.get_item", {k: item[k] for k in ("namespace", "key", "value")})
+out("store.get_item missing", client.store.get_item(["users", "py"], "nope"))
+found = client.store.search_items(["users"], filter={"theme": "dark"}, limit=5)
+out("store.search_items", [(i["namespace"], i["key"], i["score"]) for i in found["items"]])
+out("store.list_namespaces", client.store.list_namespaces(prefix=["users"], max_depth=3))
+client.store.delete_item(["users", "py"], "prefs")
+out("store.delete_item", [i["key"] for i in client.store.search_items(["users", "py"])["items"]])
+out("store.put_item of a value not an object", error(lambda: client.store.put_item(["a", "b"], "k", 3)))

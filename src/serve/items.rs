@@ -1,0 +1,168 @@
+//! The store API (`/store/...`): the long-term store's items, as LangGraph's Agent
+//! Server takes and answers them.
+
+use super::AppState;
+use super::body::Body;
+use super::error::{ApiError, ApiResult};
+use super::query::{Lookup, Params};
+use super::wire::time;
+use crate::host::Put;
+use crate::store::{Item, Listing, Search};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Map, Value as Json, json};
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/store/items", get(get_one).put(put).delete(delete))
+        .route("/store/items/search", post(search))
+        .route("/store/namespaces", post(namespaces))
+}
+
+/// An item as LangGraph sends it (`score` only in a search's).
+fn item_json(item: &Item) -> Json {
+    json!({
+        "namespace": item.namespace.labels(),
+        "key": item.key,
+        "value": item.value,
+        "created_at": time(item.created_ms),
+        "updated_at": time(item.updated_ms),
+    })
+}
+
+#[derive(Deserialize)]
+struct PutBody {
+    namespace: Vec<String>,
+    key: String,
+    value: Map<String, Json>,
+    /// Which fields to embed for semantic search: taken and not used, as with no
+    /// embeddings configured (see docs/server.md).
+    #[serde(default)]
+    #[allow(dead_code)]
+    index: Option<Json>,
+    /// Minutes.
+    #[serde(default)]
+    ttl: Option<f64>,
+}
+
+async fn put(State(s): State<AppState>, Body(b): Body<PutBody>) -> ApiResult<Response> {
+    s.host
+        .put_item(Put {
+            namespace: b.namespace,
+            key: b.key,
+            value: b.value,
+            ttl_minutes: b.ttl,
+        })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A `refresh_ttl` parameter or field: true unless it says false.
+fn refresh(v: Option<&str>) -> ApiResult<bool> {
+    match v.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(other) => Err(ApiError::invalid(format!(
+            "`refresh_ttl` is `{other}`, not true or false"
+        ))),
+    }
+}
+
+async fn get_one(State(s): State<AppState>, Query(p): Params) -> ApiResult<Response> {
+    let Some(key) = p.param("key") else {
+        return Err(ApiError::invalid("`key` is missing: the item's key"));
+    };
+    let labels = p
+        .param("namespace")
+        .map(|n| n.split('.').map(str::to_string).collect())
+        .unwrap_or_default();
+    let refresh = refresh(p.param("refresh_ttl").map(String::as_str))?;
+    let item = s.host.get_item(labels, key, refresh).await?;
+    Ok(axum::Json(item.as_ref().map_or(Json::Null, item_json)).into_response())
+}
+
+#[derive(Deserialize)]
+struct DeleteBody {
+    namespace: Vec<String>,
+    key: String,
+}
+
+async fn delete(State(s): State<AppState>, Body(b): Body<DeleteBody>) -> ApiResult<Response> {
+    s.host.delete_item(b.namespace, &b.key).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+struct SearchBody {
+    #[serde(default)]
+    namespace_prefix: Option<Vec<String>>,
+    #[serde(default)]
+    filter: Option<Map<String, Json>>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+    /// Semantic search: without embeddings configured, as LangGraph without an index,
+    /// the items are those of the filter with no score.
+    #[serde(default)]
+    #[allow(dead_code)]
+    query: Option<String>,
+    #[serde(default)]
+    refresh_ttl: Option<bool>,
+}
+
+async fn search(State(s): State<AppState>, Body(b): Body<SearchBody>) -> ApiResult<Response> {
+    let search = Search {
+        prefix: b.namespace_prefix.unwrap_or_default(),
+        filter: b.filter.unwrap_or_default(),
+        limit: b.limit.unwrap_or(10),
+        offset: b.offset.unwrap_or(0),
+    };
+    let items = s
+        .host
+        .search_items(search, b.refresh_ttl.unwrap_or(true))
+        .await?;
+    let items: Vec<Json> = items
+        .iter()
+        .map(|i| {
+            let mut j = item_json(i);
+            j["score"] = Json::Null;
+            j
+        })
+        .collect();
+    Ok(axum::Json(json!({ "items": items })).into_response())
+}
+
+#[derive(Deserialize)]
+struct NamespacesBody {
+    #[serde(default)]
+    prefix: Option<Vec<String>>,
+    #[serde(default)]
+    suffix: Option<Vec<String>>,
+    #[serde(default)]
+    max_depth: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+async fn namespaces(
+    State(s): State<AppState>,
+    Body(b): Body<NamespacesBody>,
+) -> ApiResult<Response> {
+    let listing = Listing {
+        prefix: b.prefix.unwrap_or_default(),
+        suffix: b.suffix.unwrap_or_default(),
+        max_depth: b.max_depth,
+        limit: b.limit.unwrap_or(100),
+        offset: b.offset.unwrap_or(0),
+    };
+    let found = s.host.item_namespaces(listing).await?;
+    let found: Vec<&[String]> = found.iter().map(|n| n.labels()).collect();
+    Ok(axum::Json(json!({ "namespaces": found })).into_response())
+}

@@ -1,0 +1,356 @@
+//! The long-term store (LangGraph's `BaseStore`, "memory across threads"): JSON objects
+//! under a key in a namespace, a path of labels such as `["users", "u1"]`, which any
+//! client, and any thread's runs, read and write. Every store keeps them beside its
+//! threads ([`Items`]); what a search or a listing means (filters, order, paging,
+//! depth) is decided here, once for every store, over the rows a store hands back.
+
+use super::StoreError;
+use async_trait::async_trait;
+use serde_json::{Map, Value as Json};
+use std::cmp::Ordering;
+
+/// An item: a JSON object under `key` in `namespace`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub namespace: Namespace,
+    pub key: String,
+    pub value: Map<String, Json>,
+    /// Unix milliseconds: the first put, and the last.
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// When it is gone (Unix milliseconds), and by how much a read that refreshes it
+    /// puts that off: both none for an item that does not expire.
+    pub expires_ms: Option<u64>,
+    pub ttl_ms: Option<u64>,
+}
+
+impl Item {
+    /// Whether it has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expires_ms.is_some_and(|e| e <= now_ms)
+    }
+}
+
+/// A namespace: one or more labels, none empty and none with a period (the period
+/// joins them in a stored row and in a `GET` request's query).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Namespace(Vec<String>);
+
+impl Namespace {
+    /// `labels` as a namespace, or why they are not one.
+    pub fn new(labels: Vec<String>) -> Result<Self, String> {
+        if labels.is_empty() {
+            return Err("a namespace has at least one label".into());
+        }
+        Self::prefix(labels)
+    }
+
+    /// `labels` as the start of namespaces: none (every namespace) or more.
+    pub fn prefix(labels: Vec<String>) -> Result<Self, String> {
+        for (i, label) in labels.iter().enumerate() {
+            if label.is_empty() {
+                return Err(format!(
+                    "namespace label {} is empty; labels are non-empty and without periods",
+                    i + 1
+                ));
+            }
+            if label.contains('.') {
+                return Err(format!(
+                    "namespace label `{label}` holds a period; labels are non-empty and without periods"
+                ));
+            }
+        }
+        Ok(Namespace(labels))
+    }
+
+    /// The labels joined by periods, as a store keeps them: `users.u1`.
+    pub fn joined(&self) -> String {
+        self.0.join(".")
+    }
+
+    /// A namespace a store kept (see [`Namespace::joined`]).
+    pub fn from_joined(text: &str) -> Self {
+        Namespace(text.split('.').map(str::to_string).collect())
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.0
+    }
+
+    /// Whether `self` starts with `prefix`, `*` in it matching any label.
+    fn starts_with(&self, prefix: &[String]) -> bool {
+        prefix.len() <= self.0.len() && labels_match(&self.0[..prefix.len()], prefix)
+    }
+
+    fn ends_with(&self, suffix: &[String]) -> bool {
+        suffix.len() <= self.0.len() && labels_match(&self.0[self.0.len() - suffix.len()..], suffix)
+    }
+}
+
+fn labels_match(labels: &[String], pattern: &[String]) -> bool {
+    labels.iter().zip(pattern).all(|(l, p)| p == "*" || l == p)
+}
+
+/// The items a store keeps: the rows; what a search means is [`Search`]'s.
+#[async_trait]
+pub trait Items: Send + Sync {
+    /// Writes `item` in place of any under its namespace and key, keeping the first
+    /// put's `created_ms`.
+    async fn put_item(&self, item: &Item) -> Result<(), StoreError>;
+    /// The item under `namespace` (joined) and `key`, expired or not.
+    async fn get_item(&self, namespace: &str, key: &str) -> Result<Option<Item>, StoreError>;
+    /// Removes it; none there is no error.
+    async fn delete_item(&self, namespace: &str, key: &str) -> Result<(), StoreError>;
+    /// Every item whose namespace (joined) is `prefix` or starts with `prefix` and a
+    /// period; every item when `prefix` is empty. Expired ones too. In the order the
+    /// items were first put (a put again keeps an item's place), as LangGraph's
+    /// server lists them.
+    async fn items_under(&self, prefix: &str) -> Result<Vec<Item>, StoreError>;
+    /// Puts off the expiry of the item under `namespace` and `key` to `expires_ms`.
+    async fn refresh_item(
+        &self,
+        namespace: &str,
+        key: &str,
+        expires_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Removes every item expired at `now_ms`; how many.
+    async fn delete_expired_items(&self, now_ms: u64) -> Result<u64, StoreError>;
+}
+
+/// A search: items under a namespace prefix that fit a filter, a page of them.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    pub prefix: Vec<String>,
+    /// Field of the value -> a value it equals, or `{"$op": value}` with `$eq`, `$ne`,
+    /// `$gt`, `$gte`, `$lt`, `$lte` (see [`Search::check`]).
+    pub filter: Map<String, Json>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Search {
+    /// Why the filter cannot be applied: an operator it does not know.
+    pub fn check(&self) -> Result<(), String> {
+        for condition in self.filter.values() {
+            if let Some(ops) = operators(condition) {
+                for op in ops.keys() {
+                    if !matches!(op.as_str(), "$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte") {
+                        return Err(format!(
+                            "filter operator `{op}` is not one of $eq, $ne, $gt, $gte, $lt, $lte"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The page of `items` (one prefix's, as a store handed them, in its order) this
+    /// search asks for: those alive at `now_ms` that fit the filter, `offset` skipped,
+    /// at most `limit`.
+    pub fn page(&self, mut items: Vec<Item>, now_ms: u64) -> Vec<Item> {
+        items.retain(|i| {
+            !i.expired(now_ms) && i.namespace.starts_with(&self.prefix) && self.fits(&i.value)
+        });
+        items
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit)
+            .collect()
+    }
+
+    fn fits(&self, value: &Map<String, Json>) -> bool {
+        self.filter.iter().all(|(field, condition)| {
+            let have = value.get(field).unwrap_or(&Json::Null);
+            match operators(condition) {
+                Some(ops) => ops.iter().all(|(op, want)| compare(op, have, want)),
+                None => have == condition,
+            }
+        })
+    }
+}
+
+/// A condition's operators, when it is an object of `$` keys (`{"$gt": 3}`); an
+/// object with other keys is a value to equal.
+fn operators(condition: &Json) -> Option<&Map<String, Json>> {
+    condition
+        .as_object()
+        .filter(|o| !o.is_empty() && o.keys().all(|k| k.starts_with('$')))
+}
+
+fn compare(op: &str, have: &Json, want: &Json) -> bool {
+    let order = || match (have, want) {
+        (Json::Number(a), Json::Number(b)) => a.as_f64()?.partial_cmp(&b.as_f64()?),
+        (Json::String(a), Json::String(b)) => Some(a.cmp(b)),
+        _ => None,
+    };
+    match op {
+        "$eq" => have == want,
+        "$ne" => have != want,
+        "$gt" => order() == Some(Ordering::Greater),
+        "$gte" => matches!(order(), Some(Ordering::Greater | Ordering::Equal)),
+        "$lt" => order() == Some(Ordering::Less),
+        "$lte" => matches!(order(), Some(Ordering::Less | Ordering::Equal)),
+        _ => false,
+    }
+}
+
+/// A listing of namespaces: those that start with `prefix` and end with `suffix`
+/// (`*` matching any label), cut to `max_depth` labels, each once, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub prefix: Vec<String>,
+    pub suffix: Vec<String>,
+    pub max_depth: Option<usize>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Listing {
+    /// The page of namespaces of `items` (alive at `now_ms`) this listing asks for.
+    pub fn page(&self, items: &[Item], now_ms: u64) -> Vec<Namespace> {
+        let mut found: Vec<Namespace> = items
+            .iter()
+            .filter(|i| !i.expired(now_ms))
+            .map(|i| &i.namespace)
+            .filter(|n| n.starts_with(&self.prefix) && n.ends_with(&self.suffix))
+            .map(|n| match self.max_depth {
+                Some(d) if d < n.0.len() => Namespace(n.0[..d].to_vec()),
+                _ => n.clone(),
+            })
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+            .into_iter()
+            .skip(self.offset)
+            .take(self.limit)
+            .collect()
+    }
+
+    /// The part of the prefix before any `*`: what a store can narrow its rows by.
+    pub fn fixed_prefix(&self) -> String {
+        fixed(&self.prefix)
+    }
+}
+
+impl Search {
+    /// See [`Listing::fixed_prefix`].
+    pub fn fixed_prefix(&self) -> String {
+        fixed(&self.prefix)
+    }
+}
+
+fn fixed(prefix: &[String]) -> String {
+    prefix
+        .iter()
+        .take_while(|l| *l != "*")
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Whether `namespace` (joined) is under `prefix` (joined): the same, or below it.
+pub(crate) fn under(namespace: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || namespace == prefix
+        || namespace
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// The range of joined namespaces under `prefix` (not empty) for an index scan:
+/// from `prefix.` to `prefix/` (`/` follows `.`), and `prefix` itself.
+pub(crate) fn range_of(prefix: &str) -> (String, String) {
+    (format!("{prefix}."), format!("{prefix}/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(ns: &[&str], key: &str, value: Json, created_ms: u64) -> Item {
+        Item {
+            namespace: Namespace(ns.iter().map(|s| s.to_string()).collect()),
+            key: key.into(),
+            value: value.as_object().unwrap().clone(),
+            created_ms,
+            updated_ms: created_ms,
+            expires_ms: None,
+            ttl_ms: None,
+        }
+    }
+
+    #[test]
+    fn filters_compare_numbers_and_strings_and_equal_anything_else() {
+        let items = vec![
+            item(&["a"], "1", json!({"i": 1, "s": "x", "o": {"b": 1}}), 1),
+            item(&["a"], "2", json!({"i": 2.5, "s": "y"}), 2),
+            item(&["a", "b"], "3", json!({"i": 3}), 3),
+        ];
+        let keys = |filter: Json| {
+            let search = Search {
+                filter: filter.as_object().unwrap().clone(),
+                limit: 10,
+                ..Search::default()
+            };
+            search
+                .page(items.clone(), 0)
+                .into_iter()
+                .map(|i| i.key)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(json!({"i": {"$gt": 1, "$lte": 3}})), ["2", "3"]);
+        assert_eq!(keys(json!({"s": {"$gte": "y"}})), ["2"]);
+        assert_eq!(keys(json!({"i": {"$ne": 1}})), ["2", "3"]);
+        assert_eq!(keys(json!({"o": {"b": 1}})), ["1"]);
+        // A field an item lacks is null: it equals null and compares with nothing.
+        assert_eq!(keys(json!({"s": null})), ["3"]);
+        assert_eq!(keys(json!({"s": {"$lt": "z"}})), ["1", "2"]);
+    }
+
+    #[test]
+    fn listings_cut_to_a_depth_and_match_stars() {
+        let items = vec![
+            item(&["users", "u1"], "k", json!({}), 1),
+            item(&["users", "u1", "notes"], "k", json!({}), 2),
+            item(&["users", "u2"], "k", json!({}), 3),
+            item(&["docs"], "k", json!({}), 4),
+        ];
+        let list = |prefix: &[&str], suffix: &[&str], max_depth| {
+            Listing {
+                prefix: prefix.iter().map(|s| s.to_string()).collect(),
+                suffix: suffix.iter().map(|s| s.to_string()).collect(),
+                max_depth,
+                limit: 100,
+                offset: 0,
+            }
+            .page(&items, 0)
+            .into_iter()
+            .map(|n| n.joined())
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            list(&[], &[], None),
+            ["docs", "users.u1", "users.u1.notes", "users.u2"]
+        );
+        assert_eq!(list(&[], &[], Some(1)), ["docs", "users"]);
+        assert_eq!(
+            list(&["users", "*"], &[], Some(2)),
+            ["users.u1", "users.u2"]
+        );
+        assert_eq!(list(&[], &["u1"], None), ["users.u1"]);
+    }
+
+    #[test]
+    fn a_namespace_is_under_its_prefix_and_not_under_a_longer_label() {
+        assert!(under("users.u1", "users"));
+        assert!(under("users", "users"));
+        assert!(!under("users2", "users"));
+        assert!(under("x", ""));
+        let (from, to) = range_of("users");
+        assert!(from.as_str() <= "users.u1" && "users.u1" < to.as_str());
+        assert!(!("users0" >= from.as_str() && "users0" < to.as_str()));
+    }
+}
