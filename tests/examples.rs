@@ -34,6 +34,7 @@ fn every_example_validates_and_renders() {
             "chat_agent.toml",
             "confirm_execute.toml",
             "reason_act_observe.toml",
+            "remember.toml",
             "screen_explorer.toml",
             "tool_agent.toml"
         ]

@@ -700,7 +700,7 @@ async fn a_store_that_keeps_nothing_keeps_no_cache_either() {
     // Nor items: it says so rather than losing them.
     assert_eq!(
         none.items_under("").await.unwrap_err().to_string(),
-        "the store `none` keeps no items: serve with `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+        "the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
     );
 }
 

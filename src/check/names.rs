@@ -1,7 +1,7 @@
 //! Every name a graph uses refers to something declared: nodes, fields, servers.
 
 use super::{Cx, DiagExt};
-use crate::spec::{END, KindSpec, Sp};
+use crate::spec::{END, KindSpec, STORE_TOOLS, Sp, Transport};
 use crate::suggestion::help_for;
 use std::collections::HashMap;
 
@@ -54,6 +54,15 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             KindSpec::Mcp(m) => {
                 if let Some(s) = &m.server {
                     server_ref(cx, s);
+                    if cx
+                        .spec
+                        .server(s.get_ref())
+                        .is_some_and(|s| matches!(s.transport, Transport::Store))
+                    {
+                        for c in &m.calls {
+                            store_tool_ref(cx, s.get_ref(), &c.tool);
+                        }
+                    }
                 }
                 duplicates(
                     cx,
@@ -189,6 +198,29 @@ fn server_ref(cx: &mut Cx<'_>, name: &Sp<String>) {
         format!("unknown server `{n}`"),
     )
     .with_label("not declared in `[servers]`")
+    .with_help(help);
+}
+
+/// A tool of a builtin `store` server: its names are known before the run, so a
+/// name that is none of them is found here, not when the node runs. (A name rendered
+/// from state is checked when it is called.)
+fn store_tool_ref(cx: &mut Cx<'_>, server: &str, tool: &Sp<String>) {
+    let t = tool.get_ref();
+    if t.contains("{{") || t.contains("{%") || STORE_TOOLS.contains(&t.as_str()) {
+        return;
+    }
+    let help = help_for(t, STORE_TOOLS).unwrap_or_else(|| {
+        format!(
+            "the builtin store offers {}",
+            STORE_TOOLS.map(|n| format!("`{n}`")).join(", ")
+        )
+    });
+    cx.error(
+        "unknown-tool",
+        tool.span(),
+        format!("server `{server}` has no tool `{t}`"),
+    )
+    .with_label("not a tool of the builtin store")
     .with_help(help);
 }
 

@@ -162,6 +162,7 @@ pub(crate) fn compile(
                     headers: headers.clone(),
                     oauth: oauth.clone(),
                 },
+                Transport::Store => ServerTransport::Store,
             },
         })
         .collect();

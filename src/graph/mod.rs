@@ -458,6 +458,9 @@ pub enum ServerTransport {
         /// expanded when it starts).
         oauth: crate::spec::OAuth,
     },
+    /// The long-term store, as tools served in process (`crate::tool::StoreTools`);
+    /// never started as an MCP server.
+    Store,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -35,7 +35,7 @@ pub use llm::LlmSource;
 
 // What the server (`serve/`) uses besides.
 pub(crate) use handle::RunHandle;
-pub(crate) use items::Put;
+
 pub(crate) use log::{LogEntry, RunLog};
 pub(crate) use request::{CancelAction, Command, Multitask, RunRequest};
 pub(crate) use threads::{StateView, ThreadFilter, ThreadStatus, ThreadView, contains};

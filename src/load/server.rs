@@ -22,6 +22,13 @@ pub(super) fn read_server(
         v.span(),
         table,
     );
+    let builtin = t.str("builtin", diags);
+    let others: Vec<&str> = [
+        "command", "url", "args", "env", "cwd", "headers", "oauth", "roots",
+    ]
+    .into_iter()
+    .filter(|k| t.has(k))
+    .collect();
     let command = t.str("command", diags);
     let url = t.str("url", diags);
     let args = t
@@ -58,9 +65,43 @@ pub(super) fn read_server(
             "oauth",
             "roots",
             "description",
+            "builtin",
         ],
         diags,
     );
+    if let Some(b) = builtin {
+        if b.get_ref() != "store" {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    b.span(),
+                    format!("unknown builtin server `{}`", b.get_ref()),
+                )
+                .label("not a builtin")
+                .help("the builtin server is `store`: the long-term store's items, as tools"),
+            );
+            return None;
+        }
+        if let Some(k) = others.first() {
+            diags.push(
+                Diagnostic::error(
+                    "server-transport",
+                    file,
+                    t.key_span(k).unwrap_or(b.span()),
+                    format!("`{k}` does not apply to a builtin server"),
+                )
+                .label("with `builtin`")
+                .help("a builtin server runs in process: remove it"),
+            );
+        }
+        return Some(ServerSpec {
+            name,
+            transport: Transport::Store,
+            description,
+            roots: Vec::new(),
+        });
+    }
     if let (Some(span), true) = (&oauth_span, url.is_none()) {
         diags.push(
             Diagnostic::error(

@@ -71,6 +71,7 @@ pub(crate) fn expand_server(
                 }
             },
         },
+        ServerTransport::Store => ServerTransport::Store,
     };
     Ok(Server {
         name: server.name.clone(),

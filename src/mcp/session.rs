@@ -79,6 +79,13 @@ impl Session {
         // waits for them.
         let signing_in = Arc::new(AtomicBool::new(false));
         let (pid, connecting) = match &server.transport {
+            // Served in process by the tool client in front of this one.
+            ServerTransport::Store => {
+                return Err(McpError::Spawn {
+                    server: name,
+                    message: "it is Switchyard's builtin store, served in process, and this tool client has no store".into(),
+                });
+            }
             ServerTransport::Stdio {
                 command,
                 args,
@@ -93,7 +100,9 @@ impl Session {
                     ServerTransport::Stdio { command, cwd, .. } => {
                         (command.clone(), cwd.display().to_string())
                     }
-                    ServerTransport::Http { .. } => (String::new(), String::new()),
+                    ServerTransport::Http { .. } | ServerTransport::Store => {
+                        (String::new(), String::new())
+                    }
                 };
                 let program = resolve_command(command, root, env).ok_or_else(|| McpError::Spawn {
                     server: name.clone(),
@@ -558,7 +567,7 @@ fn tail_note(tail: &Mutex<VecDeque<String>>) -> String {
 fn written_url(server: &Server) -> &str {
     match &server.transport {
         ServerTransport::Http { url, .. } => url,
-        ServerTransport::Stdio { .. } => "",
+        ServerTransport::Stdio { .. } | ServerTransport::Store => "",
     }
 }
 

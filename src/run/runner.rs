@@ -49,6 +49,8 @@ pub struct Runner {
     pub(super) llm_content: bool,
     /// An llm node's `cache` (see [`Runner::with_cache`]).
     pub(super) cache: Arc<dyn LlmCache>,
+    /// What the builtin `store` servers serve (see [`Runner::with_items`]).
+    pub(super) items: Option<Arc<dyn crate::store::Items>>,
 }
 
 impl Runner {
@@ -66,6 +68,7 @@ impl Runner {
             shutdown_tools: true,
             llm_content: false,
             cache: Arc::new(NoStore),
+            items: None,
         }
     }
 
@@ -85,7 +88,19 @@ impl Runner {
 
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolClient>) -> Self {
-        self.tools = tools;
+        self.tools = match &self.items {
+            Some(items) => Arc::new(crate::tool::StoreTools::new(items.clone(), tools)),
+            None => tools,
+        };
+        self
+    }
+
+    /// Serves the graph's builtin `store` servers from `items` (the long-term store
+    /// of the store the runs are kept in), in front of the tool client.
+    #[must_use]
+    pub fn with_items(mut self, items: Arc<dyn crate::store::Items>) -> Self {
+        self.items = Some(items.clone());
+        self.tools = Arc::new(crate::tool::StoreTools::new(items, self.tools.clone()));
         self
     }
 

@@ -6,7 +6,7 @@ use super::body::Body;
 use super::error::{ApiError, ApiResult};
 use super::query::{Lookup, Params};
 use super::wire::time;
-use crate::host::Put;
+use crate::store::Put;
 use crate::store::{Item, Listing, Search};
 use axum::Router;
 use axum::extract::{Query, State};

@@ -110,6 +110,9 @@ pub struct ServerSpec {
     pub roots: Vec<Sp<String>>,
 }
 
+/// The tools of the builtin `store` server (`crate::tool::StoreTools`).
+pub const STORE_TOOLS: [&str; 5] = ["put", "get", "search", "delete", "list_namespaces"];
+
 #[derive(Debug)]
 pub enum Transport {
     Stdio {
@@ -127,6 +130,9 @@ pub enum Transport {
         /// none: the authorization-code flow with dynamic registration.
         oauth: OAuth,
     },
+    /// `builtin = "store"`: the long-term store of the store the run is kept in, as
+    /// tools, served in process (`crate::tool::StoreTools`).
+    Store,
 }
 
 /// How Switchyard authorizes itself with an HTTP server that answers 401. Every string

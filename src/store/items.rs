@@ -265,6 +265,138 @@ pub(crate) fn range_of(prefix: &str) -> (String, String) {
     (format!("{prefix}."), format!("{prefix}/"))
 }
 
+/// Why a request of the long-term store was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ItemError {
+    /// The request is wrong: a namespace, a TTL or a filter that cannot be.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A put: `value` under `key` in `namespace`, kept for `ttl_minutes` after its last
+/// put or refreshing read when given.
+#[derive(Debug, Clone)]
+pub struct Put {
+    pub namespace: Vec<String>,
+    pub key: String,
+    pub value: Map<String, Json>,
+    pub ttl_minutes: Option<f64>,
+}
+
+/// What the server's store API and the builtin `store` server's tools do, over any
+/// store's [`Items`]: namespaces checked, TTLs counted and refreshed, expired items
+/// gone. `now_ms` is the time of the request.
+pub mod ops {
+    use super::*;
+
+    fn namespace(labels: Vec<String>) -> Result<Namespace, ItemError> {
+        Namespace::new(labels).map_err(ItemError::Invalid)
+    }
+
+    pub async fn put(items: &dyn Items, put: Put, now_ms: u64) -> Result<(), ItemError> {
+        let namespace = namespace(put.namespace)?;
+        let ttl_ms = match put.ttl_minutes {
+            None => None,
+            Some(m) if m.is_finite() && m > 0.0 => Some((m * 60_000.0).round().max(1.0) as u64),
+            Some(m) => {
+                return Err(ItemError::Invalid(format!(
+                    "ttl is minutes to keep the item, more than 0; {m} is not"
+                )));
+            }
+        };
+        // Expired items go when new ones come, so the table holds what can be read.
+        items.delete_expired_items(now_ms).await?;
+        items
+            .put_item(&Item {
+                namespace,
+                key: put.key,
+                value: put.value,
+                created_ms: now_ms,
+                updated_ms: now_ms,
+                expires_ms: ttl_ms.map(|t| now_ms + t),
+                ttl_ms,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The item, none when there is none or it expired; its expiry put off by its
+    /// TTL when `refresh`.
+    pub async fn get(
+        items: &dyn Items,
+        labels: Vec<String>,
+        key: &str,
+        refresh: bool,
+        now_ms: u64,
+    ) -> Result<Option<Item>, ItemError> {
+        let joined = namespace(labels)?.joined();
+        let Some(mut item) = items.get_item(&joined, key).await? else {
+            return Ok(None);
+        };
+        if item.expired(now_ms) {
+            items.delete_item(&joined, key).await?;
+            return Ok(None);
+        }
+        if refresh {
+            put_off(items, &mut item, now_ms).await?;
+        }
+        Ok(Some(item))
+    }
+
+    pub async fn delete(
+        items: &dyn Items,
+        labels: Vec<String>,
+        key: &str,
+    ) -> Result<(), ItemError> {
+        let joined = namespace(labels)?.joined();
+        Ok(items.delete_item(&joined, key).await?)
+    }
+
+    /// A page of items; their expiry put off when `refresh`.
+    pub async fn search(
+        items: &dyn Items,
+        search: &Search,
+        refresh: bool,
+        now_ms: u64,
+    ) -> Result<Vec<Item>, ItemError> {
+        Namespace::prefix(search.prefix.clone()).map_err(ItemError::Invalid)?;
+        search.check().map_err(ItemError::Invalid)?;
+        let rows = items.items_under(&search.fixed_prefix()).await?;
+        let mut page = search.page(rows, now_ms);
+        if refresh {
+            for item in &mut page {
+                put_off(items, item, now_ms).await?;
+            }
+        }
+        Ok(page)
+    }
+
+    pub async fn namespaces(
+        items: &dyn Items,
+        listing: &Listing,
+        now_ms: u64,
+    ) -> Result<Vec<Namespace>, ItemError> {
+        for labels in [&listing.prefix, &listing.suffix] {
+            Namespace::prefix(labels.clone()).map_err(ItemError::Invalid)?;
+        }
+        let rows = items.items_under(&listing.fixed_prefix()).await?;
+        Ok(listing.page(&rows, now_ms))
+    }
+
+    async fn put_off(items: &dyn Items, item: &mut Item, now_ms: u64) -> Result<(), ItemError> {
+        if let Some(ttl) = item.ttl_ms {
+            let expires = now_ms + ttl;
+            items
+                .refresh_item(&item.namespace.joined(), &item.key, expires)
+                .await?;
+            item.expires_ms = Some(expires);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

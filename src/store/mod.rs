@@ -26,7 +26,7 @@ mod sqlite;
 pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
-pub use items::{Item, Items, Listing, Namespace, Search};
+pub use items::{Item, ItemError, Items, Listing, Namespace, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;
 pub use postgres::PostgresStore;
@@ -305,7 +305,7 @@ pub enum StoreError {
     CorruptCatalog { what: String, message: String },
     /// The long-term store's items asked of a store that keeps nothing.
     #[error(
-        "the store `none` keeps no items: serve with `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+        "the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
     )]
     NoItems,
     #[error(

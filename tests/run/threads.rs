@@ -987,3 +987,90 @@ async fn a_goto_that_would_skip_a_required_policy_is_refused() {
     r.check("t", go("gate")).await.unwrap();
     r.check("t", go("__end__")).await.unwrap();
 }
+
+/// `graphs/remember.toml`: what one thread puts in the builtin store, another thread
+/// (another runner, another process for SQLite) reads, in every store that keeps
+/// items; the items are the store's, beside the threads' checkpoints.
+#[tokio::test]
+async fn a_graph_remembers_across_threads_through_the_builtin_store() {
+    type Open = Box<dyn Fn() -> Arc<dyn Store>>;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("remember.db");
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let stores: [(&str, Open); 2] = [
+        ("memory", Box::new(move || memory.clone())),
+        (
+            "sqlite",
+            Box::new(move || Arc::new(SqliteStore::open(&db).unwrap())),
+        ),
+    ];
+    let graph = Arc::new(switchyard::load_graph(&root().join("graphs/remember.toml")).unwrap());
+    for (name, open) in stores {
+        let run = |thread: &'static str, input: serde_json::Value| {
+            let store = open();
+            let graph = graph.clone();
+            async move {
+                let out = Runner::new(graph, store.clone())
+                    .with_items(store)
+                    .start(thread, input)
+                    .await
+                    .unwrap();
+                match out {
+                    Outcome::Finished { response, .. } => response.unwrap_or_default(),
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        assert_eq!(
+            run("a", json!({"user": "ann"})).await,
+            "I do not know your favourite colour yet.",
+            "{name}"
+        );
+        assert_eq!(
+            run("b", json!({"user": "ann", "colour": "teal"})).await,
+            "I will remember teal.",
+            "{name}"
+        );
+        assert_eq!(
+            run("c", json!({"user": "ann"})).await,
+            "Your favourite colour is teal.",
+            "{name}"
+        );
+        assert_eq!(
+            run("d", json!({"user": "bo"})).await,
+            "I do not know your favourite colour yet.",
+            "{name}"
+        );
+        let kept = open().items_under("").await.unwrap();
+        assert_eq!(
+            kept.iter()
+                .map(|i| (
+                    i.namespace.joined(),
+                    i.key.as_str(),
+                    serde_json::Value::Object(i.value.clone())
+                ))
+                .collect::<Vec<_>>(),
+            [(
+                "users.ann".to_string(),
+                "favourite_colour",
+                json!({"colour": "teal"})
+            )],
+            "{name}"
+        );
+    }
+}
+
+/// A runner whose store keeps no items says so when a node reads the builtin store.
+#[tokio::test]
+async fn the_builtin_store_on_a_store_that_keeps_nothing_fails_its_node_saying_why() {
+    let graph = Arc::new(switchyard::load_graph(&root().join("graphs/remember.toml")).unwrap());
+    let err = Runner::new(graph, Arc::new(NoStore::new()))
+        .with_items(Arc::new(NoStore::new()))
+        .start("t", json!({"user": "ann"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node `recall` failed: `get` on server `memory`: the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+    );
+}

@@ -2011,3 +2011,40 @@ async fn the_store_keeps_items_in_namespaces_across_threads() {
     );
     insta::assert_snapshot!(t.text());
 }
+
+/// A served graph's builtin `store` server and the store API are the same items: what a
+/// run stores, a client reads, and what a client puts, the next run recalls.
+#[tokio::test]
+async fn a_graphs_builtin_store_and_the_store_api_share_their_items() {
+    let s = serve(&["graphs/remember.toml"]).start().await;
+    let h = s.http();
+    let wait = |input: Json| {
+        let h = h.clone();
+        async move {
+            h.post(
+                "/runs/wait",
+                json!({ "assistant_id": "remember", "input": input }),
+            )
+            .await
+            .json()
+        }
+    };
+    wait(json!({"user": "ann", "colour": "teal"})).await;
+    let item = h
+        .get("/store/items?namespace=users.ann&key=favourite_colour")
+        .await
+        .json();
+    assert_eq!(
+        (&item["namespace"], &item["value"]),
+        (&json!(["users", "ann"]), &json!({"colour": "teal"}))
+    );
+    let put = h
+        .put(
+            "/store/items",
+            json!({"namespace": ["users", "ann"], "key": "favourite_colour", "value": {"colour": "amber"}}),
+        )
+        .await;
+    assert_eq!(put.status, 204);
+    let recalled = wait(json!({"user": "ann"})).await;
+    assert_eq!(recalled["known"], json!({"colour": "amber"}));
+}
