@@ -458,7 +458,7 @@ pub enum ServerTransport {
         /// expanded when it starts).
         oauth: crate::spec::OAuth,
     },
-    /// The long-term store, as tools served in process (`crate::tool::StoreTools`);
+    /// The long-term store, as tools served in process (`crate::run::StoreTools`);
     /// never started as an MCP server.
     Store,
 }

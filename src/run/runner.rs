@@ -89,7 +89,7 @@ impl Runner {
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolClient>) -> Self {
         self.tools = match &self.items {
-            Some(items) => Arc::new(crate::tool::StoreTools::new(items.clone(), tools)),
+            Some(items) => Arc::new(super::store_tools::StoreTools::new(items.clone(), tools)),
             None => tools,
         };
         self
@@ -100,7 +100,10 @@ impl Runner {
     #[must_use]
     pub fn with_items(mut self, items: Arc<dyn crate::store::Items>) -> Self {
         self.items = Some(items.clone());
-        self.tools = Arc::new(crate::tool::StoreTools::new(items, self.tools.clone()));
+        self.tools = Arc::new(super::store_tools::StoreTools::new(
+            items,
+            self.tools.clone(),
+        ));
         self
     }
 

@@ -110,7 +110,7 @@ pub struct ServerSpec {
     pub roots: Vec<Sp<String>>,
 }
 
-/// The tools of the builtin `store` server (`crate::tool::StoreTools`).
+/// The tools of the builtin `store` server (`crate::run::StoreTools`).
 pub const STORE_TOOLS: [&str; 5] = ["put", "get", "search", "delete", "list_namespaces"];
 
 #[derive(Debug)]
@@ -131,7 +131,7 @@ pub enum Transport {
         oauth: OAuth,
     },
     /// `builtin = "store"`: the long-term store of the store the run is kept in, as
-    /// tools, served in process (`crate::tool::StoreTools`).
+    /// tools, served in process (`crate::run::StoreTools`).
     Store,
 }
 

@@ -4,9 +4,6 @@
 //! runner, the model's offer of tools and the MCP client all speak these types.
 
 pub(crate) mod elicitation;
-mod store;
-
-pub use store::{StoreTools, store_tools};
 
 use crate::graph::Server;
 use serde_json::Value as Json;

@@ -1,12 +1,13 @@
 //! The builtin server `store` (`[servers.memory] builtin = "store"`): the long-term
 //! store's items as tools, served in process from the store the run is kept in, in
-//! front of the tool client that reaches every other server. An `mcp_call` node puts
+//! front of the tool client that reaches every other server. Here, above both the tool
+//! port and the stores, because it joins them. An `mcp_call` node puts
 //! and reads items as it calls any tool; an llm node's `tools` offers them to the
 //! model, which then remembers across threads by calling them.
 
-use super::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 use crate::graph::{Server, ServerTransport};
 use crate::store::{ItemError, Items, Listing, Put, Search, item_ops};
+use crate::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json, json};
