@@ -12,6 +12,7 @@
 //! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
 //! into responses, the way the command line turns flags into them.
 
+mod bulk;
 mod cluster;
 mod course;
 mod drive;
@@ -34,6 +35,7 @@ pub use graphs::{Graphs, Problems, Served};
 pub use llm::LlmSource;
 
 // What the server (`serve/`) uses besides.
+pub(crate) use bulk::CancelMany;
 pub(crate) use handle::RunHandle;
 
 pub(crate) use log::{LogEntry, RunLog};

@@ -11,6 +11,7 @@
 mod assistants;
 mod auth;
 mod body;
+mod bulk;
 mod error;
 mod field_text;
 mod items;
@@ -153,6 +154,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(threads::routes())
         .merge(runs::routes())
         .merge(items::routes())
+        .merge(bulk::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

@@ -301,21 +301,23 @@ async fn cancel(
     Path((tid, rid)): Path<(String, String)>,
     Query(p): Params,
 ) -> ApiResult<StatusCode> {
-    let action = match p.param("action").map(String::as_str) {
-        None | Some("interrupt") => CancelAction::Interrupt,
-        Some("rollback") => CancelAction::Rollback,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "action `{other}` is not `interrupt` or `rollback`"
-            )));
-        }
-    };
-    let run = s.host.cancel(&tid, &rid, action).await?;
+    let run = s.host.cancel(&tid, &rid, cancel_action(&p)?).await?;
     if flag(&p, "wait") {
         run.finished().await;
         return Ok(StatusCode::NO_CONTENT);
     }
     Ok(StatusCode::ACCEPTED)
+}
+
+/// A cancel's `action` parameter: `interrupt` (the default) or `rollback`.
+pub(super) fn cancel_action(p: &[(String, String)]) -> ApiResult<CancelAction> {
+    match p.param("action").map(String::as_str) {
+        None | Some("interrupt") => Ok(CancelAction::Interrupt),
+        Some("rollback") => Ok(CancelAction::Rollback),
+        Some(other) => Err(ApiError::invalid(format!(
+            "action `{other}` is not `interrupt` or `rollback`"
+        ))),
+    }
 }
 
 async fn join(

@@ -2048,3 +2048,117 @@ async fn a_graphs_builtin_store_and_the_store_api_share_their_items() {
     let recalled = wait(json!({"user": "ann"})).await;
     assert_eq!(recalled["known"], json!({"colour": "amber"}));
 }
+
+/// `POST /runs/cancel` and `POST /threads/prune`, as LangGraph's server answers them
+/// (observed side by side): a cancel of runs by id or by status is 204 once they are
+/// asked to stop, 404 when none is in flight; a prune deletes the threads that exist
+/// (their runs cancelled first) or keeps only their latest checkpoint, and counts them.
+#[tokio::test]
+async fn runs_are_cancelled_and_threads_pruned_many_at_once() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    let start = |thread: &'static str, strategy: &'static str| {
+        let h = h.clone();
+        async move {
+            h.post(
+                &format!("/threads/{thread}/runs"),
+                json!({ "assistant_id": "spin", "input": { "label": thread }, "if_not_exists": "create", "multitask_strategy": strategy }),
+            )
+            .await
+            .json()["run_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let status = |thread: &'static str, run: String| {
+        let h = h.clone();
+        async move {
+            h.until(&format!("/threads/{thread}/runs/{run}"), |r| {
+                r["status"] != "running" && r["status"] != "pending"
+            })
+            .await["status"]
+                .clone()
+        }
+    };
+    // By id: the running run and the one queued behind it, on their thread.
+    let (a1, a2) = (start("a", "reject").await, start("a", "enqueue").await);
+    let body = json!({ "thread_id": "a", "run_ids": [a2, "no-such-run"] });
+    t.note(
+        "POST /runs/cancel {thread_id: a, run_ids: [the queued run, no-such-run]}",
+        &h.post("/runs/cancel", body).await,
+    );
+    assert_eq!(status("a", a2.clone()).await, "interrupted");
+    // By status: every run running, whatever its thread.
+    let b1 = start("b", "reject").await;
+    t.note(
+        "POST /runs/cancel {status: running}",
+        &h.post("/runs/cancel", json!({ "status": "running" })).await,
+    );
+    assert_eq!(status("a", a1.clone()).await, "interrupted");
+    assert_eq!(status("b", b1).await, "interrupted");
+    // Nothing in flight, and requests that choose no runs.
+    for (req, body) in [
+        (
+            "POST /runs/cancel {status: all}",
+            json!({ "status": "all" }),
+        ),
+        (
+            "POST /runs/cancel {thread_id: a, run_ids: [the first run]}",
+            json!({ "thread_id": "a", "run_ids": [a1] }),
+        ),
+        ("POST /runs/cancel {}", json!({})),
+        (
+            "POST /runs/cancel {status: bogus}",
+            json!({ "status": "bogus" }),
+        ),
+        (
+            "POST /runs/cancel {status: all, thread_id: a}",
+            json!({ "status": "all", "thread_id": "a" }),
+        ),
+    ] {
+        t.note(req, &h.post("/runs/cancel", body).await);
+    }
+    t.note(
+        "POST /runs/cancel?action=bogus {status: all}",
+        &h.post("/runs/cancel?action=bogus", json!({ "status": "all" }))
+            .await,
+    );
+    // Prune: `a` down to its latest checkpoint; `b` (a run of it in flight) and a
+    // thread that does not exist, deleted.
+    let history = h.get("/threads/a/history?limit=100").await.json();
+    assert!(history.as_array().unwrap().len() > 1);
+    let values = h.get("/threads/a/state").await.json()["values"].clone();
+    t.note(
+        "POST /threads/prune {thread_ids: [a], strategy: keep_latest}",
+        &h.post(
+            "/threads/prune",
+            json!({ "thread_ids": ["a"], "strategy": "keep_latest" }),
+        )
+        .await,
+    );
+    let history = h.get("/threads/a/history?limit=100").await.json();
+    assert_eq!(history.as_array().unwrap().len(), 1);
+    assert_eq!(h.get("/threads/a/state").await.json()["values"], values);
+    start("b", "enqueue").await;
+    for (req, body) in [
+        (
+            "POST /threads/prune {thread_ids: [b, nope]}",
+            json!({ "thread_ids": ["b", "nope"] }),
+        ),
+        (
+            "POST /threads/prune {thread_ids: []}",
+            json!({ "thread_ids": [] }),
+        ),
+        ("POST /threads/prune {}", json!({})),
+        (
+            "POST /threads/prune {thread_ids: [a], strategy: bogus}",
+            json!({ "thread_ids": ["a"], "strategy": "bogus" }),
+        ),
+    ] {
+        t.note(req, &h.post("/threads/prune", body).await);
+    }
+    t.note("GET /threads/b", &h.get("/threads/b").await);
+    insta::assert_snapshot!(t.text());
+}

@@ -83,3 +83,8 @@ out("store.list_namespaces", client.store.list_namespaces(prefix=["users"], max_
 client.store.delete_item(["users", "py"], "prefs")
 out("store.delete_item", [i["key"] for i in client.store.search_items(["users", "py"])["items"]])
 out("store.put_item of a value not an object", error(lambda: client.store.put_item(["a", "b"], "k", 3)))
+
+# Many runs and threads at once.
+out("runs.cancel_many with none in flight", error(lambda: client.runs.cancel_many(status="all")))
+out("threads.prune", client.threads.prune(["py-spin", "no-such-thread"]))
+out("threads.get of a pruned thread", error(lambda: client.threads.get("py-spin")))

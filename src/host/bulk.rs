@@ -1,0 +1,92 @@
+//! Requests about many runs or threads at once: `POST /runs/cancel` and
+//! `POST /threads/prune`, each a loop over what one run's or one thread's request does.
+
+use super::{CancelAction, Host, HostError};
+use crate::store::RunStatus;
+
+/// Which runs a cancel of many is for.
+pub(crate) enum CancelMany {
+    /// These runs of this thread (those not in flight left alone).
+    Runs { thread: String, runs: Vec<String> },
+    /// Every run in flight with this status, whatever its thread: pending, running or
+    /// either (`None`).
+    Status(Option<RunStatus>),
+}
+
+impl Host {
+    /// Asks each run chosen that is in flight to stop (as a cancel of one run does),
+    /// without waiting for them to end; how many were asked. None in flight: 404.
+    pub(crate) async fn cancel_many(
+        &self,
+        which: CancelMany,
+        action: CancelAction,
+    ) -> Result<usize, HostError> {
+        let (targets, none) = match which {
+            CancelMany::Runs { thread, runs } => (
+                runs.into_iter()
+                    .map(|r| (thread.clone(), r))
+                    .collect::<Vec<_>>(),
+                "No matching runs to cancel. Please verify the thread ID and run IDs are correct, and the runs haven't been deleted or completed.",
+            ),
+            CancelMany::Status(status) => {
+                let mut chosen = Vec::new();
+                for stored in self.inner.store.runs_in_flight().await? {
+                    // As it is now: the live record is ahead of the stored one.
+                    let Ok(now) = self.run(Some(&stored.thread), &stored.id).await else {
+                        continue;
+                    };
+                    if now.status.in_flight() && status.is_none_or(|s| now.status == s) {
+                        chosen.push((now.thread, now.id));
+                    }
+                }
+                (chosen, "No runs found to cancel.")
+            }
+        };
+        let mut asked = 0;
+        for (thread, run) in targets {
+            match self.cancel(&thread, &run, action).await {
+                Ok(_) => asked += 1,
+                // Not found, or not in flight (ended meanwhile): not this request's.
+                Err(HostError::NotFound(_) | HostError::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if asked == 0 {
+            return Err(HostError::NotFound(none.into()));
+        }
+        Ok(asked)
+    }
+
+    /// Deletes each thread (`keep_latest`: prunes its history to its latest checkpoint,
+    /// which keeps its state), after cancelling its runs in flight and waiting for them
+    /// to end; how many threads there were (those that do not exist are skipped).
+    pub(crate) async fn prune_threads(
+        &self,
+        ids: &[String],
+        keep_latest: bool,
+    ) -> Result<usize, HostError> {
+        let mut pruned = 0;
+        for id in ids {
+            match self.thread(id).await {
+                Ok(_) => {}
+                Err(HostError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+            for run in self.in_flight(id).await {
+                if let Ok(h) = self.cancel(id, &run, CancelAction::Interrupt).await {
+                    h.finished().await;
+                }
+            }
+            if keep_latest {
+                if let Some(latest) = self.inner.store.latest(id).await? {
+                    let graph = self.graph_of(&latest)?;
+                    self.threads(graph).prune(id).await?;
+                }
+            } else {
+                self.delete_thread(id).await?;
+            }
+            pruned += 1;
+        }
+        Ok(pruned)
+    }
+}

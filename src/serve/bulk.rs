@@ -1,0 +1,91 @@
+//! Requests about many runs or threads at once: `POST /runs/cancel` and
+//! `POST /threads/prune`, as LangGraph's server takes and answers them.
+
+use super::AppState;
+use super::body::Body;
+use super::error::{ApiError, ApiResult};
+use super::query::Params;
+use super::runs::cancel_action;
+use crate::host::CancelMany;
+use crate::store::RunStatus;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::json;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/runs/cancel", post(cancel))
+        .route("/threads/prune", post(prune))
+}
+
+#[derive(Deserialize)]
+struct Cancel {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    run_ids: Option<Vec<String>>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// 204 once every run chosen that is in flight was asked to stop (each ends at its
+/// next boundary, as with a cancel of one run without `wait`).
+async fn cancel(
+    State(s): State<AppState>,
+    Query(p): Params,
+    Body(c): Body<Cancel>,
+) -> ApiResult<StatusCode> {
+    let action = cancel_action(&p)?;
+    let which = match (c.status, c.thread_id, c.run_ids) {
+        (Some(status), None, None) => CancelMany::Status(match status.as_str() {
+            "pending" => Some(RunStatus::Pending),
+            "running" => Some(RunStatus::Running),
+            "all" => None,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "status `{other}` is not `pending`, `running` or `all`"
+                )));
+            }
+        }),
+        (Some(_), _, _) => {
+            return Err(ApiError::invalid(
+                "with `status`, `thread_id` and `run_ids` must be left out: `status` cancels every run in flight with that status, whatever its thread",
+            ));
+        }
+        (None, Some(thread), Some(runs)) => CancelMany::Runs { thread, runs },
+        (None, _, _) => {
+            return Err(ApiError::invalid(
+                "give `status` (`pending`, `running` or `all`), or `thread_id` and `run_ids`",
+            ));
+        }
+    };
+    s.host.cancel_many(which, action).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+struct Prune {
+    thread_ids: Vec<String>,
+    #[serde(default)]
+    strategy: Option<String>,
+}
+
+async fn prune(
+    State(s): State<AppState>,
+    Body(b): Body<Prune>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let keep_latest = match b.strategy.as_deref() {
+        None | Some("delete") => false,
+        Some("keep_latest") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "strategy `{other}` is not `delete` or `keep_latest`"
+            )));
+        }
+    };
+    let pruned = s.host.prune_threads(&b.thread_ids, keep_latest).await?;
+    Ok(axum::Json(json!({ "pruned_count": pruned })))
+}
