@@ -489,7 +489,7 @@ async fn suite(open: &dyn Fn() -> Arc<dyn Store>) {
 /// another reads; a put keeps the first put's time; the rows under a prefix are those
 /// of its namespace and below, not of a namespace that only starts with its text.
 async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
-    use switchyard::store::{Item, Namespace};
+    use switchyard::store::{Item, Namespace, Page};
     let item = |ns: &[&str], key: &str, value: Json, at: u64, expires: Option<u64>| Item {
         namespace: Namespace::new(ns.iter().map(|s| s.to_string()).collect()).unwrap(),
         key: key.into(),
@@ -552,7 +552,7 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
         let b = b.clone();
         async move {
             let mut keys: Vec<String> = b
-                .items_under(prefix)
+                .items_under(prefix, 0, None)
                 .await
                 .unwrap()
                 .into_iter()
@@ -572,17 +572,54 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     );
     assert_eq!(under("").await.len(), 4);
     // In the order they were first put: the one put again keeps its place.
-    let in_order: Vec<String> = b
-        .items_under("users")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|i| format!("{}/{}", i.namespace.joined(), i.key))
-        .collect();
+    let in_order = |now: u64, page: Option<Page>| {
+        let b = b.clone();
+        async move {
+            b.items_under("users", now, page)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| format!("{}/{}", i.namespace.joined(), i.key))
+                .collect::<Vec<_>>()
+        }
+    };
     assert_eq!(
-        in_order,
+        in_order(0, None).await,
         ["users.u1/prefs", "users.u1.notes/n1", "users.u10/prefs"]
     );
+    // A page of them; and not those expired at the time asked about.
+    assert_eq!(
+        in_order(
+            0,
+            Some(Page {
+                offset: 1,
+                limit: 1
+            })
+        )
+        .await,
+        ["users.u1.notes/n1"]
+    );
+    assert_eq!(
+        in_order(
+            0,
+            Some(Page {
+                offset: 2,
+                limit: 10
+            })
+        )
+        .await,
+        ["users.u10/prefs"]
+    );
+    assert_eq!(
+        in_order(100, None).await,
+        ["users.u1/prefs", "users.u10/prefs"]
+    );
+    let mut namespaces = b.item_namespaces("users", 0).await.unwrap();
+    namespaces.sort();
+    assert_eq!(namespaces, ["users.u1", "users.u1.notes", "users.u10"]);
+    let mut namespaces = b.item_namespaces("", 100).await.unwrap();
+    namespaces.sort();
+    assert_eq!(namespaces, ["users.u1", "users.u10", "usersx"]);
     // Expiry put off, and expired rows removed (only them).
     b.refresh_item("users.u1.notes", "n1", 500).await.unwrap();
     assert_eq!(
@@ -699,7 +736,7 @@ async fn a_store_that_keeps_nothing_keeps_no_cache_either() {
     assert_eq!(none.cache_get("k", 1_000).await.unwrap(), None);
     // Nor items: it says so rather than losing them.
     assert_eq!(
-        none.items_under("").await.unwrap_err().to_string(),
+        none.items_under("", 0, None).await.unwrap_err().to_string(),
         "the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
     );
 }

@@ -101,11 +101,19 @@ pub trait Items: Send + Sync {
     async fn get_item(&self, namespace: &str, key: &str) -> Result<Option<Item>, StoreError>;
     /// Removes it; none there is no error.
     async fn delete_item(&self, namespace: &str, key: &str) -> Result<(), StoreError>;
-    /// Every item whose namespace (joined) is `prefix` or starts with `prefix` and a
-    /// period; every item when `prefix` is empty. Expired ones too. In the order the
-    /// items were first put (a put again keeps an item's place), as LangGraph's
-    /// server lists them.
-    async fn items_under(&self, prefix: &str) -> Result<Vec<Item>, StoreError>;
+    /// The items alive at `now_ms` whose namespace (joined) is `prefix` or starts with
+    /// `prefix` and a period (every namespace when `prefix` is empty), in the order the
+    /// items were first put (a put again keeps an item's place), as LangGraph's server
+    /// lists them; only `page` of them when given.
+    async fn items_under(
+        &self,
+        prefix: &str,
+        now_ms: u64,
+        page: Option<Page>,
+    ) -> Result<Vec<Item>, StoreError>;
+    /// The namespaces (joined) under `prefix`, as for [`Items::items_under`], that hold
+    /// an item alive at `now_ms`, each once, in any order.
+    async fn item_namespaces(&self, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError>;
     /// Puts off the expiry of the item under `namespace` and `key` to `expires_ms`.
     async fn refresh_item(
         &self,
@@ -115,6 +123,13 @@ pub trait Items: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Removes every item expired at `now_ms`; how many.
     async fn delete_expired_items(&self, now_ms: u64) -> Result<u64, StoreError>;
+}
+
+/// A page of rows: `offset` skipped, at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    pub offset: usize,
+    pub limit: usize,
 }
 
 /// A search: items under a namespace prefix that fit a filter, a page of them.
@@ -207,12 +222,10 @@ pub struct Listing {
 }
 
 impl Listing {
-    /// The page of namespaces of `items` (alive at `now_ms`) this listing asks for.
-    pub fn page(&self, items: &[Item], now_ms: u64) -> Vec<Namespace> {
-        let mut found: Vec<Namespace> = items
+    /// The page of `namespaces` (those that hold items) this listing asks for.
+    pub fn page(&self, namespaces: &[Namespace]) -> Vec<Namespace> {
+        let mut found: Vec<Namespace> = namespaces
             .iter()
-            .filter(|i| !i.expired(now_ms))
-            .map(|i| &i.namespace)
             .filter(|n| n.starts_with(&self.prefix) && n.ends_with(&self.suffix))
             .map(|n| match self.max_depth {
                 Some(d) if d < n.0.len() => Namespace(n.0[..d].to_vec()),
@@ -363,8 +376,19 @@ pub mod ops {
     ) -> Result<Vec<Item>, ItemError> {
         Namespace::prefix(search.prefix.clone()).map_err(ItemError::Invalid)?;
         search.check().map_err(ItemError::Invalid)?;
-        let rows = items.items_under(&search.fixed_prefix()).await?;
-        let mut page = search.page(rows, now_ms);
+        let prefix = search.fixed_prefix();
+        // With no filter and no `*`, every row under the prefix is a match: the store
+        // pages them itself rather than handing them all back.
+        let mut page = if search.filter.is_empty() && !search.prefix.iter().any(|l| l == "*") {
+            let page = Page {
+                offset: search.offset,
+                limit: search.limit,
+            };
+            items.items_under(&prefix, now_ms, Some(page)).await?
+        } else {
+            let rows = items.items_under(&prefix, now_ms, None).await?;
+            search.page(rows, now_ms)
+        };
         if refresh {
             for item in &mut page {
                 put_off(items, item, now_ms).await?;
@@ -381,8 +405,13 @@ pub mod ops {
         for labels in [&listing.prefix, &listing.suffix] {
             Namespace::prefix(labels.clone()).map_err(ItemError::Invalid)?;
         }
-        let rows = items.items_under(&listing.fixed_prefix()).await?;
-        Ok(listing.page(&rows, now_ms))
+        let found: Vec<Namespace> = items
+            .item_namespaces(&listing.fixed_prefix(), now_ms)
+            .await?
+            .iter()
+            .map(|n| Namespace::from_joined(n))
+            .collect();
+        Ok(listing.page(&found))
     }
 
     async fn put_off(items: &dyn Items, item: &mut Item, now_ms: u64) -> Result<(), ItemError> {
@@ -444,12 +473,15 @@ mod tests {
 
     #[test]
     fn listings_cut_to_a_depth_and_match_stars() {
-        let items = vec![
+        let items: Vec<Namespace> = [
             item(&["users", "u1"], "k", json!({}), 1),
             item(&["users", "u1", "notes"], "k", json!({}), 2),
             item(&["users", "u2"], "k", json!({}), 3),
             item(&["docs"], "k", json!({}), 4),
-        ];
+        ]
+        .into_iter()
+        .map(|i| i.namespace)
+        .collect();
         let list = |prefix: &[&str], suffix: &[&str], max_depth| {
             Listing {
                 prefix: prefix.iter().map(|s| s.to_string()).collect(),
@@ -458,7 +490,7 @@ mod tests {
                 limit: 100,
                 offset: 0,
             }
-            .page(&items, 0)
+            .page(&items)
             .into_iter()
             .map(|n| n.joined())
             .collect::<Vec<_>>()

@@ -469,15 +469,37 @@ impl super::Items for MemoryStore {
         Ok(())
     }
 
-    async fn items_under(&self, prefix: &str) -> Result<Vec<super::Item>, StoreError> {
+    async fn items_under(
+        &self,
+        prefix: &str,
+        now_ms: u64,
+        page: Option<super::Page>,
+    ) -> Result<Vec<super::Item>, StoreError> {
         let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
         let mut found: Vec<&(u64, super::Item)> = items
             .iter()
-            .filter(|((ns, _), _)| super::items::under(ns, prefix))
+            .filter(|((ns, _), (_, i))| super::items::under(ns, prefix) && !i.expired(now_ms))
             .map(|(_, i)| i)
             .collect();
         found.sort_by_key(|(place, _)| *place);
-        Ok(found.into_iter().map(|(_, i)| i.clone()).collect())
+        let (skip, take) = page.map_or((0, usize::MAX), |p| (p.offset, p.limit));
+        // Only the page is copied out.
+        Ok(found
+            .into_iter()
+            .skip(skip)
+            .take(take)
+            .map(|(_, i)| i.clone())
+            .collect())
+    }
+
+    async fn item_namespaces(&self, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        let items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let found: std::collections::BTreeSet<&str> = items
+            .iter()
+            .filter(|((ns, _), (_, i))| super::items::under(ns, prefix) && !i.expired(now_ms))
+            .map(|((ns, _), _)| ns.as_str())
+            .collect();
+        Ok(found.into_iter().map(str::to_string).collect())
     }
 
     async fn refresh_item(

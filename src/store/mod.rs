@@ -26,7 +26,7 @@ mod sqlite;
 pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
-pub use items::{Item, ItemError, Items, Listing, Namespace, Put, Search, ops as item_ops};
+pub use items::{Item, ItemError, Items, Listing, Namespace, Page, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;
 pub use postgres::PostgresStore;

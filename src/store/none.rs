@@ -114,7 +114,16 @@ impl super::Items for NoStore {
         Err(StoreError::NoItems)
     }
 
-    async fn items_under(&self, _: &str) -> Result<Vec<super::Item>, StoreError> {
+    async fn items_under(
+        &self,
+        _: &str,
+        _: u64,
+        _: Option<super::Page>,
+    ) -> Result<Vec<super::Item>, StoreError> {
+        Err(StoreError::NoItems)
+    }
+
+    async fn item_namespaces(&self, _: &str, _: u64) -> Result<Vec<String>, StoreError> {
         Err(StoreError::NoItems)
     }
 

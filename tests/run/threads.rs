@@ -1041,7 +1041,7 @@ async fn a_graph_remembers_across_threads_through_the_builtin_store() {
             "I do not know your favourite colour yet.",
             "{name}"
         );
-        let kept = open().items_under("").await.unwrap();
+        let kept = open().items_under("", 0, None).await.unwrap();
         assert_eq!(
             kept.iter()
                 .map(|i| (

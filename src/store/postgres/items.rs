@@ -5,7 +5,7 @@ use super::pool::Failure;
 use super::{PostgresStore, col};
 use crate::store::items::range_of;
 use crate::store::rows::int;
-use crate::store::{Item, Items, Namespace, StoreError};
+use crate::store::{Item, Items, Namespace, Page, StoreError};
 use async_trait::async_trait;
 
 const COLUMNS: &str = "SELECT namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms FROM switchyard.items";
@@ -36,6 +36,18 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Item, StoreError> {
         expires_ms: ms(5)?,
         ttl_ms: ms(6)?,
     })
+}
+
+/// The rows under `$2` (none: every row) alive at `$1` (see `Items::items_under`),
+/// `$3` and `$4` bounding the namespaces below it; `then` follows (an order, a page).
+fn under_sql(select: &str, prefix: &str, then: &str) -> String {
+    // The parameters are always bound, so that one statement shape serves both.
+    let which = if prefix.is_empty() {
+        "$2::TEXT = '' AND $3::TEXT IS NOT NULL AND $4::TEXT IS NOT NULL"
+    } else {
+        "(namespace = $2 OR (namespace >= $3 AND namespace < $4))"
+    };
+    format!("{select} WHERE {which} AND (expires_ms IS NULL OR expires_ms > $1) {then}")
 }
 
 #[async_trait]
@@ -93,26 +105,53 @@ impl Items for PostgresStore {
             .await
     }
 
-    async fn items_under(&self, prefix: &str) -> Result<Vec<Item>, StoreError> {
+    async fn items_under(
+        &self,
+        prefix: &str,
+        now_ms: u64,
+        page: Option<Page>,
+    ) -> Result<Vec<Item>, StoreError> {
         let url = &*self.url;
         let (from, to) = range_of(prefix);
         let (from, to) = (&from, &to);
+        // No page: every row (`LIMIT ALL` is `LIMIT NULL`).
+        let (offset, limit) = page.map_or((0, None), |p| {
+            (int(p.offset as u64), Some(int(p.limit as u64)))
+        });
+        let sql = &under_sql(COLUMNS, prefix, "ORDER BY ord LIMIT $5 OFFSET $6");
+        let now = int(now_ms);
         self.pool
             .run(|c| async move {
-                let rows = if prefix.is_empty() {
-                    let all = c.prepare_cached(&format!("{COLUMNS} ORDER BY ord")).await?;
-                    c.query(&all, &[]).await?
-                } else {
-                    let under = c
-                        .prepare_cached(&format!(
-                            "{COLUMNS} WHERE namespace = $1 OR (namespace >= $2 AND namespace < $3) ORDER BY ord"
-                        ))
-                        .await?;
-                    c.query(&under, &[&prefix, from, to]).await?
-                };
+                let under = c.prepare_cached(sql).await?;
+                let rows = c
+                    .query(&under, &[&now, &prefix, from, to, &limit, &offset])
+                    .await?;
                 Ok::<_, Failure>(
                     rows.iter()
                         .map(|r| decode(r, url))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            })
+            .await
+    }
+
+    async fn item_namespaces(&self, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        let url = &*self.url;
+        let (from, to) = range_of(prefix);
+        let (from, to) = (&from, &to);
+        let sql = &under_sql(
+            "SELECT DISTINCT namespace FROM switchyard.items",
+            prefix,
+            "",
+        );
+        let now = int(now_ms);
+        self.pool
+            .run(|c| async move {
+                let namespaces = c.prepare_cached(sql).await?;
+                let rows = c.query(&namespaces, &[&now, &prefix, from, to]).await?;
+                Ok::<_, Failure>(
+                    rows.iter()
+                        .map(|r| col::<String>(r, 0, url))
                         .collect::<Result<Vec<_>, _>>()?,
                 )
             })

@@ -3,7 +3,7 @@
 use super::{Sqlite, SqliteStore, patiently};
 use crate::store::items::range_of;
 use crate::store::rows::int;
-use crate::store::{Item, Items, Namespace, StoreError};
+use crate::store::{Item, Items, Namespace, Page, StoreError};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
@@ -84,21 +84,58 @@ fn get(store: &Sqlite, namespace: &str, key: &str) -> Result<Option<Item>, Store
     })
 }
 
-fn under(store: &Sqlite, prefix: &str) -> Result<Vec<Item>, StoreError> {
+/// The rows under `prefix` alive at `now_ms` (see `Items::items_under`): `where`
+/// picks them, `then` follows (an order, a page).
+fn under_sql(select: &str, prefix: &str, then: &str) -> String {
+    let which = if prefix.is_empty() {
+        ""
+    } else {
+        "(namespace = ?2 OR (namespace >= ?3 AND namespace < ?4)) AND "
+    };
+    format!("{select} WHERE {which}(expires_ms IS NULL OR expires_ms > ?1) {then}")
+}
+
+fn under(
+    store: &Sqlite,
+    prefix: &str,
+    now_ms: u64,
+    page: Option<Page>,
+) -> Result<Vec<Item>, StoreError> {
+    let (from, to) = range_of(prefix);
+    let (offset, limit) = page.map_or((0, -1), |p| (int(p.offset as u64), int(p.limit as u64)));
+    // The page's parameters follow the prefix's, when there are any.
+    let (l, o) = if prefix.is_empty() { (2, 3) } else { (5, 6) };
+    let then = format!("ORDER BY rowid LIMIT ?{l} OFFSET ?{o}");
+    let sql = under_sql(COLUMNS, prefix, &then);
     store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&sql)?;
         let rows: Vec<Result<Item, StoreError>> = if prefix.is_empty() {
-            conn.prepare_cached(&format!("{COLUMNS} ORDER BY rowid"))?
-                .query_map([], decode)?
+            stmt.query_map(params![int(now_ms), limit, offset], decode)?
                 .collect::<Result<_, _>>()?
         } else {
-            let (from, to) = range_of(prefix);
-            conn.prepare_cached(&format!(
-                "{COLUMNS} WHERE namespace = ?1 OR (namespace >= ?2 AND namespace < ?3) ORDER BY rowid"
-            ))?
-            .query_map(params![prefix, from, to], decode)?
+            stmt.query_map(
+                params![int(now_ms), prefix, from, to, limit, offset],
+                decode,
+            )?
             .collect::<Result<_, _>>()?
         };
         rows.into_iter().collect()
+    })
+}
+
+fn namespaces(store: &Sqlite, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError> {
+    let (from, to) = range_of(prefix);
+    let sql = under_sql("SELECT DISTINCT namespace FROM items", prefix, "");
+    store.read(|conn| {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let found: Vec<String> = if prefix.is_empty() {
+            stmt.query_map(params![int(now_ms)], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        } else {
+            stmt.query_map(params![int(now_ms), prefix, from, to], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        Ok(found)
     })
 }
 
@@ -129,8 +166,17 @@ impl Items for SqliteStore {
         .await
     }
 
-    async fn items_under(&self, prefix: &str) -> Result<Vec<Item>, StoreError> {
-        self.blocking(|s| under(s, prefix)).await
+    async fn items_under(
+        &self,
+        prefix: &str,
+        now_ms: u64,
+        page: Option<Page>,
+    ) -> Result<Vec<Item>, StoreError> {
+        self.blocking(|s| under(s, prefix, now_ms, page)).await
+    }
+
+    async fn item_namespaces(&self, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.blocking(|s| namespaces(s, prefix, now_ms)).await
     }
 
     async fn refresh_item(
