@@ -1,7 +1,8 @@
 //! Requests about many runs or threads at once: `POST /runs/cancel` and
 //! `POST /threads/prune`, each a loop over what one run's or one thread's request does.
 
-use super::{CancelAction, Host, HostError};
+use super::course::decide_from;
+use super::{CancelAction, Host, HostError, RunRequest, new_id};
 use crate::store::RunStatus;
 
 /// Which runs a cancel of many is for.
@@ -88,5 +89,30 @@ impl Host {
             pruned += 1;
         }
         Ok(pruned)
+    }
+}
+
+impl Host {
+    /// Checks a stateless run of `assistant` as its creation would (the graph served,
+    /// the input or command against its state), without creating it: a batch of runs
+    /// is checked whole before any of them is made.
+    pub(crate) async fn check_stateless_run(
+        &self,
+        assistant: &str,
+        request: &RunRequest,
+    ) -> Result<(), HostError> {
+        let graph = self.current_graph(assistant)?;
+        let thread = new_id();
+        let go = decide_from(
+            &*self.inner.store,
+            request,
+            request.checkpoint,
+            None,
+            &thread,
+            self.inner.rules,
+        )
+        .await?;
+        self.runner(graph).check(&thread, go).await?;
+        Ok(())
     }
 }

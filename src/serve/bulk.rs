@@ -1,24 +1,75 @@
-//! Requests about many runs or threads at once: `POST /runs/cancel` and
-//! `POST /threads/prune`, as LangGraph's server takes and answers them.
+//! Requests about many runs or threads at once: `POST /runs/cancel`,
+//! `POST /threads/prune` and `POST /runs/batch`, as LangGraph's server takes and
+//! answers them.
 
 use super::AppState;
 use super::body::Body;
 use super::error::{ApiError, ApiResult};
 use super::query::Params;
+use super::run_create::RunCreate;
 use super::runs::cancel_action;
+use super::wire;
 use crate::host::CancelMany;
 use crate::store::RunStatus;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/runs/cancel", post(cancel))
         .route("/threads/prune", post(prune))
+        .route("/runs/batch", post(batch))
+}
+
+/// Stateless runs, created in the background as `POST /runs` creates one, each checked
+/// (its body, its graph, its input) before any is created: a batch with one refusal
+/// creates none, and the refusal names the run by its place in the batch.
+async fn batch(State(s): State<AppState>, Body(runs): Body<Vec<Json>>) -> ApiResult<Response> {
+    if runs.is_empty() {
+        return Err(ApiError::invalid("a batch holds at least one run"));
+    }
+    let body = |i: usize, run: &Json| -> ApiResult<RunCreate> {
+        serde_json::from_value(run.clone())
+            .map_err(|e| ApiError::invalid(format!("run {} of the batch does not fit: {e}", i + 1)))
+    };
+    let named = |i: usize, e: ApiError| ApiError {
+        detail: format!("run {} of the batch: {}", i + 1, e.detail),
+        ..e
+    };
+    for (i, run) in runs.iter().enumerate() {
+        let b = body(i, run)?;
+        let graph = b
+            .assistant_id
+            .as_deref()
+            .and_then(|a| s.host.graphs().get(a))
+            .and_then(|g| g.current);
+        let new = b
+            .check(
+                true,
+                |_| Box::pin(async { None }),
+                graph.as_deref(),
+                s.host.run_rules(),
+            )
+            .await
+            .map_err(|e| named(i, e))?;
+        s.host
+            .check_stateless_run(&new.assistant, &new.request)
+            .await
+            .map_err(|e| named(i, e.into()))?;
+    }
+    let mut created = Vec::with_capacity(runs.len());
+    for (i, run) in runs.iter().enumerate() {
+        let c = super::runs::created(&s, None, body(i, run)?)
+            .await
+            .map_err(|e| named(i, e))?;
+        created.push(wire::run(&c.run.created));
+    }
+    Ok(axum::Json(Json::Array(created)).into_response())
 }
 
 #[derive(Deserialize)]

@@ -37,15 +37,19 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 /// What a created run needs besides its handle.
-struct Created {
-    run: Arc<RunHandle>,
+pub(super) struct Created {
+    pub(super) run: Arc<RunHandle>,
     modes: Modes,
     cancel_on_disconnect: bool,
 }
 
 /// Creates the run `body` asks for on `thread` (none: a stateless run), once the body
 /// passed every check against the thread as it stands and the graph it names.
-async fn created(s: &AppState, thread: Option<&str>, body: RunCreate) -> ApiResult<Created> {
+pub(super) async fn created(
+    s: &AppState,
+    thread: Option<&str>,
+    body: RunCreate,
+) -> ApiResult<Created> {
     // Where the thread stands (at the checkpoint the run goes from), without its state
     // (which a run request never needs).
     let standing = |at: Option<u64>| -> futures_util::future::BoxFuture<'_, _> {

@@ -2162,3 +2162,56 @@ async fn runs_are_cancelled_and_threads_pruned_many_at_once() {
     t.note("GET /threads/b", &h.get("/threads/b").await);
     insta::assert_snapshot!(t.text());
 }
+
+/// `POST /runs/batch`: stateless runs made in the background, as `POST /runs` makes
+/// one; a batch with one run refused makes none, and the refusal names the run.
+#[tokio::test]
+async fn a_batch_of_runs_is_made_whole_or_not_at_all() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let mut t = Transcript::new();
+    let made = h
+        .post(
+            "/runs/batch",
+            json!([
+                { "assistant_id": "three", "input": { "input": "a" } },
+                { "assistant_id": "three", "input": { "input": "b" }, "metadata": { "n": 2 } }
+            ]),
+        )
+        .await;
+    t.note("POST /runs/batch [three a, three b]", &made);
+    let made = made.json();
+    for run in made.as_array().unwrap_or_else(|| panic!("{made}")) {
+        let id = run["run_id"].as_str().unwrap();
+        let joined = h.get(&format!("/runs/{id}/join")).await.json();
+        assert!(joined.get("__error__").is_none(), "{joined}");
+    }
+    for (req, body) in [
+        ("POST /runs/batch []", json!([])),
+        ("POST /runs/batch {}", json!({})),
+        (
+            "POST /runs/batch [spin, nope]",
+            json!([{ "assistant_id": "spin", "input": {} }, { "assistant_id": "nope", "input": {} }]),
+        ),
+        (
+            "POST /runs/batch [spin, spin with a field it does not have]",
+            json!([{ "assistant_id": "spin", "input": {} }, { "assistant_id": "spin", "input": { "nope": 1 } }]),
+        ),
+        (
+            "POST /runs/batch [spin, no assistant]",
+            json!([{ "assistant_id": "spin", "input": {} }, { "input": {} }]),
+        ),
+        (
+            "POST /runs/batch [spin, a body that does not fit]",
+            json!([{ "assistant_id": "spin", "input": {} }, { "assistant_id": 3 }]),
+        ),
+    ] {
+        t.note(req, &h.post("/runs/batch", body).await);
+    }
+    // None of the refused batches' runs was made: no spin is running.
+    t.note(
+        "POST /runs/cancel {status: all}",
+        &h.post("/runs/cancel", json!({ "status": "all" })).await,
+    );
+    insta::assert_snapshot!(t.text());
+}
