@@ -252,8 +252,134 @@ pub(super) fn body(
     cancel_on_disconnect: bool,
     heartbeat: Duration,
 ) -> axum::body::Body {
+    let follow = follow(
+        host,
+        readers,
+        run,
+        modes,
+        last_event_id,
+        cancel_on_disconnect,
+        heartbeat,
+    );
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        f.next_bytes()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), f))
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+/// The stream of every run of `thread` from now on, one after the other, as
+/// LangGraph's `GET /threads/{id}/stream` sends it: each run's own stream (in the
+/// stream modes it was made with) and then `metadata {status: "run_done", run_id}`;
+/// a heartbeat while no run is in flight. Open until the reader goes away.
+pub(super) fn thread_body(
+    host: &Host,
+    readers: &Arc<Readers>,
+    thread: &str,
+    heartbeat: Duration,
+) -> axum::body::Body {
+    struct Thread {
+        host: Host,
+        readers: Arc<Readers>,
+        thread: String,
+        heartbeat: Duration,
+        current: Option<(Follow, String)>,
+        seen: std::collections::HashSet<String>,
+        quiet_since: std::time::Instant,
+        /// When the reader came (Unix milliseconds).
+        since_ms: u64,
+    }
+    impl Thread {
+        async fn next_bytes(&mut self) -> Bytes {
+            loop {
+                if let Some((follow, id)) = &mut self.current {
+                    match follow.next_bytes().await {
+                        Some(b) => return b,
+                        None => {
+                            let data = json!({ "status": "run_done", "run_id": id });
+                            self.current = None;
+                            self.quiet_since = std::time::Instant::now();
+                            return frame(
+                                "metadata",
+                                &serde_json::to_vec(&data).unwrap_or_default(),
+                                None,
+                            );
+                        }
+                    }
+                }
+                // The thread's runs in flight, and those made since the reader came,
+                // oldest first: a run made and ended between two looks is followed
+                // too, from its log.
+                let mut runs = self.host.runs(&self.thread).await.unwrap_or_default();
+                runs.reverse();
+                for record in runs {
+                    let id = record.id;
+                    if self.seen.contains(&id)
+                        || !(record.created_ms >= self.since_ms || record.status.in_flight())
+                    {
+                        continue;
+                    }
+                    let Some(run) = self.host.handle(&id).await else {
+                        continue;
+                    };
+                    self.seen.insert(id.clone());
+                    let modes = Modes::parse(&run.request.stream_mode).unwrap_or_default();
+                    let f = follow(
+                        &self.host,
+                        &self.readers,
+                        run,
+                        modes,
+                        None,
+                        false,
+                        self.heartbeat,
+                    );
+                    self.current = Some((f, id));
+                    break;
+                }
+                if self.current.is_some() {
+                    continue;
+                }
+                // Runs are looked for every 50 ms while none is in flight.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if self.quiet_since.elapsed() >= self.heartbeat {
+                    self.quiet_since = std::time::Instant::now();
+                    return Bytes::from_static(b": heartbeat\n");
+                }
+            }
+        }
+    }
+    let state = Thread {
+        host: host.clone(),
+        readers: readers.clone(),
+        thread: thread.to_string(),
+        heartbeat,
+        current: None,
+        seen: Default::default(),
+        quiet_since: std::time::Instant::now(),
+        since_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    };
+    let stream = futures_util::stream::unfold(state, |mut t| async move {
+        let b = t.next_bytes().await;
+        Some((Ok::<_, std::convert::Infallible>(b), t))
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+/// A reader of `run`'s stream from just after `last_event_id`.
+fn follow(
+    host: &Host,
+    readers: &Readers,
+    run: Arc<RunHandle>,
+    modes: Modes,
+    last_event_id: Option<&str>,
+    cancel_on_disconnect: bool,
+    heartbeat: Duration,
+) -> Follow {
     let epoch = host.epoch().to_string();
-    let follow = Follow {
+    Follow {
         translator: Translator::new(host, &run, modes),
         shared: readers.join(&run.id, modes),
         modes,
@@ -270,11 +396,5 @@ pub(super) fn body(
             armed: cancel_on_disconnect,
         },
         run,
-    };
-    let stream = futures_util::stream::unfold(follow, |mut f| async move {
-        f.next_bytes()
-            .await
-            .map(|b| (Ok::<_, std::convert::Infallible>(b), f))
-    });
-    axum::body::Body::from_stream(stream)
+    }
 }

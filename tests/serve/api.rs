@@ -2215,3 +2215,51 @@ async fn a_batch_of_runs_is_made_whole_or_not_at_all() {
     );
     insta::assert_snapshot!(t.text());
 }
+
+/// `GET /threads/{id}/stream`: every run of the thread from then on, one after the
+/// other, each in the stream modes it was made with and closed by a `run_done`
+/// metadata event, as LangGraph's server streams a thread (observed side by side).
+#[tokio::test]
+async fn a_threads_stream_follows_each_of_its_runs_in_turn() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "t" })).await;
+    assert_eq!(h.get("/threads/nope/stream").await.status, 404);
+    let mut r = super::server::client()
+        .get(h.url("/threads/t/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let mut ids = Vec::new();
+    for (input, modes) in [("one", json!(["values", "updates"])), ("two", json!(null))] {
+        let done = h
+            .post(
+                "/threads/t/runs/wait",
+                json!({ "assistant_id": "three", "input": { "input": input }, "stream_mode": modes }),
+            )
+            .await;
+        assert_eq!(done.status, 200);
+    }
+    for run in h.get("/threads/t/runs").await.json().as_array().unwrap() {
+        ids.push(run["run_id"].as_str().unwrap().to_string());
+    }
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while text.matches("run_done").count() < 2 {
+        let chunk = tokio::time::timeout_at(deadline, r.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no two runs in the thread's stream: {text}"))
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let mut scrub = super::server::Scrub::new();
+    let events: Vec<String> = super::server::parse_sse(&text)
+        .into_iter()
+        .map(|(event, data, _)| format!("{event} {}", scrub.json(&data)))
+        .collect();
+    // Runs newest first in the list; the stream has the older first.
+    assert!(text.find(&ids[1]) < text.find(&ids[0]));
+    insta::assert_snapshot!(events.join("\n"));
+}
