@@ -24,6 +24,7 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/threads/{tid}/runs", post(create_on).get(list))
         .route("/threads/{tid}/runs/stream", post(stream_on))
+        .route("/threads/{tid}/stream", get(stream_thread))
         .route("/threads/{tid}/runs/wait", post(wait_on))
         .route("/threads/{tid}/runs/{rid}", get(get_one).delete(delete))
         .route("/threads/{tid}/runs/{rid}/cancel", post(cancel))
@@ -458,4 +459,21 @@ async fn join_stream_stateless(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     joined(&s, None, &rid, &p, &headers).await
+}
+
+/// Every run of the thread from now on, streamed one after the other (see
+/// `stream::thread_body`). `stream_mode` and `Last-Event-ID` are taken and not used:
+/// LangGraph's server sends each run's own modes whatever is asked.
+async fn stream_thread(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
+    s.host.thread(&id).await?;
+    let body = stream::thread_body(&s.host, &s.readers, &id, s.heartbeat);
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        [("x-accel-buffering", "no")],
+        body,
+    )
+        .into_response())
 }

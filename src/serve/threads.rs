@@ -27,7 +27,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/threads/{id}/state/checkpoint", post(state_at_body))
         .route("/threads/{id}/state/{checkpoint_id}", get(state_at))
         .route("/threads/{id}/history", get(history_get).post(history_post))
-        .route("/threads/{id}/stream", get(stream_thread))
 }
 
 /// A thread as JSON, its values shaped by its graph.
@@ -359,21 +358,4 @@ async fn history_get(
         },
     )
     .await
-}
-
-/// Every run of the thread from now on, streamed one after the other (see
-/// `stream::thread_body`). `stream_mode` and `Last-Event-ID` are taken and not used:
-/// LangGraph's server sends each run's own modes whatever is asked.
-async fn stream_thread(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    s.host.thread(&id).await?;
-    let body = super::stream::thread_body(&s.host, &s.readers, &id, s.heartbeat);
-    Ok((
-        [
-            (axum::http::header::CONTENT_TYPE, "text/event-stream"),
-            (axum::http::header::CACHE_CONTROL, "no-store"),
-        ],
-        [("x-accel-buffering", "no")],
-        body,
-    )
-        .into_response())
 }
