@@ -43,7 +43,7 @@ where
             },
             Err(e) => {
                 let path = e.path().to_string();
-                let inner = e.into_inner();
+                let inner = Plain(e.into_inner());
                 Err(ApiError::invalid(if inner.is_data() && path != "." {
                     format!("the request body does not fit: at `{path}`: {inner}")
                 } else if inner.is_data() {
@@ -53,5 +53,26 @@ where
                 }))
             }
         }
+    }
+}
+
+/// A serde error as a client reads it: Rust's names for counts (`usize`, `u64`) in
+/// words.
+struct Plain(serde_json::Error);
+
+impl Plain {
+    fn is_data(&self) -> bool {
+        self.0.is_data()
+    }
+}
+
+impl std::fmt::Display for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.0.to_string();
+        let mut plain = text;
+        for rust in ["expected usize", "expected u64", "expected u32"] {
+            plain = plain.replace(rust, "expected a whole number of 0 or more");
+        }
+        f.write_str(&plain)
     }
 }

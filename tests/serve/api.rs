@@ -2263,3 +2263,19 @@ async fn a_threads_stream_follows_each_of_its_runs_in_turn() {
     assert!(text.find(&ids[1]) < text.find(&ids[0]));
     insta::assert_snapshot!(events.join("\n"));
 }
+
+/// A count in a body that is not one is refused in words, not in Rust's names for
+/// integer types.
+#[tokio::test]
+async fn a_negative_count_in_a_body_is_refused_in_words() {
+    let s = serve(&["tests/fixtures/serve"]).start().await;
+    let h = s.http();
+    let r = h.post("/threads/search", json!({ "offset": -5 })).await;
+    assert_eq!(
+        (r.status, r.json()["detail"].as_str().unwrap()),
+        (
+            422,
+            "the request body does not fit: at `offset`: invalid value: integer `-5`, expected a whole number of 0 or more at line 1 column 12"
+        )
+    );
+}
