@@ -41,6 +41,17 @@ async fn info() -> axum::Json<Json> {
     }))
 }
 
+/// A method an endpoint does not take: 405 with a `detail`, as every refusal has.
+pub(super) async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "`{}` does not take {method}; docs/server.md lists what each endpoint takes",
+            uri.path()
+        ),
+    )
+}
+
 pub(super) async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!(
         "no endpoint at `{}`; docs/server.md lists them",

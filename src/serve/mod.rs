@@ -164,6 +164,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(ui::routes())
         .merge(api)
         .fallback(meta::not_found)
+        .method_not_allowed_fallback(meta::method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(options.max_body));
     if !options.cors.is_empty() {

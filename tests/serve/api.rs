@@ -2265,11 +2265,26 @@ async fn a_threads_stream_follows_each_of_its_runs_in_turn() {
 }
 
 /// A count in a body that is not one is refused in words, not in Rust's names for
-/// integer types.
+/// integer types; a method an endpoint does not take is refused with a `detail` too.
 #[tokio::test]
-async fn a_negative_count_in_a_body_is_refused_in_words() {
+async fn a_negative_count_or_a_wrong_method_is_refused_in_words() {
     let s = serve(&["tests/fixtures/serve"]).start().await;
     let h = s.http();
+    // A method an endpoint does not take: 405 with a detail, as LangGraph answers
+    // `PATCH /threads/{id}/state` (its body: `{"detail": "Method Not Allowed"}`).
+    let r = h.patch("/threads/t/state", json!({ "metadata": {} })).await;
+    assert_eq!(
+        (
+            r.status,
+            r.header("allow"),
+            r.json()["detail"].as_str().unwrap()
+        ),
+        (
+            405,
+            Some("GET,HEAD,POST"),
+            "`/threads/t/state` does not take PATCH; docs/server.md lists what each endpoint takes"
+        )
+    );
     let r = h.post("/threads/search", json!({ "offset": -5 })).await;
     assert_eq!(
         (r.status, r.json()["detail"].as_str().unwrap()),
