@@ -332,3 +332,33 @@ fn color_is_for_terminals_or_when_asked() {
         "\x1b[1;31merror\x1b[0m: thread `nope` has no checkpoints in this store\n"
     );
 }
+
+/// The builtin `store` server's tools are listed by `switchyard tools` and checked by
+/// `validate --online` like any server's, without starting anything.
+#[test]
+fn the_builtin_store_is_listed_and_checked_online_like_any_server() {
+    let out = switchyard(&["tools", "graphs/remember.toml", "--format", "json"])
+        .run()
+        .code(0);
+    let listed: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let names: Vec<&str> = listed[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (listed[0]["server"].as_str(), names),
+        (
+            Some("memory"),
+            vec!["put", "get", "search", "delete", "list_namespaces"]
+        )
+    );
+    let out = switchyard(&["validate", "--online", "graphs/remember.toml"])
+        .run()
+        .code(0);
+    assert_eq!(
+        out.stdout,
+        "graphs/remember.toml: ok (3 nodes, 3 state fields)\n"
+    );
+}

@@ -95,6 +95,16 @@ pub(crate) fn mcp_client(root: &Path) -> McpClient {
     )
 }
 
+/// The tools of a graph's servers as `switchyard tools` and `validate --online` list
+/// them: the builtin `store` server's from Switchyard itself (no store is opened: they
+/// are only listed), every other server's through [`mcp_client`].
+pub(crate) fn graph_tools(root: &Path) -> switchyard::run::StoreTools {
+    switchyard::run::StoreTools::new(
+        std::sync::Arc::new(switchyard::store::NoStore::new()),
+        std::sync::Arc::new(mcp_client(root)),
+    )
+}
+
 /// The wall clock in Unix milliseconds.
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()

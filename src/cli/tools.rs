@@ -36,7 +36,7 @@ pub(crate) fn tools(args: ToolsArgs) -> anyhow::Result<u8> {
         },
         None => graph.servers.iter().collect(),
     };
-    let client = super::mcp_client(&graph.root);
+    let client = super::graph_tools(&graph.root);
     let listed = super::runtime()?.block_on(async {
         let mut listed = Vec::new();
         for server in &servers {

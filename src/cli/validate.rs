@@ -114,7 +114,7 @@ fn check_online(v: &mut Validation, sources: &Sources) -> anyhow::Result<()> {
         return Ok(());
     };
     let graph = switchyard::compile(spec, sources)?;
-    let client = super::mcp_client(&graph.root);
+    let client = super::graph_tools(&graph.root);
     let found = super::runtime()?.block_on(async {
         let found = switchyard::mcp::check_online(spec, &graph, &client).await;
         client.shutdown().await;
