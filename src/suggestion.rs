@@ -33,6 +33,25 @@ where
 }
 
 /// A `help:` line suggesting the closest candidate, or `None`.
+/// `; did you mean `x`?` when a candidate is close to `name`, else `; it offers `a`,
+/// `b`` listing them all: the end of an unknown-tool message.
+pub(crate) fn offers<'a, I>(name: &str, candidates: I) -> String
+where
+    I: IntoIterator<Item = &'a str> + Clone,
+{
+    match did_you_mean(name, candidates.clone()) {
+        Some(c) => format!("; did you mean `{c}`?"),
+        None => format!(
+            "; it offers {}",
+            candidates
+                .into_iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 pub(crate) fn help_for<'a, I>(name: &str, candidates: I) -> Option<String>
 where
     I: IntoIterator<Item = &'a str>,

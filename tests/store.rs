@@ -620,6 +620,17 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     let mut namespaces = b.item_namespaces("", 100).await.unwrap();
     namespaces.sort();
     assert_eq!(namespaces, ["users.u1", "users.u10", "usersx"]);
+    // An item put without a TTL gets no expiry from a refresh (one put again without a
+    // TTL while a read refreshed the old one).
+    b.refresh_item("users.u1", "prefs", 500).await.unwrap();
+    assert_eq!(
+        a.get_item("users.u1", "prefs")
+            .await
+            .unwrap()
+            .unwrap()
+            .expires_ms,
+        None
+    );
     // Expiry put off, and expired rows removed (only them).
     b.refresh_item("users.u1.notes", "n1", 500).await.unwrap();
     assert_eq!(
@@ -636,6 +647,35 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     a.delete_item("users.u1", "prefs").await.unwrap();
     a.delete_item("users.u1", "prefs").await.unwrap();
     assert_eq!(under("users").await, ["users.u10/prefs"]);
+}
+
+/// A TTL too long for a clock (`1e300` minutes) keeps the item rather than overflowing
+/// into the past; a TTL of 0 or less, or not a number, is refused saying why.
+#[tokio::test]
+async fn a_huge_ttl_keeps_the_item_and_a_bad_one_is_refused() {
+    use switchyard::store::{Put, item_ops};
+    let store = MemoryStore::new();
+    let put = |ttl: f64| Put {
+        namespace: vec!["n".into()],
+        key: "k".into(),
+        value: serde_json::Map::new(),
+        ttl_minutes: Some(ttl),
+    };
+    item_ops::put(&store, put(1e300), 1_000).await.unwrap();
+    let kept = item_ops::get(&store, vec!["n".into()], "k", true, u64::MAX / 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(kept.expires_ms.unwrap() > u64::MAX / 4);
+    for bad in [0.0, -1.0, f64::NAN] {
+        assert_eq!(
+            item_ops::put(&store, put(bad), 1_000)
+                .await
+                .unwrap_err()
+                .to_string(),
+            format!("ttl is minutes to keep the item, more than 0; {bad} is not")
+        );
+    }
 }
 
 #[tokio::test]

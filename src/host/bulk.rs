@@ -73,18 +73,31 @@ impl Host {
                 Err(HostError::NotFound(_)) => continue,
                 Err(e) => return Err(e),
             }
-            for run in self.in_flight(id).await {
-                if let Ok(h) = self.cancel(id, &run, CancelAction::Interrupt).await {
-                    h.finished().await;
+            // A run made meanwhile (between the cancels and the delete) is cancelled
+            // too, a few times at most.
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                self.stop_all(id).await;
+                let done = if keep_latest {
+                    match self.inner.store.latest(id).await? {
+                        Some(latest) => {
+                            let graph = self.graph_of(&latest)?;
+                            self.threads(graph)
+                                .prune(id)
+                                .await
+                                .map(drop)
+                                .map_err(HostError::from)
+                        }
+                        None => Ok(()),
+                    }
+                } else {
+                    self.delete_thread(id).await
+                };
+                match done {
+                    Err(HostError::Conflict(_)) if attempts < 3 => {}
+                    other => break other?,
                 }
-            }
-            if keep_latest {
-                if let Some(latest) = self.inner.store.latest(id).await? {
-                    let graph = self.graph_of(&latest)?;
-                    self.threads(graph).prune(id).await?;
-                }
-            } else {
-                self.delete_thread(id).await?;
             }
             pruned += 1;
         }
@@ -93,6 +106,21 @@ impl Host {
 }
 
 impl Host {
+    /// Cancels every run of `thread` in flight, all of them before waiting for any (a
+    /// waiting run would otherwise start when the one before it ends), and waits for
+    /// them to end.
+    async fn stop_all(&self, thread: &str) {
+        let mut stopping = Vec::new();
+        for run in self.in_flight(thread).await {
+            if let Ok(h) = self.cancel(thread, &run, CancelAction::Interrupt).await {
+                stopping.push(h);
+            }
+        }
+        for h in stopping {
+            h.finished().await;
+        }
+    }
+
     /// Checks a stateless run of `assistant` as its creation would (the graph served,
     /// the input or command against its state), without creating it: a batch of runs
     /// is checked whole before any of them is made.

@@ -310,6 +310,11 @@ impl Host {
         self.inner.tools.shutdown_all().await;
     }
 
+    /// Whether the host is shutting down (long reads end then).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.inner.closing.load(Ordering::SeqCst)
+    }
+
     fn closing(&self) -> Result<(), HostError> {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(HostError::Unavailable(

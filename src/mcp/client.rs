@@ -220,16 +220,7 @@ impl McpClient {
         }
         let Some(schema) = tools.get(&request.tool) else {
             let names = tools.list.iter().map(|t| t.info.name.as_str());
-            let help = match crate::suggestion::did_you_mean(&request.tool, names.clone()) {
-                Some(c) => format!("; did you mean `{c}`?"),
-                None => format!(
-                    "; it offers {}",
-                    names
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
+            let help = crate::suggestion::offers(&request.tool, names);
             return Err(McpError::UnknownTool {
                 server: server.name.clone(),
                 tool: request.tool.clone(),

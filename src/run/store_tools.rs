@@ -5,6 +5,7 @@
 //! and reads items as it calls any tool; an llm node's `tools` offers them to the
 //! model, which then remembers across threads by calling them.
 
+use super::kinds::llm::now_ms;
 use crate::graph::{Server, ServerTransport};
 use crate::store::{ItemError, Items, Listing, Put, Search, item_ops};
 use crate::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
@@ -151,12 +152,6 @@ fn reply(content: Json) -> ToolReply {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl StoreTools {
     async fn call_store(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
         let items = &*self.items;
@@ -227,18 +222,7 @@ impl StoreTools {
             }
             other => {
                 let tools = store_tools();
-                let names = tools.iter().map(|t| t.name.as_str());
-                let help = crate::suggestion::did_you_mean(other, names.clone())
-                    .map(|c| format!("; did you mean `{c}`?"))
-                    .unwrap_or_else(|| {
-                        format!(
-                            "; it offers {}",
-                            names
-                                .map(|n| format!("`{n}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    });
+                let help = crate::suggestion::offers(other, tools.iter().map(|t| t.name.as_str()));
                 return Err(failed(format!(
                     "server `{}` has no tool `{other}`{help}",
                     request.server.name

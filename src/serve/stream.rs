@@ -272,7 +272,8 @@ pub(super) fn body(
 /// The stream of every run of `thread` from now on, one after the other, as
 /// LangGraph's `GET /threads/{id}/stream` sends it: each run's own stream (in the
 /// stream modes it was made with) and then `metadata {status: "run_done", run_id}`;
-/// a heartbeat while no run is in flight. Open until the reader goes away.
+/// a heartbeat while no run is in flight. Open until the reader goes away, the thread
+/// is deleted or the server shuts down.
 pub(super) fn thread_body(
     host: &Host,
     readers: &Arc<Readers>,
@@ -291,27 +292,36 @@ pub(super) fn thread_body(
         since_ms: u64,
     }
     impl Thread {
-        async fn next_bytes(&mut self) -> Bytes {
+        /// None: the thread is gone, or the server is shutting down.
+        async fn next_bytes(&mut self) -> Option<Bytes> {
             loop {
                 if let Some((follow, id)) = &mut self.current {
                     match follow.next_bytes().await {
-                        Some(b) => return b,
+                        Some(b) => return Some(b),
                         None => {
                             let data = json!({ "status": "run_done", "run_id": id });
                             self.current = None;
                             self.quiet_since = std::time::Instant::now();
-                            return frame(
+                            return Some(frame(
                                 "metadata",
                                 &serde_json::to_vec(&data).unwrap_or_default(),
                                 None,
-                            );
+                            ));
                         }
                     }
+                }
+                if self.host.is_closing() {
+                    return None;
                 }
                 // The thread's runs in flight, and those made since the reader came,
                 // oldest first: a run made and ended between two looks is followed
                 // too, from its log.
-                let mut runs = self.host.runs(&self.thread).await.unwrap_or_default();
+                let mut runs = match self.host.runs(&self.thread).await {
+                    Ok(runs) => runs,
+                    Err(crate::host::HostError::NotFound(_)) => return None,
+                    // The store failing for a moment: looked at again.
+                    Err(_) => Vec::new(),
+                };
                 runs.reverse();
                 for record in runs {
                     let id = record.id;
@@ -344,7 +354,7 @@ pub(super) fn thread_body(
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 if self.quiet_since.elapsed() >= self.heartbeat {
                     self.quiet_since = std::time::Instant::now();
-                    return Bytes::from_static(b": heartbeat\n");
+                    return Some(Bytes::from_static(b": heartbeat\n"));
                 }
             }
         }
@@ -357,13 +367,12 @@ pub(super) fn thread_body(
         current: None,
         seen: Default::default(),
         quiet_since: std::time::Instant::now(),
-        since_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        since_ms: crate::host::now_ms(),
     };
     let stream = futures_util::stream::unfold(state, |mut t| async move {
-        let b = t.next_bytes().await;
-        Some((Ok::<_, std::convert::Infallible>(b), t))
+        t.next_bytes()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), t))
     });
     axum::body::Body::from_stream(stream)
 }

@@ -114,7 +114,8 @@ pub trait Items: Send + Sync {
     /// The namespaces (joined) under `prefix`, as for [`Items::items_under`], that hold
     /// an item alive at `now_ms`, each once, in any order.
     async fn item_namespaces(&self, prefix: &str, now_ms: u64) -> Result<Vec<String>, StoreError>;
-    /// Puts off the expiry of the item under `namespace` and `key` to `expires_ms`.
+    /// Puts off the expiry of the item under `namespace` and `key` to `expires_ms`, if it
+    /// still has a TTL (one put again without one meanwhile keeps none).
     async fn refresh_item(
         &self,
         namespace: &str,
@@ -160,13 +161,12 @@ impl Search {
         Ok(())
     }
 
-    /// The page of `items` (one prefix's, as a store handed them, in its order) this
-    /// search asks for: those alive at `now_ms` that fit the filter, `offset` skipped,
-    /// at most `limit`.
-    pub fn page(&self, mut items: Vec<Item>, now_ms: u64) -> Vec<Item> {
-        items.retain(|i| {
-            !i.expired(now_ms) && i.namespace.starts_with(&self.prefix) && self.fits(&i.value)
-        });
+    /// The page of `items` (the live items under the prefix's fixed part, as
+    /// [`Items::items_under`] hands them, in its order) this search asks for: those
+    /// whose namespace fits the prefix's `*`s and whose value fits the filter, `offset`
+    /// skipped, at most `limit`.
+    pub fn page(&self, mut items: Vec<Item>) -> Vec<Item> {
+        items.retain(|i| i.namespace.starts_with(&self.prefix) && self.fits(&i.value));
         items
             .into_iter()
             .skip(self.offset)
@@ -312,7 +312,11 @@ pub mod ops {
         let namespace = namespace(put.namespace)?;
         let ttl_ms = match put.ttl_minutes {
             None => None,
-            Some(m) if m.is_finite() && m > 0.0 => Some((m * 60_000.0).round().max(1.0) as u64),
+            // At most what a store's signed milliseconds hold (a century or a million
+            // years: kept until then).
+            Some(m) if m.is_finite() && m > 0.0 => {
+                Some(((m * 60_000.0).round().max(1.0) as u64).min(i64::MAX as u64 / 2))
+            }
             Some(m) => {
                 return Err(ItemError::Invalid(format!(
                     "ttl is minutes to keep the item, more than 0; {m} is not"
@@ -328,7 +332,7 @@ pub mod ops {
                 value: put.value,
                 created_ms: now_ms,
                 updated_ms: now_ms,
-                expires_ms: ttl_ms.map(|t| now_ms + t),
+                expires_ms: ttl_ms.map(|t| now_ms.saturating_add(t)),
                 ttl_ms,
             })
             .await?;
@@ -348,8 +352,9 @@ pub mod ops {
         let Some(mut item) = items.get_item(&joined, key).await? else {
             return Ok(None);
         };
+        // Left for the next put's sweep: deleting it here could remove an item put
+        // again meanwhile.
         if item.expired(now_ms) {
-            items.delete_item(&joined, key).await?;
             return Ok(None);
         }
         if refresh {
@@ -387,7 +392,7 @@ pub mod ops {
             items.items_under(&prefix, now_ms, Some(page)).await?
         } else {
             let rows = items.items_under(&prefix, now_ms, None).await?;
-            search.page(rows, now_ms)
+            search.page(rows)
         };
         if refresh {
             for item in &mut page {
@@ -416,7 +421,7 @@ pub mod ops {
 
     async fn put_off(items: &dyn Items, item: &mut Item, now_ms: u64) -> Result<(), ItemError> {
         if let Some(ttl) = item.ttl_ms {
-            let expires = now_ms + ttl;
+            let expires = now_ms.saturating_add(ttl);
             items
                 .refresh_item(&item.namespace.joined(), &item.key, expires)
                 .await?;
@@ -457,7 +462,7 @@ mod tests {
                 ..Search::default()
             };
             search
-                .page(items.clone(), 0)
+                .page(items.clone())
                 .into_iter()
                 .map(|i| i.key)
                 .collect::<Vec<_>>()

@@ -509,7 +509,9 @@ impl super::Items for MemoryStore {
         expires_ms: u64,
     ) -> Result<(), StoreError> {
         let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, i)) = items.get_mut(&(namespace.to_string(), key.to_string())) {
+        if let Some((_, i)) = items.get_mut(&(namespace.to_string(), key.to_string()))
+            && i.ttl_ms.is_some()
+        {
             i.expires_ms = Some(expires_ms);
         }
         Ok(())

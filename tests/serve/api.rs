@@ -2092,6 +2092,11 @@ async fn runs_are_cancelled_and_threads_pruned_many_at_once() {
     assert_eq!(status("a", a2.clone()).await, "interrupted");
     // By status: every run running, whatever its thread.
     let b1 = start("b", "reject").await;
+    // Running (not still pending) when the cancel of running runs comes.
+    h.until(&format!("/threads/b/runs/{b1}"), |r| {
+        r["status"] == "running"
+    })
+    .await;
     t.note(
         "POST /runs/cancel {status: running}",
         &h.post("/runs/cancel", json!({ "status": "running" })).await,
@@ -2260,7 +2265,18 @@ async fn a_threads_stream_follows_each_of_its_runs_in_turn() {
         .map(|(event, data, _)| format!("{event} {}", scrub.json(&data)))
         .collect();
     // Runs newest first in the list; the stream has the older first.
-    assert!(text.find(&ids[1]) < text.find(&ids[0]));
+    let at = |id: &str| {
+        text.find(id)
+            .unwrap_or_else(|| panic!("run {id} not streamed"))
+    };
+    assert!(at(&ids[1]) < at(&ids[0]), "{text}");
+    // The thread deleted, its stream ends.
+    assert_eq!(h.delete("/threads/t").await.status, 204);
+    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while r.chunk().await.unwrap().is_some() {}
+    })
+    .await;
+    assert!(end.is_ok(), "the stream of a deleted thread goes on");
     insta::assert_snapshot!(events.join("\n"));
 }
 

@@ -589,7 +589,7 @@ fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {
     }
 }
 
-pub(super) fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

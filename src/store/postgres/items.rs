@@ -168,7 +168,7 @@ impl Items for PostgresStore {
             .run(|c| async move {
                 let refresh = c
                     .prepare_cached(
-                        "UPDATE switchyard.items SET expires_ms = $3 WHERE namespace = $1 AND key = $2",
+                        "UPDATE switchyard.items SET expires_ms = $3 WHERE namespace = $1 AND key = $2 AND ttl_ms IS NOT NULL",
                     )
                     .await?;
                 c.execute(&refresh, &[&namespace, &key, &int(expires_ms)])

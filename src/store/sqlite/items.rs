@@ -188,7 +188,7 @@ impl Items for SqliteStore {
         self.blocking(|s| {
             write(
                 s,
-                "UPDATE items SET expires_ms = ?3 WHERE namespace = ?1 AND key = ?2",
+                "UPDATE items SET expires_ms = ?3 WHERE namespace = ?1 AND key = ?2 AND ttl_ms IS NOT NULL",
                 params![namespace, key, int(expires_ms)],
             )
             .map(drop)
