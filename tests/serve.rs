@@ -9,6 +9,7 @@
 mod api;
 mod browser;
 mod cluster;
+mod crons;
 mod hosting;
 mod page;
 pub(crate) mod sdk;

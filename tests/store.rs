@@ -3,6 +3,7 @@
 //! What only a file can do (other processes, foreign files, read-only mounts) is in
 //! `hardening.rs`; the SQLite store's own behaviour in `store/sqlite.rs`.
 
+mod crons;
 mod sqlite;
 
 use serde_json::{Value as Json, json};
@@ -683,6 +684,7 @@ async fn the_memory_store_passes_the_store_suite() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     suite(&|| store.clone()).await;
     items_suite(&|| store.clone()).await;
+    crons::crons_suite(&|| store.clone()).await;
 }
 
 #[tokio::test]
@@ -691,6 +693,7 @@ async fn the_postgres_store_passes_the_store_suite() {
     // Each `open` is a new connection: what one wrote, another reads.
     suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
     items_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
+    crons::crons_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
 }
 
 #[tokio::test]
@@ -700,6 +703,7 @@ async fn the_sqlite_store_passes_the_store_suite() {
     // Each `open` is a new connection: what one wrote, another reads.
     suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
     items_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
+    crons::crons_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
 }
 
 #[tokio::test]

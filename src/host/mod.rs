@@ -15,6 +15,7 @@
 mod bulk;
 mod cluster;
 mod course;
+mod crons;
 mod drive;
 mod error;
 mod graphs;
@@ -36,6 +37,10 @@ pub use llm::LlmSource;
 
 // What the server (`serve/`) uses besides.
 pub(crate) use bulk::CancelMany;
+pub(crate) use crons::{
+    CronFilter, CronPatch, CronSort, NewCron, check_schedule, metadata as cron_metadata,
+    text as cron_text,
+};
 pub(crate) use handle::RunHandle;
 
 pub(crate) use log::{LogEntry, RunLog};
@@ -130,6 +135,20 @@ pub enum Notice {
     /// Deleted: it ended longer ago than the thread TTL.
     ThreadExpired {
         thread: String,
+    },
+    /// An occurrence of a cron made its run.
+    CronFired {
+        cron: String,
+        /// The occurrence (Unix milliseconds): each is fired once by one process.
+        at_ms: u64,
+        run: String,
+        thread: String,
+    },
+    /// An occurrence of a cron could not make its run (the cron goes on to its next),
+    /// or the crons could not be read (no cron named).
+    CronFailed {
+        cron: Option<String>,
+        error: String,
     },
 }
 
@@ -279,7 +298,7 @@ impl Host {
         crate::run::Threads::new(graph, self.inner.store.clone())
     }
 
-    fn notice(&self, n: Notice) {
+    pub(crate) fn notice(&self, n: Notice) {
         if let Some(tx) = &*lock(&self.inner.notices) {
             let _ = tx.send(n);
         }

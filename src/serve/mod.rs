@@ -12,6 +12,7 @@ mod assistants;
 mod auth;
 mod body;
 mod bulk;
+mod crons;
 mod error;
 mod field_text;
 mod items;
@@ -97,6 +98,7 @@ struct AppState {
 pub struct Bound {
     listener: tokio::net::TcpListener,
     app: Router,
+    state: AppState,
 }
 
 impl Bound {
@@ -116,12 +118,15 @@ impl Bound {
         let listener = self.listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(
+        let scheduler = tokio::spawn(crons::schedule(self.state));
+        let served = axum::serve(
             listener,
             self.app.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+        scheduler.abort();
+        served?;
         Ok(())
     }
 }
@@ -155,6 +160,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(runs::routes())
         .merge(items::routes())
         .merge(bulk::routes())
+        .merge(crons::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,
@@ -165,7 +171,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(api)
         .fallback(meta::not_found)
         .method_not_allowed_fallback(meta::method_not_allowed)
-        .with_state(state)
+        .with_state(state.clone())
         .layer(DefaultBodyLimit::max(options.max_body));
     if !options.cors.is_empty() {
         app = app.layer(cors(&options.cors));
@@ -175,7 +181,11 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
             access_log(tx.clone(), req, next)
         }));
     }
-    Ok(Bound { listener, app })
+    Ok(Bound {
+        listener,
+        app,
+        state,
+    })
 }
 
 fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {

@@ -24,6 +24,7 @@ pub struct MemoryStore {
     /// in the order items were first put.
     items: Mutex<HashMap<(String, String), (u64, super::Item)>>,
     items_put: std::sync::atomic::AtomicU64,
+    crons: super::crons::CronTable,
 }
 
 #[derive(Default)]
@@ -352,6 +353,7 @@ impl Catalog for MemoryStore {
         let mut catalog = self.catalog();
         catalog.threads.shift_remove(thread);
         catalog.runs.retain(|_, r| r.thread != thread);
+        self.crons.delete_of(thread);
         Ok(())
     }
 
@@ -522,5 +524,37 @@ impl super::Items for MemoryStore {
         let before = items.len();
         items.retain(|_, (_, i)| !i.expired(now_ms));
         Ok((before - items.len()) as u64)
+    }
+}
+
+#[async_trait]
+impl super::Crons for MemoryStore {
+    async fn put_cron(&self, cron: &super::Cron) -> Result<(), StoreError> {
+        self.crons.put_cron(cron).await
+    }
+
+    async fn get_cron(&self, id: &str) -> Result<Option<super::Cron>, StoreError> {
+        self.crons.get_cron(id).await
+    }
+
+    async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {
+        self.crons.delete_cron(id).await
+    }
+
+    async fn crons(&self) -> Result<Vec<super::Cron>, StoreError> {
+        self.crons.crons().await
+    }
+
+    async fn due_crons(&self, now_ms: u64, limit: usize) -> Result<Vec<super::Cron>, StoreError> {
+        self.crons.due_crons(now_ms, limit).await
+    }
+
+    async fn take_occurrence(
+        &self,
+        id: &str,
+        due_ms: u64,
+        next_ms: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        self.crons.take_occurrence(id, due_ms, next_ms).await
     }
 }

@@ -1,6 +1,7 @@
-//! Stores: where threads live. A store plays five roles, each a trait that its callers
+//! Stores: where threads live. A store plays six roles, each a trait that its callers
 //! take alone ([`Checkpoints`] for runs, [`Catalog`] and [`RunQueue`] for a server,
-//! [`LlmCache`] for llm nodes, [`Items`] for the long-term store that threads share;
+//! [`LlmCache`] for llm nodes, [`Items`] for the long-term store that threads share,
+//! [`Crons`] for the runs a server makes on a schedule;
 //! [`Store`] is all of them), with a store in memory, one in
 //! a SQLite file and one in a Postgres database, all passing the same test suite
 //! (`tests/store.rs`).
@@ -15,6 +16,7 @@
 //! them), so a restarted server knows what it was doing.
 
 mod catalog;
+mod crons;
 mod frozen;
 mod items;
 mod memory;
@@ -26,6 +28,7 @@ mod sqlite;
 pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
+pub use crons::{Cron, Crons};
 pub use items::{Item, ItemError, Items, Listing, Namespace, Page, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;
@@ -308,6 +311,11 @@ pub enum StoreError {
         "the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
     )]
     NoItems,
+    /// Crons asked of a store that keeps nothing.
+    #[error(
+        "the store `none` keeps no crons: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+    )]
+    NoCrons,
     #[error(
         "`{path}` is not a Switchyard store{}; it is left as it is: give --store another file",
         if tables.is_empty() { String::new() } else { format!(" (it holds the tables {})", tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")) }
@@ -441,7 +449,8 @@ pub trait Catalog: Send + Sync {
     async fn get_thread(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
     /// Every thread of the catalog, oldest first.
     async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError>;
-    /// Removes everything of a thread: its records, its catalog entry and its runs.
+    /// Removes everything of a thread: its records, its catalog entry, its runs and its
+    /// crons.
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError>;
     /// The threads whose latest record finished or failed before `before_ms` (Unix
     /// milliseconds), for retention.
@@ -607,9 +616,9 @@ pub trait LlmCache: Send + Sync {
 
 /// A whole store, every role: what `--store` opens and a server holds. Each caller
 /// takes the narrowest role it needs (`Arc<dyn Store>` coerces to any of them).
-pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache + Items {}
+pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons {}
 
-impl<T: Checkpoints + Catalog + RunQueue + LlmCache + Items + ?Sized> Store for T {}
+impl<T: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons + ?Sized> Store for T {}
 
 /// What [`Checkpoints::fence`] found: the claim a tool call is made under, and for how
 /// long it surely holds. The default: no claim that can lapse.

@@ -135,3 +135,31 @@ impl super::Items for NoStore {
         Ok(0)
     }
 }
+
+/// Keeps no crons: every call but a listing says so.
+#[async_trait]
+impl super::Crons for NoStore {
+    async fn put_cron(&self, _: &super::Cron) -> Result<(), StoreError> {
+        Err(StoreError::NoCrons)
+    }
+
+    async fn get_cron(&self, _: &str) -> Result<Option<super::Cron>, StoreError> {
+        Ok(None)
+    }
+
+    async fn delete_cron(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn crons(&self) -> Result<Vec<super::Cron>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn due_crons(&self, _: u64, _: usize) -> Result<Vec<super::Cron>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn take_occurrence(&self, _: &str, _: u64, _: Option<u64>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}

@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 4;
+pub(super) const VERSION: i32 = 5;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -33,7 +33,10 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 /// Version 4: the long-term store's items (`items.rs`), their namespaces compared byte
 /// by byte (`COLLATE "C"`), so that the namespaces under a prefix are one range, and
 /// numbered in the order they were first put (`ord`, kept by an upsert).
-const MIGRATIONS: [&str; 4] = [
+///
+/// Version 5: crons (`crons.rs`), in the order they were made (`ord`), the due ones
+/// found by their next occurrence.
+const MIGRATIONS: [&str; 5] = [
     "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
@@ -145,6 +148,21 @@ CREATE TABLE switchyard.items (
     PRIMARY KEY (namespace, key)
 );
 CREATE INDEX items_expiring ON switchyard.items (expires_ms) WHERE expires_ms IS NOT NULL;
+",
+    "
+CREATE TABLE switchyard.crons (
+    id          TEXT    PRIMARY KEY,
+    assistant   TEXT    NOT NULL,
+    thread      TEXT,
+    body        TEXT    NOT NULL,
+    enabled     BOOLEAN NOT NULL,
+    next_ms     BIGINT,
+    created_ms  BIGINT  NOT NULL,
+    updated_ms  BIGINT  NOT NULL,
+    ord         BIGSERIAL
+);
+CREATE INDEX crons_due ON switchyard.crons (next_ms) WHERE enabled AND next_ms IS NOT NULL;
+CREATE INDEX crons_of_thread ON switchyard.crons (thread) WHERE thread IS NOT NULL;
 ",
 ];
 

@@ -11,6 +11,7 @@
 
 mod catalog;
 mod claims;
+mod crons;
 mod items;
 mod layout;
 mod pool;

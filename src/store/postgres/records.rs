@@ -653,6 +653,7 @@ impl PostgresStore {
                 "DELETE FROM switchyard.run_events WHERE run IN (SELECT id FROM switchyard.runs WHERE thread = $1)",
                 "DELETE FROM switchyard.runs WHERE thread = $1",
                 "DELETE FROM switchyard.threads WHERE id = $1",
+                "DELETE FROM switchyard.crons WHERE thread = $1",
             ],
         )
         .await

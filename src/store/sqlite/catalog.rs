@@ -233,6 +233,7 @@ impl Catalog for SqliteStore {
                 tx.execute("DELETE FROM snapshots WHERE thread = ?1", [thread])?;
                 tx.execute("DELETE FROM runs WHERE thread = ?1", [thread])?;
                 tx.execute("DELETE FROM threads WHERE id = ?1", [thread])?;
+                tx.execute("DELETE FROM crons WHERE thread = ?1", [thread])?;
                 // Gone whole, as it was meant to: its name may be used again.
                 tx.execute("DELETE FROM recount WHERE thread = ?1", [thread])?;
                 tx.commit()?;

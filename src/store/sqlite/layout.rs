@@ -88,11 +88,12 @@ pub(super) fn has_recount(conn: &Connection) -> Result<bool, rusqlite::Error> {
     )
 }
 
-/// Whether the long-term store's table is there (see `items.rs`).
-pub(super) fn has_items(conn: &Connection) -> Result<bool, rusqlite::Error> {
+/// Whether the table `name` is there: the long-term store's (`items.rs`) and the
+/// crons' (`crons.rs`) are made when missing.
+pub(super) fn has_table(conn: &Connection, name: &str) -> Result<bool, rusqlite::Error> {
     conn.query_row(
-        "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'items'",
-        [],
+        "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
         |r| r.get(0),
     )
 }
@@ -183,8 +184,9 @@ UPDATE checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
 ";
 
 /// Every table a store has.
-pub(super) const OUR_TABLES: [&str; 8] = [
+pub(super) const OUR_TABLES: [&str; 9] = [
     "checkpoints",
+    "crons",
     "graphs",
     "items",
     "llm_cache",

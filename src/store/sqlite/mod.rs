@@ -5,6 +5,7 @@
 
 mod catalog;
 mod claims;
+mod crons;
 mod items;
 mod layout;
 mod readers;
@@ -13,7 +14,7 @@ mod resume;
 
 use super::StoreError;
 use super::rows::Written;
-use layout::{Layout, RECOUNT, VERSION, bring_forward, has_items, has_recount, layout};
+use layout::{Layout, RECOUNT, VERSION, bring_forward, has_recount, has_table, layout};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -176,9 +177,11 @@ impl SqliteStore {
                 tx.commit()
             })?;
         }
-        if !retry_busy(|| has_items(&conn))? {
-            // `IF NOT EXISTS`: another process may have made it meanwhile.
-            retry_busy(|| conn.execute_batch(items::ITEMS))?;
+        for (table, schema) in [("items", items::ITEMS), ("crons", crons::CRONS)] {
+            if !retry_busy(|| has_table(&conn, table))? {
+                // `IF NOT EXISTS`: another process may have made it meanwhile.
+                retry_busy(|| conn.execute_batch(schema))?;
+            }
         }
         // Only a store of ours is switched to WAL. The switch takes the database's
         // lock, which many processes opening a new store at once contend for: SQLite

@@ -1,0 +1,139 @@
+//! Crons as rows of `switchyard.crons` (see `crate::store::Crons`), through the pool.
+//! Servers sharing the database each try to take a due occurrence; the one `UPDATE`
+//! that still finds the occurrence it read takes it.
+
+use super::pool::Failure;
+use super::{PostgresStore, col};
+use crate::store::rows::int;
+use crate::store::{Cron, Crons, StoreError};
+use async_trait::async_trait;
+use tokio_postgres::types::ToSql;
+
+const COLUMNS: &str = "SELECT id, assistant, thread, body, enabled, next_ms, created_ms, updated_ms FROM switchyard.crons";
+
+fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Cron, StoreError> {
+    let id: String = col(row, 0, url)?;
+    let body: String = col(row, 3, url)?;
+    let ms = |i: usize| -> Result<Option<u64>, StoreError> {
+        Ok(col::<Option<i64>>(row, i, url)?.map(|v| v.max(0) as u64))
+    };
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_str(&body) else {
+        return Err(StoreError::CorruptCatalog {
+            what: format!("cron `{id}`"),
+            message: "its body is not a JSON object".into(),
+        });
+    };
+    Ok(Cron {
+        assistant: col(row, 1, url)?,
+        thread: col(row, 2, url)?,
+        body,
+        enabled: col(row, 4, url)?,
+        next_ms: ms(5)?,
+        created_ms: ms(6)?.unwrap_or(0),
+        updated_ms: ms(7)?.unwrap_or(0),
+        id,
+    })
+}
+
+impl PostgresStore {
+    async fn cron_rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Cron>, StoreError> {
+        let url = &*self.url;
+        self.pool
+            .run(|c| async move {
+                let select = c.prepare_cached(sql).await?;
+                let rows = c.query(&select, params).await?;
+                Ok::<_, Failure>(
+                    rows.iter()
+                        .map(|r| decode(r, url))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            })
+            .await
+    }
+
+    async fn cron_write(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        self.pool
+            .run(|c| async move {
+                let write = c.prepare_cached(sql).await?;
+                Ok(c.execute(&write, params).await?)
+            })
+            .await
+    }
+}
+
+#[async_trait]
+impl Crons for PostgresStore {
+    async fn put_cron(&self, cron: &Cron) -> Result<(), StoreError> {
+        let body = serde_json::Value::Object(cron.body.clone()).to_string();
+        self.cron_write(
+            "INSERT INTO switchyard.crons (id, assistant, thread, body, enabled, next_ms, created_ms, updated_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (id) DO UPDATE SET assistant = excluded.assistant,
+                 thread = excluded.thread, body = excluded.body, enabled = excluded.enabled,
+                 next_ms = excluded.next_ms, created_ms = excluded.created_ms,
+                 updated_ms = excluded.updated_ms",
+            &[
+                &cron.id,
+                &cron.assistant,
+                &cron.thread,
+                &body,
+                &cron.enabled,
+                &cron.next_ms.map(int),
+                &int(cron.created_ms),
+                &int(cron.updated_ms),
+            ],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn get_cron(&self, id: &str) -> Result<Option<Cron>, StoreError> {
+        let found = self
+            .cron_rows(&format!("{COLUMNS} WHERE id = $1"), &[&id])
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {
+        self.cron_write("DELETE FROM switchyard.crons WHERE id = $1", &[&id])
+            .await
+            .map(|n| n > 0)
+    }
+
+    async fn crons(&self) -> Result<Vec<Cron>, StoreError> {
+        self.cron_rows(&format!("{COLUMNS} ORDER BY ord"), &[])
+            .await
+    }
+
+    async fn due_crons(&self, now_ms: u64, limit: usize) -> Result<Vec<Cron>, StoreError> {
+        self.cron_rows(
+            &format!(
+                "{COLUMNS} WHERE enabled AND next_ms IS NOT NULL AND next_ms <= $1 ORDER BY next_ms LIMIT $2"
+            ),
+            &[&int(now_ms), &int(limit as u64)],
+        )
+        .await
+    }
+
+    async fn take_occurrence(
+        &self,
+        id: &str,
+        due_ms: u64,
+        next_ms: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        self.cron_write(
+            "UPDATE switchyard.crons SET next_ms = $3 WHERE id = $1 AND enabled AND next_ms = $2",
+            &[&id, &int(due_ms), &next_ms.map(int)],
+        )
+        .await
+        .map(|n| n == 1)
+    }
+}

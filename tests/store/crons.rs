@@ -1,0 +1,111 @@
+//! Crons, as every store keeps them: what one connection wrote another reads, the due
+//! ones come earliest first, and of many takers of one occurrence exactly one wins.
+
+use serde_json::{Value as Json, json};
+use std::sync::Arc;
+use switchyard::store::{Catalog, Cron, Crons, Store, ThreadRecord};
+
+fn cron(id: &str, thread: Option<&str>, next: Option<u64>, enabled: bool) -> Cron {
+    Cron {
+        id: id.into(),
+        assistant: "g".into(),
+        thread: thread.map(str::to_string),
+        body: json!({"schedule": "* * * * *", "payload": {"input": {"n": 1}}})
+            .as_object()
+            .unwrap()
+            .clone(),
+        enabled,
+        next_ms: next,
+        created_ms: 5,
+        updated_ms: 6,
+    }
+}
+
+fn ids(crons: &[Cron]) -> Vec<&str> {
+    crons.iter().map(|c| c.id.as_str()).collect()
+}
+
+pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
+    let (a, b) = (open(), open());
+    a.put_thread(&ThreadRecord {
+        id: "t".into(),
+        created_ms: 1,
+        updated_ms: 1,
+        metadata: Json::Null,
+    })
+    .await
+    .unwrap();
+    for c in [
+        cron("c3", None, Some(300), true),
+        cron("c1", Some("t"), Some(100), true),
+        cron("c2", None, Some(200), false),
+        cron("c4", None, None, true),
+        cron("c5", None, Some(150), true),
+    ] {
+        a.put_cron(&c).await.unwrap();
+    }
+    // In the order they were made; read back whole by another connection.
+    assert_eq!(
+        ids(&b.crons().await.unwrap()),
+        ["c3", "c1", "c2", "c4", "c5"]
+    );
+    assert_eq!(
+        b.get_cron("c1").await.unwrap(),
+        Some(cron("c1", Some("t"), Some(100), true))
+    );
+    assert_eq!(b.get_cron("nope").await.unwrap(), None);
+    // Due: enabled, with a next occurrence at or before now, the earliest first.
+    assert_eq!(ids(&b.due_crons(99, 10).await.unwrap()), Vec::<&str>::new());
+    assert_eq!(
+        ids(&b.due_crons(300, 10).await.unwrap()),
+        ["c1", "c5", "c3"]
+    );
+    assert_eq!(ids(&b.due_crons(300, 2).await.unwrap()), ["c1", "c5"]);
+    // An occurrence is taken once: the second taker finds it moved on.
+    assert!(a.take_occurrence("c1", 100, Some(160)).await.unwrap());
+    assert!(!b.take_occurrence("c1", 100, Some(160)).await.unwrap());
+    assert_eq!(b.get_cron("c1").await.unwrap().unwrap().next_ms, Some(160));
+    // Nor is a disabled cron's, or a cron's that is gone.
+    assert!(!a.take_occurrence("c2", 200, Some(260)).await.unwrap());
+    assert!(!a.take_occurrence("nope", 1, None).await.unwrap());
+    // The last occurrence leaves none.
+    assert!(a.take_occurrence("c5", 150, None).await.unwrap());
+    assert_eq!(
+        ids(&b.due_crons(u64::MAX / 2, 10).await.unwrap()),
+        ["c1", "c3"]
+    );
+    // Put again: replaced in its place.
+    let mut changed = cron("c3", None, Some(50), false);
+    changed.body.insert("schedule".into(), json!("0 * * * *"));
+    a.put_cron(&changed).await.unwrap();
+    assert_eq!(b.get_cron("c3").await.unwrap(), Some(changed));
+    assert_eq!(
+        ids(&b.crons().await.unwrap()),
+        ["c3", "c1", "c2", "c4", "c5"]
+    );
+    // Many takers at once, each with its own connection: exactly one wins.
+    a.put_cron(&cron("race", None, Some(1_000), true))
+        .await
+        .unwrap();
+    let takers: Vec<_> = (0..8)
+        .map(|_| {
+            let s = open();
+            tokio::spawn(
+                async move { s.take_occurrence("race", 1_000, Some(2_000)).await.unwrap() },
+            )
+        })
+        .collect();
+    let mut won = 0;
+    for t in takers {
+        won += usize::from(t.await.unwrap());
+    }
+    assert_eq!(won, 1);
+    // Deleted: once; a thread's crons go with the thread.
+    assert!(a.delete_cron("c2").await.unwrap());
+    assert!(!b.delete_cron("c2").await.unwrap());
+    a.delete_thread("t").await.unwrap();
+    assert_eq!(ids(&b.crons().await.unwrap()), ["c3", "c4", "c5", "race"]);
+    for id in ["c3", "c4", "c5", "race"] {
+        a.delete_cron(id).await.unwrap();
+    }
+}
