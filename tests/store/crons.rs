@@ -3,7 +3,7 @@
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::store::{Catalog, Cron, Crons, Store, ThreadRecord};
+use switchyard::store::{Cron, Store, ThreadRecord};
 
 fn cron(id: &str, thread: Option<&str>, next: Option<u64>, enabled: bool) -> Cron {
     Cron {
