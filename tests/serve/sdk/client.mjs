@@ -139,3 +139,18 @@ out("store.listNamespaces", await client.store.listNamespaces({ prefix: ["users"
 await client.store.deleteItem(["users", "js"], "prefs");
 out("store.deleteItem", (await client.store.searchItems(["users", "js"])).items.map((i) => i.key));
 out("store.putItem with a bad value", await error(() => client.store.putItem(["users", "js"], "k", 3)));
+
+// Crons: runs made on a schedule.
+const cron = await client.crons.create("three", { schedule: "0 0 1 1 *", input: { input: "js" }, metadata: { by: "js" }, onRunCompleted: "keep" });
+out("crons.create", { assistant: cron.assistant_id, schedule: cron.schedule, kept: cron.on_run_completed, enabled: cron.enabled, named: cron.payload.config.configurable.cron_id === cron.cron_id });
+const cronThread = await client.threads.create();
+const onThread = await client.crons.createForThread(cronThread.thread_id, "three", { schedule: "30 6 * * *", input: { input: "t" } });
+out("crons.createForThread", { thread: onThread.thread_id === cronThread.thread_id, completed: onThread.on_run_completed });
+const changed = await client.crons.update(cron.cron_id, { schedule: "15 3 * * *", enabled: false, metadata: { more: 1 } });
+out("crons.update", { schedule: changed.schedule, enabled: changed.enabled, metadata: changed.metadata });
+out("crons.search", (await client.crons.search({ select: ["cron_id", "enabled"], sortBy: "created_at", sortOrder: "asc" })).map((c) => [c.cron_id === cron.cron_id ? "first" : "second", c.enabled]));
+out("crons.count", [await client.crons.count(), await client.crons.count({ threadId: cronThread.thread_id })]);
+out("crons.create with a bad schedule", await error(() => client.crons.create("three", { schedule: "61 * * * *", input: { input: "x" } })));
+await client.crons.delete(cron.cron_id);
+out("crons.delete", await error(() => client.crons.delete(cron.cron_id)));
+await client.crons.delete(onThread.cron_id);
