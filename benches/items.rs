@@ -15,6 +15,9 @@
 //! default); Postgres a throwaway cluster (`tests/servers/postgres.sh`: fsync and
 //! synchronous_commit on, a Unix socket).
 
+#[path = "shared/serve.rs"]
+mod serve;
+
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,7 +48,8 @@ fn main() {
         rt.block_on(measure("sqlite", Arc::new(store)));
     }
     if wanted("postgres") {
-        let store = PostgresStore::open(&postgres_database()).unwrap();
+        let db = serve::postgres_database(&serve::postgres_cluster(), "items");
+        let store = PostgresStore::open(&db).unwrap();
         rt.block_on(measure("postgres", Arc::new(store)));
     }
 }
@@ -165,24 +169,4 @@ async fn measure(name: &str, items: Arc<dyn Items>) {
         assert_eq!(found.len(), NAMESPACES);
     }
     report("list namespaces (100)", times);
-}
-
-/// A new database on a throwaway Postgres cluster, removed when the bench ends.
-fn postgres_database() -> String {
-    let out = std::process::Command::new("bash")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/servers/postgres.sh"
-        ))
-        .arg(std::process::id().to_string())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .expect("bash runs");
-    assert!(out.status.success(), "the bench cluster did not start");
-    let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    postgres::Client::connect(&admin, postgres::NoTls)
-        .expect("the bench cluster")
-        .batch_execute("CREATE DATABASE items")
-        .expect("create database");
-    admin.replacen("/postgres?", "/items?", 1)
 }

@@ -16,6 +16,8 @@ use switchyard::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 
 #[path = "../shared/page.rs"]
 mod page;
+#[path = "../shared/serve.rs"]
+mod serve;
 use page::{observation, plan};
 
 /// Answers every plan with the same action.
@@ -203,30 +205,11 @@ fn mark_action() {
 /// removed when the bench ends.
 pub(crate) fn postgres_database() -> String {
     static CLUSTER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let admin = CLUSTER.get_or_init(|| {
-        let out = std::process::Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/servers/postgres.sh"
-            ))
-            .arg(std::process::id().to_string())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .expect("bash runs");
-        assert!(out.status.success(), "the bench cluster did not start");
-        String::from_utf8(out.stdout)
-            .expect("URL")
-            .trim()
-            .to_string()
-    });
+    let admin = CLUSTER.get_or_init(serve::postgres_cluster);
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let name = format!(
         "bench{}",
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    postgres::Client::connect(admin, postgres::NoTls)
-        .expect("the bench cluster")
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("create database");
-    admin.replacen("/postgres?", &format!("/{name}?"), 1)
+    serve::postgres_database(admin, &name)
 }

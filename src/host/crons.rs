@@ -7,7 +7,7 @@
 //! Turning the request into a run is the server's, as for any other request.
 
 use super::{Host, HostError, new_id, now_ms};
-use crate::store::Cron;
+use crate::store::{Cron, Take};
 use serde_json::{Map, Value as Json, json};
 
 /// A cron's schedule: a cron pattern read in a time zone.
@@ -346,18 +346,25 @@ impl Host {
     /// takes it too; what to run is each cron's payload.
     pub async fn take_due_crons(&self, now_ms: u64, limit: usize) -> Result<Vec<Cron>, HostError> {
         let due = self.inner.store.due_crons(now_ms, limit).await?;
-        let mut taken = Vec::with_capacity(due.len());
-        for cron in due {
-            let Some(at) = cron.next_ms else { continue };
-            // An occurrence missed while no server ran fires once, and the next is
-            // counted from now.
-            let next = schedule_of(&cron)
-                .ok()
-                .and_then(|s| s.next_after(now_ms.max(at), end_ms(&cron)));
-            if self.inner.store.take_occurrence(&cron.id, at, next).await? {
-                taken.push(cron);
-            }
-        }
+        let take: Vec<Take> = due
+            .iter()
+            .filter_map(|cron| {
+                let at = cron.next_ms?;
+                // An occurrence missed while no server ran fires once, and the next is
+                // counted from now.
+                let next = schedule_of(cron)
+                    .ok()
+                    .and_then(|s| s.next_after(now_ms.max(at), end_ms(cron)));
+                Some(Take {
+                    id: cron.id.clone(),
+                    due_ms: at,
+                    next_ms: next,
+                })
+            })
+            .collect();
+        let won = self.inner.store.take_occurrences(&take).await?;
+        let mut taken = due;
+        taken.retain(|c| won.contains(&c.id));
         Ok(taken)
     }
 }

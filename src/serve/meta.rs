@@ -25,7 +25,7 @@ async fn info() -> axum::Json<Json> {
         "server": "switchyard",
         "flags": {
             "assistants": true,
-            "crons": false,
+            "crons": true,
             "langsmith": false,
             "langsmith_tracing_replicas": false,
             "langsmith_tracing_session_on_runs": false,

@@ -26,6 +26,14 @@ pub struct Cron {
     pub updated_ms: u64,
 }
 
+/// An occurrence to take (see [`Crons::take_occurrences`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Take {
+    pub id: String,
+    pub due_ms: u64,
+    pub next_ms: Option<u64>,
+}
+
 /// The crons a store keeps.
 #[async_trait]
 pub trait Crons: Send + Sync {
@@ -40,16 +48,13 @@ pub trait Crons: Send + Sync {
     /// The enabled crons whose next occurrence is at or before `now_ms`, the earliest
     /// first, at most `limit`.
     async fn due_crons(&self, now_ms: u64, limit: usize) -> Result<Vec<Cron>, StoreError>;
-    /// Takes the occurrence at `due_ms` of cron `id` for this caller, moving the cron's
-    /// next occurrence to `next_ms`, unless another caller took it first (the cron's
-    /// next occurrence is no longer `due_ms`, or the cron is gone or disabled): whether
-    /// this caller took it. Several servers on one store each try; one wins.
-    async fn take_occurrence(
-        &self,
-        id: &str,
-        due_ms: u64,
-        next_ms: Option<u64>,
-    ) -> Result<bool, StoreError>;
+    /// Takes for this caller each occurrence `take` names (a cron's id, the
+    /// occurrence, the cron's next one after it), moving the cron's next occurrence
+    /// on, unless another caller took it first (the cron's next occurrence is no
+    /// longer the one named, or the cron is gone or disabled): the ids of those this
+    /// caller took, all in one write. Several servers on one store each try; one wins
+    /// each occurrence.
+    async fn take_occurrences(&self, take: &[Take]) -> Result<Vec<String>, StoreError>;
 }
 
 /// The crons of a store in memory (`MemoryStore`'s), in the order they were made.
@@ -98,19 +103,18 @@ impl Crons for CronTable {
         Ok(due.into_iter().take(limit).cloned().collect())
     }
 
-    async fn take_occurrence(
-        &self,
-        id: &str,
-        due_ms: u64,
-        next_ms: Option<u64>,
-    ) -> Result<bool, StoreError> {
+    async fn take_occurrences(&self, take: &[Take]) -> Result<Vec<String>, StoreError> {
         let mut crons = self.lock();
-        match crons.get_mut(id) {
-            Some(c) if c.enabled && c.next_ms == Some(due_ms) => {
-                c.next_ms = next_ms;
-                Ok(true)
+        let mut taken = Vec::new();
+        for t in take {
+            if let Some(c) = crons.get_mut(&t.id)
+                && c.enabled
+                && c.next_ms == Some(t.due_ms)
+            {
+                c.next_ms = t.next_ms;
+                taken.push(t.id.clone());
             }
-            _ => Ok(false),
         }
+        Ok(taken)
     }
 }

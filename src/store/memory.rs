@@ -549,12 +549,10 @@ impl super::Crons for MemoryStore {
         self.crons.due_crons(now_ms, limit).await
     }
 
-    async fn take_occurrence(
+    async fn take_occurrences(
         &self,
-        id: &str,
-        due_ms: u64,
-        next_ms: Option<u64>,
-    ) -> Result<bool, StoreError> {
-        self.crons.take_occurrence(id, due_ms, next_ms).await
+        take: &[super::crons::Take],
+    ) -> Result<Vec<String>, StoreError> {
+        self.crons.take_occurrences(take).await
     }
 }

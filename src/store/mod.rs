@@ -28,7 +28,7 @@ mod sqlite;
 pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
-pub use crons::{Cron, Crons};
+pub use crons::{Cron, Crons, Take};
 pub use items::{Item, ItemError, Items, Listing, Namespace, Page, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;

@@ -159,7 +159,7 @@ impl super::Crons for NoStore {
         Ok(Vec::new())
     }
 
-    async fn take_occurrence(&self, _: &str, _: u64, _: Option<u64>) -> Result<bool, StoreError> {
-        Ok(false)
+    async fn take_occurrences(&self, _: &[super::Take]) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
     }
 }

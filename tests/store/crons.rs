@@ -3,7 +3,7 @@
 
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
-use switchyard::store::{Cron, Store, ThreadRecord};
+use switchyard::store::{Cron, Store, Take, ThreadRecord};
 
 fn cron(id: &str, thread: Option<&str>, next: Option<u64>, enabled: bool) -> Cron {
     Cron {
@@ -19,6 +19,16 @@ fn cron(id: &str, thread: Option<&str>, next: Option<u64>, enabled: bool) -> Cro
         created_ms: 5,
         updated_ms: 6,
     }
+}
+
+/// Takes one occurrence: whether this caller did.
+async fn take(store: &dyn Store, id: &str, due_ms: u64, next_ms: Option<u64>) -> bool {
+    let t = Take {
+        id: id.into(),
+        due_ms,
+        next_ms,
+    };
+    store.take_occurrences(&[t]).await.unwrap() == [id]
 }
 
 fn ids(crons: &[Cron]) -> Vec<&str> {
@@ -62,14 +72,14 @@ pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     );
     assert_eq!(ids(&b.due_crons(300, 2).await.unwrap()), ["c1", "c5"]);
     // An occurrence is taken once: the second taker finds it moved on.
-    assert!(a.take_occurrence("c1", 100, Some(160)).await.unwrap());
-    assert!(!b.take_occurrence("c1", 100, Some(160)).await.unwrap());
+    assert!(take(&*a, "c1", 100, Some(160)).await);
+    assert!(!take(&*b, "c1", 100, Some(160)).await);
     assert_eq!(b.get_cron("c1").await.unwrap().unwrap().next_ms, Some(160));
     // Nor is a disabled cron's, or a cron's that is gone.
-    assert!(!a.take_occurrence("c2", 200, Some(260)).await.unwrap());
-    assert!(!a.take_occurrence("nope", 1, None).await.unwrap());
+    assert!(!take(&*a, "c2", 200, Some(260)).await);
+    assert!(!take(&*a, "nope", 1, None).await);
     // The last occurrence leaves none.
-    assert!(a.take_occurrence("c5", 150, None).await.unwrap());
+    assert!(take(&*a, "c5", 150, None).await);
     assert_eq!(
         ids(&b.due_crons(u64::MAX / 2, 10).await.unwrap()),
         ["c1", "c3"]
@@ -90,9 +100,7 @@ pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     let takers: Vec<_> = (0..8)
         .map(|_| {
             let s = open();
-            tokio::spawn(
-                async move { s.take_occurrence("race", 1_000, Some(2_000)).await.unwrap() },
-            )
+            tokio::spawn(async move { take(&*s, "race", 1_000, Some(2_000)).await })
         })
         .collect();
     let mut won = 0;
@@ -100,6 +108,23 @@ pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
         won += usize::from(t.await.unwrap());
     }
     assert_eq!(won, 1);
+    // Several in one write: those still due are taken, the others left.
+    let batch = [
+        ("race", 2_000, 3_000),
+        ("c3", 50, 70),
+        ("c1", 100, 170),
+        ("c4", 1, 2),
+    ]
+    .map(|(id, due, next)| Take {
+        id: id.into(),
+        due_ms: due,
+        next_ms: Some(next),
+    });
+    a.put_cron(&cron("c3", None, Some(50), true)).await.unwrap();
+    assert_eq!(b.take_occurrences(&batch).await.unwrap(), ["race", "c3"]);
+    assert_eq!(a.get_cron("c3").await.unwrap().unwrap().next_ms, Some(70));
+    assert_eq!(a.get_cron("c1").await.unwrap().unwrap().next_ms, Some(160));
+    assert_eq!(b.take_occurrences(&[]).await.unwrap(), Vec::<String>::new());
     // Deleted: once; a thread's crons go with the thread.
     assert!(a.delete_cron("c2").await.unwrap());
     assert!(!b.delete_cron("c2").await.unwrap());

@@ -5,7 +5,7 @@
 use super::pool::Failure;
 use super::{PostgresStore, col};
 use crate::store::rows::int;
-use crate::store::{Cron, Crons, StoreError};
+use crate::store::{Cron, Crons, StoreError, Take};
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 
@@ -123,17 +123,32 @@ impl Crons for PostgresStore {
         .await
     }
 
-    async fn take_occurrence(
-        &self,
-        id: &str,
-        due_ms: u64,
-        next_ms: Option<u64>,
-    ) -> Result<bool, StoreError> {
-        self.cron_write(
-            "UPDATE switchyard.crons SET next_ms = $3 WHERE id = $1 AND enabled AND next_ms = $2",
-            &[&id, &int(due_ms), &next_ms.map(int)],
-        )
-        .await
-        .map(|n| n == 1)
+    async fn take_occurrences(&self, take: &[Take]) -> Result<Vec<String>, StoreError> {
+        if take.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = &take.iter().map(|t| t.id.as_str()).collect::<Vec<_>>();
+        let due = &take.iter().map(|t| int(t.due_ms)).collect::<Vec<_>>();
+        let next = &take.iter().map(|t| t.next_ms.map(int)).collect::<Vec<_>>();
+        let url = &*self.url;
+        // One statement: one round trip and one commit for the whole tick.
+        self.pool
+            .run(|c| async move {
+                let update = c
+                    .prepare_cached(
+                        "UPDATE switchyard.crons c SET next_ms = t.next
+                         FROM unnest($1::TEXT[], $2::BIGINT[], $3::BIGINT[]) AS t(id, due, next)
+                         WHERE c.id = t.id AND c.enabled AND c.next_ms = t.due
+                         RETURNING c.id",
+                    )
+                    .await?;
+                let rows = c.query(&update, &[ids, due, next]).await?;
+                Ok::<_, Failure>(
+                    rows.iter()
+                        .map(|r| col::<String>(r, 0, url))
+                        .collect::<Result<Vec<_>, _>>()?,
+                )
+            })
+            .await
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Sqlite, SqliteStore, patiently};
 use crate::store::rows::int;
-use crate::store::{Cron, Crons, StoreError};
+use crate::store::{Cron, Crons, StoreError, Take};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
@@ -133,19 +133,29 @@ impl Crons for SqliteStore {
         .await
     }
 
-    async fn take_occurrence(
-        &self,
-        id: &str,
-        due_ms: u64,
-        next_ms: Option<u64>,
-    ) -> Result<bool, StoreError> {
+    async fn take_occurrences(&self, take: &[Take]) -> Result<Vec<String>, StoreError> {
         self.blocking(|s| {
-            write(
-                s,
-                "UPDATE crons SET next_ms = ?3 WHERE id = ?1 AND enabled AND next_ms = ?2",
-                params![id, int(due_ms), next_ms.map(int)],
-            )
-            .map(|n| n == 1)
+            let inner = s.conn();
+            // One transaction: one commit for the whole tick.
+            patiently(|| {
+                let tx = rusqlite::Transaction::new_unchecked(
+                    &inner.conn,
+                    rusqlite::TransactionBehavior::Immediate,
+                )?;
+                let mut taken = Vec::new();
+                {
+                    let mut update = tx.prepare_cached(
+                        "UPDATE crons SET next_ms = ?3 WHERE id = ?1 AND enabled AND next_ms = ?2",
+                    )?;
+                    for t in take {
+                        if update.execute(params![t.id, int(t.due_ms), t.next_ms.map(int)])? == 1 {
+                            taken.push(t.id.clone());
+                        }
+                    }
+                }
+                tx.commit()?;
+                Ok(taken)
+            })
         })
         .await
     }
