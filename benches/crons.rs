@@ -91,6 +91,7 @@ async fn measure(name: &str, store: Arc<dyn Store>, dir: &std::path::Path) {
         Graphs::load(Vec::new()),
         HostOptions {
             store: store.clone(),
+            index: None,
             blob_dir: dir.join("blobs"),
             llm: LlmSource::live(None).unwrap(),
             max_runs: 8,

@@ -70,6 +70,7 @@ fn put(ns: usize, key: usize, n: usize) -> Put {
             .unwrap()
             .clone(),
         ttl_minutes: None,
+        index: Default::default(),
     }
 }
 
@@ -77,7 +78,7 @@ async fn measure(name: &str, items: Arc<dyn Items>) {
     let items = &*items;
     for ns in 0..NAMESPACES {
         for key in 0..KEYS {
-            item_ops::put(items, put(ns, key, ns * KEYS + key), now_ms())
+            item_ops::put(items, put(ns, key, ns * KEYS + key), None, now_ms())
                 .await
                 .unwrap();
         }
@@ -95,14 +96,14 @@ async fn measure(name: &str, items: Arc<dyn Items>) {
     for i in 0..ROUNDS {
         let p = put(i % NAMESPACES, i % KEYS, i);
         let t = Instant::now();
-        item_ops::put(items, p, now_ms()).await.unwrap();
+        item_ops::put(items, p, None, now_ms()).await.unwrap();
         times.push(t.elapsed());
     }
     report("put (an item that is there)", std::mem::take(&mut times));
     for i in 0..ROUNDS {
         let p = put(i % NAMESPACES, KEYS + i, i);
         let t = Instant::now();
-        item_ops::put(items, p, now_ms()).await.unwrap();
+        item_ops::put(items, p, None, now_ms()).await.unwrap();
         times.push(t.elapsed());
     }
     report("put (a new item)", std::mem::take(&mut times));
@@ -123,7 +124,7 @@ async fn measure(name: &str, items: Arc<dyn Items>) {
             ..Search::default()
         };
         let t = Instant::now();
-        let found = item_ops::search(items, &search, true, now_ms())
+        let found = item_ops::search(items, &search, None, true, now_ms())
             .await
             .unwrap();
         times.push(t.elapsed());
@@ -143,9 +144,10 @@ async fn measure(name: &str, items: Arc<dyn Items>) {
                 .clone(),
             limit: 10,
             offset: 0,
+            query: None,
         };
         let t = Instant::now();
-        let found = item_ops::search(items, &search, false, now_ms())
+        let found = item_ops::search(items, &search, None, false, now_ms())
             .await
             .unwrap();
         times.push(t.elapsed());

@@ -14,6 +14,7 @@ mod hosting;
 mod page;
 pub(crate) mod sdk;
 mod seeds;
+mod semantic;
 pub(crate) mod server;
 
 use server::{Resp, Scrub};

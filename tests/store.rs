@@ -499,6 +499,7 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
         updated_ms: at,
         expires_ms: expires,
         ttl_ms: expires.map(|e| e - at),
+        vectors: Vec::new(),
     };
     let (a, b) = (open(), open());
     a.put_item(&item(
@@ -648,6 +649,22 @@ async fn items_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     a.delete_item("users.u1", "prefs").await.unwrap();
     a.delete_item("users.u1", "prefs").await.unwrap();
     assert_eq!(under("users").await, ["users.u10/prefs"]);
+    // An item's vectors (semantic search) read back as written, and replaced by a put.
+    let mut indexed = item(&["docs"], "v", json!({"text": "aaa"}), 30, None);
+    indexed.vectors = vec![vec![3.0, 0.0, 0.5, 1e-7], vec![-1.25, 2.5]];
+    a.put_item(&indexed).await.unwrap();
+    assert_eq!(
+        b.get_item("docs", "v").await.unwrap(),
+        Some(indexed.clone())
+    );
+    assert_eq!(
+        b.items_under("docs", 0, None).await.unwrap()[0].vectors,
+        indexed.vectors
+    );
+    indexed.vectors.clear();
+    a.put_item(&indexed).await.unwrap();
+    assert_eq!(b.get_item("docs", "v").await.unwrap(), Some(indexed));
+    a.delete_item("docs", "v").await.unwrap();
 }
 
 /// A TTL too long for a clock (`1e300` minutes) keeps the item rather than overflowing
@@ -661,8 +678,11 @@ async fn a_huge_ttl_keeps_the_item_and_a_bad_one_is_refused() {
         key: "k".into(),
         value: serde_json::Map::new(),
         ttl_minutes: Some(ttl),
+        index: Default::default(),
     };
-    item_ops::put(&store, put(1e300), 1_000).await.unwrap();
+    item_ops::put(&store, put(1e300), None, 1_000)
+        .await
+        .unwrap();
     let kept = item_ops::get(&store, vec!["n".into()], "k", true, u64::MAX / 4)
         .await
         .unwrap()
@@ -670,7 +690,7 @@ async fn a_huge_ttl_keeps_the_item_and_a_bad_one_is_refused() {
     assert!(kept.expires_ms.unwrap() > u64::MAX / 4);
     for bad in [0.0, -1.0, f64::NAN] {
         assert_eq!(
-            item_ops::put(&store, put(bad), 1_000)
+            item_ops::put(&store, put(bad), None, 1_000)
                 .await
                 .unwrap_err()
                 .to_string(),

@@ -101,6 +101,7 @@ pub(crate) fn mcp_client(root: &Path) -> McpClient {
 pub(crate) fn graph_tools(root: &Path) -> switchyard::run::StoreTools {
     switchyard::run::StoreTools::new(
         std::sync::Arc::new(switchyard::store::NoStore::new()),
+        None,
         std::sync::Arc::new(mcp_client(root)),
     )
 }

@@ -186,7 +186,7 @@ impl Session {
         // The cache lives beside the checkpoints (with `--store none`, nowhere).
         let mut runner = Runner::new(Arc::new(graph), store.clone())
             .with_cache(store.clone())
-            .with_items(store)
+            .with_items(store, None)
             .with_max_steps(common.max_steps)
             .with_llm_content(trace.as_ref().is_some_and(|t| t.content))
             .with_llm(llm);

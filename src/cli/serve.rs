@@ -93,6 +93,21 @@ pub(crate) struct ServeArgs {
     /// Append every LLM request and reply to FILE (JSON lines).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Embed the long-term store's items with this model for semantic search
+    /// (`query` in a store search): an OpenAI-compatible `/embeddings` endpoint at
+    /// `OPENAI_BASE_URL` (OpenAI's when unset), key in `OPENAI_API_KEY`.
+    #[arg(long, value_name = "MODEL")]
+    embeddings: Option<String>,
+    /// What of an item is embedded, unless its put says: paths into its value
+    /// (`text`, `tags[*]`, `{title,body}`), `$` the whole value.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "$",
+        value_delimiter = ',',
+        requires = "embeddings"
+    )]
+    embeddings_fields: Vec<String>,
     /// Print no access or notice lines.
     #[arg(long, short)]
     quiet: bool,
@@ -111,6 +126,16 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         );
     }
     let store = store_arg.open_serving(args.run_lease)?;
+    let index = match &args.embeddings {
+        None => None,
+        Some(model) => Some(switchyard::store::Index {
+            embed: std::sync::Arc::new(
+                switchyard::llm::Embeddings::from_env(model, "OPENAI_BASE_URL", "OPENAI_API_KEY")
+                    .context("--embeddings")?,
+            ),
+            fields: args.embeddings_fields.clone(),
+        }),
+    };
     let llm = if args.replay.is_empty() {
         LlmSource::live(args.record.clone())?
     } else {
@@ -147,6 +172,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             graphs,
             HostOptions {
                 store,
+                index,
                 blob_dir: store_arg.blob_dir(),
                 llm,
                 max_runs: args.max_runs as usize,

@@ -270,7 +270,7 @@ impl Host {
         };
         let runner = runner
             .with_llm(llm)
-            .with_items(store.clone())
+            .with_items(store.clone(), self.inner.index.clone())
             .with_tools(tools.clone())
             .with_tools_kept()
             .with_max_steps(run.request.max_steps)

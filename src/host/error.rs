@@ -22,6 +22,9 @@ pub enum HostError {
     /// The host is shutting down.
     #[error("{0}")]
     Unavailable(String),
+    /// A service the request needs answered with an error (the embeddings endpoint).
+    #[error("{0}")]
+    Upstream(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The model client a graph's runs need cannot be made (a missing key, a

@@ -9,13 +9,17 @@ impl From<ItemError> for HostError {
             ItemError::Invalid(m) => HostError::Invalid(m),
             ItemError::Store(e @ StoreError::NoItems) => HostError::Unsupported(e.to_string()),
             ItemError::Store(e) => HostError::Store(e),
+            ItemError::Embed(m) => {
+                HostError::Upstream(format!("cannot embed for semantic search: {m}"))
+            }
         }
     }
 }
 
 impl Host {
     pub(crate) async fn put_item(&self, put: Put) -> Result<(), HostError> {
-        Ok(item_ops::put(&*self.inner.store, put, now_ms()).await?)
+        let index = self.inner.index.as_ref();
+        Ok(item_ops::put(&*self.inner.store, put, index, now_ms()).await?)
     }
 
     pub(crate) async fn get_item(
@@ -39,8 +43,9 @@ impl Host {
         &self,
         search: Search,
         refresh: bool,
-    ) -> Result<Vec<Item>, HostError> {
-        Ok(item_ops::search(&*self.inner.store, &search, refresh, now_ms()).await?)
+    ) -> Result<Vec<(Item, Option<f64>)>, HostError> {
+        let index = self.inner.index.as_ref();
+        Ok(item_ops::search(&*self.inner.store, &search, index, refresh, now_ms()).await?)
     }
 
     pub(crate) async fn item_namespaces(

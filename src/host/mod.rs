@@ -59,6 +59,8 @@ use tokio::sync::mpsc::UnboundedSender;
 /// How a host runs its graphs.
 pub struct HostOptions {
     pub store: Arc<dyn Store>,
+    /// How the long-term store's items are embedded for semantic search, if they are.
+    pub index: Option<crate::store::Index>,
     /// Where tools' binary results (screenshots) go.
     pub blob_dir: PathBuf,
     pub llm: LlmSource,
@@ -161,6 +163,7 @@ pub struct Host {
 struct Inner {
     graphs: Graphs,
     store: Arc<dyn Store>,
+    index: Option<crate::store::Index>,
     llm: LlmSource,
     tools: tools::ToolPool,
     slots: Arc<tokio::sync::Semaphore>,
@@ -194,6 +197,7 @@ impl Host {
             inner: Arc::new(Inner {
                 graphs,
                 store: options.store,
+                index: options.index,
                 llm: options.llm,
                 tools,
                 slots: Arc::new(tokio::sync::Semaphore::new(options.max_runs.max(1))),

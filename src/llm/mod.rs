@@ -15,6 +15,7 @@
 
 mod client;
 pub(crate) mod content;
+mod embed;
 mod error;
 mod exchange;
 mod http;
@@ -31,6 +32,7 @@ pub(crate) mod tap;
 mod wire;
 
 pub use client::{DeltaSink, LlmClient, NoLlm};
+pub use embed::Embeddings;
 pub use error::{LlmError, SetupError};
 pub use exchange::Exchange;
 pub use openai::{DEFAULT_BASE_URL, OpenAiClient};

@@ -224,6 +224,33 @@ impl OpenAiClient {
         })
     }
 
+    /// The vectors of `texts` from the endpoint's `/embeddings`, in their order.
+    pub(crate) async fn embed(
+        &self,
+        model: &str,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            data: Vec<Vector>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Vector {
+            index: usize,
+            embedding: Vec<f32>,
+        }
+        let request =
+            serde_json::json!({"model": model, "input": texts, "encoding_format": "float"});
+        let mut answer: Answer = self
+            .client
+            .embeddings()
+            .create_byot(request)
+            .await
+            .map_err(|e| self.error(e))?;
+        answer.data.sort_by_key(|v| v.index);
+        Ok(answer.data.into_iter().map(|v| v.embedding).collect())
+    }
+
     /// An async-openai error as an [`LlmError`], the key taken out of every text.
     fn error(&self, e: OpenAIError) -> LlmError {
         let r = |s: &str| self.redactor.apply(s);

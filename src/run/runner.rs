@@ -49,8 +49,9 @@ pub struct Runner {
     pub(super) llm_content: bool,
     /// An llm node's `cache` (see [`Runner::with_cache`]).
     pub(super) cache: Arc<dyn LlmCache>,
-    /// What the builtin `store` servers serve (see [`Runner::with_items`]).
-    pub(super) items: Option<Arc<dyn crate::store::Items>>,
+    /// What the builtin `store` servers serve, and how they embed (see
+    /// [`Runner::with_items`]).
+    pub(super) items: Option<(Arc<dyn crate::store::Items>, Option<crate::store::Index>)>,
 }
 
 impl Runner {
@@ -89,19 +90,29 @@ impl Runner {
     #[must_use]
     pub fn with_tools(mut self, tools: Arc<dyn ToolClient>) -> Self {
         self.tools = match &self.items {
-            Some(items) => Arc::new(super::store_tools::StoreTools::new(items.clone(), tools)),
+            Some((items, index)) => Arc::new(super::store_tools::StoreTools::new(
+                items.clone(),
+                index.clone(),
+                tools,
+            )),
             None => tools,
         };
         self
     }
 
     /// Serves the graph's builtin `store` servers from `items` (the long-term store
-    /// of the store the runs are kept in), in front of the tool client.
+    /// of the store the runs are kept in), embedding through `index` when given (for
+    /// semantic search), in front of the tool client.
     #[must_use]
-    pub fn with_items(mut self, items: Arc<dyn crate::store::Items>) -> Self {
-        self.items = Some(items.clone());
+    pub fn with_items(
+        mut self,
+        items: Arc<dyn crate::store::Items>,
+        index: Option<crate::store::Index>,
+    ) -> Self {
+        self.items = Some((items.clone(), index.clone()));
         self.tools = Arc::new(super::store_tools::StoreTools::new(
             items,
+            index,
             self.tools.clone(),
         ));
         self

@@ -7,7 +7,7 @@
 
 use super::kinds::llm::now_ms;
 use crate::graph::{Server, ServerTransport};
-use crate::store::{ItemError, Items, Listing, Put, Search, item_ops};
+use crate::store::{Fields, Index, ItemError, Items, Listing, Put, Search, item_ops};
 use crate::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -17,12 +17,17 @@ use std::sync::Arc;
 /// The builtin `store` server's tools, and `inner` for every other server.
 pub struct StoreTools {
     items: Arc<dyn Items>,
+    index: Option<Index>,
     inner: Arc<dyn ToolClient>,
 }
 
 impl StoreTools {
-    pub fn new(items: Arc<dyn Items>, inner: Arc<dyn ToolClient>) -> Self {
-        StoreTools { items, inner }
+    pub fn new(items: Arc<dyn Items>, index: Option<Index>, inner: Arc<dyn ToolClient>) -> Self {
+        StoreTools {
+            items,
+            index,
+            inner,
+        }
     }
 }
 
@@ -58,8 +63,9 @@ pub fn store_tools() -> Vec<ToolInfo> {
         ),
         tool(
             "search",
-            "Items under a namespace prefix whose values fit `filter` (a field and the value it equals, or {\"$gt\": v} and the like), in the order they were stored: [{namespace, key, value}].",
+            "Items under a namespace prefix whose values fit `filter` (a field and the value it equals, or {\"$gt\": v} and the like), in the order they were stored: [{namespace, key, value}]. With `query`, where the server embeds items, the closest in meaning first, each with its `score`.",
             json!({"namespace_prefix": labels, "filter": {"type": "object"},
+                   "query": {"type": "string"},
                    "limit": {"type": "integer", "minimum": 0}, "offset": {"type": "integer", "minimum": 0}}),
             &[],
         ),
@@ -107,6 +113,8 @@ struct SearchArgs {
     limit: Option<usize>,
     #[serde(default)]
     offset: usize,
+    #[serde(default)]
+    query: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -169,7 +177,9 @@ impl StoreTools {
                         key: p.key,
                         value: p.value,
                         ttl_minutes: p.ttl,
+                        index: Fields::Default,
                     },
+                    self.index.as_ref(),
                     now,
                 )
                 .await
@@ -195,17 +205,24 @@ impl StoreTools {
                     filter: s.filter,
                     limit: s.limit.unwrap_or(10),
                     offset: s.offset,
+                    query: s.query,
                 };
-                item_ops::search(items, &search, true, now).await.map(|found| {
-                    Json::Array(
-                        found
-                            .into_iter()
-                            .map(|i| {
-                                json!({"namespace": i.namespace.labels(), "key": i.key, "value": i.value})
-                            })
-                            .collect(),
-                    )
-                })
+                item_ops::search(items, &search, self.index.as_ref(), true, now)
+                    .await
+                    .map(|found| {
+                        Json::Array(
+                            found
+                                .into_iter()
+                                .map(|(i, score)| {
+                                    let mut j = json!({"namespace": i.namespace.labels(), "key": i.key, "value": i.value});
+                                    if let Some(score) = score {
+                                        j["score"] = json!(score);
+                                    }
+                                    j
+                                })
+                                .collect(),
+                        )
+                    })
             }
             "list_namespaces" => {
                 let l: ListArgs = args("list_namespaces", a)?;

@@ -38,6 +38,7 @@ impl From<HostError> for ApiError {
             HostError::Conflict(_) => StatusCode::CONFLICT,
             HostError::Invalid(_) | HostError::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HostError::Upstream(_) => StatusCode::BAD_GATEWAY,
             HostError::Store(_) | HostError::Llm(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())

@@ -6,7 +6,7 @@ use super::body::Body;
 use super::error::{ApiError, ApiResult};
 use super::query::{Lookup, Params};
 use super::wire::time;
-use crate::store::Put;
+use crate::store::{Fields, Put};
 use crate::store::{Item, Listing, Search};
 use axum::Router;
 use axum::extract::{Query, State};
@@ -39,23 +39,51 @@ struct PutBody {
     namespace: Vec<String>,
     key: String,
     value: Map<String, Json>,
-    /// Which fields to embed for semantic search: taken and not used, as with no
-    /// embeddings configured (see docs/server.md).
+    /// Which fields to embed for semantic search: `false` none, a list of paths
+    /// instead of the server's (`--embeddings-fields`); none or null: the server's.
     #[serde(default)]
-    #[allow(dead_code)]
     index: Option<Json>,
     /// Minutes.
     #[serde(default)]
     ttl: Option<f64>,
 }
 
+/// A put's `index`, as LangGraph takes it.
+fn fields(index: Option<Json>) -> ApiResult<Fields> {
+    match index {
+        None | Some(Json::Null) => Ok(Fields::Default),
+        Some(Json::Bool(false)) => Ok(Fields::None),
+        Some(Json::Array(paths)) => paths
+            .into_iter()
+            .map(|p| match p {
+                Json::String(p) => Ok(p),
+                other => Err(ApiError::invalid(format!(
+                    "`index` holds {other}: it is false or a list of paths into the value (`text`, `tags[*]`)"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|paths| {
+                if paths.is_empty() {
+                    Fields::None
+                } else {
+                    Fields::These(paths)
+                }
+            }),
+        Some(other) => Err(ApiError::invalid(format!(
+            "`index` is {other}: it is false or a list of paths into the value (`text`, `tags[*]`)"
+        ))),
+    }
+}
+
 async fn put(State(s): State<AppState>, Body(b): Body<PutBody>) -> ApiResult<Response> {
+    let index = fields(b.index)?;
     s.host
         .put_item(Put {
             namespace: b.namespace,
             key: b.key,
             value: b.value,
             ttl_minutes: b.ttl,
+            index,
         })
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -106,10 +134,10 @@ struct SearchBody {
     limit: Option<usize>,
     #[serde(default)]
     offset: Option<usize>,
-    /// Semantic search: without embeddings configured, as LangGraph without an index,
-    /// the items are those of the filter with no score.
+    /// Semantic search: the items ranked by their closeness to it, each with its
+    /// score, when the server embeds items (`--embeddings`); without, as LangGraph
+    /// without an index, the items of the filter with no score.
     #[serde(default)]
-    #[allow(dead_code)]
     query: Option<String>,
     #[serde(default)]
     refresh_ttl: Option<bool>,
@@ -121,6 +149,7 @@ async fn search(State(s): State<AppState>, Body(b): Body<SearchBody>) -> ApiResu
         filter: b.filter.unwrap_or_default(),
         limit: b.limit.unwrap_or(10),
         offset: b.offset.unwrap_or(0),
+        query: b.query,
     };
     let items = s
         .host
@@ -128,9 +157,9 @@ async fn search(State(s): State<AppState>, Body(b): Body<SearchBody>) -> ApiResu
         .await?;
     let items: Vec<Json> = items
         .iter()
-        .map(|i| {
+        .map(|(i, score)| {
             let mut j = item_json(i);
-            j["score"] = Json::Null;
+            j["score"] = json!(score);
             j
         })
         .collect();

@@ -22,6 +22,9 @@ pub struct Item {
     /// puts that off: both none for an item that does not expire.
     pub expires_ms: Option<u64>,
     pub ttl_ms: Option<u64>,
+    /// The vectors of its indexed texts, for semantic search (see `index.rs`); none
+    /// when it was put without embedding.
+    pub vectors: Vec<Vec<f32>>,
 }
 
 impl Item {
@@ -142,6 +145,8 @@ pub struct Search {
     pub filter: Map<String, Json>,
     pub limit: usize,
     pub offset: usize,
+    /// Semantic search: the items ranked by their similarity to it (with an index).
+    pub query: Option<String>,
 }
 
 impl Search {
@@ -165,13 +170,19 @@ impl Search {
     /// [`Items::items_under`] hands them, in its order) this search asks for: those
     /// whose namespace fits the prefix's `*`s and whose value fits the filter, `offset`
     /// skipped, at most `limit`.
-    pub fn page(&self, mut items: Vec<Item>) -> Vec<Item> {
-        items.retain(|i| i.namespace.starts_with(&self.prefix) && self.fits(&i.value));
-        items
+    pub fn page(&self, items: Vec<Item>) -> Vec<Item> {
+        self.matching(items)
             .into_iter()
             .skip(self.offset)
             .take(self.limit)
             .collect()
+    }
+
+    /// The items whose namespace fits the prefix's `*`s and whose value fits the
+    /// filter, in their order.
+    fn matching(&self, mut items: Vec<Item>) -> Vec<Item> {
+        items.retain(|i| i.namespace.starts_with(&self.prefix) && self.fits(&i.value));
+        items
     }
 
     fn fits(&self, value: &Map<String, Json>) -> bool {
@@ -286,6 +297,9 @@ pub enum ItemError {
     Invalid(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The embeddings endpoint failed or answered what cannot be used.
+    #[error("cannot embed for semantic search: {0}")]
+    Embed(String),
 }
 
 /// A put: `value` under `key` in `namespace`, kept for `ttl_minutes` after its last
@@ -296,6 +310,8 @@ pub struct Put {
     pub key: String,
     pub value: Map<String, Json>,
     pub ttl_minutes: Option<f64>,
+    /// What is embedded for semantic search, when the store has an index.
+    pub index: super::Fields,
 }
 
 /// What the server's store API and the builtin `store` server's tools do, over any
@@ -308,7 +324,13 @@ pub mod ops {
         Namespace::new(labels).map_err(ItemError::Invalid)
     }
 
-    pub async fn put(items: &dyn Items, put: Put, now_ms: u64) -> Result<(), ItemError> {
+    /// Writes the item, its texts embedded through `index` when there is one.
+    pub async fn put(
+        items: &dyn Items,
+        put: Put,
+        index: Option<&super::super::Index>,
+        now_ms: u64,
+    ) -> Result<(), ItemError> {
         let namespace = namespace(put.namespace)?;
         let ttl_ms = match put.ttl_minutes {
             None => None,
@@ -323,6 +345,13 @@ pub mod ops {
                 )));
             }
         };
+        let vectors = match index {
+            Some(index) => index
+                .vectors(&put.value, &put.index)
+                .await
+                .map_err(ItemError::Embed)?,
+            None => Vec::new(),
+        };
         // Expired items go when new ones come, so the table holds what can be read.
         items.delete_expired_items(now_ms).await?;
         items
@@ -334,6 +363,7 @@ pub mod ops {
                 updated_ms: now_ms,
                 expires_ms: ttl_ms.map(|t| now_ms.saturating_add(t)),
                 ttl_ms,
+                vectors,
             })
             .await?;
         Ok(())
@@ -372,34 +402,55 @@ pub mod ops {
         Ok(items.delete_item(&joined, key).await?)
     }
 
-    /// A page of items; their expiry put off when `refresh`.
+    /// A page of items, each with its score when the search has a query and the
+    /// store an index (ranked by it: see `index::rank`); their expiry put off when
+    /// `refresh`.
     pub async fn search(
         items: &dyn Items,
         search: &Search,
+        index: Option<&super::super::Index>,
         refresh: bool,
         now_ms: u64,
-    ) -> Result<Vec<Item>, ItemError> {
+    ) -> Result<Vec<(Item, Option<f64>)>, ItemError> {
         Namespace::prefix(search.prefix.clone()).map_err(ItemError::Invalid)?;
         search.check().map_err(ItemError::Invalid)?;
         let prefix = search.fixed_prefix();
-        // With no filter and no `*`, every row under the prefix is a match: the store
-        // pages them itself rather than handing them all back.
-        let mut page = if search.filter.is_empty() && !search.prefix.iter().any(|l| l == "*") {
-            let page = Page {
-                offset: search.offset,
-                limit: search.limit,
-            };
-            items.items_under(&prefix, now_ms, Some(page)).await?
-        } else {
-            let rows = items.items_under(&prefix, now_ms, None).await?;
-            search.page(rows)
+        let query = search.query.as_deref().filter(|q| !q.is_empty());
+        let mut page = match (query, index) {
+            (Some(query), Some(index)) => {
+                let query = index.query(query).await.map_err(ItemError::Embed)?;
+                let rows = items.items_under(&prefix, now_ms, None).await?;
+                let ranked = super::super::index::rank(search.matching(rows), &query);
+                ranked
+                    .into_iter()
+                    .skip(search.offset)
+                    .take(search.limit)
+                    .collect()
+            }
+            // With no filter and no `*`, every row under the prefix is a match: the
+            // store pages them itself rather than handing them all back.
+            _ if search.filter.is_empty() && !search.prefix.iter().any(|l| l == "*") => {
+                let page = Page {
+                    offset: search.offset,
+                    limit: search.limit,
+                };
+                unscored(items.items_under(&prefix, now_ms, Some(page)).await?)
+            }
+            _ => {
+                let rows = items.items_under(&prefix, now_ms, None).await?;
+                unscored(search.page(rows))
+            }
         };
         if refresh {
-            for item in &mut page {
+            for (item, _) in &mut page {
                 put_off(items, item, now_ms).await?;
             }
         }
         Ok(page)
+    }
+
+    fn unscored(items: Vec<Item>) -> Vec<(Item, Option<f64>)> {
+        items.into_iter().map(|i| (i, None)).collect()
     }
 
     pub async fn namespaces(
@@ -445,6 +496,7 @@ mod tests {
             updated_ms: created_ms,
             expires_ms: None,
             ttl_ms: None,
+            vectors: Vec::new(),
         }
     }
 

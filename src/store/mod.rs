@@ -18,6 +18,7 @@
 mod catalog;
 mod crons;
 mod frozen;
+mod index;
 mod items;
 mod memory;
 mod none;
@@ -29,6 +30,7 @@ pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use crons::{Cron, Crons, Take};
+pub use index::{Embed, Fields, Index};
 pub use items::{Item, ItemError, Items, Listing, Namespace, Page, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;

@@ -364,3 +364,16 @@ pub(super) fn parse_pending(
 ) -> Result<Option<Pending>, StoreError> {
     parse_column(thread, text, "pending")
 }
+
+/// An item's vectors as a store keeps them: JSON, none when there are none.
+pub(super) fn vectors_text(vectors: &[Vec<f32>]) -> Option<String> {
+    (!vectors.is_empty()).then(|| serde_json::to_string(vectors).unwrap_or_default())
+}
+
+/// An item's vectors as a store kept them (see [`vectors_text`]).
+pub(super) fn vectors(text: &str, key: &str, namespace: &str) -> Result<Vec<Vec<f32>>, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::CorruptCatalog {
+        what: format!("item `{key}` of namespace `{namespace}`"),
+        message: format!("its vectors are not lists of numbers: {e}"),
+    })
+}

@@ -34,6 +34,10 @@ pub(crate) enum Answer {
     Drip(Duration, Reply),
     /// Events with this pause between them.
     PacedStream(Duration, Vec<String>),
+    /// An `/embeddings` answer: for each text of the request's `input`, the vector
+    /// `[a's, b's, c's, length]`, as the embedding function of the LangGraph
+    /// comparison did, so the scores can be worked out by hand.
+    Embeddings,
 }
 
 /// What a model answers: text, one tool call, or both. Its usage is derived from the
@@ -215,6 +219,27 @@ async fn serve(
                 Answer::Stream(events) => Answer::PacedStream(pause, events),
                 whole => whole,
             },
+            Some(Answer::Embeddings) => {
+                let data: Vec<Json> = parsed["input"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let t = t.as_str().unwrap_or_default();
+                        let n = |c: char| t.chars().filter(|x| *x == c).count() as f64;
+                        json!({"object": "embedding", "index": i,
+                               "embedding": [n('a'), n('b'), n('c'), t.chars().count() as f64]})
+                    })
+                    .collect();
+                Answer::Body {
+                    status: 200,
+                    headers: Vec::new(),
+                    body: json!({"object": "list", "model": parsed["model"], "data": data,
+                                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                    .to_string(),
+                }
+            }
             Some(Answer::Held(gate, a)) => match *a {
                 Answer::Reply(r) => Answer::Held(gate, Box::new(r.answer(&parsed))),
                 a => Answer::Held(gate, Box::new(a)),
@@ -357,6 +382,8 @@ async fn answer_with(
             let _ = socket.shutdown().await;
             false
         }
+        // Turned into its body when the request was read (`serve`).
+        Answer::Embeddings => false,
     }
 }
 

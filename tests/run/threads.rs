@@ -1011,7 +1011,7 @@ async fn a_graph_remembers_across_threads_through_the_builtin_store() {
             let graph = graph.clone();
             async move {
                 let out = Runner::new(graph, store.clone())
-                    .with_items(store)
+                    .with_items(store, None)
                     .start(thread, input)
                     .await
                     .unwrap();
@@ -1065,12 +1065,80 @@ async fn a_graph_remembers_across_threads_through_the_builtin_store() {
 async fn the_builtin_store_on_a_store_that_keeps_nothing_fails_its_node_saying_why() {
     let graph = Arc::new(switchyard::load_graph(&root().join("graphs/remember.toml")).unwrap());
     let err = Runner::new(graph, Arc::new(NoStore::new()))
-        .with_items(Arc::new(NoStore::new()))
+        .with_items(Arc::new(NoStore::new()), None)
         .start("t", json!({"user": "ann"}))
         .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "node `recall` failed: `get` on server `memory`: the store `none` keeps no items: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
+    );
+}
+
+/// The builtin store's tools embed what they put and rank a `search` with a `query`
+/// when the runner is given an index, as the server's store API does.
+#[tokio::test]
+async fn the_builtin_stores_search_ranks_by_meaning_with_an_index() {
+    use switchyard::graph::{Server, ServerTransport};
+    use switchyard::run::StoreTools;
+    use switchyard::store::{Embed, Index};
+    use switchyard::tool::{ToolClient, ToolRequest};
+    struct Letters;
+    #[async_trait::async_trait]
+    impl Embed for Letters {
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let n = |c: char| t.chars().filter(|x| *x == c).count() as f32;
+                    vec![n('a'), n('b'), n('c'), t.chars().count() as f32]
+                })
+                .collect())
+        }
+    }
+    let index = Index {
+        embed: Arc::new(Letters),
+        fields: vec!["text".into()],
+    };
+    let tools = StoreTools::new(
+        Arc::new(MemoryStore::new()),
+        Some(index),
+        Arc::new(switchyard::tool::NoTools),
+    );
+    let server = Server {
+        name: "memory".into(),
+        transport: ServerTransport::Store,
+        roots: Vec::new(),
+    };
+    let call = |tool: &str, args: serde_json::Value| {
+        ToolRequest::new(server.clone(), tool, args, "t/0/1/1")
+    };
+    for (key, text) in [("far", "ccc"), ("near", "aaa"), ("none", "")] {
+        let mut value = json!({"text": text});
+        if text.is_empty() {
+            value = json!({"other": 1});
+        }
+        tools
+            .call(&call(
+                "put",
+                json!({"namespace": ["n"], "key": key, "value": value}),
+            ))
+            .await
+            .unwrap();
+    }
+    let found = tools
+        .call(&call(
+            "search",
+            json!({"namespace_prefix": ["n"], "query": "a"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        found.content,
+        json!([
+            {"namespace": ["n"], "key": "near", "value": {"text": "aaa"}, "score": 1.0},
+            {"namespace": ["n"], "key": "far", "value": {"text": "ccc"}, "score": 0.5},
+            {"namespace": ["n"], "key": "none", "value": {"other": 1}}
+        ])
     );
 }

@@ -549,3 +549,51 @@ async fn sqlite_finds_a_record_removed_by_hand_at_once_without_counting() {
     assert_eq!(store.snapshot("t").await.unwrap(), None);
     assert_eq!(store.snapshot("p").await.unwrap(), Some(snap("p", 1)));
 }
+
+/// A store whose `items` table was made before semantic search (no `vectors`) and
+/// that has no `crons` table gains both when opened, keeping its items.
+#[tokio::test]
+async fn a_store_made_before_crons_and_vectors_gains_them_keeping_its_items() {
+    use switchyard::store::{Cron, Crons, Item, Items, Namespace};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let item = Item {
+        namespace: Namespace::new(vec!["n".into()]).unwrap(),
+        key: "k".into(),
+        value: json!({"a": 1}).as_object().unwrap().clone(),
+        created_ms: 1,
+        updated_ms: 1,
+        expires_ms: None,
+        ttl_ms: None,
+        vectors: Vec::new(),
+    };
+    SqliteStore::open(&db)
+        .unwrap()
+        .put_item(&item)
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("ALTER TABLE items DROP COLUMN vectors; DROP TABLE crons;")
+        .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.get_item("n", "k").await.unwrap(), Some(item.clone()));
+    let indexed = Item {
+        vectors: vec![vec![1.0, 2.0]],
+        ..item
+    };
+    store.put_item(&indexed).await.unwrap();
+    assert_eq!(store.get_item("n", "k").await.unwrap(), Some(indexed));
+    let cron = Cron {
+        id: "c".into(),
+        assistant: "g".into(),
+        thread: None,
+        body: serde_json::Map::new(),
+        enabled: true,
+        next_ms: Some(5),
+        created_ms: 1,
+        updated_ms: 1,
+    };
+    store.put_cron(&cron).await.unwrap();
+    assert_eq!(store.crons().await.unwrap(), [cron]);
+}

@@ -8,12 +8,13 @@ use crate::store::rows::int;
 use crate::store::{Item, Items, Namespace, Page, StoreError};
 use async_trait::async_trait;
 
-const COLUMNS: &str = "SELECT namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms FROM switchyard.items";
+const COLUMNS: &str = "SELECT namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms, vectors FROM switchyard.items";
 
-const PUT: &str = "INSERT INTO switchyard.items (namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
+const PUT: &str = "INSERT INTO switchyard.items (namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms, vectors)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
-         updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms, ttl_ms = excluded.ttl_ms";
+         updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms, ttl_ms = excluded.ttl_ms,
+         vectors = excluded.vectors";
 
 fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Item, StoreError> {
     let (namespace, key, value): (String, String, String) =
@@ -27,6 +28,10 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Item, StoreError> {
             message: "its value is not a JSON object".into(),
         });
     };
+    let vectors = match col::<Option<String>>(row, 7, url)? {
+        None => Vec::new(),
+        Some(v) => crate::store::rows::vectors(&v, &key, &namespace)?,
+    };
     Ok(Item {
         namespace: Namespace::from_joined(&namespace),
         key,
@@ -35,6 +40,7 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Item, StoreError> {
         updated_ms: ms(4)?.unwrap_or(0),
         expires_ms: ms(5)?,
         ttl_ms: ms(6)?,
+        vectors,
     })
 }
 
@@ -57,6 +63,7 @@ impl Items for PostgresStore {
             &item.namespace.joined(),
             &serde_json::Value::Object(item.value.clone()).to_string(),
         );
+        let vectors = &crate::store::rows::vectors_text(&item.vectors);
         self.pool
             .run(|c| async move {
                 let put = c.prepare_cached(PUT).await?;
@@ -70,6 +77,7 @@ impl Items for PostgresStore {
                         &int(item.updated_ms),
                         &item.expires_ms.map(int),
                         &item.ttl_ms.map(int),
+                        vectors,
                     ],
                 )
                 .await?;

@@ -35,7 +35,7 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 /// numbered in the order they were first put (`ord`, kept by an upsert).
 ///
 /// Version 5: crons (`crons.rs`), in the order they were made (`ord`), the due ones
-/// found by their next occurrence.
+/// found by their next occurrence; an item's vectors for semantic search.
 const MIGRATIONS: [&str; 5] = [
     "
 CREATE TABLE switchyard.layout (
@@ -163,6 +163,7 @@ CREATE TABLE switchyard.crons (
 );
 CREATE INDEX crons_due ON switchyard.crons (next_ms) WHERE enabled AND next_ms IS NOT NULL;
 CREATE INDEX crons_of_thread ON switchyard.crons (thread) WHERE thread IS NOT NULL;
+ALTER TABLE switchyard.items ADD COLUMN vectors TEXT;
 ",
 ];
 

@@ -19,13 +19,17 @@ CREATE TABLE IF NOT EXISTS items (
     updated_ms  INTEGER NOT NULL,
     expires_ms  INTEGER,
     ttl_ms      INTEGER,
+    vectors     TEXT,
     PRIMARY KEY (namespace, key)
 );
 CREATE INDEX IF NOT EXISTS items_expiring ON items (expires_ms) WHERE expires_ms IS NOT NULL;
 ";
 
+/// A table made by the build before semantic search lacks `vectors`: added at open.
+pub(super) const VECTORS: &str = "ALTER TABLE items ADD COLUMN vectors TEXT";
+
 const COLUMNS: &str =
-    "SELECT namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms FROM items";
+    "SELECT namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms, vectors FROM items";
 
 fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Item, StoreError>> {
     let (namespace, key, value): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
@@ -34,6 +38,14 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Item, StoreError>> {
     };
     let (created_ms, updated_ms) = (ms(3)?.unwrap_or(0), ms(4)?.unwrap_or(0));
     let (expires_ms, ttl_ms) = (ms(5)?, ms(6)?);
+    let vectors = match r.get::<_, Option<String>>(7)? {
+        None => Ok(Vec::new()),
+        Some(v) => crate::store::rows::vectors(&v, &key, &namespace),
+    };
+    let vectors = match vectors {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(e)),
+    };
     Ok(match serde_json::from_str(&value) {
         Ok(serde_json::Value::Object(value)) => Ok(Item {
             namespace: Namespace::from_joined(&namespace),
@@ -43,6 +55,7 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Item, StoreError>> {
             updated_ms,
             expires_ms,
             ttl_ms,
+            vectors,
         }),
         _ => Err(StoreError::CorruptCatalog {
             what: format!("item `{key}` of namespace `{namespace}`"),
@@ -54,13 +67,14 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Item, StoreError>> {
 fn put(store: &Sqlite, item: &Item) -> Result<(), StoreError> {
     let inner = store.conn();
     let value = serde_json::Value::Object(item.value.clone()).to_string();
+    let vectors = crate::store::rows::vectors_text(&item.vectors);
     patiently(|| {
         inner.conn.execute(
-            "INSERT INTO items (namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            "INSERT INTO items (namespace, key, value, created_ms, updated_ms, expires_ms, ttl_ms, vectors)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
              ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
                  updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms,
-                 ttl_ms = excluded.ttl_ms",
+                 ttl_ms = excluded.ttl_ms, vectors = excluded.vectors",
             params![
                 item.namespace.joined(),
                 item.key,
@@ -68,7 +82,8 @@ fn put(store: &Sqlite, item: &Item) -> Result<(), StoreError> {
                 int(item.created_ms),
                 int(item.updated_ms),
                 item.expires_ms.map(int),
-                item.ttl_ms.map(int)
+                item.ttl_ms.map(int),
+                vectors
             ],
         )?;
         Ok(())

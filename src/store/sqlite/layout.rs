@@ -98,6 +98,19 @@ pub(super) fn has_table(conn: &Connection, name: &str) -> Result<bool, rusqlite:
     )
 }
 
+/// Whether `table` has the column `column` (`items.vectors` is added when missing).
+pub(super) fn has_column(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+) -> Result<bool, rusqlite::Error> {
+    conn.query_row(
+        "SELECT count(*) = 1 FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |r| r.get(0),
+    )
+}
+
 /// The server's catalog (from version 3).
 const CATALOG: &str = "
 CREATE TABLE IF NOT EXISTS threads (

@@ -183,6 +183,14 @@ impl SqliteStore {
                 retry_busy(|| conn.execute_batch(schema))?;
             }
         }
+        if !retry_busy(|| layout::has_column(&conn, "items", "vectors"))? {
+            // Another process may have added it meanwhile: then this one fails, and
+            // the column is there all the same.
+            let added = retry_busy(|| conn.execute_batch(items::VECTORS));
+            if added.is_err() && !retry_busy(|| layout::has_column(&conn, "items", "vectors"))? {
+                added?;
+            }
+        }
         // Only a store of ours is switched to WAL. The switch takes the database's
         // lock, which many processes opening a new store at once contend for: SQLite
         // answers a loser with "database is locked" rather than waiting.

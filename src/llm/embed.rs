@@ -1,0 +1,34 @@
+//! [`Embeddings`]: an OpenAI-compatible `/embeddings` endpoint as the long-term store's
+//! [`Embed`] port, for semantic search (`switchyard serve --embeddings MODEL`).
+
+use super::{OpenAiClient, SetupError};
+use crate::spec::Provider;
+use crate::store::Embed;
+use async_trait::async_trait;
+
+/// A model of an OpenAI-compatible endpoint that turns texts into vectors.
+pub struct Embeddings {
+    client: OpenAiClient,
+    model: String,
+}
+
+impl Embeddings {
+    /// `model` at the endpoint `base_url_var` names (OpenAI's when unset), with the
+    /// key in `key_var` (none when unset).
+    pub fn from_env(model: &str, base_url_var: &str, key_var: &str) -> Result<Self, SetupError> {
+        Ok(Embeddings {
+            client: OpenAiClient::from_env(base_url_var, key_var, Provider::OpenAi)?,
+            model: model.to_string(),
+        })
+    }
+}
+
+#[async_trait]
+impl Embed for Embeddings {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        self.client
+            .embed(&self.model, texts)
+            .await
+            .map_err(|e| format!("model `{}` at {}: {e}", self.model, self.client.base_url()))
+    }
+}
