@@ -295,24 +295,7 @@ impl Host {
             cron.body.insert("metadata".into(), Json::Object(m));
         }
         if !patch.payload.is_empty() {
-            let mut payload = cron
-                .body
-                .get("payload")
-                .and_then(Json::as_object)
-                .cloned()
-                .unwrap_or_default();
-            for (k, v) in patch.payload {
-                if k == "config" {
-                    // The cron keeps naming itself in the configuration.
-                    let mut config = v;
-                    if let Some(c) = config.as_object_mut() {
-                        configurable(c).insert("cron_id".into(), json!(cron.id));
-                    }
-                    payload.insert(k, config);
-                } else {
-                    payload.insert(k, v);
-                }
-            }
+            let payload = payload_after(&cron, &patch.payload);
             cron.body.insert("payload".into(), Json::Object(payload));
         }
         if again {
@@ -379,6 +362,27 @@ pub(crate) struct CronPatch {
     pub(crate) on_run_completed: Option<String>,
     pub(crate) metadata: Map<String, Json>,
     pub(crate) payload: Map<String, Json>,
+}
+
+/// A cron's run request with `change` merged in, as a change to the cron keeps it:
+/// each key in place of the one before, `config` still naming the cron.
+pub(crate) fn payload_after(cron: &Cron, change: &Map<String, Json>) -> Map<String, Json> {
+    let mut payload = cron
+        .body
+        .get("payload")
+        .and_then(Json::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in change {
+        let mut v = v.clone();
+        if k == "config"
+            && let Some(c) = v.as_object_mut()
+        {
+            configurable(c).insert("cron_id".into(), json!(cron.id));
+        }
+        payload.insert(k.clone(), v);
+    }
+    payload
 }
 
 /// `payload.config.configurable`, made when missing.

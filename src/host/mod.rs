@@ -39,7 +39,7 @@ pub use llm::LlmSource;
 pub(crate) use bulk::CancelMany;
 pub(crate) use crons::{
     CronFilter, CronPatch, CronSort, NewCron, check_schedule, metadata as cron_metadata,
-    text as cron_text,
+    payload_after as cron_payload, text as cron_text,
 };
 pub(crate) use handle::RunHandle;
 

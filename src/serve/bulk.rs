@@ -43,18 +43,8 @@ async fn batch(State(s): State<AppState>, Body(runs): Body<Vec<Json>>) -> ApiRes
     };
     for (i, run) in runs.iter().enumerate() {
         let b = body(i, run)?;
-        let graph = b
-            .assistant_id
-            .as_deref()
-            .and_then(|a| s.host.graphs().get(a))
-            .and_then(|g| g.current);
         let new = b
-            .check(
-                true,
-                |_| Box::pin(async { None }),
-                graph.as_deref(),
-                s.host.run_rules(),
-            )
+            .check_on(&s.host, true, |_| Box::pin(async { None }))
             .await
             .map_err(|e| named(i, e))?;
         s.host

@@ -114,18 +114,8 @@ fn run_request(
 async fn check_run(s: &AppState, thread: Option<&str>, run: Map<String, Json>) -> ApiResult<()> {
     let create: RunCreate = serde_json::from_value(Json::Object(run))
         .map_err(|e| ApiError::invalid(format!("the cron's run request does not fit: {e}")))?;
-    let graph = create
-        .assistant_id
-        .as_deref()
-        .and_then(|a| s.host.graphs().get(a))
-        .and_then(|g| g.current);
     let new = create
-        .check(
-            thread.is_none(),
-            |_| Box::pin(async { None }),
-            graph.as_deref(),
-            s.host.run_rules(),
-        )
+        .check_on(&s.host, thread.is_none(), |_| Box::pin(async { None }))
         .await?;
     if thread.is_none() {
         s.host
@@ -266,13 +256,7 @@ async fn update(
     };
     if !patch.payload.is_empty() {
         // The run request as it would be after the change must still be one.
-        let mut payload = cron
-            .body
-            .get("payload")
-            .and_then(Json::as_object)
-            .cloned()
-            .unwrap_or_default();
-        payload.extend(patch.payload.clone());
+        let payload = crate::host::cron_payload(&cron, &patch.payload);
         let completed = crate::host::cron_text(&cron, "on_run_completed");
         check_run(
             &s,

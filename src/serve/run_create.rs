@@ -86,6 +86,23 @@ pub(super) struct NewRun {
 }
 
 impl RunCreate {
+    /// [`RunCreate::check`] against the current version of the graph the body names,
+    /// under `host`'s rules.
+    pub(super) async fn check_on<'s>(
+        self,
+        host: &crate::host::Host,
+        stateless: bool,
+        standing: impl FnOnce(Option<u64>) -> BoxFuture<'s, Option<Checkpoint>>,
+    ) -> ApiResult<NewRun> {
+        let graph = self
+            .assistant_id
+            .as_deref()
+            .and_then(|a| host.graphs().get(a))
+            .and_then(|g| g.current);
+        self.check(stateless, standing, graph.as_deref(), host.run_rules())
+            .await
+    }
+
     /// Checks the body for a run on a thread (`stateless`: a thread of its own) that
     /// stands at what `standing` reads (its record at the checkpoint the run goes from,
     /// none: its latest; read only once the options are known to be right), of

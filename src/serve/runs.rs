@@ -62,19 +62,7 @@ pub(super) async fn created(
             }
         })
     };
-    let graph = body
-        .assistant_id
-        .as_deref()
-        .and_then(|a| s.host.graphs().get(a))
-        .and_then(|g| g.current);
-    let new = body
-        .check(
-            thread.is_none(),
-            standing,
-            graph.as_deref(),
-            s.host.run_rules(),
-        )
-        .await?;
+    let new = body.check_on(&s.host, thread.is_none(), standing).await?;
     if let (Some(t), Some(seq)) = (thread, new.request.checkpoint)
         && s.host.checkpoint(t, seq).await?.is_none()
     {

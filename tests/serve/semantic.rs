@@ -3,20 +3,25 @@
 //! the comparison with LangGraph's server used: the same puts and searches give the
 //! scores LangGraph's gave.
 
-use super::server::serve;
+use super::server::{Serve, serve};
 use crate::llm::server::{Answer, Server as Llm};
 use crate::serve::Transcript;
 use serde_json::json;
 
-#[tokio::test]
-async fn a_store_search_with_a_query_ranks_items_by_meaning() {
-    let llm = Llm::start((0..20).map(|_| Answer::Embeddings).collect()).await;
-    let s = serve(&["tests/fixtures/serve/three.toml"])
+/// A server embedding through `llm`'s `test-embed`.
+async fn embedding(llm: &Llm) -> Serve {
+    serve(&["tests/fixtures/serve/three.toml"])
         .env("OPENAI_BASE_URL", llm.url())
         .arg("--embeddings")
         .arg("test-embed")
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn a_store_search_with_a_query_ranks_items_by_meaning() {
+    let llm = Llm::start((0..20).map(|_| Answer::Embeddings).collect()).await;
+    let s = embedding(&llm).await;
     let h = s.http();
     let mut t = Transcript::new();
     for body in [
@@ -87,12 +92,7 @@ async fn a_failing_embeddings_endpoint_refuses_the_put_and_writes_nothing() {
         },
     ])
     .await;
-    let s = serve(&["tests/fixtures/serve/three.toml"])
-        .env("OPENAI_BASE_URL", llm.url())
-        .arg("--embeddings")
-        .arg("test-embed")
-        .start()
-        .await;
+    let s = embedding(&llm).await;
     let h = s.http();
     let mut t = Transcript::new();
     let put = json!({"namespace": ["docs"], "key": "k", "value": {"text": "aaa"}});
