@@ -10,6 +10,7 @@ mod api;
 mod browser;
 mod cluster;
 mod crons;
+mod events;
 mod hosting;
 mod page;
 pub(crate) mod sdk;

@@ -73,6 +73,10 @@ pub enum Event {
         duration_ms: u64,
         attempt: u32,
         is_error: bool,
+        /// What the tool answered, as the node reads it, or `{"error": ...}` (only with
+        /// content: [`super::Runner::with_llm_content`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Json>,
     },
     TextDelta {
         node: Arc<str>,

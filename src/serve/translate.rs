@@ -110,6 +110,16 @@ pub(super) struct Translator {
     /// The id of the reply streaming now and its text so far (the legacy `messages`
     /// mode sends the whole message at each piece).
     partial: (String, String),
+    /// The assistant (graph) the run runs, and the run's input, as `events` name the
+    /// run's own start and end.
+    assistant: String,
+    input: Json,
+    /// The state the running node was given (`tasks`, `debug` and `events` show it).
+    node_input: Option<Json>,
+    /// A model's reply is streaming: its `on_chat_model_start` was sent.
+    chatting: bool,
+    /// Tool calls the running node made so far (each an `events` run of its own).
+    tool_calls: u32,
 }
 
 impl Translator {
@@ -151,46 +161,158 @@ impl Translator {
             Event::Standing { values, graph_hash } => self.standing(values, graph_hash, &mut out),
             e => {
                 match e {
-                    Event::RunStarted { run, .. } => self.run = *run,
+                    Event::RunStarted { run, .. } => {
+                        self.run = *run;
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event(
+                                "on_chain_start",
+                                &self.assistant,
+                                &self.run_id,
+                                json!({ "input": self.input }),
+                            )
+                        });
+                    }
                     Event::NodeStarted { node, step } => {
                         self.step = *step;
                         self.node = Some(node.clone());
                         self.streamed = false;
+                        self.chatting = false;
+                        self.tool_calls = 0;
+                        self.node_input = self.keeps_state.then(|| self.state_json());
                         let id = self.task_id();
-                        out.push(Mode::Tasks, "tasks", || {
-                            json!({ "id": id, "name": &**node, "input": null, "triggers": [], "interrupts": [] })
-                        });
+                        let task = || {
+                            json!({
+                                "id": id,
+                                "name": &**node,
+                                "input": self.node_input,
+                                "triggers": [format!("branch:to:{node}")],
+                                "metadata": self.run_meta(),
+                            })
+                        };
+                        out.push(Mode::Tasks, "tasks", task);
                         out.push(Mode::Debug, "debug", || {
                             json!({
                                 "type": "task",
                                 "timestamp": wire::time(entry.at_ms),
                                 "step": step,
-                                "payload": { "id": id, "name": &**node, "input": null, "triggers": [] },
+                                "payload": task(),
                             })
+                        });
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event(
+                                "on_chain_start",
+                                node,
+                                &id,
+                                json!({ "input": self.node_input }),
+                            )
                         });
                     }
                     Event::TextDelta { node, text } => {
                         self.streamed = true;
-                        out.push(Mode::Messages, "messages", || {
-                            json!([
-                                {
-                                    "type": "AIMessageChunk",
-                                    "content": text,
-                                    "id": self.message_id(),
-                                    "name": &**node,
-                                    "tool_call_chunks": [],
-                                    "tool_calls": [],
-                                    "invalid_tool_calls": [],
-                                    "additional_kwargs": {},
-                                    "response_metadata": {},
-                                },
-                                self.meta(),
-                            ])
+                        let chunk = || {
+                            json!({
+                                "type": "AIMessageChunk",
+                                "content": text,
+                                "id": self.message_id(),
+                                "name": &**node,
+                                "tool_call_chunks": [],
+                                "tool_calls": [],
+                                "invalid_tool_calls": [],
+                                "additional_kwargs": {},
+                                "response_metadata": {},
+                            })
+                        };
+                        out.push(Mode::Messages, "messages", || json!([chunk(), self.meta()]));
+                        let first = !self.chatting;
+                        if first {
+                            out.push(Mode::Events, "events", || {
+                                self.lc_event(
+                                    "on_chat_model_start",
+                                    node,
+                                    &self.model_run_id(),
+                                    json!({ "input": {} }),
+                                )
+                            });
+                        }
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event(
+                                "on_chat_model_stream",
+                                node,
+                                &self.model_run_id(),
+                                json!({ "chunk": chunk() }),
+                            )
+                        });
+                        self.chatting = true;
+                    }
+                    Event::LlmInvocation {
+                        node,
+                        model,
+                        tokens_in,
+                        tokens_out,
+                        messages,
+                        reply,
+                        ..
+                    } => {
+                        let input = json!({ "messages": [messages] });
+                        if !self.chatting {
+                            out.push(Mode::Events, "events", || {
+                                self.lc_event(
+                                    "on_chat_model_start",
+                                    node,
+                                    &self.model_run_id(),
+                                    json!({ "input": input }),
+                                )
+                            });
+                        }
+                        self.chatting = false;
+                        out.push(Mode::Events, "events", || {
+                            let output = ai_message(
+                                reply.as_ref(),
+                                &self.message_id(),
+                                model,
+                                (*tokens_in, *tokens_out),
+                            );
+                            self.lc_event(
+                                "on_chat_model_end",
+                                node,
+                                &self.model_run_id(),
+                                json!({ "output": output, "input": input }),
+                            )
+                        });
+                    }
+                    Event::ToolCall {
+                        tool,
+                        arguments,
+                        result,
+                        ..
+                    } => {
+                        self.tool_calls += 1;
+                        let id = format!("{}:tool:{}", self.task_id(), self.tool_calls);
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event("on_tool_start", tool, &id, json!({ "input": arguments }))
+                        });
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event(
+                                "on_tool_end",
+                                tool,
+                                &id,
+                                json!({ "output": result, "input": arguments }),
+                            )
+                        });
+                    }
+                    Event::RunFinished { .. } => {
+                        out.push(Mode::Events, "events", || {
+                            self.lc_event(
+                                "on_chain_end",
+                                &self.assistant,
+                                &self.run_id,
+                                json!({ "output": self.state_json() }),
+                            )
                         });
                     }
                     Event::NodeFailed { node, message, .. } => {
                         out.push(Mode::Tasks, "tasks", || {
-                            json!({ "id": self.task_id(), "name": &**node, "error": message, "interrupts": [] })
+                            json!({ "id": self.task_id(), "name": &**node, "error": message, "result": null, "interrupts": [] })
                         })
                     }
                     _ => {}
@@ -198,18 +320,16 @@ impl Translator {
                 out.push(Mode::Custom, "custom", || {
                     serde_json::to_value(e).unwrap_or_default()
                 });
-                out.push(Mode::Events, "events", || {
-                    let data = serde_json::to_value(e).unwrap_or_default();
-                    json!({
-                        "event": langchain_event(e),
-                        "name": data["event"],
-                        "run_id": self.run_id,
-                        "tags": [],
-                        "metadata": self.meta(),
-                        "parent_ids": [],
-                        "data": data,
-                    })
-                });
+                // Switchyard's own events, as LangChain sends a custom event
+                // (`dispatch_custom_event`): its name, its payload as `data`.
+                if !lc_named(e) {
+                    out.push(Mode::Events, "events", || {
+                        let data = serde_json::to_value(e).unwrap_or_default();
+                        let name = data["event"].as_str().unwrap_or_default().to_string();
+                        let id = self.task_id();
+                        self.lc_event("on_custom_event", &name, &id, data)
+                    });
+                }
             }
         }
         self.whole_messages(entry, &mut out);
@@ -321,6 +441,67 @@ impl Translator {
 
     fn task_id(&self) -> String {
         format!("{}:{}", self.run_id, self.step)
+    }
+
+    /// The run of the running node's model call, as `events` name it.
+    fn model_run_id(&self) -> String {
+        format!("{}:model", self.task_id())
+    }
+
+    /// The state after the last checkpoint, as clients see it (`{}` before any).
+    fn state_json(&self) -> Json {
+        match (&self.state, &self.graph) {
+            (Some(st), Some(g)) => wire::values(st.to_json(g), Some(g)),
+            _ => json!({}),
+        }
+    }
+
+    /// The run's metadata, as LangGraph gives a task and an event.
+    fn run_meta(&self) -> Json {
+        json!({
+            "created_by": "system",
+            "graph_id": self.assistant,
+            "assistant_id": self.assistant,
+            "run_attempt": 1,
+            "thread_id": self.thread,
+            "run_id": self.run_id,
+        })
+    }
+
+    /// An `astream_events` v2 event: the run's own (`run_id` the run's: no parent) or
+    /// a node's (a child of the run) or a node's model or tool call (a child of the
+    /// node), with LangGraph's metadata.
+    fn lc_event(&self, event: &str, name: &str, id: &str, data: Json) -> Json {
+        let mut metadata = self.run_meta();
+        let (tags, parents) = if id == self.run_id {
+            (json!([]), json!([]))
+        } else if let Some(node) = &self.node {
+            metadata["langgraph_step"] = json!(self.step);
+            metadata["langgraph_node"] = json!(node);
+            metadata["langgraph_triggers"] = json!([format!("branch:to:{node}")]);
+            metadata["langgraph_path"] = json!(["__pregel_pull", node]);
+            metadata["langgraph_checkpoint_ns"] = json!("");
+            if id == self.task_id() {
+                (
+                    json!([format!("graph:step:{}", self.step)]),
+                    json!([self.run_id]),
+                )
+            } else {
+                metadata["checkpoint_ns"] = json!("");
+                (json!(["seq:step:1"]), json!([self.run_id, self.task_id()]))
+            }
+        } else {
+            (json!([]), json!([self.run_id]))
+        };
+        json!({
+            "event": event,
+            "name": name,
+            "run_id": id,
+            "tags": tags,
+            "metadata": metadata,
+            "parent_ids": parents,
+            "data": data,
+        })
     }
 
     /// Where the thread stands as a run goes on from a pause: the state the checkpoints
@@ -447,9 +628,9 @@ impl Translator {
         }
         if let Some(node) = &record.node {
             let id = self.task_id();
-            let result =
-                || -> Vec<Json> { writes().into_iter().map(|(k, v)| json!([k, v])).collect() };
-            out.push(Mode::Tasks, "tasks", || {
+            // The node's writes, each field's last, as LangGraph gives a task's result.
+            let result = || Json::Object(writes());
+            let task = || {
                 json!({
                     "id": id,
                     "name": &**node,
@@ -457,20 +638,41 @@ impl Translator {
                     "result": result(),
                     "interrupts": interrupts,
                 })
-            });
+            };
+            out.push(Mode::Tasks, "tasks", task);
             out.push(Mode::Debug, "debug", || {
                 json!({
                     "type": "task_result",
                     "timestamp": wire::time(entry.at_ms),
                     "step": record.step,
-                    "payload": { "id": id, "name": &**node, "error": null, "result": result(), "interrupts": interrupts },
+                    "payload": task(),
                 })
             });
+            if interrupts.is_empty() {
+                out.push(Mode::Events, "events", || {
+                    self.lc_event("on_chain_stream", node, &id, json!({ "chunk": result() }))
+                });
+                out.push(Mode::Events, "events", || {
+                    self.lc_event(
+                        "on_chain_end",
+                        node,
+                        &id,
+                        json!({ "output": result(), "input": self.node_input }),
+                    )
+                });
+            }
         }
+        let configurable = |seq: u64| {
+            let mut c = wire::checkpoint_ref(&record.thread, seq);
+            c["run_id"] = json!(self.run_id);
+            c["graph_id"] = json!(self.assistant);
+            c["assistant_id"] = json!(self.assistant);
+            c
+        };
         let checkpoint = || {
             json!({
-                "config": { "configurable": wire::checkpoint_ref(&record.thread, record.seq) },
-                "parent_config": record.parent.map(|p| json!({ "configurable": wire::checkpoint_ref(&record.thread, p) })),
+                "config": { "configurable": configurable(record.seq) },
+                "parent_config": record.parent.map(|p| json!({ "configurable": configurable(p) })),
                 "values": values.clone().unwrap_or_default(),
                 "metadata": wire::metadata(record),
                 "next": wire::next(record),
@@ -478,11 +680,21 @@ impl Translator {
             })
         };
         out.push(Mode::Debug, "debug", || {
+            let short = |seq: u64| {
+                json!({
+                    "checkpoint_id": wire::checkpoint_id(seq),
+                    "thread_id": record.thread,
+                    "checkpoint_ns": "",
+                })
+            };
+            let mut payload = checkpoint();
+            payload["checkpoint"] = short(record.seq);
+            payload["parent_checkpoint"] = record.parent.map(short).unwrap_or(Json::Null);
             json!({
                 "type": "checkpoint",
                 "timestamp": wire::time(record.at_ms),
                 "step": wire::step(record),
-                "payload": checkpoint(),
+                "payload": payload,
             })
         });
         out.push(Mode::Checkpoints, "checkpoints", checkpoint);
@@ -572,7 +784,11 @@ impl Translator {
             graph: host.graphs().get(&run.assistant).and_then(|s| s.current),
             state: None,
             field_text: Vec::new(),
-            keeps_state: modes.values || modes.debug || modes.checkpoints,
+            keeps_state: modes.values
+                || modes.debug
+                || modes.checkpoints
+                || modes.tasks
+                || modes.events,
             modes,
             run: 0,
             step: 0,
@@ -580,6 +796,11 @@ impl Translator {
             node: None,
             streamed: false,
             partial: (String::new(), String::new()),
+            assistant: run.assistant.clone(),
+            input: run.request.input.clone().unwrap_or(Json::Null),
+            node_input: None,
+            chatting: false,
+            tool_calls: 0,
         }
     }
 }
@@ -612,13 +833,54 @@ fn calls_chunk(whole: Json) -> Json {
     })
 }
 
-fn langchain_event(e: &Event) -> &'static str {
-    match e {
-        Event::NodeStarted { .. } | Event::RunStarted { .. } => "on_chain_start",
-        Event::NodeFinished { .. } | Event::RunFinished { .. } => "on_chain_end",
-        Event::TextDelta { .. } => "on_chat_model_stream",
-        Event::LlmInvocation { .. } => "on_chat_model_end",
-        Event::ToolCall { .. } => "on_tool_end",
-        _ => "on_custom_event",
-    }
+/// Whether `e` has an `astream_events` name of its own (the others are sent as
+/// custom events).
+fn lc_named(e: &Event) -> bool {
+    matches!(
+        e,
+        Event::RunStarted { .. }
+            | Event::NodeStarted { .. }
+            | Event::TextDelta { .. }
+            | Event::LlmInvocation { .. }
+            | Event::ToolCall { .. }
+            | Event::RunFinished { .. }
+            // Its end is the node's `on_chain_end`, sent with its checkpoint.
+            | Event::NodeFinished { .. }
+    )
+}
+
+/// A model's reply as the LangChain AI message `on_chat_model_end` carries: its text,
+/// its tool calls, what it used.
+fn ai_message(
+    reply: Option<&Json>,
+    id: &str,
+    model: &str,
+    (tokens_in, tokens_out): (u64, u64),
+) -> Json {
+    let reply = reply.cloned().unwrap_or(Json::Null);
+    let content = match &reply["content"] {
+        Json::Null => Json::String(String::new()),
+        other => other.clone(),
+    };
+    let calls: Vec<Json> = reply["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({ "name": c["name"], "args": c["arguments"], "id": c.get("id"), "type": "tool_call" }))
+        .collect();
+    json!({
+        "content": content,
+        "additional_kwargs": {},
+        "response_metadata": { "model_name": model },
+        "type": "ai",
+        "name": null,
+        "id": id,
+        "tool_calls": calls,
+        "invalid_tool_calls": [],
+        "usage_metadata": {
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    })
 }

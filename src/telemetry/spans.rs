@@ -222,6 +222,7 @@ impl Spans {
                 duration_ms,
                 attempt,
                 is_error,
+                ..
             } => {
                 let mut attributes = vec![
                     ("gen_ai.operation.name", json!("execute_tool")),

@@ -180,6 +180,10 @@ pub(super) async fn call(
             duration_ms,
             attempt,
             is_error: !matches!(&reply, Ok(r) if !r.is_error),
+            result: cx.llm_content.then(|| match &reply {
+                Ok(r) => r.content.clone(),
+                Err(e) => json!({ "error": e.message }),
+            }),
         });
         if let Some(audit) = body.audit {
             let record = json!({
