@@ -16,6 +16,7 @@ mod crons;
 mod error;
 mod field_text;
 mod items;
+mod mcp;
 mod meta;
 mod modes;
 mod query;
@@ -161,6 +162,10 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(items::routes())
         .merge(bulk::routes())
         .merge(crons::routes())
+        .nest_service(
+            "/mcp",
+            mcp::service(state.clone(), !options.listen.ip().is_loopback()),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,

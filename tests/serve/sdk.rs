@@ -139,3 +139,39 @@ async fn the_official_python_client_drives_the_server() {
     let steps = python("client.py", &s.url, Some("py-key")).await;
     insta::assert_snapshot!(steps);
 }
+
+/// The official MCP TypeScript SDK's client calls every served graph as a tool at
+/// `/mcp` (behind the server's API key): the graph's input schema, a call's result the
+/// state at the run's end, a refused input the tool's error, an interrupt answered
+/// through `answer_interrupt`, an unknown tool a protocol error; no thread is left
+/// behind but the one a pause kept until it was answered.
+#[tokio::test]
+async fn the_official_mcp_client_calls_each_graph_as_a_tool() {
+    let s = serve(&[
+        "tests/fixtures/serve/three.toml",
+        "tests/fixtures/serve_mcp/ask.toml",
+    ])
+    .env("SERVE_TEST_KEY", "mcp-key")
+    .arg("--api-key-env")
+    .arg("SERVE_TEST_KEY")
+    .start()
+    .await;
+    let steps = node("mcp_client.mjs", &s.url, Some("mcp-key")).await;
+    insta::assert_snapshot!(steps);
+    let threads = s
+        .http()
+        .with_key("mcp-key")
+        .post("/threads/search", json!({}))
+        .await
+        .json();
+    assert_eq!(threads, json!([]));
+    // Without the key: refused, as every other endpoint.
+    let r = s
+        .http()
+        .post(
+            "/mcp",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(r.status, 401);
+}
