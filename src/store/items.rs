@@ -311,7 +311,7 @@ pub struct Put {
     pub value: Map<String, Json>,
     pub ttl_minutes: Option<f64>,
     /// What is embedded for semantic search, when the store has an index.
-    pub index: super::Fields,
+    pub index: crate::store::index::Fields,
 }
 
 /// What the server's store API and the builtin `store` server's tools do, over any
@@ -328,7 +328,7 @@ pub mod ops {
     pub async fn put(
         items: &dyn Items,
         put: Put,
-        index: Option<&super::super::Index>,
+        index: Option<&crate::store::index::Index>,
         now_ms: u64,
     ) -> Result<(), ItemError> {
         let namespace = namespace(put.namespace)?;
@@ -408,7 +408,7 @@ pub mod ops {
     pub async fn search(
         items: &dyn Items,
         search: &Search,
-        index: Option<&super::super::Index>,
+        index: Option<&crate::store::index::Index>,
         refresh: bool,
         now_ms: u64,
     ) -> Result<Vec<(Item, Option<f64>)>, ItemError> {
@@ -420,7 +420,7 @@ pub mod ops {
             (Some(query), Some(index)) => {
                 let query = index.query(query).await.map_err(ItemError::Embed)?;
                 let rows = items.items_under(&prefix, now_ms, None).await?;
-                let ranked = super::super::index::rank(search.matching(rows), &query);
+                let ranked = crate::store::index::rank(search.matching(rows), &query);
                 ranked
                     .into_iter()
                     .skip(search.offset)
