@@ -8,6 +8,7 @@
 //! and its result into a response; nothing here runs a graph. docs/server.md lists every
 //! endpoint and field.
 
+mod a2a;
 mod assistants;
 mod auth;
 mod body;
@@ -162,6 +163,7 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         .merge(items::routes())
         .merge(bulk::routes())
         .merge(crons::routes())
+        .merge(a2a::routes())
         .nest_service(
             "/mcp",
             mcp::service(state.clone(), !options.listen.ip().is_loopback()),

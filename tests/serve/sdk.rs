@@ -175,3 +175,22 @@ async fn the_official_mcp_client_calls_each_graph_as_a_tool() {
         .await;
     assert_eq!(r.status, 401);
 }
+
+/// The official A2A client (`a2a-sdk` from PyPI) talks to each graph that has a
+/// `messages` field at `/a2a/{assistant}` (behind the server's API key): its card, a
+/// conversation in one context, a task that waits for input and is answered, a task
+/// read back, the refusals.
+#[tokio::test]
+async fn the_official_a2a_client_talks_to_a_graph() {
+    let s = serve(&[
+        "tests/fixtures/serve_a2a",
+        "tests/fixtures/serve/three.toml",
+    ])
+    .env("SERVE_TEST_KEY", "a2a-key")
+    .arg("--api-key-env")
+    .arg("SERVE_TEST_KEY")
+    .start()
+    .await;
+    let steps = python("a2a_client.py", &s.url, Some("a2a-key")).await;
+    insta::assert_snapshot!(steps);
+}
