@@ -260,51 +260,25 @@ impl Host {
         Ok(())
     }
 
-    /// Changes a cron as `patch` says (the keys LangGraph takes: `schedule`,
-    /// `timezone`, `end_time` as RFC 3339 with its milliseconds in `end_ms`, `enabled`,
-    /// `metadata` merged into the cron's, `on_run_completed`; the run request's keys
-    /// merged into its payload), its next occurrence computed again from now when
-    /// the schedule, the time zone, the end or `enabled` changed.
+    /// Changes a cron as `patch` says (see [`CronPatch::apply`]).
     pub(crate) async fn update_cron(&self, id: &str, patch: CronPatch) -> Result<Cron, HostError> {
-        let mut cron = self.get_cron(id).await?;
-        let again = patch.schedule.is_some()
-            || patch.timezone.is_some()
-            || patch.end_time.is_some()
-            || patch.enabled == Some(true) && !cron.enabled;
-        if let Some(s) = patch.schedule {
-            cron.body.insert("schedule".into(), json!(s));
+        // Written only over the cron as it was read: an occurrence a server took
+        // meanwhile is not put back (it would fire again); then read and made again.
+        for _ in 0..8 {
+            let seen = self.get_cron(id).await?;
+            let changed = patch.apply(seen.clone())?;
+            if self
+                .inner
+                .store
+                .replace_cron(&changed, seen.next_ms)
+                .await?
+            {
+                return Ok(changed);
+            }
         }
-        if let Some(tz) = patch.timezone {
-            cron.body.insert("timezone".into(), json!(tz));
-        }
-        if let Some(end) = patch.end_time {
-            cron.body
-                .insert("end_time".into(), json!(end.as_ref().map(|(t, _)| t)));
-            cron.body
-                .insert("end_ms".into(), json!(end.as_ref().map(|(_, ms)| ms)));
-        }
-        if let Some(e) = patch.enabled {
-            cron.enabled = e;
-        }
-        if let Some(o) = patch.on_run_completed {
-            cron.body.insert("on_run_completed".into(), json!(o));
-        }
-        if !patch.metadata.is_empty() {
-            let mut m = metadata(&cron).clone();
-            m.extend(patch.metadata);
-            cron.body.insert("metadata".into(), Json::Object(m));
-        }
-        if !patch.payload.is_empty() {
-            let payload = payload_after(&cron, &patch.payload);
-            cron.body.insert("payload".into(), Json::Object(payload));
-        }
-        if again {
-            let now = now_ms();
-            cron.next_ms = first(&schedule_of(&cron)?, now, end_ms(&cron))?;
-        }
-        cron.updated_ms = now_ms();
-        self.inner.store.put_cron(&cron).await?;
-        Ok(cron)
+        Err(HostError::Conflict(format!(
+            "cron '{id}' kept changing while this change was made (its occurrences are due faster than it can be written); try again"
+        )))
     }
 
     /// The crons `filter` matches, in the order of `sort` (`descending`: the last
@@ -362,6 +336,50 @@ pub(crate) struct CronPatch {
     pub(crate) on_run_completed: Option<String>,
     pub(crate) metadata: Map<String, Json>,
     pub(crate) payload: Map<String, Json>,
+}
+
+impl CronPatch {
+    /// `cron` changed as this says: the cron's own keys in place, `metadata` merged
+    /// into the cron's, every key into its run request; its next occurrence counted
+    /// again from now when the schedule, the zone, the end or `enabled` changed.
+    fn apply(&self, mut cron: Cron) -> Result<Cron, HostError> {
+        let again = self.schedule.is_some()
+            || self.timezone.is_some()
+            || self.end_time.is_some()
+            || self.enabled == Some(true) && !cron.enabled;
+        if let Some(s) = &self.schedule {
+            cron.body.insert("schedule".into(), json!(s));
+        }
+        if let Some(tz) = &self.timezone {
+            cron.body.insert("timezone".into(), json!(tz));
+        }
+        if let Some(end) = &self.end_time {
+            cron.body
+                .insert("end_time".into(), json!(end.as_ref().map(|(t, _)| t)));
+            cron.body
+                .insert("end_ms".into(), json!(end.as_ref().map(|(_, ms)| ms)));
+        }
+        if let Some(e) = self.enabled {
+            cron.enabled = e;
+        }
+        if let Some(o) = &self.on_run_completed {
+            cron.body.insert("on_run_completed".into(), json!(o));
+        }
+        if !self.metadata.is_empty() {
+            let mut m = metadata(&cron).clone();
+            m.extend(self.metadata.clone());
+            cron.body.insert("metadata".into(), Json::Object(m));
+        }
+        if !self.payload.is_empty() {
+            let payload = payload_after(&cron, &self.payload);
+            cron.body.insert("payload".into(), Json::Object(payload));
+        }
+        if again {
+            cron.next_ms = first(&schedule_of(&cron)?, now_ms(), end_ms(&cron))?;
+        }
+        cron.updated_ms = now_ms();
+        Ok(cron)
+    }
 }
 
 /// A cron's run request with `change` merged in, as a change to the cron keeps it:

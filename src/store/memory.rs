@@ -537,6 +537,14 @@ impl super::Crons for MemoryStore {
         self.crons.get_cron(id).await
     }
 
+    async fn replace_cron(
+        &self,
+        cron: &super::Cron,
+        seen_next: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        self.crons.replace_cron(cron, seen_next).await
+    }
+
     async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {
         self.crons.delete_cron(id).await
     }

@@ -147,6 +147,10 @@ impl super::Crons for NoStore {
         Ok(None)
     }
 
+    async fn replace_cron(&self, _: &super::Cron, _: Option<u64>) -> Result<bool, StoreError> {
+        Err(StoreError::NoCrons)
+    }
+
     async fn delete_cron(&self, _: &str) -> Result<bool, StoreError> {
         Ok(false)
     }

@@ -88,11 +88,45 @@ pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     let mut changed = cron("c3", None, Some(50), false);
     changed.body.insert("schedule".into(), json!("0 * * * *"));
     a.put_cron(&changed).await.unwrap();
-    assert_eq!(b.get_cron("c3").await.unwrap(), Some(changed));
+    assert_eq!(b.get_cron("c3").await.unwrap(), Some(changed.clone()));
     assert_eq!(
         ids(&b.crons().await.unwrap()),
         ["c3", "c1", "c2", "c4", "c5"]
     );
+    // A change is written only over the cron as it was read: not once an occurrence
+    // was taken meanwhile (it would put the occurrence back), nor over one that is gone.
+    let mut edited = changed.clone();
+    edited.body.insert("schedule".into(), json!("5 * * * *"));
+    assert!(!a.replace_cron(&edited, Some(49)).await.unwrap());
+    assert_eq!(b.get_cron("c3").await.unwrap(), Some(changed.clone()));
+    assert!(a.replace_cron(&edited, Some(50)).await.unwrap());
+    assert_eq!(b.get_cron("c3").await.unwrap(), Some(edited.clone()));
+    edited.next_ms = None;
+    let c4 = cron("c4", None, None, true);
+    assert!(
+        a.replace_cron(
+            &Cron {
+                id: "c4".into(),
+                ..edited.clone()
+            },
+            None
+        )
+        .await
+        .unwrap()
+    );
+    assert!(
+        !a.replace_cron(
+            &Cron {
+                id: "gone".into(),
+                ..edited.clone()
+            },
+            None
+        )
+        .await
+        .unwrap()
+    );
+    a.put_cron(&c4).await.unwrap();
+    a.put_cron(&changed).await.unwrap();
     // Many takers at once, each with its own connection: exactly one wins.
     a.put_cron(&cron("race", None, Some(1_000), true))
         .await

@@ -102,6 +102,27 @@ impl Crons for PostgresStore {
         Ok(found.into_iter().next())
     }
 
+    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError> {
+        let body = serde_json::Value::Object(cron.body.clone()).to_string();
+        self.cron_write(
+            "UPDATE switchyard.crons SET assistant = $2, thread = $3, body = $4, enabled = $5,
+                 next_ms = $6, updated_ms = $7
+             WHERE id = $1 AND next_ms IS NOT DISTINCT FROM $8",
+            &[
+                &cron.id,
+                &cron.assistant,
+                &cron.thread,
+                &body,
+                &cron.enabled,
+                &cron.next_ms.map(int),
+                &int(cron.updated_ms),
+                &seen_next.map(int),
+            ],
+        )
+        .await
+        .map(|n| n == 1)
+    }
+
     async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {
         self.cron_write("DELETE FROM switchyard.crons WHERE id = $1", &[&id])
             .await

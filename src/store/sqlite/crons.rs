@@ -113,6 +113,30 @@ impl Crons for SqliteStore {
         .await
     }
 
+    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError> {
+        let body = serde_json::Value::Object(cron.body.clone()).to_string();
+        self.blocking(|s| {
+            write(
+                s,
+                "UPDATE crons SET assistant = ?2, thread = ?3, body = ?4, enabled = ?5,
+                     next_ms = ?6, updated_ms = ?7
+                 WHERE id = ?1 AND next_ms IS ?8",
+                params![
+                    cron.id,
+                    cron.assistant,
+                    cron.thread,
+                    body,
+                    cron.enabled,
+                    cron.next_ms.map(int),
+                    int(cron.updated_ms),
+                    seen_next.map(int)
+                ],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+
     async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {
         self.blocking(|s| write(s, "DELETE FROM crons WHERE id = ?1", [id]).map(|n| n > 0))
             .await
