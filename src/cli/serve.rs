@@ -129,11 +129,15 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let index = match &args.embeddings {
         None => None,
         Some(model) => Some(switchyard::store::Index {
+            fields: {
+                switchyard::store::check_index_paths(&args.embeddings_fields)
+                    .map_err(|e| anyhow::anyhow!("--embeddings-fields: {e}"))?;
+                args.embeddings_fields.clone()
+            },
             embed: std::sync::Arc::new(
                 switchyard::llm::Embeddings::from_env(model, "OPENAI_BASE_URL", "OPENAI_API_KEY")
                     .context("--embeddings")?,
             ),
-            fields: args.embeddings_fields.clone(),
         }),
     };
     let llm = if args.replay.is_empty() {

@@ -267,12 +267,7 @@ impl Host {
         for _ in 0..8 {
             let seen = self.get_cron(id).await?;
             let changed = patch.apply(seen.clone())?;
-            if self
-                .inner
-                .store
-                .replace_cron(&changed, seen.next_ms)
-                .await?
-            {
+            if self.inner.store.replace_cron(&changed, &seen).await? {
                 return Ok(changed);
             }
         }
@@ -377,7 +372,9 @@ impl CronPatch {
         if again {
             cron.next_ms = first(&schedule_of(&cron)?, now_ms(), end_ms(&cron))?;
         }
-        cron.updated_ms = now_ms();
+        // Never the one read, even within its millisecond: another change's write
+        // is told apart by it.
+        cron.updated_ms = now_ms().max(cron.updated_ms + 1);
         Ok(cron)
     }
 }

@@ -6,6 +6,9 @@ use crate::spec::Provider;
 use crate::store::Embed;
 use async_trait::async_trait;
 
+/// How long one request to the endpoint may take.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A model of an OpenAI-compatible endpoint that turns texts into vectors.
 pub struct Embeddings {
     client: OpenAiClient,
@@ -26,9 +29,11 @@ impl Embeddings {
 #[async_trait]
 impl Embed for Embeddings {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        self.client
-            .embed(&self.model, texts)
-            .await
-            .map_err(|e| format!("model `{}` at {}: {e}", self.model, self.client.base_url()))
+        let at = || format!("model `{}` at {}", self.model, self.client.base_url());
+        // A hung endpoint must not hold a put (or a run's store tool) for ever.
+        match tokio::time::timeout(TIMEOUT, self.client.embed(&self.model, texts)).await {
+            Ok(answer) => answer.map_err(|e| format!("{}: {e}", at())),
+            Err(_) => Err(format!("{}: no answer in {} s", at(), TIMEOUT.as_secs())),
+        }
     }
 }

@@ -190,7 +190,8 @@ async fn send(s: &AppState, id: &str, params: &Json, v1: bool) -> Answer {
     let task = message["taskId"].as_str();
     let context = match (message["contextId"].as_str(), task) {
         (Some(c), _) => c.to_string(),
-        (None, Some(t)) => t.split_once(':').map_or(t, |(c, _)| c).to_string(),
+        // A task id is `<thread>:<run>`; a thread's id may hold a colon, a run's not.
+        (None, Some(t)) => t.rsplit_once(':').map_or(t, |(c, _)| c).to_string(),
         (None, None) => new_id(),
     };
     let (body, task_id) = match task {
@@ -296,7 +297,7 @@ async fn get_task(s: &AppState, id: &str, params: &Json, v1: bool) -> Answer {
         .as_str()
         .ok_or_else(|| Failure(INVALID_PARAMS, "`id` is required: the task's".into()))?;
     let not_found = || Failure(TASK_NOT_FOUND, format!("Task '{task}' not found"));
-    let (context, _) = task.split_once(':').ok_or_else(not_found)?;
+    let (context, _) = task.rsplit_once(':').ok_or_else(not_found)?;
     let view = s.host.thread(context).await.map_err(|_| not_found())?;
     let state = match view.status {
         ThreadStatus::Interrupted => "input-required",

@@ -117,16 +117,20 @@ async fn check_run(s: &AppState, thread: Option<&str>, run: Map<String, Json>) -
     let new = create
         .check_on(&s.host, thread.is_none(), |_| Box::pin(async { None }))
         .await?;
-    if thread.is_none() {
-        s.host
-            .check_stateless_run(&new.assistant, &new.request)
-            .await?;
-    }
+    // Its input against the graph, as a run's (a thread's runs each take it too).
+    s.host
+        .check_stateless_run(&new.assistant, &new.request)
+        .await?;
     Ok(())
 }
 
 /// Metadata keys a cron cannot set (see [`made`]).
 const RESERVED: [&str; 4] = ["thread_id", "assistant_id", "run_id", "cron_id"];
+
+fn without_reserved(mut metadata: Map<String, Json>) -> Map<String, Json> {
+    metadata.retain(|k, _| !RESERVED.contains(&k.as_str()));
+    metadata
+}
 
 async fn made(
     s: &AppState,
@@ -151,15 +155,13 @@ async fn made(
     let timezone = field::<String>(&body, "timezone", "a time zone's name")?;
     let enabled = field::<bool>(&body, "enabled", "true or false")?.unwrap_or(true);
     let mut body = body;
-    let mut metadata =
-        field::<Map<String, Json>>(&body, "metadata", "an object")?.unwrap_or_default();
     // Keys a run's metadata gets from the server, which a cron's cannot set: left out
     // of both, as LangGraph does.
-    for key in RESERVED {
-        metadata.remove(key);
-    }
+    let metadata = without_reserved(
+        field::<Map<String, Json>>(&body, "metadata", "an object")?.unwrap_or_default(),
+    );
     if let Some(Json::Object(m)) = body.get_mut("metadata") {
-        m.retain(|k, _| !RESERVED.contains(&k.as_str()));
+        *m = without_reserved(std::mem::take(m));
     }
     // A thread's cron runs on the thread, which stays: LangGraph leaves it null.
     let on_completed = match &thread {
@@ -245,19 +247,27 @@ async fn update(
         end_time: end_time(&b)?,
         enabled: field(&b, "enabled", "true or false")?,
         on_run_completed: on_run_completed(&b)?,
-        metadata: field(&b, "metadata", "an object")?.unwrap_or_default(),
+        metadata: without_reserved(field(&b, "metadata", "an object")?.unwrap_or_default()),
         // The whole change goes into the run request too, as LangGraph keeps it (a
         // cron's assistant is not changed).
         payload: b
             .iter()
             .filter(|(k, _)| k.as_str() != "assistant_id")
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| match (k.as_str(), v) {
+                ("metadata", Json::Object(m)) => {
+                    (k.clone(), Json::Object(without_reserved(m.clone())))
+                }
+                _ => (k.clone(), v.clone()),
+            })
             .collect(),
     };
     if !patch.payload.is_empty() {
         // The run request as it would be after the change must still be one.
         let payload = crate::host::cron_payload(&cron, &patch.payload);
-        let completed = crate::host::cron_text(&cron, "on_run_completed");
+        let completed = patch
+            .on_run_completed
+            .as_deref()
+            .or(crate::host::cron_text(&cron, "on_run_completed"));
         check_run(
             &s,
             cron.thread.as_deref(),

@@ -39,6 +39,10 @@ impl From<HostError> for ApiError {
             HostError::Invalid(_) | HostError::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             HostError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            // A store that keeps no crons (or items) is told what the request asked.
+            HostError::Store(
+                crate::store::StoreError::NoCrons | crate::store::StoreError::NoItems,
+            ) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Store(_) | HostError::Llm(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())

@@ -24,6 +24,10 @@ use serde_json::{Map, Value as Json, json};
 /// The tool that answers a paused call.
 const ANSWER: &str = "answer_interrupt";
 
+/// What the threads of calls here are named with: `answer_interrupt` answers those
+/// alone, and deletes each once its call is done.
+const THREAD_PREFIX: &str = "mcp-";
+
 /// The `/mcp` service; `open` lets any `Host` header in (the server is reached on
 /// an address that is not loopback, behind its API key), else only loopback names,
 /// against DNS rebinding.
@@ -123,6 +127,12 @@ impl ServerHandler for Graphs {
                     None,
                 ));
             };
+            // Only a thread a call here made and kept: this is no way into others.
+            if !thread.starts_with(THREAD_PREFIX) {
+                return Ok(failed(&format!(
+                    "thread `{thread}` is not one a call of this server's tools paused"
+                )));
+            }
             let view = match s.host.thread(thread).await {
                 Ok(v) => v,
                 Err(e) => return Ok(failed(&e.to_string())),
@@ -139,10 +149,10 @@ impl ServerHandler for Graphs {
                     None,
                 ));
             }
-            // Kept until the run ends: a run that pauses keeps it to be answered.
+            // A thread of the call's own, kept while its run pauses to be answered.
             (
-                None,
-                json!({ "assistant_id": &*request.name, "input": arguments, "on_completion": "keep" }),
+                Some(format!("{THREAD_PREFIX}{}", crate::host::new_id())),
+                json!({ "assistant_id": &*request.name, "input": arguments, "if_not_exists": "create" }),
             )
         };
         let body: RunCreate = match serde_json::from_value(body) {

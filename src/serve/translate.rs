@@ -118,8 +118,10 @@ pub(super) struct Translator {
     node_input: Option<Json>,
     /// A model's reply is streaming: its `on_chat_model_start` was sent.
     chatting: bool,
-    /// Tool calls the running node made so far (each an `events` run of its own).
+    /// Tool calls and model calls the running node made so far (each an `events`
+    /// run of its own).
     tool_calls: u32,
+    model_calls: u32,
 }
 
 impl Translator {
@@ -178,6 +180,7 @@ impl Translator {
                         self.streamed = false;
                         self.chatting = false;
                         self.tool_calls = 0;
+                        self.model_calls = 0;
                         self.node_input = self.keeps_state.then(|| self.state_json());
                         let id = self.task_id();
                         let task = || {
@@ -279,6 +282,7 @@ impl Translator {
                                 json!({ "output": output, "input": input }),
                             )
                         });
+                        self.model_calls += 1;
                     }
                     Event::ToolCall {
                         tool,
@@ -443,9 +447,10 @@ impl Translator {
         format!("{}:{}", self.run_id, self.step)
     }
 
-    /// The run of the running node's model call, as `events` name it.
+    /// The run of the running node's model call, as `events` name it: a node that
+    /// calls its model again (a tool loop) makes another.
     fn model_run_id(&self) -> String {
-        format!("{}:model", self.task_id())
+        format!("{}:model:{}", self.task_id(), self.model_calls + 1)
     }
 
     /// The state after the last checkpoint, as clients see it (`{}` before any).
@@ -801,6 +806,7 @@ impl Translator {
             node_input: None,
             chatting: false,
             tool_calls: 0,
+            model_calls: 0,
         }
     }
 }
@@ -880,7 +886,7 @@ fn ai_message(
         "usage_metadata": {
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
-            "total_tokens": tokens_in + tokens_out,
+            "total_tokens": tokens_in.saturating_add(tokens_out),
         },
     })
 }

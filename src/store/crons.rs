@@ -40,12 +40,13 @@ pub trait Crons: Send + Sync {
     /// Writes `cron` in place of any with its id.
     async fn put_cron(&self, cron: &Cron) -> Result<(), StoreError>;
     async fn get_cron(&self, id: &str) -> Result<Option<Cron>, StoreError>;
-    /// Writes `cron` (changed) in place of the one with its id, unless that one's next
-    /// occurrence is no longer `seen_next` (a server took an occurrence meanwhile, or
-    /// another change moved it) or it is gone: whether it was written. A change is read,
-    /// made and written again until it is, so that it never puts back an occurrence
-    /// that was taken (which would fire it twice).
-    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError>;
+    /// Writes `cron` (changed) in place of `seen`, the cron as it was read, unless the
+    /// one with its id is no longer as read (a server took an occurrence meanwhile:
+    /// its next occurrence moved; another change was written: its `updated_ms`) or it
+    /// is gone: whether it was written. A change is read, made and written again until
+    /// it is, so that it never puts back an occurrence that was taken (which would fire
+    /// it twice), never undoes another change, never brings back a deleted cron.
+    async fn replace_cron(&self, cron: &Cron, seen: &Cron) -> Result<bool, StoreError>;
     /// Removes it: whether it was there. (A thread's crons go with the thread:
     /// `Catalog::delete_thread`.)
     async fn delete_cron(&self, id: &str) -> Result<bool, StoreError>;
@@ -91,10 +92,10 @@ impl Crons for CronTable {
         Ok(self.lock().get(id).cloned())
     }
 
-    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError> {
+    async fn replace_cron(&self, cron: &Cron, seen: &Cron) -> Result<bool, StoreError> {
         let mut crons = self.lock();
         match crons.get_mut(&cron.id) {
-            Some(c) if c.next_ms == seen_next => {
+            Some(c) if c.next_ms == seen.next_ms && c.updated_ms == seen.updated_ms => {
                 *c = cron.clone();
                 Ok(true)
             }

@@ -56,6 +56,11 @@ impl Index {
             return Ok(Vec::new());
         }
         let vectors = self.embed.embed(&texts).await?;
+        if vectors.iter().flatten().any(|x| !x.is_finite()) {
+            return Err(
+                "the embeddings endpoint answered a vector with a number that is not finite".into(),
+            );
+        }
         if vectors.len() != texts.len() {
             return Err(format!(
                 "the embeddings endpoint answered {} vectors for {} texts",
@@ -116,6 +121,18 @@ pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Why one of `paths` is not a path into a value, if one is not: a put's `index`
+/// and a server's fields are checked before anything is embedded or written.
+pub fn check_paths(paths: &[String]) -> Result<(), String> {
+    for p in paths {
+        let p = p.trim();
+        if p != "$" && !p.is_empty() {
+            steps(p)?;
+        }
+    }
+    Ok(())
 }
 
 /// The texts at `path` in `value`, as LangGraph's `get_text_at_path` finds them: `$`

@@ -345,6 +345,9 @@ pub mod ops {
                 )));
             }
         };
+        if let crate::store::index::Fields::These(paths) = &put.index {
+            crate::store::index::check_paths(paths).map_err(ItemError::Invalid)?;
+        }
         let vectors = match index {
             Some(index) => index
                 .vectors(&put.value, &put.index)

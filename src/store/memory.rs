@@ -540,9 +540,9 @@ impl super::Crons for MemoryStore {
     async fn replace_cron(
         &self,
         cron: &super::Cron,
-        seen_next: Option<u64>,
+        seen: &super::Cron,
     ) -> Result<bool, StoreError> {
-        self.crons.replace_cron(cron, seen_next).await
+        self.crons.replace_cron(cron, seen).await
     }
 
     async fn delete_cron(&self, id: &str) -> Result<bool, StoreError> {

@@ -30,7 +30,7 @@ pub(crate) mod stored;
 
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use crons::{Cron, Crons, Take};
-pub use index::{Embed, Fields, Index};
+pub use index::{Embed, Fields, Index, check_paths as check_index_paths};
 pub use items::{Item, ItemError, Items, Listing, Namespace, Page, Put, Search, ops as item_ops};
 pub use memory::MemoryStore;
 pub use none::NoStore;

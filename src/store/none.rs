@@ -147,7 +147,7 @@ impl super::Crons for NoStore {
         Ok(None)
     }
 
-    async fn replace_cron(&self, _: &super::Cron, _: Option<u64>) -> Result<bool, StoreError> {
+    async fn replace_cron(&self, _: &super::Cron, _: &super::Cron) -> Result<bool, StoreError> {
         Err(StoreError::NoCrons)
     }
 

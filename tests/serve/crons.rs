@@ -86,6 +86,7 @@ async fn crons_are_made_listed_changed_and_deleted_as_on_langgraphs_server() {
         json!({"schedule": "30 12 * * *", "metadata": {"more": 1}}),
         json!({"input": {"input": "z"}, "enabled": false, "end_time": "2031-06-01T12:00:00+02:00"}),
         json!({"end_time": null, "enabled": true}),
+        json!({"metadata": {"run_id": "mine", "k": 2}}),
     ] {
         t.note(&format!("PATCH {one} {body}"), &h.patch(&one, body).await);
     }
@@ -140,6 +141,10 @@ async fn crons_are_made_listed_changed_and_deleted_as_on_langgraphs_server() {
         (
             "/threads/nope/runs/crons".to_string(),
             json!({"assistant_id": "three", "schedule": "* * * * *", "input": {"input": "a"}}),
+        ),
+        (
+            format!("/threads/{thread}/runs/crons"),
+            json!({"assistant_id": "three", "schedule": "* * * * *", "input": {"other": 1}}),
         ),
         ("/runs/crons/search".to_string(), json!({"limit": 0})),
         ("/runs/crons/search".to_string(), json!({"limit": 1001})),
@@ -404,14 +409,6 @@ async fn servers_sharing_a_store_fire_each_occurrence_once() {
         fires.len(),
         "an occurrence fired twice: {fires:?}"
     );
-    // Fired by more than one server (each takes what is due when it looks).
-    let by: BTreeSet<usize> = servers
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| fired(s).iter().any(|f| f.0 == cron))
-        .map(|(i, _)| i)
-        .collect();
-    assert!(!by.is_empty());
     // Each a run of its own, somewhere in the shared store.
     let runs: BTreeSet<&String> = fires.iter().map(|f| &f.1).collect();
     assert_eq!(runs.len(), fires.len());

@@ -193,4 +193,8 @@ async fn the_official_a2a_client_talks_to_a_graph() {
     .await;
     let steps = python("a2a_client.py", &s.url, Some("a2a-key")).await;
     insta::assert_snapshot!(steps);
+    // Without the key: refused, as every other endpoint.
+    for path in ["/a2a/echo", "/a2a/echo/.well-known/agent-card.json"] {
+        assert_eq!(s.http().get(path).await.status, 401, "{path}");
+    }
 }

@@ -32,6 +32,7 @@ async fn a_store_search_with_a_query_ranks_items_by_meaning() {
         json!({"namespace": ["docs"], "key": "k_null", "value": {"text": "bc"}, "index": null}),
         json!({"namespace": ["docs", "sub"], "key": "tags", "value": {"tags": ["aaaa", "cc"]}, "index": ["tags[*]"]}),
         json!({"namespace": ["docs"], "key": "k_true", "value": {"text": "x"}, "index": true}),
+        json!({"namespace": ["docs"], "key": "k_bad", "value": {"text": "x"}, "index": ["tags[x]"]}),
     ] {
         t.note(
             &format!("PUT /store/items {body}"),

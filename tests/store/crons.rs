@@ -97,34 +97,30 @@ pub(crate) async fn crons_suite(open: &dyn Fn() -> Arc<dyn Store>) {
     // was taken meanwhile (it would put the occurrence back), nor over one that is gone.
     let mut edited = changed.clone();
     edited.body.insert("schedule".into(), json!("5 * * * *"));
-    assert!(!a.replace_cron(&edited, Some(49)).await.unwrap());
+    edited.updated_ms = 7;
+    let taken = Cron {
+        next_ms: Some(49),
+        ..changed.clone()
+    };
+    let other_change = Cron {
+        updated_ms: 5,
+        ..changed.clone()
+    };
+    assert!(!a.replace_cron(&edited, &taken).await.unwrap());
+    assert!(!a.replace_cron(&edited, &other_change).await.unwrap());
     assert_eq!(b.get_cron("c3").await.unwrap(), Some(changed.clone()));
-    assert!(a.replace_cron(&edited, Some(50)).await.unwrap());
+    assert!(a.replace_cron(&edited, &changed).await.unwrap());
     assert_eq!(b.get_cron("c3").await.unwrap(), Some(edited.clone()));
-    edited.next_ms = None;
     let c4 = cron("c4", None, None, true);
-    assert!(
-        a.replace_cron(
-            &Cron {
-                id: "c4".into(),
-                ..edited.clone()
-            },
-            None
-        )
-        .await
-        .unwrap()
-    );
-    assert!(
-        !a.replace_cron(
-            &Cron {
-                id: "gone".into(),
-                ..edited.clone()
-            },
-            None
-        )
-        .await
-        .unwrap()
-    );
+    let into = |id: &str| Cron {
+        id: id.into(),
+        next_ms: None,
+        ..edited.clone()
+    };
+    assert!(a.replace_cron(&into("c4"), &c4).await.unwrap());
+    let gone = cron("gone", None, None, true);
+    assert!(!a.replace_cron(&into("gone"), &gone).await.unwrap());
+    assert_eq!(b.get_cron("gone").await.unwrap(), None);
     a.put_cron(&c4).await.unwrap();
     a.put_cron(&changed).await.unwrap();
     // Many takers at once, each with its own connection: exactly one wins.

@@ -102,12 +102,12 @@ impl Crons for PostgresStore {
         Ok(found.into_iter().next())
     }
 
-    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError> {
+    async fn replace_cron(&self, cron: &Cron, seen: &Cron) -> Result<bool, StoreError> {
         let body = serde_json::Value::Object(cron.body.clone()).to_string();
         self.cron_write(
             "UPDATE switchyard.crons SET assistant = $2, thread = $3, body = $4, enabled = $5,
                  next_ms = $6, updated_ms = $7
-             WHERE id = $1 AND next_ms IS NOT DISTINCT FROM $8",
+             WHERE id = $1 AND next_ms IS NOT DISTINCT FROM $8 AND updated_ms = $9",
             &[
                 &cron.id,
                 &cron.assistant,
@@ -116,7 +116,8 @@ impl Crons for PostgresStore {
                 &cron.enabled,
                 &cron.next_ms.map(int),
                 &int(cron.updated_ms),
-                &seen_next.map(int),
+                &seen.next_ms.map(int),
+                &int(seen.updated_ms),
             ],
         )
         .await

@@ -113,14 +113,14 @@ impl Crons for SqliteStore {
         .await
     }
 
-    async fn replace_cron(&self, cron: &Cron, seen_next: Option<u64>) -> Result<bool, StoreError> {
+    async fn replace_cron(&self, cron: &Cron, seen: &Cron) -> Result<bool, StoreError> {
         let body = serde_json::Value::Object(cron.body.clone()).to_string();
         self.blocking(|s| {
             write(
                 s,
                 "UPDATE crons SET assistant = ?2, thread = ?3, body = ?4, enabled = ?5,
                      next_ms = ?6, updated_ms = ?7
-                 WHERE id = ?1 AND next_ms IS ?8",
+                 WHERE id = ?1 AND next_ms IS ?8 AND updated_ms = ?9",
                 params![
                     cron.id,
                     cron.assistant,
@@ -129,7 +129,8 @@ impl Crons for SqliteStore {
                     cron.enabled,
                     cron.next_ms.map(int),
                     int(cron.updated_ms),
-                    seen_next.map(int)
+                    seen.next_ms.map(int),
+                    int(seen.updated_ms)
                 ],
             )
             .map(|n| n == 1)
@@ -158,6 +159,9 @@ impl Crons for SqliteStore {
     }
 
     async fn take_occurrences(&self, take: &[Take]) -> Result<Vec<String>, StoreError> {
+        if take.is_empty() {
+            return Ok(Vec::new());
+        }
         self.blocking(|s| {
             let inner = s.conn();
             // One transaction: one commit for the whole tick.

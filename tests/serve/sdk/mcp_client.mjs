@@ -30,6 +30,12 @@ const answered = await client.callTool({
 });
 out("answer_interrupt", answered);
 
+const elsewhere = await client.callTool({
+  name: "answer_interrupt",
+  arguments: { thread_id: "a-thread-of-the-api", resume: "yes" },
+});
+out("answer_interrupt on a thread no call made", elsewhere);
+
 try {
   await client.callTool({ name: "nope", arguments: {} });
   out("unknown tool", "no error");
