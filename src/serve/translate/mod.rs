@@ -184,7 +184,10 @@ impl Translator {
                         self.chatting = false;
                         self.tool_calls = 0;
                         self.model_calls = 0;
-                        self.node_input = self.keeps_state.then(|| self.state_json());
+                        // Only modes that show it pay for it: a `values` reader (the
+                        // default) would serialise the whole state at every node.
+                        let shows = self.modes.tasks || self.modes.debug || self.modes.events;
+                        self.node_input = shows.then(|| self.state_json());
                         let id = self.task_id();
                         let task = || {
                             json!({

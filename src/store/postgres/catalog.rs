@@ -135,7 +135,7 @@ type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
 
 impl PostgresStore {
     /// The rows `sql` selects, each decoded by `decode`.
-    async fn decoded<T>(
+    pub(super) async fn decoded<T>(
         &self,
         sql: &'static str,
         params: Params<'_>,

@@ -9,7 +9,15 @@ use crate::store::{Cron, Crons, StoreError, Take};
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 
-const COLUMNS: &str = "SELECT id, assistant, thread, body, enabled, next_ms, created_ms, updated_ms FROM switchyard.crons";
+/// The columns a cron is read from, then `$rest` (a `WHERE`, an order).
+macro_rules! cron_columns {
+    ($rest:literal) => {
+        concat!(
+            "SELECT id, assistant, thread, body, enabled, next_ms, created_ms, updated_ms FROM switchyard.crons ",
+            $rest
+        )
+    };
+}
 
 fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Cron, StoreError> {
     let id: String = col(row, 0, url)?;
@@ -36,25 +44,6 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Cron, StoreError> {
 }
 
 impl PostgresStore {
-    async fn cron_rows(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Cron>, StoreError> {
-        let url = &*self.url;
-        self.pool
-            .run(|c| async move {
-                let select = c.prepare_cached(sql).await?;
-                let rows = c.query(&select, params).await?;
-                Ok::<_, Failure>(
-                    rows.iter()
-                        .map(|r| decode(r, url))
-                        .collect::<Result<Vec<_>, _>>()?,
-                )
-            })
-            .await
-    }
-
     async fn cron_write(
         &self,
         sql: &str,
@@ -97,7 +86,7 @@ impl Crons for PostgresStore {
 
     async fn get_cron(&self, id: &str) -> Result<Option<Cron>, StoreError> {
         let found = self
-            .cron_rows(&format!("{COLUMNS} WHERE id = $1"), &[&id])
+            .decoded(cron_columns!("WHERE id = $1"), &[&id], decode)
             .await?;
         Ok(found.into_iter().next())
     }
@@ -131,16 +120,17 @@ impl Crons for PostgresStore {
     }
 
     async fn crons(&self) -> Result<Vec<Cron>, StoreError> {
-        self.cron_rows(&format!("{COLUMNS} ORDER BY ord"), &[])
+        self.decoded(cron_columns!("ORDER BY ord"), &[], decode)
             .await
     }
 
     async fn due_crons(&self, now_ms: u64, limit: usize) -> Result<Vec<Cron>, StoreError> {
-        self.cron_rows(
-            &format!(
-                "{COLUMNS} WHERE enabled AND next_ms IS NOT NULL AND next_ms <= $1 ORDER BY next_ms LIMIT $2"
+        self.decoded(
+            cron_columns!(
+                "WHERE enabled AND next_ms IS NOT NULL AND next_ms <= $1 ORDER BY next_ms LIMIT $2"
             ),
             &[&int(now_ms), &int(limit as u64)],
+            decode,
         )
         .await
     }
