@@ -7,6 +7,7 @@
 //! (`OPENAI_BASE_URL` of the server process), or from the seeds' recordings (`--replay`).
 
 mod api;
+mod assistants;
 mod browser;
 mod cluster;
 mod crons;

@@ -3,6 +3,7 @@
 //! What only a file can do (other processes, foreign files, read-only mounts) is in
 //! `hardening.rs`; the SQLite store's own behaviour in `store/sqlite.rs`.
 
+mod assistants;
 mod crons;
 mod sqlite;
 
@@ -705,6 +706,7 @@ async fn the_memory_store_passes_the_store_suite() {
     suite(&|| store.clone()).await;
     items_suite(&|| store.clone()).await;
     crons::crons_suite(&|| store.clone()).await;
+    assistants::assistants_suite(&|| store.clone()).await;
 }
 
 #[tokio::test]
@@ -714,6 +716,7 @@ async fn the_postgres_store_passes_the_store_suite() {
     suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
     items_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
     crons::crons_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
+    assistants::assistants_suite(&|| Arc::new(PostgresStore::open(&url).unwrap())).await;
 }
 
 #[tokio::test]
@@ -724,6 +727,7 @@ async fn the_sqlite_store_passes_the_store_suite() {
     suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
     items_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
     crons::crons_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
+    assistants::assistants_suite(&|| Arc::new(SqliteStore::open(&db).unwrap())).await;
 }
 
 #[tokio::test]

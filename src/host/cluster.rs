@@ -137,7 +137,9 @@ impl Cluster {
                     }
                 }
             }
-            let thread_record = host.thread_record(&thread_id, assistant).await?;
+            let thread_record = host
+                .thread_record(&thread_id, assistant, request.assistant_id.as_deref())
+                .await?;
             let record = fresh_record(new_id(), &thread_id, assistant, &request, metadata.clone());
             store.put_thread(&thread_record).await?;
             // The handle first: this process's dispatcher may claim the run as soon as it

@@ -202,7 +202,7 @@ fn first(schedule: &Schedule, now_ms: u64, end: Option<u64>) -> Result<Option<u6
 impl Host {
     pub(crate) async fn create_cron(&self, new: NewCron) -> Result<Cron, HostError> {
         self.closing()?;
-        if self.graphs().get(&new.assistant).is_none() {
+        if self.assistant(&new.assistant).await.is_err() {
             return Err(HostError::NotFound(format!(
                 "Assistant '{}' not found",
                 new.assistant

@@ -48,6 +48,8 @@ pub struct Drawing {
     /// JSON Schemas of a run's input and of the state.
     pub input_schema: serde_json::Value,
     pub state_schema: serde_json::Value,
+    /// JSON Schema of a configuration: the graph's constants.
+    pub config_schema: serde_json::Value,
 }
 
 /// One served graph.
@@ -264,6 +266,7 @@ impl Graphs {
                                 dot: crate::render::dot(spec),
                                 input_schema,
                                 state_schema,
+                                config_schema: super::schemas::config_schema(spec),
                             };
                             (name, Ok((Arc::new(g), description, Arc::new(drawing))))
                         }

@@ -12,6 +12,7 @@
 //! Nothing here knows HTTP: `serve/` turns requests into these calls and their results
 //! into responses, the way the command line turns flags into them.
 
+mod assistants;
 mod bulk;
 mod cluster;
 mod course;
@@ -36,6 +37,10 @@ pub use graphs::{Graphs, Problems, Served};
 pub use llm::LlmSource;
 
 // What the server (`serve/`) uses besides.
+pub(crate) use assistants::{
+    AssistantPatch, AssistantView, Bound, CONFIG_AND_CONTEXT, Configuration, NewAssistant,
+    check_values, constants_of, file_metadata,
+};
 pub(crate) use bulk::CancelMany;
 pub(crate) use crons::{
     CronFilter, CronPatch, CronSort, NewCron, check_schedule, metadata as cron_metadata,

@@ -25,6 +25,18 @@ pub(crate) struct RunRequest {
     /// Kept as given: `configurable` and the rest of a LangGraph config.
     #[serde(default)]
     pub config: Json,
+    /// The values of the graph's constants that the run's assistant and its own
+    /// `config.configurable` or `context` give, checked: written with a starting
+    /// run's input, where the input gives none of its own.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub constants: serde_json::Map<String, Json>,
+    /// The assistant the run was asked of, when it is not its graph's own (one made
+    /// through the API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant_id: Option<String>,
+    /// The run's `context`, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Json>,
     /// The stream modes asked for, as given; the host records everything a mode
     /// needs whatever they are.
     #[serde(default)]

@@ -104,7 +104,9 @@ impl Host {
                     Box::pin(async move {
                         // Read again in the thread's turn: a metadata patch since the first
                         // read stands.
-                        let thread_record = self.thread_record(thread_id, assistant).await?;
+                        let thread_record = self
+                            .thread_record(thread_id, assistant, request.assistant_id.as_deref())
+                            .await?;
                         let run = RunHandle::new(
                             fresh_record(new_id(), thread_id, assistant, &request, metadata),
                             request,
@@ -130,19 +132,22 @@ impl Host {
     }
 
     /// A thread's catalog entry as a run on it makes it: created now if new, its
-    /// metadata naming the graph unless it does already.
+    /// metadata naming the graph (and the assistant, a made one's id when the run
+    /// names one) unless it does already.
     pub(super) async fn thread_record(
         &self,
         thread_id: &str,
-        assistant: &str,
+        graph: &str,
+        assistant_id: Option<&str>,
     ) -> Result<ThreadRecord, HostError> {
         let record = self.inner.store.get_thread(thread_id).await?;
         let mut thread_meta = record
             .as_ref()
             .map_or_else(|| json!({}), |t| t.metadata.clone());
         if let Json::Object(m) = &mut thread_meta {
-            m.entry("graph_id").or_insert_with(|| json!(assistant));
-            m.entry("assistant_id").or_insert_with(|| json!(assistant));
+            m.entry("graph_id").or_insert_with(|| json!(graph));
+            m.entry("assistant_id")
+                .or_insert_with(|| json!(assistant_id.unwrap_or(graph)));
         }
         let now = now_ms();
         Ok(ThreadRecord {

@@ -57,6 +57,32 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
     (input, state)
 }
 
+/// The graph's constants as a configuration takes them (`config_schema` and
+/// `context_schema`: `config.configurable` and `context` each give their values), each
+/// with its type and the graph's value as its default. `config.configurable` takes
+/// other keys too; `context` only these.
+pub(super) fn config_schema(spec: &GraphSpec) -> Json {
+    let mut properties = Map::new();
+    for f in spec.state.iter().filter(|f| f.constant) {
+        let mut schema = of_type(f.ty.get_ref());
+        schema["title"] = json!(f.name.get_ref());
+        if let Some(d) = &f.default {
+            schema["default"] = d.get_ref().clone();
+        }
+        properties.insert(f.name.get_ref().clone(), schema);
+    }
+    let title = spec
+        .graph
+        .name
+        .as_ref()
+        .map_or_else(String::new, |n| n.get_ref().clone());
+    json!({
+        "title": format!("{title} constants"),
+        "type": "object",
+        "properties": properties,
+    })
+}
+
 fn of_type(t: &FieldType) -> Json {
     match t {
         FieldType::String => json!({ "type": "string" }),

@@ -1,18 +1,19 @@
-//! Assistants: one per served graph, whose id is the graph's `[graph] name`. They are
-//! the graph files; they are made by writing a file, not by the API.
+//! Assistants: one per served graph, whose id is the graph's `[graph] name` (made by
+//! writing the file), and those made through the API, each binding a served graph to
+//! values of its constants (`host/assistants.rs`), kept in versions.
 
 use super::AppState;
-use super::body::Body;
+use super::body::{Body, field};
 use super::error::{ApiError, ApiResult};
 use super::wire;
-use crate::host::Served;
+use crate::host::{AssistantPatch, AssistantView, Configuration, NewAssistant, Served};
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::{Value as Json, json};
+use serde_json::{Map, Value as Json, json};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -21,7 +22,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/assistants/count", post(count))
         .route(
             "/assistants/{id}",
-            get(get_one).patch(unsupported).delete(unsupported),
+            get(get_one).patch(update).delete(delete),
         )
         .route("/assistants/{id}/graph", get(graph))
         .route("/assistants/{id}/schemas", get(schemas))
@@ -29,54 +30,164 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/assistants/{id}/subgraphs", get(subgraphs))
         .route("/assistants/{id}/subgraphs/{namespace}", get(subgraphs))
         .route("/assistants/{id}/versions", post(versions))
+        .route("/assistants/{id}/latest", post(latest))
 }
 
-#[derive(Deserialize)]
+/// What assistants are listed by (LangGraph's `sort_by`).
+const SORTS: [&str; 5] = [
+    "assistant_id",
+    "graph_id",
+    "name",
+    "created_at",
+    "updated_at",
+];
+
+/// The keys a search may `select`.
+const SELECTABLE: [&str; 10] = [
+    "assistant_id",
+    "graph_id",
+    "name",
+    "description",
+    "config",
+    "context",
+    "metadata",
+    "version",
+    "created_at",
+    "updated_at",
+];
+
+/// A search's or a count's body.
 struct Search {
-    #[serde(default)]
     graph_id: Option<String>,
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
-    metadata: Option<Json>,
-    #[serde(default = "ten")]
+    metadata: Json,
+    /// None: newest first, as LangGraph lists them.
+    sort: Option<(String, bool)>,
     limit: usize,
-    #[serde(default)]
     offset: usize,
+    select: Vec<String>,
 }
 
-fn ten() -> usize {
-    10
+fn limit(b: &Map<String, Json>, default: usize) -> ApiResult<usize> {
+    let limit =
+        field::<i64>(b, "limit", "a whole number from 1 to 1000")?.unwrap_or(default as i64);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::invalid(format!(
+            "`limit` is {limit}, not a whole number from 1 to 1000"
+        )));
+    }
+    Ok(limit as usize)
 }
 
-fn matching(state: &AppState, q: &Search) -> Vec<Served> {
-    state
+fn offset(b: &Map<String, Json>) -> ApiResult<usize> {
+    field::<usize>(b, "offset", "a whole number of 0 or more").map(Option::unwrap_or_default)
+}
+
+fn search_of(b: &Map<String, Json>) -> ApiResult<Search> {
+    let sort_by = field::<String>(b, "sort_by", "an assistant field's name")?;
+    if let Some(name) = sort_by.as_deref().filter(|n| !SORTS.contains(n)) {
+        return Err(ApiError::invalid(format!(
+            "`sort_by` is `{name}`, not one of {}",
+            SORTS.map(|n| format!("`{n}`")).join(", ")
+        )));
+    }
+    let descending = match field::<String>(b, "sort_order", "`asc` or `desc`")?.as_deref() {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(o) => {
+            return Err(ApiError::invalid(format!(
+                "`sort_order` is `{o}`, not `asc` or `desc`"
+            )));
+        }
+    };
+    let select: Vec<String> = field(b, "select", "a list of field names")?.unwrap_or_default();
+    if let Some(bad) = select.iter().find(|k| !SELECTABLE.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "`select` names `{bad}`, not one of {}",
+            SELECTABLE.map(|n| format!("`{n}`")).join(", ")
+        )));
+    }
+    Ok(Search {
+        graph_id: field(b, "graph_id", "a graph's name")?,
+        name: field(b, "name", "a name")?,
+        metadata: field::<Map<String, Json>>(b, "metadata", "an object")?
+            .map_or(Json::Null, Json::Object),
+        sort: sort_by.map(|s| (s, descending)),
+        limit: limit(b, 10)?,
+        offset: offset(b)?,
+        select,
+    })
+}
+
+async fn matching(state: &AppState, q: &Search) -> ApiResult<Vec<AssistantView>> {
+    if let Some(g) = &q.graph_id
+        && state.host.graphs().get(g).is_none()
+    {
+        return Err(ApiError::not_found(format!(
+            "no graph `{g}`; this server serves {}",
+            served_ids(state)
+        )));
+    }
+    let mut all: Vec<AssistantView> = state
         .host
-        .graphs()
-        .list()
+        .assistants()
+        .await?
         .into_iter()
-        .filter(|s| q.graph_id.as_ref().is_none_or(|g| *g == s.id))
-        .filter(|s| {
+        .filter(|a| q.graph_id.as_ref().is_none_or(|g| g == a.graph()))
+        .filter(|a| {
             q.name
                 .as_ref()
-                .is_none_or(|n| s.id.to_lowercase().contains(&n.to_lowercase()))
+                .is_none_or(|n| a.name().to_lowercase().contains(&n.to_lowercase()))
         })
-        .filter(|s| {
-            q.metadata
-                .as_ref()
-                .is_none_or(|m| crate::host::contains(&wire::assistant(s)["metadata"], m))
-        })
-        .collect()
+        .filter(|a| q.metadata.is_null() || crate::host::contains(&a.metadata(), &q.metadata))
+        .collect();
+    match &q.sort {
+        // Newest first, as LangGraph lists them: those made, the later first (of two
+        // made in one millisecond too), then the graph files' by name (loaded together
+        // at start, in whatever order their reads finished).
+        None => {
+            all.reverse();
+            all.sort_by(|a, b| match (a, b) {
+                (AssistantView::File(x), AssistantView::File(y)) => x.id.cmp(&y.id),
+                (AssistantView::File(_), _) => std::cmp::Ordering::Greater,
+                (_, AssistantView::File(_)) => std::cmp::Ordering::Less,
+                _ => b.created_ms().cmp(&a.created_ms()),
+            });
+        }
+        Some((by, descending)) => {
+            all.sort_by(|a, b| {
+                let order = match by.as_str() {
+                    "assistant_id" => a.id().cmp(b.id()),
+                    "graph_id" => a.graph().cmp(b.graph()),
+                    "name" => a.name().cmp(b.name()),
+                    "updated_at" => a.updated_ms().cmp(&b.updated_ms()),
+                    _ => a.created_ms().cmp(&b.created_ms()),
+                };
+                if *descending { order.reverse() } else { order }
+            });
+        }
+    }
+    Ok(all)
 }
 
-async fn search(State(state): State<AppState>, Body(q): Body<Search>) -> Response {
-    let all = matching(&state, &q);
+async fn search(
+    State(state): State<AppState>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let q = search_of(&b)?;
+    let all = matching(&state, &q).await?;
     let total = all.len();
     let page: Vec<Json> = all
         .iter()
         .skip(q.offset)
         .take(q.limit)
-        .map(wire::assistant)
+        .map(|a| {
+            let mut j = wire::assistant(a);
+            if let (false, Json::Object(m)) = (q.select.is_empty(), &mut j) {
+                m.retain(|k, _| q.select.contains(k));
+            }
+            j
+        })
         .collect();
     let next = q.offset + page.len();
     let mut response = axum::Json(page).into_response();
@@ -85,11 +196,122 @@ async fn search(State(state): State<AppState>, Body(q): Body<Search>) -> Respons
     if next < total {
         headers.insert("x-pagination-next", next.into());
     }
-    response
+    Ok(response)
 }
 
-async fn count(State(state): State<AppState>, Body(q): Body<Search>) -> axum::Json<usize> {
-    axum::Json(matching(&state, &q).len())
+async fn count(
+    State(state): State<AppState>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let q = search_of(&b)?;
+    Ok(axum::Json(matching(&state, &q).await?.len()).into_response())
+}
+
+fn served_ids(state: &AppState) -> String {
+    let ids: Vec<String> = state
+        .host
+        .graphs()
+        .list()
+        .iter()
+        .map(|s| format!("`{}`", s.id))
+        .collect();
+    if ids.is_empty() {
+        "none".into()
+    } else {
+        ids.join(", ")
+    }
+}
+
+/// A configuration as a body gives it: `config` and `context`, each an object when
+/// given, not both with values (refused as LangGraph refuses it: 400).
+fn configuration(b: &Map<String, Json>) -> ApiResult<Configuration> {
+    let config: Option<Map<String, Json>> = field(b, "config", "an object")?;
+    let context: Option<Map<String, Json>> = field(b, "context", "an object")?;
+    let configurable = config
+        .as_ref()
+        .and_then(|c| c.get("configurable"))
+        .filter(|c| !c.is_null());
+    if configurable.is_some_and(|c| !c.is_object()) {
+        return Err(ApiError::invalid(format!(
+            "config.configurable is {}, not an object",
+            configurable.map(Json::to_string).unwrap_or_default()
+        )));
+    }
+    if configurable.is_some() && context.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            crate::host::CONFIG_AND_CONTEXT,
+        ));
+    }
+    Ok(Configuration { config, context })
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let Some(graph) = field::<String>(&b, "graph_id", "a served graph's name")? else {
+        return Err(ApiError::invalid(
+            "`graph_id` is required: the served graph the assistant runs",
+        ));
+    };
+    let keep_existing =
+        match field::<String>(&b, "if_exists", "`raise` or `do_nothing`")?.as_deref() {
+            None | Some("raise") => false,
+            Some("do_nothing") => true,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "`if_exists` is `{other}`, not `raise` or `do_nothing`"
+                )));
+            }
+        };
+    let new = NewAssistant {
+        id: field(&b, "assistant_id", "an assistant's id (a UUID)")?,
+        graph,
+        configuration: configuration(&b)?,
+        metadata: field(&b, "metadata", "an object")?.unwrap_or_default(),
+        name: field(&b, "name", "a name")?,
+        description: field(&b, "description", "a description")?,
+        keep_existing,
+    };
+    let made = state.host.create_assistant(new).await?;
+    Ok(axum::Json(wire::assistant(&made)).into_response())
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let patch = AssistantPatch {
+        graph: field(&b, "graph_id", "a served graph's name")?,
+        configuration: configuration(&b)?,
+        metadata: field(&b, "metadata", "an object")?,
+        name: field(&b, "name", "a name")?,
+        description: field(&b, "description", "a description")?,
+    };
+    let changed = state.host.update_assistant(&id, patch).await?;
+    Ok(axum::Json(wire::assistant(&changed)).into_response())
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> ApiResult<StatusCode> {
+    let threads = super::query::flag(&q, "delete_threads");
+    state.host.delete_assistant(&id, threads).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn latest(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let version = field::<i64>(&b, "version", "a version number")?;
+    let now = state.host.set_assistant_version(&id, version).await?;
+    Ok(axum::Json(wire::assistant(&now)).into_response())
 }
 
 fn served(state: &AppState, id: &str) -> ApiResult<Served> {
@@ -115,12 +337,22 @@ fn served(state: &AppState, id: &str) -> ApiResult<Served> {
 /// The assistant, and for a graph whose file does not validate, its diagnostics as
 /// `validate` prints them (`problems`) and as JSON (`diagnostics`).
 async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let s = served(&state, &id)?;
-    let mut body = wire::assistant(&s);
-    if let Some(p) = &s.problems {
+    let a = state.host.assistant(&id).await?;
+    let mut body = wire::assistant(&a);
+    if let AssistantView::File(s) = &a
+        && let Some(p) = &s.problems
+    {
         body["diagnostics"] = json!(p.diagnostics);
     }
     Ok(axum::Json(body).into_response())
+}
+
+/// The graph an assistant runs: a made one's, or the file's.
+async fn served_of(state: &AppState, id: &str) -> ApiResult<Served> {
+    match state.host.assistant(id).await? {
+        AssistantView::File(s) => Ok(s),
+        AssistantView::Made(a) => served(state, &a.graph),
+    }
 }
 
 #[derive(Deserialize)]
@@ -147,11 +379,14 @@ async fn graph(
     if q.xray.as_deref().is_some_and(|x| !xray_fits(x)) {
         return Err(ApiError::invalid("Invalid xray value"));
     }
-    let s = served(&state, &id)?;
+    let s = served_of(&state, &id).await?;
     let drawing = s.drawing.ok_or_else(|| {
         ApiError::new(
             axum::http::StatusCode::CONFLICT,
-            format!("graph `{id}` has never validated, so there is no drawing of it"),
+            format!(
+                "graph `{}` has never validated, so there is no drawing of it",
+                s.id
+            ),
         )
     })?;
     Ok(match q.format.as_deref() {
@@ -182,29 +417,36 @@ async fn graph(
 /// Switchyard's own: each node's kind, description, prompts and schemas, as the web
 /// page shows a selected node.
 async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let s = served(&state, &id)?;
+    let s = served_of(&state, &id).await?;
     let drawing = s.drawing.ok_or_else(|| {
         ApiError::new(
             axum::http::StatusCode::CONFLICT,
-            format!("graph `{id}` has never validated, so its nodes are not known"),
+            format!(
+                "graph `{}` has never validated, so its nodes are not known",
+                s.id
+            ),
         )
     })?;
     Ok(axum::Json(drawing.details.clone()).into_response())
 }
 
 async fn schemas(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let s = served(&state, &id)?;
-    let (input, st) = match &s.drawing {
-        Some(d) => (d.input_schema.clone(), d.state_schema.clone()),
-        None => (Json::Null, Json::Null),
+    let s = served_of(&state, &id).await?;
+    let (input, st, config) = match &s.drawing {
+        Some(d) => (
+            d.input_schema.clone(),
+            d.state_schema.clone(),
+            d.config_schema.clone(),
+        ),
+        None => (Json::Null, Json::Null, Json::Null),
     };
     Ok(axum::Json(json!({
         "graph_id": s.id,
         "input_schema": input,
         "output_schema": st,
         "state_schema": st,
-        "config_schema": null,
-        "context_schema": null,
+        "config_schema": config,
+        "context_schema": config,
     }))
     .into_response())
 }
@@ -215,25 +457,36 @@ async fn subgraphs(
     Path(params): Path<Vec<(String, String)>>,
 ) -> ApiResult<axum::Json<Json>> {
     let id = params.first().map(|(_, v)| v.clone()).unwrap_or_default();
-    served(&state, &id)?;
+    served_of(&state, &id).await?;
     Ok(axum::Json(json!({})))
 }
 
-async fn versions(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
-    let s = served(&state, &id)?;
-    let mut v = wire::assistant(&s);
-    if let Json::Object(o) = &mut v {
-        o.remove("updated_at");
+/// The versions, newest first (a graph file's: its current one), filtered by
+/// metadata and paged; none left is 404, as on LangGraph's server.
+async fn versions(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<Map<String, Json>>,
+) -> ApiResult<Response> {
+    let metadata =
+        field::<Map<String, Json>>(&b, "metadata", "an object")?.map_or(Json::Null, Json::Object);
+    let (limit, offset) = (limit(&b, 10)?, offset(&b)?);
+    let all = state.host.assistant_versions(&id, &metadata).await?;
+    let page: Vec<Json> = all
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(wire::assistant_version)
+        .collect();
+    if page.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "assistant `{id}` has no version{}",
+            if metadata.is_null() && offset == 0 {
+                String::new()
+            } else {
+                " that the filter and offset leave".into()
+            }
+        )));
     }
-    Ok(axum::Json(json!([v])).into_response())
-}
-
-async fn create() -> ApiError {
-    unsupported().await
-}
-
-async fn unsupported() -> ApiError {
-    ApiError::invalid(
-        "assistants are the served graph files: add, edit or remove a graph file to change them (the server reloads it)",
-    )
+    Ok(axum::Json(page).into_response())
 }

@@ -76,3 +76,18 @@ impl std::fmt::Display for Plain {
         f.write_str(&plain)
     }
 }
+
+/// Field `key` of a body read as an object: none when missing or null; refused,
+/// saying it should be `what`, when it is not a `T`.
+pub(super) fn field<T: DeserializeOwned>(
+    body: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    what: &str,
+) -> Result<Option<T>, ApiError> {
+    match body.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|_| ApiError::invalid(format!("`{key}` is {v}, not {what}"))),
+    }
+}

@@ -4,7 +4,7 @@
 //! to `POST /runs` or `POST /threads/{id}/runs` would.
 
 use super::AppState;
-use super::body::Body;
+use super::body::{Body, field};
 use super::error::{ApiError, ApiResult};
 use super::run_create::RunCreate;
 use super::wire::time;
@@ -52,19 +52,6 @@ fn cron_json(c: &Cron) -> Json {
 }
 
 /// A key of a request body as `T`, or a 422 naming it.
-fn field<T: serde::de::DeserializeOwned>(
-    body: &Map<String, Json>,
-    key: &str,
-    what: &str,
-) -> ApiResult<Option<T>> {
-    match body.get(key) {
-        None | Some(Json::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|_| ApiError::invalid(format!("`{key}` is {v}, not {what}"))),
-    }
-}
-
 /// An `end_time`: RFC 3339 (LangGraph keeps any text; a run could then never end).
 fn end_time(body: &Map<String, Json>) -> ApiResult<Option<Option<(String, u64)>>> {
     match body.get("end_time") {

@@ -41,7 +41,9 @@ impl From<HostError> for ApiError {
             HostError::Upstream(_) => StatusCode::BAD_GATEWAY,
             // A store that keeps no crons (or items) is told what the request asked.
             HostError::Store(
-                crate::store::StoreError::NoCrons | crate::store::StoreError::NoItems,
+                crate::store::StoreError::NoCrons
+                | crate::store::StoreError::NoItems
+                | crate::store::StoreError::NoAssistants,
             ) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Store(_) | HostError::Llm(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -8,15 +8,15 @@ use super::stream;
 use super::threads::CheckpointRef;
 use super::wire;
 use crate::graph::Graph;
-use crate::host::{Command, Multitask, RunRequest, RunRules};
+use crate::host::{Bound, Command, Multitask, RunRequest, RunRules, check_values, constants_of};
 use crate::store::Checkpoint;
 use axum::http::StatusCode;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Deserializer};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 /// A run's request body, as the SDKs send it. Fields Switchyard ignores on purpose:
-/// `context`, `feedback_keys`, `durability`, `checkpoint_during`, `langsmith_tracer`,
+/// `feedback_keys`, `durability`, `checkpoint_during`, `langsmith_tracer`,
 /// `stream_subgraphs` (graphs have no subgraphs).
 #[derive(Deserialize, Default)]
 pub(super) struct RunCreate {
@@ -30,6 +30,9 @@ pub(super) struct RunCreate {
     metadata: Option<Json>,
     #[serde(default)]
     config: Option<Json>,
+    /// The graph's constants' values for this run, as `config.configurable` gives them.
+    #[serde(default)]
+    context: Option<Json>,
     #[serde(default)]
     stream_mode: Option<Json>,
     #[serde(default)]
@@ -94,13 +97,19 @@ impl RunCreate {
         stateless: bool,
         standing: impl FnOnce(Option<u64>) -> BoxFuture<'s, Option<Checkpoint>>,
     ) -> ApiResult<NewRun> {
-        let graph = self
-            .assistant_id
-            .as_deref()
-            .and_then(|a| host.graphs().get(a))
-            .and_then(|g| g.current);
-        self.check(stateless, standing, graph.as_deref(), host.run_rules())
-            .await
+        let bound = match self.assistant_id.as_deref() {
+            Some(a) => host.bind(a).await?,
+            None => Bound::default(),
+        };
+        let graph = host.graphs().get(&bound.graph).and_then(|g| g.current);
+        self.check(
+            stateless,
+            standing,
+            graph.as_deref(),
+            host.run_rules(),
+            &bound,
+        )
+        .await
     }
 
     /// Checks the body for a run on a thread (`stateless`: a thread of its own) that
@@ -114,11 +123,14 @@ impl RunCreate {
         standing: impl FnOnce(Option<u64>) -> BoxFuture<'s, Option<Checkpoint>>,
         graph: Option<&Graph>,
         rules: RunRules,
+        bound: &Bound,
     ) -> ApiResult<NewRun> {
-        let assistant = self
-            .assistant_id
-            .clone()
-            .ok_or_else(|| ApiError::invalid("`assistant_id` is required: the graph to run"))?;
+        if self.assistant_id.is_none() {
+            return Err(ApiError::invalid(
+                "`assistant_id` is required: the graph to run",
+            ));
+        }
+        let assistant = bound.graph.clone();
         let names = stream::mode_names(self.stream_mode.as_ref().unwrap_or(&Json::Null))
             .map_err(ApiError::invalid)?;
         let modes = Modes::parse(&names).map_err(ApiError::invalid)?;
@@ -200,7 +212,7 @@ impl RunCreate {
         };
         // An answer by interrupt id is read against the checkpoint the run goes from.
         let standing = standing(checkpoint).await;
-        let config = self.config.unwrap_or_else(|| json!({}));
+        let (config, constants) = configure(self.config, self.context.as_ref(), bound, graph)?;
         let max_steps = max_steps(self.max_steps, &config)?;
         let resume = command.resume.map(|r| answer_by_id(r, standing.as_ref()));
         let mut input = self.input;
@@ -217,8 +229,13 @@ impl RunCreate {
             }
         }
         let metadata = match self.metadata {
-            None | Some(Json::Null) => json!({}),
-            Some(m @ Json::Object(_)) => m,
+            // A made assistant's metadata under the run's own, as LangGraph gives it.
+            None | Some(Json::Null) => Json::Object(bound.metadata.clone()),
+            Some(Json::Object(m)) => {
+                let mut all = bound.metadata.clone();
+                all.extend(m);
+                Json::Object(all)
+            }
             Some(other) => {
                 return Err(ApiError::invalid(format!(
                     "`metadata` is an object, not `{other}`"
@@ -236,6 +253,9 @@ impl RunCreate {
             max_steps,
             multitask_strategy: multitask,
             config,
+            constants,
+            assistant_id: (bound.id != bound.graph).then(|| bound.id.clone()),
+            context: self.context.filter(|c| !c.is_null()),
             stream_mode: names,
             stream_resumable: self.stream_resumable.unwrap_or(false),
             temporary: false,
@@ -369,4 +389,70 @@ fn answer_by_id(r: Json, latest: Option<&Checkpoint>) -> Json {
         }
         _ => r,
     }
+}
+
+/// The run's config: its own over its assistant's, `configurable` merged key by key
+/// (the run's `context` giving it as `config.configurable` would), and the graph's
+/// constants' values among them, checked.
+fn configure(
+    config: Option<Json>,
+    context: Option<&Json>,
+    bound: &Bound,
+    graph: Option<&Graph>,
+) -> ApiResult<(Json, serde_json::Map<String, Json>)> {
+    let mut config = match config {
+        None | Some(Json::Null) => serde_json::Map::new(),
+        Some(Json::Object(c)) => c,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "`config` is an object, not `{other}`"
+            )));
+        }
+    };
+    let own = match config.remove("configurable") {
+        None | Some(Json::Null) => serde_json::Map::new(),
+        Some(Json::Object(c)) => c,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "config.configurable is an object, not `{other}`"
+            )));
+        }
+    };
+    let context = match context {
+        None | Some(Json::Null) => serde_json::Map::new(),
+        Some(Json::Object(c)) => c.clone(),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "`context` is an object, not `{other}`"
+            )));
+        }
+    };
+    if !own.is_empty() && !context.is_empty() {
+        // As LangGraph's server answers it.
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            crate::host::CONFIG_AND_CONTEXT,
+        ));
+    }
+    let mut values = bound.configurable.clone();
+    if let Some(g) = graph {
+        check_values(
+            g,
+            &bound.configurable,
+            "the assistant's config.configurable",
+            false,
+        )?;
+        check_values(g, &own, "config.configurable", false)?;
+        check_values(g, &context, "context", true)?;
+    }
+    values.extend(own);
+    values.extend(context);
+    for (k, v) in &bound.config {
+        config.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let constants = graph.map(|g| constants_of(g, &values)).unwrap_or_default();
+    if !values.is_empty() {
+        config.insert("configurable".into(), Json::Object(values));
+    }
+    Ok((Json::Object(config), constants))
 }

@@ -2,7 +2,7 @@
 //! assistants, threads, thread states, runs, checkpoints, interrupts, times and ids.
 
 use crate::graph::Graph;
-use crate::host::{Served, StateView, ThreadView};
+use crate::host::{AssistantView, StateView, ThreadView, file_metadata};
 use crate::spec::{END, FieldType};
 use crate::store::{Checkpoint, RunRecord, Status};
 use serde_json::{Map, Value as Json, json};
@@ -53,29 +53,57 @@ pub(crate) fn checkpoint_ref(thread: &str, seq: u64) -> Json {
     })
 }
 
-pub(crate) fn assistant(s: &Served) -> Json {
-    let mut metadata = json!({
-        "created_by": "system",
-        "file": s.path.display().to_string(),
-        "valid": s.problems.is_none(),
-    });
-    if let Some(g) = &s.current {
-        metadata["hash"] = json!(g.hash);
+pub(crate) fn assistant(a: &AssistantView) -> Json {
+    match a {
+        AssistantView::File(s) => json!({
+            "assistant_id": s.id,
+            "graph_id": s.id,
+            "name": s.id,
+            "description": if s.description.is_empty() { Json::Null } else { json!(s.description) },
+            "config": {},
+            "context": {},
+            "metadata": file_metadata(s),
+            "version": s.version.max(1),
+            "created_at": time(s.created_ms),
+            "updated_at": time(s.updated_ms),
+        }),
+        AssistantView::Made(m) => {
+            let mut j = assistant_version(a);
+            j["created_at"] = json!(time(m.created_ms));
+            j["updated_at"] = json!(time(m.updated_ms));
+            j
+        }
     }
-    if let Some(p) = &s.problems {
-        metadata["problems"] = json!(p.rendered);
-    }
+}
+
+/// One version of an assistant, as `POST /assistants/{id}/versions` lists them (with
+/// no `updated_at`: a version does not change).
+pub(crate) fn assistant_version(a: &AssistantView) -> Json {
+    let AssistantView::Made(m) = a else {
+        let mut j = assistant(a);
+        if let Json::Object(o) = &mut j {
+            o.remove("updated_at");
+        }
+        return j;
+    };
+    let get = |k: &str| m.body.get(k).cloned().unwrap_or(Json::Null);
+    let object = |k: &str| {
+        m.body
+            .get(k)
+            .filter(|v| v.is_object())
+            .cloned()
+            .unwrap_or(json!({}))
+    };
     json!({
-        "assistant_id": s.id,
-        "graph_id": s.id,
-        "name": s.id,
-        "description": if s.description.is_empty() { Json::Null } else { json!(s.description) },
-        "config": {},
-        "context": {},
-        "metadata": metadata,
-        "version": s.version.max(1),
-        "created_at": time(s.created_ms),
-        "updated_at": time(s.updated_ms),
+        "assistant_id": m.id,
+        "graph_id": m.graph,
+        "name": get("name"),
+        "description": get("description"),
+        "config": object("config"),
+        "context": object("context"),
+        "metadata": object("metadata"),
+        "version": m.version,
+        "created_at": time(m.created_ms),
     })
 }
 
@@ -390,7 +418,8 @@ pub(crate) fn run(r: &RunRecord) -> Json {
     json!({
         "run_id": r.id,
         "thread_id": r.thread,
-        "assistant_id": r.assistant,
+        // A made assistant's id, which the request keeps; else the graph's own.
+        "assistant_id": r.kwargs.get("assistant_id").and_then(Json::as_str).unwrap_or(&r.assistant),
         "created_at": time(r.created_ms),
         "updated_at": time(r.updated_ms),
         "status": r.status.name(),

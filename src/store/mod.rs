@@ -1,7 +1,8 @@
-//! Stores: where threads live. A store plays six roles, each a trait that its callers
+//! Stores: where threads live. A store plays seven roles, each a trait that its callers
 //! take alone ([`Checkpoints`] for runs, [`Catalog`] and [`RunQueue`] for a server,
 //! [`LlmCache`] for llm nodes, [`Items`] for the long-term store that threads share,
-//! [`Crons`] for the runs a server makes on a schedule;
+//! [`Crons`] for the runs a server makes on a schedule, [`Assistants`] for the
+//! configured graphs a server's API makes;
 //! [`Store`] is all of them), with a store in memory, one in
 //! a SQLite file and one in a Postgres database, all passing the same test suite
 //! (`tests/store.rs`).
@@ -15,6 +16,7 @@
 //! catalog of threads (metadata, creation time) and runs (status, the request that made
 //! them), so a restarted server knows what it was doing.
 
+mod assistants;
 mod catalog;
 mod crons;
 mod frozen;
@@ -28,6 +30,7 @@ mod rows;
 mod sqlite;
 pub(crate) mod stored;
 
+pub use assistants::{Assistant, Assistants};
 pub use catalog::{RunRecord, RunStatus, ThreadRecord};
 pub use crons::{Cron, Crons, Take};
 pub use index::{Embed, Fields, Index, check_paths as check_index_paths};
@@ -318,6 +321,11 @@ pub enum StoreError {
         "the store `none` keeps no crons: use `--store memory`, `sqlite:PATH` or `postgres://...` to keep them"
     )]
     NoCrons,
+    /// Assistants made through the API, asked of a store that keeps nothing.
+    #[error(
+        "the store `none` keeps no assistants but the graph files': use `--store memory`, `sqlite:PATH` or `postgres://...` to make others"
+    )]
+    NoAssistants,
     #[error(
         "`{path}` is not a Switchyard store{}; it is left as it is: give --store another file",
         if tables.is_empty() { String::new() } else { format!(" (it holds the tables {})", tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")) }
@@ -618,9 +626,12 @@ pub trait LlmCache: Send + Sync {
 
 /// A whole store, every role: what `--store` opens and a server holds. Each caller
 /// takes the narrowest role it needs (`Arc<dyn Store>` coerces to any of them).
-pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons {}
+pub trait Store: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons + Assistants {}
 
-impl<T: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons + ?Sized> Store for T {}
+impl<T: Checkpoints + Catalog + RunQueue + LlmCache + Items + Crons + Assistants + ?Sized> Store
+    for T
+{
+}
 
 /// What [`Checkpoints::fence`] found: the claim a tool call is made under, and for how
 /// long it surely holds. The default: no claim that can lapse.

@@ -167,3 +167,31 @@ impl super::Crons for NoStore {
         Ok(Vec::new())
     }
 }
+
+/// Keeps no assistants: every write says so; every read finds none.
+#[async_trait]
+impl super::Assistants for NoStore {
+    async fn add_assistant_version(&self, _: &super::Assistant) -> Result<bool, StoreError> {
+        Err(StoreError::NoAssistants)
+    }
+
+    async fn set_assistant_version(&self, _: &str, _: u32, _: u64) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn get_assistant(&self, _: &str) -> Result<Option<super::Assistant>, StoreError> {
+        Ok(None)
+    }
+
+    async fn assistants(&self) -> Result<Vec<super::Assistant>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn assistant_versions(&self, _: &str) -> Result<Vec<super::Assistant>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn delete_assistant(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+}

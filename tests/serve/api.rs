@@ -106,7 +106,7 @@ async fn assistants_are_the_served_graphs() {
     }
     let r = h.post("/assistants/search", json!({ "limit": 1 })).await;
     assert_eq!(r.header("x-pagination-next"), Some("1"));
-    assert_eq!(r.header("x-pagination-total"), Some("3"));
+    assert_eq!(r.header("x-pagination-total"), Some("4"));
     // The DOT drawing is Graphviz's to check.
     let dot = h.get("/assistants/chat/graph?format=dot").await;
     assert_eq!(

@@ -109,13 +109,16 @@ async fn the_official_js_client_drives_the_server() {
         tool_calls: Vec::new(),
     })])
     .await;
-    let s = serve(&["tests/fixtures/serve"])
-        .env("OPENAI_BASE_URL", llm.url())
-        .env("SERVE_TEST_KEY", "sdk-key")
-        .arg("--api-key-env")
-        .arg("SERVE_TEST_KEY")
-        .start()
-        .await;
+    let s = serve(&[
+        "tests/fixtures/serve",
+        "tests/fixtures/serve_assistants/greet.toml",
+    ])
+    .env("OPENAI_BASE_URL", llm.url())
+    .env("SERVE_TEST_KEY", "sdk-key")
+    .arg("--api-key-env")
+    .arg("SERVE_TEST_KEY")
+    .start()
+    .await;
     let steps = node("client.mjs", &s.url, Some("sdk-key")).await;
     insta::assert_snapshot!(steps);
     assert_eq!(llm.seen().len(), 1, "one model call, streamed");
@@ -129,13 +132,16 @@ async fn the_official_python_client_drives_the_server() {
         tool_calls: Vec::new(),
     })])
     .await;
-    let s = serve(&["tests/fixtures/serve"])
-        .env("OPENAI_BASE_URL", llm.url())
-        .env("SERVE_TEST_KEY", "py-key")
-        .arg("--api-key-env")
-        .arg("SERVE_TEST_KEY")
-        .start()
-        .await;
+    let s = serve(&[
+        "tests/fixtures/serve",
+        "tests/fixtures/serve_assistants/greet.toml",
+    ])
+    .env("OPENAI_BASE_URL", llm.url())
+    .env("SERVE_TEST_KEY", "py-key")
+    .arg("--api-key-env")
+    .arg("SERVE_TEST_KEY")
+    .start()
+    .await;
     let steps = python("client.py", &s.url, Some("py-key")).await;
     insta::assert_snapshot!(steps);
 }

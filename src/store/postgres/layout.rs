@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 5;
+pub(super) const VERSION: i32 = 6;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -36,7 +36,10 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 ///
 /// Version 5: crons (`crons.rs`), in the order they were made (`ord`), the due ones
 /// found by their next occurrence; an item's vectors for semantic search.
-const MIGRATIONS: [&str; 5] = [
+///
+/// Version 6: assistants made through the API (`assistants.rs`), in the order they
+/// were made (`ord`), and their versions.
+const MIGRATIONS: [&str; 6] = [
     "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
@@ -164,6 +167,24 @@ CREATE TABLE switchyard.crons (
 CREATE INDEX crons_due ON switchyard.crons (next_ms) WHERE enabled AND next_ms IS NOT NULL;
 CREATE INDEX crons_of_thread ON switchyard.crons (thread) WHERE thread IS NOT NULL;
 ALTER TABLE switchyard.items ADD COLUMN vectors TEXT;
+",
+    "
+CREATE TABLE switchyard.assistants (
+    id          TEXT    PRIMARY KEY,
+    current     INTEGER NOT NULL,
+    latest      INTEGER NOT NULL,
+    created_ms  BIGINT  NOT NULL,
+    updated_ms  BIGINT  NOT NULL,
+    ord         BIGSERIAL
+);
+CREATE TABLE switchyard.assistant_versions (
+    id          TEXT    NOT NULL,
+    version     INTEGER NOT NULL,
+    graph       TEXT    NOT NULL,
+    body        TEXT    NOT NULL,
+    created_ms  BIGINT  NOT NULL,
+    PRIMARY KEY (id, version)
+);
 ",
 ];
 

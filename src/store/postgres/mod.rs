@@ -9,6 +9,7 @@
 //! holds, and what this process remembers of the threads it writes (to share large
 //! values, to count a resume's records once) is kept here, not per connection.
 
+mod assistants;
 mod catalog;
 mod claims;
 mod crons;

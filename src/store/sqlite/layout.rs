@@ -89,7 +89,7 @@ pub(super) fn has_recount(conn: &Connection) -> Result<bool, rusqlite::Error> {
 }
 
 /// Whether the table `name` is there: the long-term store's (`items.rs`) and the
-/// crons' (`crons.rs`) are made when missing.
+/// crons' (`crons.rs`) and the assistants' (`assistants.rs`) are made when missing.
 pub(super) fn has_table(conn: &Connection, name: &str) -> Result<bool, rusqlite::Error> {
     conn.query_row(
         "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
@@ -197,7 +197,9 @@ UPDATE checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
 ";
 
 /// Every table a store has.
-pub(super) const OUR_TABLES: [&str; 9] = [
+pub(super) const OUR_TABLES: [&str; 11] = [
+    "assistant_versions",
+    "assistants",
     "checkpoints",
     "crons",
     "graphs",

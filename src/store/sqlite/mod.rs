@@ -3,6 +3,7 @@
 //! cache and the server's catalog; this file opens stores, claims threads and waits
 //! out other processes.
 
+mod assistants;
 mod catalog;
 mod claims;
 mod crons;
@@ -177,7 +178,11 @@ impl SqliteStore {
                 tx.commit()
             })?;
         }
-        for (table, schema) in [("items", items::ITEMS), ("crons", crons::CRONS)] {
+        for (table, schema) in [
+            ("items", items::ITEMS),
+            ("crons", crons::CRONS),
+            ("assistants", assistants::ASSISTANTS),
+        ] {
             if !retry_busy(|| has_table(&conn, table))? {
                 // `IF NOT EXISTS`: another process may have made it meanwhile.
                 retry_busy(|| conn.execute_batch(schema))?;

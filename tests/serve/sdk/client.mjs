@@ -127,6 +127,18 @@ out("assistants.search", (await client.assistants.search()).map((a) => a.graph_i
 out("assistants.getGraph", (await client.assistants.getGraph("chat")).edges.length);
 out("assistants.getSchemas", Object.keys((await client.assistants.getSchemas("chat")).input_schema.properties));
 
+// Assistants: a graph bound to values of its constants, in versions.
+const made = await client.assistants.create({ graphId: "greet", context: { GREETING: "Hi" }, metadata: { by: "js" }, name: "js-greeter" });
+out("assistants.create", { graph: made.graph_id, name: made.name, config: made.config, context: made.context, metadata: made.metadata, version: made.version });
+out("runs.wait on it", (await client.runs.wait(null, made.assistant_id, { input: { question: "q" }, context: { MAX_STEPS: 2 } })).answer);
+const patched = await client.assistants.update(made.assistant_id, { context: { GREETING: "Yo" }, metadata: { more: 1 } });
+out("assistants.update", { context: patched.context, metadata: patched.metadata, version: patched.version });
+out("assistants.getVersions", (await client.assistants.getVersions(made.assistant_id)).map((v) => v.version));
+out("assistants.setLatest", (await client.assistants.setLatest(made.assistant_id, 1)).context);
+out("assistants.create with a wrong value", await error(() => client.assistants.create({ graphId: "greet", context: { MAX_STEPS: "many" } })));
+await client.assistants.delete(made.assistant_id, { deleteThreads: true });
+out("assistants.delete then get", await error(() => client.assistants.get(made.assistant_id)));
+
 // The store: memory shared across threads.
 await client.store.putItem(["users", "js"], "prefs", { theme: "dark", n: 3 });
 await client.store.putItem(["users", "js", "notes"], "first", { text: "hi" }, { ttl: 5 });

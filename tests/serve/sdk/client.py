@@ -71,6 +71,22 @@ out("runs.join_stream from the start", joined)
 out("threads.search", [t["thread_id"] for t in client.threads.search(metadata={"user": "bo"})])
 out("assistants.search", [a["graph_id"] for a in client.assistants.search()])
 
+# Assistants: a graph bound to values of its constants, in versions.
+made = client.assistants.create("greet", context={"GREETING": "Hi"}, metadata={"by": "py"}, name="py-greeter")
+out("assistants.create", {k: made[k] for k in ("graph_id", "name", "config", "context", "metadata", "version")})
+out("assistants.get_schemas context", client.assistants.get_schemas(made["assistant_id"])["context_schema"]["properties"])
+out("runs.wait on it", client.runs.wait(None, made["assistant_id"], input={"question": "q"}, context={"MAX_STEPS": 2})["answer"])
+changed = client.assistants.update(made["assistant_id"], context={"GREETING": "Yo"}, metadata={"more": 1})
+out("assistants.update", {k: changed[k] for k in ("context", "metadata", "version")})
+out("assistants.get_versions", [v["version"] for v in client.assistants.get_versions(made["assistant_id"])])
+out("assistants.set_latest", client.assistants.set_latest(made["assistant_id"], 1)["context"])
+out("assistants.count", client.assistants.count(graph_id="greet"))
+out("assistants.create with a wrong value", error(lambda: client.assistants.create("greet", context={"MAX_STEPS": "many"})))
+out("runs.wait with a wrong value", error(lambda: client.runs.wait(None, made["assistant_id"], input={"question": "q"}, context={"GREETING": 1})))
+out("assistants.set_latest to no version", error(lambda: client.assistants.set_latest(made["assistant_id"], 9)))
+client.assistants.delete(made["assistant_id"], delete_threads=True)
+out("assistants.delete then get", error(lambda: client.assistants.get(made["assistant_id"])))
+
 # The store: memory shared across threads.
 client.store.put_item(["users", "py"], "prefs", {"theme": "dark", "n": 3})
 client.store.put_item(["users", "py", "notes"], "first", {"text": "hi"}, ttl=5)
