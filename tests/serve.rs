@@ -13,6 +13,7 @@ mod cluster;
 mod crons;
 mod events;
 mod hosting;
+mod openapi;
 mod page;
 pub(crate) mod sdk;
 mod seeds;

@@ -7,30 +7,29 @@ use super::body::{Body, field};
 use super::error::{ApiError, ApiResult};
 use super::wire;
 use crate::host::{AssistantPatch, AssistantView, Configuration, NewAssistant, Served};
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/assistants", post(create))
-        .route("/assistants/search", post(search))
-        .route("/assistants/count", post(count))
-        .route(
-            "/assistants/{id}",
-            get(get_one).patch(update).delete(delete),
-        )
-        .route("/assistants/{id}/graph", get(graph))
-        .route("/assistants/{id}/schemas", get(schemas))
-        .route("/assistants/{id}/details", get(details))
-        .route("/assistants/{id}/subgraphs", get(subgraphs))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(search))
+        .routes(routes!(count))
+        .routes(routes!(get_one, update, delete))
+        .routes(routes!(graph))
+        .routes(routes!(schemas))
+        .routes(routes!(details))
+        .routes(routes!(subgraphs))
+        // The same answer, under a namespace (there are no subgraphs).
         .route("/assistants/{id}/subgraphs/{namespace}", get(subgraphs))
-        .route("/assistants/{id}/versions", post(versions))
-        .route("/assistants/{id}/latest", post(latest))
+        .routes(routes!(versions))
+        .routes(routes!(latest))
 }
 
 /// What assistants are listed by (LangGraph's `sort_by`).
@@ -170,6 +169,7 @@ async fn matching(state: &AppState, q: &Search) -> ApiResult<Vec<AssistantView>>
     Ok(all)
 }
 
+#[utoipa::path(post, path = "/assistants/search", tag = "assistants", summary = "Search the assistants", request_body = Object, responses((status = 200, description = "The assistants, paged (`X-Pagination-Total`, `X-Pagination-Next`)", body = [Object])))]
 async fn search(
     State(state): State<AppState>,
     Body(b): Body<Map<String, Json>>,
@@ -199,6 +199,7 @@ async fn search(
     Ok(response)
 }
 
+#[utoipa::path(post, path = "/assistants/count", tag = "assistants", summary = "Count the assistants a search finds", request_body = Object, responses((status = 200, description = "How many", content_type = "application/json", body = i64)))]
 async fn count(
     State(state): State<AppState>,
     Body(b): Body<Map<String, Json>>,
@@ -246,6 +247,7 @@ fn configuration(b: &Map<String, Json>) -> ApiResult<Configuration> {
     Ok(Configuration { config, context })
 }
 
+#[utoipa::path(post, path = "/assistants", tag = "assistants", summary = "Make an assistant: a served graph with values for its constants", request_body = super::openapi::AssistantCreate, responses((status = 200, description = "The assistant", body = Object)))]
 async fn create(
     State(state): State<AppState>,
     Body(b): Body<Map<String, Json>>,
@@ -278,6 +280,7 @@ async fn create(
     Ok(axum::Json(wire::assistant(&made)).into_response())
 }
 
+#[utoipa::path(patch, path = "/assistants/{id}", tag = "assistants", summary = "Change an assistant: a new version", request_body = Object, responses((status = 200, description = "The assistant at its new version", body = Object)))]
 async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -294,6 +297,7 @@ async fn update(
     Ok(axum::Json(wire::assistant(&changed)).into_response())
 }
 
+#[utoipa::path(delete, path = "/assistants/{id}", tag = "assistants", summary = "Delete an assistant", responses((status = 204, description = "Deleted")))]
 async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -304,6 +308,7 @@ async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/assistants/{id}/latest", tag = "assistants", summary = "Make one of an assistant's versions its current one", request_body = Object, responses((status = 200, description = "The assistant at that version", body = Object)))]
 async fn latest(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -336,6 +341,7 @@ fn served(state: &AppState, id: &str) -> ApiResult<Served> {
 
 /// The assistant, and for a graph whose file does not validate, its diagnostics as
 /// `validate` prints them (`problems`) and as JSON (`diagnostics`).
+#[utoipa::path(get, path = "/assistants/{id}", tag = "assistants", summary = "An assistant", responses((status = 200, description = "The assistant", body = Object)))]
 async fn get_one(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let a = state.host.assistant(&id).await?;
     let mut body = wire::assistant(&a);
@@ -366,6 +372,7 @@ struct GraphQuery {
 }
 
 /// The graph's nodes and edges as JSON, or (`?format=mermaid|dot|svg`) its drawing.
+#[utoipa::path(get, path = "/assistants/{id}/graph", tag = "assistants", summary = "The graph's nodes and edges, or its drawing", responses((status = 200, description = "`{nodes, edges}`, or the drawing `format` asks for", content((Object = "application/json"), (String = "text/plain"), (String = "text/vnd.graphviz"), (String = "image/svg+xml")))))]
 async fn graph(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -416,6 +423,7 @@ async fn graph(
 
 /// Switchyard's own: each node's kind, description, prompts and schemas, as the web
 /// page shows a selected node.
+#[utoipa::path(get, path = "/assistants/{id}/details", tag = "assistants", summary = "Each node's kind, prompts and schemas (Switchyard's own)", responses((status = 200, description = "The nodes", body = Object)))]
 async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let s = served_of(&state, &id).await?;
     let drawing = s.drawing.ok_or_else(|| {
@@ -430,6 +438,7 @@ async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiRe
     Ok(axum::Json(drawing.details.clone()).into_response())
 }
 
+#[utoipa::path(get, path = "/assistants/{id}/schemas", tag = "assistants", summary = "The graph's input, output, state and configuration schemas", responses((status = 200, description = "The schemas", body = Object)))]
 async fn schemas(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let s = served_of(&state, &id).await?;
     let (input, st, config) = match &s.drawing {
@@ -452,6 +461,7 @@ async fn schemas(State(state): State<AppState>, Path(id): Path<String>) -> ApiRe
 }
 
 /// Graphs have no subgraphs (yet): an empty map, so clients that ask get an answer.
+#[utoipa::path(get, path = "/assistants/{id}/subgraphs", tag = "assistants", summary = "The graph's subgraphs (none)", responses((status = 200, description = "The subgraphs", body = Object)))]
 async fn subgraphs(
     State(state): State<AppState>,
     Path(params): Path<Vec<(String, String)>>,
@@ -463,6 +473,7 @@ async fn subgraphs(
 
 /// The versions, newest first (a graph file's: its current one), filtered by
 /// metadata and paged; none left is 404, as on LangGraph's server.
+#[utoipa::path(post, path = "/assistants/{id}/versions", tag = "assistants", summary = "An assistant's versions, newest first", request_body = Object, responses((status = 200, description = "The versions", body = [Object])))]
 async fn versions(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -11,24 +11,25 @@ use super::runs::cancel_action;
 use super::wire;
 use crate::host::CancelMany;
 use crate::store::RunStatus;
-use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/runs/cancel", post(cancel))
-        .route("/threads/prune", post(prune))
-        .route("/runs/batch", post(batch))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(cancel))
+        .routes(routes!(prune))
+        .routes(routes!(batch))
 }
 
 /// Stateless runs, created in the background as `POST /runs` creates one, each checked
 /// (its body, its graph, its input) before any is created: a batch with one refusal
 /// creates none, and the refusal names the run by its place in the batch.
+#[utoipa::path(post, path = "/runs/batch", tag = "runs", summary = "Make many runs, each on a thread of its own", request_body = [Object], responses((status = 200, description = "The runs", body = [Object])))]
 async fn batch(State(s): State<AppState>, Body(runs): Body<Vec<Json>>) -> ApiResult<Response> {
     if runs.is_empty() {
         return Err(ApiError::invalid("a batch holds at least one run"));
@@ -74,6 +75,7 @@ struct Cancel {
 
 /// 204 once every run chosen that is in flight was asked to stop (each ends at its
 /// next boundary, as with a cancel of one run without `wait`).
+#[utoipa::path(post, path = "/runs/cancel", tag = "runs", summary = "Cancel many runs", request_body = Object, responses((status = 204, description = "Asked to stop")))]
 async fn cancel(
     State(s): State<AppState>,
     Query(p): Params,
@@ -114,6 +116,7 @@ struct Prune {
     strategy: Option<String>,
 }
 
+#[utoipa::path(post, path = "/threads/prune", tag = "threads", summary = "Delete or prune many threads", request_body = Object, responses((status = 200, description = "`{pruned_count}`", body = Object)))]
 async fn prune(
     State(s): State<AppState>,
     Body(b): Body<Prune>,

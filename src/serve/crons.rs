@@ -10,24 +10,21 @@ use super::run_create::RunCreate;
 use super::wire::time;
 use crate::host::{CronFilter, CronPatch, CronSort, NewCron, Notice};
 use crate::store::Cron;
-use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Map, Value as Json, json};
 use std::time::Duration;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/runs/crons", post(create))
-        .route("/threads/{thread_id}/runs/crons", post(create_for_thread))
-        .route("/runs/crons/search", post(search))
-        .route("/runs/crons/count", post(count))
-        .route(
-            "/runs/crons/{cron_id}",
-            get(get_one).patch(update).delete(delete),
-        )
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(create_for_thread))
+        .routes(routes!(search))
+        .routes(routes!(count))
+        .routes(routes!(get_one, update, delete))
 }
 
 /// A cron as LangGraph sends it.
@@ -187,6 +184,7 @@ async fn made(
     Ok(axum::Json(cron_json(&cron)).into_response())
 }
 
+#[utoipa::path(post, path = "/runs/crons", tag = "crons", summary = "Make a cron: a run on a schedule, each on a thread of its own", request_body = super::openapi::CronCreate, responses((status = 200, description = "The cron", body = Object)))]
 async fn create(
     State(s): State<AppState>,
     Body(b): Body<Map<String, Json>>,
@@ -194,6 +192,7 @@ async fn create(
     made(&s, None, b).await
 }
 
+#[utoipa::path(post, path = "/threads/{thread_id}/runs/crons", tag = "crons", summary = "Make a cron whose runs go on a thread", request_body = super::openapi::CronCreate, responses((status = 200, description = "The cron", body = Object)))]
 async fn create_for_thread(
     State(s): State<AppState>,
     Path(thread): Path<String>,
@@ -203,16 +202,19 @@ async fn create_for_thread(
     made(&s, Some(thread), b).await
 }
 
+#[utoipa::path(get, path = "/runs/crons/{cron_id}", tag = "crons", summary = "A cron", responses((status = 200, description = "The cron", body = Object)))]
 async fn get_one(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let cron = s.host.get_cron(&id).await?;
     Ok(axum::Json(cron_json(&cron)).into_response())
 }
 
+#[utoipa::path(delete, path = "/runs/crons/{cron_id}", tag = "crons", summary = "Delete a cron", responses((status = 204, description = "Deleted")))]
 async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     s.host.delete_cron(&id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+#[utoipa::path(patch, path = "/runs/crons/{cron_id}", tag = "crons", summary = "Change a cron", request_body = Object, responses((status = 200, description = "The cron", body = Object)))]
 async fn update(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -345,6 +347,7 @@ fn query(b: &Map<String, Json>) -> ApiResult<Query> {
     })
 }
 
+#[utoipa::path(post, path = "/runs/crons/search", tag = "crons", summary = "Search the crons", request_body = Object, responses((status = 200, description = "The crons, paged", body = [Object])))]
 async fn search(
     State(s): State<AppState>,
     Body(b): Body<Map<String, Json>>,
@@ -373,6 +376,7 @@ async fn search(
     Ok(response)
 }
 
+#[utoipa::path(post, path = "/runs/crons/count", tag = "crons", summary = "Count the crons a search finds", request_body = Object, responses((status = 200, description = "How many", content_type = "application/json", body = i64)))]
 async fn count(State(s): State<AppState>, Body(b): Body<Map<String, Json>>) -> ApiResult<Response> {
     let q = query(&b)?;
     let found = s.host.search_crons(&q.filter, q.sort, q.descending).await?;

@@ -8,19 +8,19 @@ use super::query::{Lookup, Params};
 use super::wire::time;
 use crate::store::{Fields, Put};
 use crate::store::{Item, Listing, Search};
-use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/store/items", get(get_one).put(put).delete(delete))
-        .route("/store/items/search", post(search))
-        .route("/store/namespaces", post(namespaces))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_one, put, delete))
+        .routes(routes!(search))
+        .routes(routes!(namespaces))
 }
 
 /// An item as LangGraph sends it (`score` only in a search's).
@@ -75,6 +75,7 @@ fn fields(index: Option<Json>) -> ApiResult<Fields> {
     }
 }
 
+#[utoipa::path(put, path = "/store/items", tag = "store", summary = "Put an item in a namespace", request_body = super::openapi::ItemPut, responses((status = 204, description = "Put")))]
 async fn put(State(s): State<AppState>, Body(b): Body<PutBody>) -> ApiResult<Response> {
     let index = fields(b.index)?;
     s.host
@@ -100,6 +101,7 @@ fn refresh(v: Option<&str>) -> ApiResult<bool> {
     }
 }
 
+#[utoipa::path(get, path = "/store/items", tag = "store", summary = "An item", responses((status = 200, description = "The item", body = Object)))]
 async fn get_one(State(s): State<AppState>, Query(p): Params) -> ApiResult<Response> {
     let Some(key) = p.param("key") else {
         return Err(ApiError::invalid("`key` is missing: the item's key"));
@@ -119,6 +121,7 @@ struct DeleteBody {
     key: String,
 }
 
+#[utoipa::path(delete, path = "/store/items", tag = "store", summary = "Delete an item", request_body = Object, responses((status = 204, description = "Deleted")))]
 async fn delete(State(s): State<AppState>, Body(b): Body<DeleteBody>) -> ApiResult<Response> {
     s.host.delete_item(b.namespace, &b.key).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -143,6 +146,7 @@ struct SearchBody {
     refresh_ttl: Option<bool>,
 }
 
+#[utoipa::path(post, path = "/store/items/search", tag = "store", summary = "Search the items under a namespace", request_body = Object, responses((status = 200, description = "`{items}`", body = Object)))]
 async fn search(State(s): State<AppState>, Body(b): Body<SearchBody>) -> ApiResult<Response> {
     let search = Search {
         prefix: b.namespace_prefix.unwrap_or_default(),
@@ -180,6 +184,7 @@ struct NamespacesBody {
     offset: Option<usize>,
 }
 
+#[utoipa::path(post, path = "/store/namespaces", tag = "store", summary = "List the namespaces", request_body = Object, responses((status = 200, description = "`{namespaces}`", body = Object)))]
 async fn namespaces(
     State(s): State<AppState>,
     Body(b): Body<NamespacesBody>,

@@ -2,23 +2,29 @@
 
 use super::AppState;
 use super::error::ApiError;
-use axum::Router;
 use axum::http::Uri;
-use axum::routing::get;
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/ok", get(ok))
-        .route("/info", get(info))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(ok))
+        .routes(routes!(info))
 }
 
+/// Whether the server is up.
+///
 /// As LangGraph's server answers (`services` lists the dependencies it checked: none
-/// here, the store is checked when it opens).
+/// here, the store is checked when it opens). No key needed.
+#[utoipa::path(get, path = "/ok", tag = "meta", security(()),
+    responses((status = 200, body = Object, example = json!({"ok": true, "services": {}}))))]
 async fn ok() -> axum::Json<Json> {
     axum::Json(json!({ "ok": true, "services": {} }))
 }
 
+/// The server's version and what it offers, with LangGraph's keys. No key needed.
+#[utoipa::path(get, path = "/info", tag = "meta", security(()), responses((status = 200, body = Object)))]
 async fn info() -> axum::Json<Json> {
     axum::Json(json!({
         "version": env!("CARGO_PKG_VERSION"),

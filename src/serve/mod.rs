@@ -20,6 +20,7 @@ mod items;
 mod mcp;
 mod meta;
 mod modes;
+mod openapi;
 mod query;
 mod run_create;
 mod runs;
@@ -40,6 +41,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
+use utoipa_axum::router::OpenApiRouter;
 
 /// How a server listens and whom it lets in.
 pub struct ServeOptions {
@@ -156,14 +158,15 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
         api_key: options.api_key.map(Arc::from),
         heartbeat: options.heartbeat,
     };
-    let api = Router::new()
+    // Each module's routes carry their handlers' descriptions (see `openapi.rs`).
+    let api = OpenApiRouter::default()
         .merge(assistants::routes())
         .merge(threads::routes())
         .merge(runs::routes())
         .merge(items::routes())
         .merge(bulk::routes())
         .merge(crons::routes())
-        .merge(a2a::routes())
+        .merge(a2a::routes().into())
         .nest_service(
             "/mcp",
             mcp::service(state.clone(), !options.listen.ip().is_loopback()),
@@ -172,8 +175,12 @@ pub async fn bind(host: Host, options: ServeOptions) -> Result<Bound, ServeError
             state.clone(),
             auth::require_key,
         ));
-    let mut app = Router::new()
+    let (api, described) = OpenApiRouter::default()
         .merge(meta::routes())
+        .merge(api)
+        .split_for_parts();
+    let mut app = Router::new()
+        .merge(openapi::routes(openapi::finish(described)))
         .merge(ui::routes())
         .merge(api)
         .fallback(meta::not_found)

@@ -12,29 +12,29 @@ use super::stream;
 use super::wire;
 use crate::host::{CancelAction, RunHandle, RunRequest};
 use crate::store::RunStatus;
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Value as Json, json};
 use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/threads/{tid}/runs", post(create_on).get(list))
-        .route("/threads/{tid}/runs/stream", post(stream_on))
-        .route("/threads/{tid}/stream", get(stream_thread))
-        .route("/threads/{tid}/runs/wait", post(wait_on))
-        .route("/threads/{tid}/runs/{rid}", get(get_one).delete(delete))
-        .route("/threads/{tid}/runs/{rid}/cancel", post(cancel))
-        .route("/threads/{tid}/runs/{rid}/join", get(join))
-        .route("/threads/{tid}/runs/{rid}/stream", get(join_stream))
-        .route("/runs", post(create_stateless))
-        .route("/runs/stream", post(stream_stateless))
-        .route("/runs/wait", post(wait_stateless))
-        .route("/runs/{rid}/stream", get(join_stream_stateless))
-        .route("/runs/{rid}/join", get(join_stateless))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_on, list))
+        .routes(routes!(stream_on))
+        .routes(routes!(stream_thread))
+        .routes(routes!(wait_on))
+        .routes(routes!(get_one, delete))
+        .routes(routes!(cancel))
+        .routes(routes!(join))
+        .routes(routes!(join_stream))
+        .routes(routes!(create_stateless))
+        .routes(routes!(stream_stateless))
+        .routes(routes!(wait_stateless))
+        .routes(routes!(join_stream_stateless))
+        .routes(routes!(join_stateless))
 }
 
 /// What a created run needs besides its handle.
@@ -118,6 +118,7 @@ async fn create(s: AppState, thread: Option<String>, body: RunCreate) -> ApiResu
     Ok(with_locations(r, &at, &at))
 }
 
+#[utoipa::path(post, path = "/threads/{tid}/runs", tag = "runs", summary = "Make a run on a thread, in the background", request_body = super::openapi::RunCreate, responses((status = 200, description = "The run", body = Object)))]
 async fn create_on(
     State(s): State<AppState>,
     Path(tid): Path<String>,
@@ -126,6 +127,7 @@ async fn create_on(
     create(s, Some(tid), b).await
 }
 
+#[utoipa::path(post, path = "/runs", tag = "runs", summary = "Make a run on a thread of its own, in the background", request_body = super::openapi::RunCreate, responses((status = 200, description = "The run", body = Object)))]
 async fn create_stateless(
     State(s): State<AppState>,
     Body(b): Body<RunCreate>,
@@ -156,6 +158,7 @@ fn sse(s: &AppState, c: Created, last_event_id: Option<&str>, stateless: bool) -
     with_locations(r, &at, &format!("{at}/stream"))
 }
 
+#[utoipa::path(post, path = "/threads/{tid}/runs/stream", tag = "runs", summary = "Make a run on a thread and stream it", request_body = super::openapi::RunCreate, responses((status = 200, description = "The run's events", content_type = "text/event-stream", body = super::openapi::StreamEvent)))]
 async fn stream_on(
     State(s): State<AppState>,
     Path(tid): Path<String>,
@@ -165,6 +168,7 @@ async fn stream_on(
     Ok(sse(&s, c, None, false))
 }
 
+#[utoipa::path(post, path = "/runs/stream", tag = "runs", summary = "Make a run on a thread of its own and stream it", request_body = super::openapi::RunCreate, responses((status = 200, description = "The run's events", content_type = "text/event-stream", body = super::openapi::StreamEvent)))]
 async fn stream_stateless(
     State(s): State<AppState>,
     Body(b): Body<RunCreate>,
@@ -227,6 +231,7 @@ fn wait_response(s: &AppState, c: Created, stateless: bool) -> Response {
     with_locations(r, &at, &format!("{at}/join"))
 }
 
+#[utoipa::path(post, path = "/threads/{tid}/runs/wait", tag = "runs", summary = "Make a run on a thread and wait for its end", request_body = super::openapi::RunCreate, responses((status = 200, description = "The state at the run's end", body = Object)))]
 async fn wait_on(
     State(s): State<AppState>,
     Path(tid): Path<String>,
@@ -236,6 +241,7 @@ async fn wait_on(
     Ok(wait_response(&s, c, false))
 }
 
+#[utoipa::path(post, path = "/runs/wait", tag = "runs", summary = "Make a run on a thread of its own and wait for its end", request_body = super::openapi::RunCreate, responses((status = 200, description = "The state at the run's end", body = Object)))]
 async fn wait_stateless(
     State(s): State<AppState>,
     Body(b): Body<RunCreate>,
@@ -244,6 +250,7 @@ async fn wait_stateless(
     Ok(wait_response(&s, c, true))
 }
 
+#[utoipa::path(get, path = "/threads/{tid}/runs", tag = "runs", summary = "A thread's runs", responses((status = 200, description = "The runs", body = [Object])))]
 async fn list(
     State(s): State<AppState>,
     Path(tid): Path<String>,
@@ -274,6 +281,7 @@ async fn list(
     Ok(axum::Json(runs).into_response())
 }
 
+#[utoipa::path(get, path = "/threads/{tid}/runs/{rid}", tag = "runs", summary = "A run", responses((status = 200, description = "The run", body = Object)))]
 async fn get_one(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
@@ -281,6 +289,7 @@ async fn get_one(
     Ok(axum::Json(wire::run(&s.host.run(Some(&tid), &rid).await?)).into_response())
 }
 
+#[utoipa::path(delete, path = "/threads/{tid}/runs/{rid}", tag = "runs", summary = "Delete a run", responses((status = 204, description = "Deleted")))]
 async fn delete(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
@@ -289,6 +298,7 @@ async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/threads/{tid}/runs/{rid}/cancel", tag = "runs", summary = "Cancel a run", responses((status = 200, description = "Cancelled", body = Object), (status = 202, description = "Asked to stop")))]
 async fn cancel(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
@@ -313,6 +323,7 @@ pub(super) fn cancel_action(p: &[(String, String)]) -> ApiResult<CancelAction> {
     }
 }
 
+#[utoipa::path(get, path = "/threads/{tid}/runs/{rid}/join", tag = "runs", summary = "Wait for a run's end", responses((status = 200, description = "The state at the run's end", body = Object)))]
 async fn join(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
@@ -321,6 +332,7 @@ async fn join(
     joined_result(&s, Some(&tid), &rid, &p).await
 }
 
+#[utoipa::path(get, path = "/runs/{rid}/join", tag = "runs", summary = "Wait for the end of a run made on a thread of its own", responses((status = 200, description = "The state at the run's end", body = Object)))]
 async fn join_stateless(
     State(s): State<AppState>,
     Path(rid): Path<String>,
@@ -431,6 +443,7 @@ async fn joined(
     Ok(sse(s, c, last.as_deref(), thread.is_none()))
 }
 
+#[utoipa::path(get, path = "/threads/{tid}/runs/{rid}/stream", tag = "runs", summary = "Stream a run that was made before", responses((status = 200, description = "The run's events", content_type = "text/event-stream", body = super::openapi::StreamEvent)))]
 async fn join_stream(
     State(s): State<AppState>,
     Path((tid, rid)): Path<(String, String)>,
@@ -440,6 +453,7 @@ async fn join_stream(
     joined(&s, Some(&tid), &rid, &p, &headers).await
 }
 
+#[utoipa::path(get, path = "/runs/{rid}/stream", tag = "runs", summary = "Stream a run made on a thread of its own", responses((status = 200, description = "The run's events", content_type = "text/event-stream", body = super::openapi::StreamEvent)))]
 async fn join_stream_stateless(
     State(s): State<AppState>,
     Path(rid): Path<String>,
@@ -452,6 +466,7 @@ async fn join_stream_stateless(
 /// Every run of the thread from now on, streamed one after the other (see
 /// `stream::thread_body`). `stream_mode` and `Last-Event-ID` are taken and not used:
 /// LangGraph's server sends each run's own modes whatever is asked.
+#[utoipa::path(get, path = "/threads/{tid}/stream", tag = "runs", summary = "Follow a thread's runs", responses((status = 200, description = "The runs' events", content_type = "text/event-stream", body = super::openapi::StreamEvent)))]
 async fn stream_thread(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     s.host.thread(&id).await?;
     let body = stream::thread_body(&s.host, &s.readers, &id, s.heartbeat);

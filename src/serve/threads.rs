@@ -7,26 +7,26 @@ use super::error::{ApiError, ApiResult};
 use super::query::{Lookup, Params, number};
 use super::wire;
 use crate::host::{Host, StateView, ThreadFilter, ThreadStatus, ThreadView};
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/threads", post(create))
-        .route("/threads/search", post(search))
-        .route("/threads/count", post(count))
-        .route("/threads/{id}", get(get_one).patch(patch).delete(delete))
-        .route("/threads/{id}/copy", post(copy))
-        .route("/blobs/{reference}", get(blob))
-        .route("/threads/{id}/state", get(state).post(update))
-        .route("/threads/{id}/state/checkpoint", post(state_at_body))
-        .route("/threads/{id}/state/{checkpoint_id}", get(state_at))
-        .route("/threads/{id}/history", get(history_get).post(history_post))
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(search))
+        .routes(routes!(count))
+        .routes(routes!(get_one, patch, delete))
+        .routes(routes!(copy))
+        .routes(routes!(blob))
+        .routes(routes!(state, update))
+        .routes(routes!(state_at_body))
+        .routes(routes!(state_at))
+        .routes(routes!(history_get, history_post))
 }
 
 /// A thread as JSON, its values shaped by its graph.
@@ -49,6 +49,7 @@ struct Create {
     graph_id: Option<String>,
 }
 
+#[utoipa::path(post, path = "/threads", tag = "threads", summary = "Make a thread", request_body = super::openapi::ThreadCreate, responses((status = 200, description = "The thread", body = Object)))]
 async fn create(State(s): State<AppState>, Body(c): Body<Create>) -> ApiResult<Response> {
     let do_nothing = match c.if_exists.as_deref() {
         None | Some("raise") => false,
@@ -129,6 +130,7 @@ fn filter(q: &Search) -> ApiResult<ThreadFilter> {
     })
 }
 
+#[utoipa::path(post, path = "/threads/search", tag = "threads", summary = "Search the threads", request_body = Object, responses((status = 200, description = "The threads, paged", body = [Object])))]
 async fn search(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<Response> {
     let f = filter(&q)?;
     let sort = q
@@ -140,12 +142,14 @@ async fn search(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<R
     Ok(axum::Json(body).into_response())
 }
 
+#[utoipa::path(post, path = "/threads/count", tag = "threads", summary = "Count the threads a search finds", request_body = Object, responses((status = 200, description = "How many", content_type = "application/json", body = i64)))]
 async fn count(State(s): State<AppState>, Body(q): Body<Search>) -> ApiResult<Response> {
     let f = filter(&q)?;
     let n = s.host.search_threads(&f, None, usize::MAX, 0).await?.len();
     Ok(axum::Json(n).into_response())
 }
 
+#[utoipa::path(get, path = "/threads/{id}", tag = "threads", summary = "A thread", responses((status = 200, description = "The thread", body = Object)))]
 async fn get_one(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let view = s.host.thread(&id).await?;
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
@@ -157,6 +161,7 @@ struct Patch {
     metadata: Option<Json>,
 }
 
+#[utoipa::path(patch, path = "/threads/{id}", tag = "threads", summary = "Change a thread's metadata", request_body = Object, responses((status = 200, description = "The thread", body = Object)))]
 async fn patch(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -167,6 +172,7 @@ async fn patch(
     Ok(axum::Json(thread_json(&s.host, &view)).into_response())
 }
 
+#[utoipa::path(delete, path = "/threads/{id}", tag = "threads", summary = "Delete a thread, its runs and its checkpoints", responses((status = 204, description = "Deleted")))]
 async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
     s.host.delete_thread(&id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -174,6 +180,7 @@ async fn delete(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<
 
 /// A copy of the thread, or (`checkpoint_id`, Switchyard's own) a fork: its history
 /// up to that checkpoint.
+#[utoipa::path(post, path = "/threads/{id}/copy", tag = "threads", summary = "Copy a thread", request_body = Object, responses((status = 200, description = "The copy", body = Object)))]
 async fn copy(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -189,6 +196,7 @@ async fn copy(
 
 /// Switchyard's own: a blob a tool's result was stored as (a screenshot), by the
 /// reference state holds (`sha256:<hex>`), with its MIME type.
+#[utoipa::path(get, path = "/blobs/{reference}", tag = "threads", summary = "A binary value a thread's state holds by reference", responses((status = 200, description = "The bytes, with their MIME type", content_type = "application/octet-stream", body = [u8])))]
 async fn blob(State(s): State<AppState>, Path(reference): Path<String>) -> ApiResult<Response> {
     use axum::http::header;
     let (bytes, mime) = s.host.blob(&reference)?;
@@ -218,6 +226,7 @@ fn state_json(view: Option<StateView>) -> Json {
     view.as_ref().map_or_else(wire::empty_state, wire::state)
 }
 
+#[utoipa::path(get, path = "/threads/{id}/state", tag = "threads", summary = "A thread's state at its latest checkpoint", responses((status = 200, description = "The state", body = Object)))]
 async fn state(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     Ok(axum::Json(state_json(s.host.state(&id, None).await?)).into_response())
 }
@@ -227,6 +236,7 @@ fn seq_of(id: &str) -> ApiResult<u64> {
         .ok_or_else(|| ApiError::not_found(format!("no checkpoint `{id}`")))
 }
 
+#[utoipa::path(get, path = "/threads/{id}/state/{checkpoint_id}", tag = "threads", summary = "A thread's state at a checkpoint", responses((status = 200, description = "The state", body = Object)))]
 async fn state_at(
     State(s): State<AppState>,
     Path((id, checkpoint)): Path<(String, String)>,
@@ -248,6 +258,7 @@ pub(super) struct CheckpointRef {
     pub(super) checkpoint_id: Option<String>,
 }
 
+#[utoipa::path(post, path = "/threads/{id}/state/checkpoint", tag = "threads", summary = "A thread's state at a checkpoint named in the body", request_body = Object, responses((status = 200, description = "The state", body = Object)))]
 async fn state_at_body(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -275,6 +286,7 @@ struct Update {
 
 /// A person's write to the state, through the fields' reducers, recorded as a
 /// checkpoint of its own; to an earlier checkpoint's state, a fork of the thread there.
+#[utoipa::path(post, path = "/threads/{id}/state", tag = "threads", summary = "Write to a thread's state, as a node would", request_body = Object, responses((status = 200, description = "The checkpoint written", body = Object)))]
 async fn update(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -336,6 +348,7 @@ async fn history(s: &AppState, id: &str, h: History) -> ApiResult<Response> {
     Ok(axum::Json(body).into_response())
 }
 
+#[utoipa::path(post, path = "/threads/{id}/history", tag = "threads", summary = "A thread's checkpoints, newest first", request_body = Object, responses((status = 200, description = "The states", body = [Object])))]
 async fn history_post(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -344,6 +357,7 @@ async fn history_post(
     history(&s, &id, h).await
 }
 
+#[utoipa::path(get, path = "/threads/{id}/history", tag = "threads", summary = "A thread's checkpoints, newest first", responses((status = 200, description = "The states", body = [Object])))]
 async fn history_get(
     State(s): State<AppState>,
     Path(id): Path<String>,
