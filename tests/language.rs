@@ -1,5 +1,6 @@
-//! The graph language's additions, run: constants read by expressions and templates
-//! and given per run through the input, required inputs refused before anything is
+//! The graph language's additions, run: constants read by expressions and templates,
+//! configurable ones given per run through the run's configuration and never by its
+//! input, required inputs refused before anything is
 //! saved, a `fail` node that fails the run with its own outcome, and mapped nodes.
 
 use crate::util::root;
@@ -45,22 +46,49 @@ async fn constants_are_read_by_routes_expressions_and_templates() {
 }
 
 #[tokio::test]
-async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
-    let r = runner();
-    let out = r
-        .start("t", json!({ "goal": "tea", "MAX_TOOL_STEPS": 1 }))
+async fn a_runs_configuration_gives_a_configurable_value_and_no_input_sets_a_constant() {
+    let store: Arc<dyn switchyard::store::Store> = Arc::new(MemoryStore::new());
+    let path = root().join("tests/fixtures/run/language.toml");
+    let graph = Arc::new(switchyard::load_graph(&path).unwrap());
+    let configured = |values: Json| {
+        Runner::new(graph.clone(), store.clone())
+            .with_configuration(values.as_object().unwrap().clone())
+    };
+    let out = configured(json!({ "MAX_TOOL_STEPS": 1 }))
+        .start("t", json!({ "goal": "tea" }))
         .await
         .unwrap();
     assert_eq!(out, finished("1/1: goal: tea, step 1", 3));
-    // Of the wrong type, it is refused like any input.
-    let err = r
-        .start("u", json!({ "goal": "tea", "MAX_TOOL_STEPS": "many" }))
-        .await
-        .unwrap_err();
+    // Refused before anything is saved: a value of the wrong type or out of bounds,
+    // a value for a constant or for no configurable; a constant or a configurable
+    // value in the input.
+    let refusals = [
+        (json!({ "MAX_TOOL_STEPS": "many" }), json!({ "goal": "tea" })),
+        (json!({ "MAX_TOOL_STEPS": 50 }), json!({ "goal": "tea" })),
+        (json!({ "MAX_TOOL_STEPS": 0 }), json!({ "goal": "tea" })),
+        (json!({ "PREFIX": "x" }), json!({ "goal": "tea" })),
+        (json!({ "MAX_TOOL_STEP": 2 }), json!({ "goal": "tea" })),
+        (json!({}), json!({ "goal": "tea", "MAX_TOOL_STEPS": 1 })),
+        (json!({}), json!({ "goal": "tea", "PREFIX": "x" })),
+    ];
+    let mut said = Vec::new();
+    for (configuration, input) in refusals {
+        let err = configured(configuration).start("u", input).await.unwrap_err();
+        said.push(err.to_string());
+    }
     assert_eq!(
-        err.to_string(),
-        "the input is refused: field `MAX_TOOL_STEPS` is `int`, and the value written is a string `\"many\"`"
+        said,
+        [
+            "the input is refused: `MAX_TOOL_STEPS` is a configurable `int` of graph `language`, and \"many\" is not one",
+            "the input is refused: `MAX_TOOL_STEPS` of graph `language`: 50 is above its most, 10",
+            "the input is refused: `MAX_TOOL_STEPS` of graph `language`: 0 is below its least, 1",
+            "the input is refused: `PREFIX` is a constant of graph `language`, not configurable (declare it under `[configurable]` to let a run choose it)",
+            "the input is refused: graph `language` has no configurable `MAX_TOOL_STEP`; did you mean `MAX_TOOL_STEPS`? (its configurable values: `MAX_TOOL_STEPS`)",
+            "the input is refused: `MAX_TOOL_STEPS` is configurable: a run's configuration gives it (`context` or `config.configurable`; `switchyard run --context`), not its input",
+            "the input is refused: `PREFIX` is a constant of graph `language`: no run sets it (declare it under `[configurable]` to let a run choose it)",
+        ]
     );
+    let r = configured(json!({}));
     assert!(matches!(
         r.threads().state("u", None).await,
         Err(RunError::UnknownThread(_))
@@ -73,12 +101,12 @@ async fn a_runs_input_gives_a_constant_another_value_for_that_run() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the update is refused: `MAX_TOOL_STEPS` is a constant of the graph; a run's input can give it another value"
+        "the update is refused: `MAX_TOOL_STEPS` is a constant of the graph: no update sets it (a run's configuration gives a configurable one)"
     );
     // The input checkpoint, the input's record and three nodes': nothing of the
     // refused update.
     assert_eq!(r.threads().history("t").await.unwrap().len(), 5);
-    // The next run without it has the graph's value again.
+    // The next run without a configuration has the graph's value again.
     let out = r.start("t", json!({ "goal": "tea" })).await.unwrap();
     assert_eq!(
         out,

@@ -138,7 +138,7 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
         .collect();
     for o in opened {
         let store = o.join().unwrap().unwrap();
-        assert_eq!(store.layout_version().await.unwrap(), 5);
+        assert_eq!(store.layout_version().await.unwrap(), 6);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -152,6 +152,8 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
     assert_eq!(
         tables,
         [
+            "assistant_versions",
+            "assistants",
             "checkpoints",
             "claims",
             "crons",
@@ -198,7 +200,7 @@ fn a_schema_that_is_not_a_store_or_of_a_newer_layout_is_refused_and_left_alone()
     assert_eq!(
         err.to_string(),
         format!(
-            "checkpoint store {url} has layout version 9, and this Switchyard reads version 5; use another database"
+            "checkpoint store {url} has layout version 9, and this Switchyard reads version 6; use another database"
         )
     );
     let v: i32 = connect(&url)
@@ -523,12 +525,13 @@ async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_
              DROP INDEX switchyard.runs_in_flight, switchyard.runs_pending_by_thread;
              DROP TABLE switchyard.items;
              DROP TABLE switchyard.crons;
+             DROP TABLE switchyard.assistants, switchyard.assistant_versions;
              INSERT INTO switchyard.claims (thread, holder, pid, since_ms) VALUES ('t', 'old', 1, 0);
              UPDATE switchyard.layout SET version = 1",
         )
         .unwrap();
     let store = PostgresStore::open(&url).unwrap();
-    assert_eq!(store.layout_version().await.unwrap(), 5);
+    assert_eq!(store.layout_version().await.unwrap(), 6);
     // A claim of layout 1 or 2 (an advisory lock's note) has lapsed.
     store.claim("t").await.unwrap().release().await;
     assert_eq!(store.load("t").await.unwrap(), records);

@@ -2,6 +2,7 @@
 //! problems are reported together. Passes run in dependency order: files are read first
 //! (the later passes need the schemas), flow analysis runs on the petgraph topology.
 
+mod contract;
 mod dataflow;
 mod files;
 mod flow;
@@ -47,6 +48,7 @@ pub(crate) fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> 
     files::check(&mut cx, sources);
     subgraph::check(&mut cx, sources);
     types::check(&mut cx);
+    contract::check(&mut cx);
     set_types::check(&mut cx);
     map::check(&mut cx);
     parallel::check(&mut cx);

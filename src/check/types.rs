@@ -71,7 +71,7 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                 )
                 .with_label("constants are read, never written")
                 .with_help(
-                    "declare a `[state]` field instead; a run's input can give a constant another value",
+                    "declare a `[state]` field instead; a run's configuration can give a `[configurable]` value another value",
                 );
             }
         }

@@ -28,6 +28,10 @@ pub(crate) struct RunArgs {
     /// runs, like a chat session.
     #[arg(long)]
     thread: Option<String>,
+    /// Values for the graph's `[configurable]` constants, as a JSON object (or @FILE
+    /// holding one): `--context '{"MAX_TOOL_STEPS": 5}'`.
+    #[arg(long, value_name = "JSON|@FILE")]
+    context: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -105,8 +109,18 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
+    let configuration = match &args.context {
+        Some(text) => match read_json_arg(text, "--context")? {
+            Json::Object(values) => values,
+            other => anyhow::bail!(
+                "--context is a JSON object of the graph's configurable values, not `{other}`"
+            ),
+        },
+        None => Default::default(),
+    };
     let thread = args.thread.unwrap_or_else(new_thread_id);
-    let session = Session::new(graph, &args.common)?;
+    let mut session = Session::new(graph, &args.common)?;
+    session.runner = session.runner.with_configuration(configuration);
     session.drive(&thread, Go::Start(input))
 }
 

@@ -171,6 +171,15 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             let paths = args.paths.clone();
             tokio::task::spawn_blocking(move || Graphs::load(paths)).await?
         };
+        // One name, two files: which the clients would get is the order of a
+        // directory listing, so neither is served until one is renamed.
+        if let Some((name, first, second)) = graphs.duplicates().into_iter().next() {
+            anyhow::bail!(
+                "graph `{name}` is declared by both `{}` and `{}`; give one of them another `[graph] name`",
+                first.display(),
+                second.display()
+            );
+        }
         let tracer = trace.map(switchyard::telemetry::Tracer::start);
         let host = Host::new(
             graphs,

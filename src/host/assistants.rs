@@ -172,10 +172,11 @@ impl Configuration {
     }
 }
 
-/// Checks values for `graph`'s constants: each key of `context` must name one, and
-/// each value that names one must have its type (`config.configurable` takes other
-/// keys too, as LangGraph's does: a thread id, a cron id, a client's own). `at` is
-/// where the values were given (`context`, `config.configurable`).
+/// Checks values for `graph`'s configurable constants: each key of `context` must
+/// name one, and each value that names a constant must be configurable and fit its
+/// type and bounds (`config.configurable` takes other keys too, as LangGraph's does: a
+/// thread id, a cron id, a client's own). `at` is where the values were given
+/// (`context`, `config.configurable`).
 pub(crate) fn check_values(
     graph: &Graph,
     values: &Map<String, Json>,
@@ -183,46 +184,28 @@ pub(crate) fn check_values(
     strict_keys: bool,
 ) -> Result<(), HostError> {
     for (key, value) in values {
-        let constant = graph
+        let names_constant = graph
             .field_id(key)
-            .map(|id| graph.field(id))
-            .filter(|f| f.constant);
-        match constant {
-            Some(f) if !f.ty.accepts(value) => {
-                return Err(HostError::Invalid(format!(
-                    "{at}.{key}: `{key}` is a constant of graph `{}` of type `{}`, and {value} is not one",
-                    graph.name, f.ty
-                )));
-            }
-            Some(_) => {}
-            None if strict_keys => {
-                let constants = graph.fields.iter().filter(|f| f.constant).map(|f| &*f.name);
-                let hint = crate::suggestion::help_for(key, constants.clone())
-                    .map(|h| format!("; {h}"))
-                    .unwrap_or_default();
-                let all: Vec<String> = constants.map(|c| format!("`{c}`")).collect();
-                return Err(HostError::Invalid(format!(
-                    "{at}.{key}: graph `{}` has no constant `{key}`{hint} (its constants: {})",
-                    graph.name,
-                    if all.is_empty() {
-                        "none".into()
-                    } else {
-                        all.join(", ")
-                    }
-                )));
-            }
-            None => {}
+            .is_some_and(|id| graph.field(id).constant);
+        if strict_keys || names_constant {
+            graph
+                .check_configured(key, value)
+                .map_err(|e| HostError::Invalid(format!("{at}.{key}: {e}")))?;
         }
     }
     Ok(())
 }
 
-/// The constants' values among `values`: those a run's input gets (see
-/// `RunRequest::constants`).
+/// The configurable constants' values among `values`: those a run takes (see
+/// `RunRequest::configured`).
 pub(crate) fn constants_of(graph: &Graph, values: &Map<String, Json>) -> Map<String, Json> {
     values
         .iter()
-        .filter(|(k, _)| graph.field_id(k).is_some_and(|id| graph.field(id).constant))
+        .filter(|(k, _)| {
+            graph
+                .field_id(k)
+                .is_some_and(|id| graph.field(id).configurable.is_some())
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

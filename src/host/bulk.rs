@@ -140,7 +140,10 @@ impl Host {
             self.inner.rules,
         )
         .await?;
-        self.runner(graph).check(&thread, go).await?;
+        self.runner(graph)
+            .with_configuration(request.configured.clone())
+            .check(&thread, go)
+            .await?;
         Ok(())
     }
 }

@@ -101,6 +101,7 @@ impl Cluster {
                 {
                     Ok(go) => host
                         .runner(graph.clone())
+                        .with_configuration(request.configured.clone())
                         .check(&thread_id, go)
                         .await
                         .err()

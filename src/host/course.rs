@@ -104,50 +104,19 @@ pub(super) async fn decide_from(
     thread: &str,
     rules: RunRules,
 ) -> Result<Go, HostError> {
-    let go = match from {
+    match from {
         Some(seq) if latest.map(|l| l.seq) != Some(seq) => {
             let record = fork_point(store, thread, seq).await?;
             let go = decide(request, Some(&record), thread, rules)?;
-            Go::From {
+            Ok(Go::From {
                 at: seq,
                 go: Box::new(go),
-            }
+            })
         }
-        _ => decide(request, latest, thread, rules)?,
-    };
-    Ok(configured(go, &request.constants))
+        _ => decide(request, latest, thread, rules),
+    }
 }
 
-/// `go` with the constants' values its run's configuration gives written with its
-/// input, where the input does not give them itself: a run that starts takes its
-/// assistant's and its own configuration; one that goes on keeps the values its
-/// thread's run started with.
-fn configured(go: Go, constants: &serde_json::Map<String, Json>) -> Go {
-    if constants.is_empty() {
-        return go;
-    }
-    let with = |mut input: Json| {
-        if let Json::Object(fields) = &mut input {
-            for (k, v) in constants {
-                fields.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-        input
-    };
-    match go {
-        Go::Start(input) => Go::Start(with(input)),
-        Go::Restart(input) => Go::Restart(with(input)),
-        Go::StartAt { input, node } => Go::StartAt {
-            input: with(input),
-            node,
-        },
-        Go::From { at, go } => Go::From {
-            at,
-            go: Box::new(configured(*go, constants)),
-        },
-        other => other,
-    }
-}
 
 /// A thread's checkpoint `seq`, which a run or an update forks from.
 async fn fork_point(

@@ -274,6 +274,7 @@ impl Host {
             .with_tools(tools.clone())
             .with_tools_kept()
             .with_max_steps(run.request.max_steps)
+            .with_configuration(run.request.configured.clone())
             .with_stop(run.stop.clone())
             .with_saved_events(true)
             .with_llm_content(self.inner.llm_content)

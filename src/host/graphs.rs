@@ -47,6 +47,8 @@ pub struct Drawing {
     pub details: serde_json::Value,
     /// JSON Schemas of a run's input and of the state.
     pub input_schema: serde_json::Value,
+    /// JSON Schema of a run's result (`[graph] output`).
+    pub output_schema: serde_json::Value,
     pub state_schema: serde_json::Value,
     /// JSON Schema of a configuration: the graph's constants.
     pub config_schema: serde_json::Value,
@@ -167,6 +169,23 @@ impl Graphs {
             .cloned()
     }
 
+    /// Each graph name two files declare: the name, the file that serves it and the
+    /// other. `serve` refuses to start with any; on a reload the one serving goes on
+    /// serving and the other is reported.
+    pub fn duplicates(&self) -> Vec<(String, PathBuf, PathBuf)> {
+        let s = lock(&self.inner);
+        let mut found: Vec<(String, PathBuf, PathBuf)> = s
+            .files
+            .iter()
+            .filter_map(|(path, f)| {
+                let serving = s.by_id.get(&f.id)?;
+                (serving.path != *path).then(|| (f.id.clone(), serving.path.clone(), path.clone()))
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
     /// The id of the graph a version belongs to.
     pub fn id_of(&self, graph: &Graph) -> String {
         graph.name.clone()
@@ -257,7 +276,8 @@ impl Graphs {
                 match (&v.spec, v.is_valid()) {
                     (Some(spec), true) => match crate::pipeline::compile(spec, &sources) {
                         Ok(g) => {
-                            let (input_schema, state_schema) = super::schemas::schemas(spec);
+                            let (input_schema, output_schema, state_schema) =
+                                super::schemas::schemas(spec);
                             let drawing = Drawing {
                                 json: crate::render::json(spec),
                                 mermaid: crate::render::mermaid(spec),
@@ -265,6 +285,7 @@ impl Graphs {
                                 details: crate::render::details(spec),
                                 dot: crate::render::dot(spec),
                                 input_schema,
+                                output_schema,
                                 state_schema,
                                 config_schema: super::schemas::config_schema(spec),
                             };

@@ -25,11 +25,11 @@ pub(crate) struct RunRequest {
     /// Kept as given: `configurable` and the rest of a LangGraph config.
     #[serde(default)]
     pub config: Json,
-    /// The values of the graph's constants that the run's assistant and its own
-    /// `config.configurable` or `context` give, checked: written with a starting
-    /// run's input, where the input gives none of its own.
+    /// The values of the graph's `[configurable]` constants that the run's assistant
+    /// and its own `config.configurable` or `context` give, checked: a run that starts
+    /// takes them (`Runner::with_configuration`).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub constants: serde_json::Map<String, Json>,
+    pub configured: serde_json::Map<String, Json>,
     /// The assistant the run was asked of, when it is not its graph's own (one made
     /// through the API).
     #[serde(default, skip_serializing_if = "Option::is_none")]

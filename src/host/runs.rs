@@ -76,6 +76,7 @@ impl Host {
             )
             .await?;
             self.runner(graph.clone())
+                .with_configuration(request.configured.clone())
                 .check(&thread_id, go.clone())
                 .await?;
             Some(Course {

@@ -5,10 +5,11 @@
 use crate::spec::{FieldType, GraphSpec};
 use serde_json::{Map, Value as Json, json};
 
-/// The input schema (the fields the graph requires in every run's input; the rest
-/// optional: a run's input names the fields it sets) and the state schema (every field
-/// present).
-pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
+/// The input schema (the fields a run's input may set: `[graph] input`, else every
+/// state field; those the graph requires required), the output schema (the fields a
+/// run's result gives: `[graph] output`, else every field) and the state schema (every
+/// field present).
+pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json, Json) {
     let mut properties = Map::new();
     for f in &spec.state {
         let mut schema = f
@@ -31,11 +32,24 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
         .name
         .as_ref()
         .map_or_else(String::new, |n| n.get_ref().clone());
-    let required: Vec<&String> = spec.state.iter().map(|f| f.name.get_ref()).collect();
+    let listed = |list: &Option<crate::spec::Sp<Vec<crate::spec::Sp<String>>>>, name: &str| {
+        list.as_ref()
+            .is_none_or(|l| l.get_ref().iter().any(|n| n.get_ref() == name))
+    };
+    let only = |keep: &dyn Fn(&crate::spec::FieldSpec) -> bool| -> Map<String, Json> {
+        spec.state
+            .iter()
+            .filter(|f| keep(f))
+            .filter_map(|f| {
+                let name = f.name.get_ref();
+                properties.get(name).map(|p| (name.clone(), p.clone()))
+            })
+            .collect()
+    };
     let mut input = json!({
         "title": format!("{title} input"),
         "type": "object",
-        "properties": properties,
+        "properties": only(&|f| !f.constant && listed(&spec.graph.input, f.name.get_ref())),
         "additionalProperties": false,
     });
     let inputs: Vec<&String> = spec
@@ -47,6 +61,16 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
     if !inputs.is_empty() {
         input["required"] = json!(inputs);
     }
+    let output_props = only(&|f| listed(&spec.graph.output, f.name.get_ref()));
+    let output_required: Vec<&String> = output_props.keys().collect();
+    let output = json!({
+        "title": format!("{title} output"),
+        "type": "object",
+        "properties": output_props,
+        "required": output_required,
+        "additionalProperties": false,
+    });
+    let required: Vec<&String> = spec.state.iter().map(|f| f.name.get_ref()).collect();
     let state = json!({
         "title": format!("{title} state"),
         "type": "object",
@@ -54,20 +78,40 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json) {
         "required": required,
         "additionalProperties": false,
     });
-    (input, state)
+    (input, output, state)
 }
 
-/// The graph's constants as a configuration takes them (`config_schema` and
-/// `context_schema`: `config.configurable` and `context` each give their values), each
-/// with its type and the graph's value as its default. `config.configurable` takes
-/// other keys too; `context` only these.
+/// The graph's `[configurable]` values as a configuration takes them (`config_schema`
+/// and `context_schema`: `config.configurable` and `context` each give them), each
+/// with its type, its bounds and its default. `config.configurable` takes other keys
+/// too; `context` only these.
 pub(super) fn config_schema(spec: &GraphSpec) -> Json {
     let mut properties = Map::new();
-    for f in spec.state.iter().filter(|f| f.constant) {
+    for f in &spec.state {
+        let Some(bounds) = &f.configurable else {
+            continue;
+        };
         let mut schema = of_type(f.ty.get_ref());
         schema["title"] = json!(f.name.get_ref());
+        if !f.description.is_empty() {
+            schema["description"] = json!(f.description);
+        }
         if let Some(d) = &f.default {
             schema["default"] = d.get_ref().clone();
+        }
+        // An `int`'s bounds are written as integers (`10`, not `10.0`).
+        let number = |n: f64| match f.ty.get_ref() {
+            FieldType::Int if n.fract() == 0.0 && n.abs() < 9e15 => json!(n as i64),
+            _ => json!(n),
+        };
+        if let Some(min) = &bounds.min {
+            schema["minimum"] = number(*min.get_ref());
+        }
+        if let Some(max) = &bounds.max {
+            schema["maximum"] = number(*max.get_ref());
+        }
+        if let Some(one_of) = &bounds.one_of {
+            schema["enum"] = json!(one_of.get_ref());
         }
         properties.insert(f.name.get_ref().clone(), schema);
     }
@@ -77,7 +121,7 @@ pub(super) fn config_schema(spec: &GraphSpec) -> Json {
         .as_ref()
         .map_or_else(String::new, |n| n.get_ref().clone());
     json!({
-        "title": format!("{title} constants"),
+        "title": format!("{title} configuration"),
         "type": "object",
         "properties": properties,
     })

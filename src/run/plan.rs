@@ -210,12 +210,24 @@ impl Runner {
                 missing.join(", ")
             )));
         }
-        // A constant another run gave another value is back to the graph's, unless
-        // this run's input gives one too: an input's value is for its run.
+        self.graph
+            .check_input(&fields)
+            .map_err(RunError::Input)?;
+        let configured = self
+            .graph
+            .configured(&self.configuration)
+            .map_err(RunError::Input)?;
+        // Each constant as this run has it: a configurable one as its configuration
+        // gives it, the others as the graph does (a value an earlier run was given is
+        // the earlier run's).
         let mut fields = fields;
         for (i, f) in self.graph.fields.iter().enumerate() {
-            if f.constant && !fields.contains_key(&*f.name) && *live.state.values[i] != f.default {
-                fields.insert(f.name.to_string(), f.default.clone());
+            if !f.constant {
+                continue;
+            }
+            let value = configured.get(&*f.name).unwrap_or(&f.default);
+            if *live.state.values[i] != *value {
+                fields.insert(f.name.to_string(), value.clone());
             }
         }
         let found = self

@@ -52,6 +52,9 @@ pub struct Runner {
     /// What the builtin `store` servers serve, and how they embed (see
     /// [`Runner::with_items`]).
     pub(super) items: Option<(Arc<dyn crate::store::Items>, Option<crate::store::Index>)>,
+    /// Values of the graph's `[configurable]` constants a run that starts takes (see
+    /// [`Runner::with_configuration`]).
+    pub(super) configuration: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Runner {
@@ -70,6 +73,7 @@ impl Runner {
             llm_content: false,
             cache: Arc::new(NoStore),
             items: None,
+            configuration: serde_json::Map::new(),
         }
     }
 
@@ -130,6 +134,18 @@ impl Runner {
     #[must_use]
     pub fn with_max_steps(mut self, max_steps: Option<u64>) -> Self {
         self.max_steps = max_steps;
+        self
+    }
+
+    /// Values for the graph's `[configurable]` constants, which a run that starts
+    /// takes (each checked against its type and bounds; a run that goes on keeps those
+    /// its thread's run started with). The others have their defaults.
+    #[must_use]
+    pub fn with_configuration(
+        mut self,
+        configuration: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        self.configuration = configuration;
         self
     }
 

@@ -565,14 +565,20 @@ impl Threads {
                 describe(&values)
             )));
         };
-        // A constant is given by a run's input, not changed in the middle of a thread.
+        // A constant is the graph's (a configurable one the run's configuration's),
+        // never changed in the middle of a thread.
         if let Some(name) = fields.keys().find(|k| {
             self.graph
                 .field_id(k)
                 .is_some_and(|id| self.graph.field(id).constant)
         }) {
             return Err(RunError::Update(format!(
-                "`{name}` is a constant of the graph; a run's input can give it another value"
+                "`{name}` is a constant of the graph: no update sets it{}",
+                if self.graph.field_id(name).is_some_and(|id| self.graph.field(id).configurable.is_some()) {
+                    " (a run's configuration gives a configurable one)"
+                } else {
+                    ""
+                }
             )));
         }
         // The update is recorded as the next checkpoint.

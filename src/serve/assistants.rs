@@ -441,18 +441,19 @@ async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiRe
 #[utoipa::path(get, path = "/assistants/{id}/schemas", tag = "assistants", summary = "The graph's input, output, state and configuration schemas", responses((status = 200, description = "The schemas", body = Object)))]
 async fn schemas(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Response> {
     let s = served_of(&state, &id).await?;
-    let (input, st, config) = match &s.drawing {
+    let (input, output, st, config) = match &s.drawing {
         Some(d) => (
             d.input_schema.clone(),
+            d.output_schema.clone(),
             d.state_schema.clone(),
             d.config_schema.clone(),
         ),
-        None => (Json::Null, Json::Null, Json::Null),
+        None => (Json::Null, Json::Null, Json::Null, Json::Null),
     };
     Ok(axum::Json(json!({
         "graph_id": s.id,
         "input_schema": input,
-        "output_schema": st,
+        "output_schema": output,
         "state_schema": st,
         "config_schema": config,
         "context_schema": config,

@@ -253,7 +253,7 @@ impl RunCreate {
             max_steps,
             multitask_strategy: multitask,
             config,
-            constants,
+            configured: constants,
             assistant_id: (bound.id != bound.graph).then(|| bound.id.clone()),
             context: self.context.filter(|c| !c.is_null()),
             stream_mode: names,

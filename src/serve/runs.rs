@@ -377,7 +377,7 @@ async fn joined_result(
                 if let (false, Json::Object(o)) = (pending.is_empty(), &mut values) {
                     o.insert("__interrupt__".into(), json!(pending));
                 }
-                values
+                stream::output_only(&s.host, &record.assistant, values)
             };
             Ok(with_locations(
                 axum::Json(result).into_response(),

@@ -52,7 +52,7 @@ pub(super) async fn result(host: &Host, run: &RunHandle) -> Json {
             last = Some(record);
         }
     }
-    match last {
+    let values = match last {
         Some(record) => translator.values_json(record),
         None => host
             .thread(&run.thread)
@@ -61,7 +61,25 @@ pub(super) async fn result(host: &Host, run: &RunHandle) -> Json {
             .map(|v| super::threads::thread_json(host, &v)["values"].clone())
             .filter(|v| !v.is_null())
             .unwrap_or_else(|| json!({})),
+    };
+    output_only(host, &run.assistant, values)
+}
+
+/// A run's result as its graph's `[graph] output` gives it: the fields it lists (and
+/// `__interrupt__`, `__error__`), the others private to the graph.
+pub(super) fn output_only(host: &Host, graph: &str, mut values: Json) -> Json {
+    let Some(g) = host.graphs().get(graph).and_then(|s| s.current) else {
+        return values;
+    };
+    if g.fields.iter().all(|f| f.output) {
+        return values;
     }
+    if let Json::Object(o) = &mut values {
+        o.retain(|k, _| {
+            k.starts_with("__") || g.field_id(k).is_some_and(|id| g.field(id).output)
+        });
+    }
+    values
 }
 
 /// Where a reader starts: after part `part` of event `event` of this process's log

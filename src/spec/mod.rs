@@ -83,6 +83,10 @@ pub struct GraphHeader {
     pub require_policy: bool,
     /// Prompt and schema paths may lead outside the root (a shared folder).
     pub allow_outside_root: bool,
+    /// The fields a run's input may set; none declared: every state field.
+    pub input: Option<Sp<Vec<Sp<String>>>>,
+    /// The fields a run's result has; none declared: every field.
+    pub output: Option<Sp<Vec<Sp<String>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -184,11 +188,46 @@ pub struct FieldSpec {
     pub reducer: Option<Sp<Reducer>>,
     pub schema: Option<Sp<String>>,
     pub description: String,
-    /// A named constant of `[consts]`: no node writes it; a run's input may give it
-    /// another value.
+    /// A named constant of `[consts]` or `[configurable]`: no node writes it, no input
+    /// or update sets it.
     pub constant: bool,
+    /// Declared under `[configurable]`: a run's configuration may give it another
+    /// value, within these bounds.
+    pub configurable: Option<Bounds>,
     /// A required input: a run that starts a thread must give it.
     pub required: bool,
+}
+
+/// What values a `[configurable]` value may take besides its default.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Bounds {
+    pub min: Option<Sp<f64>>,
+    pub max: Option<Sp<f64>>,
+    pub one_of: Option<Sp<Vec<serde_json::Value>>>,
+}
+
+impl Bounds {
+    /// Why `v` is not one of the values these bounds allow, if it is not.
+    pub fn refuse(&self, v: &serde_json::Value) -> Option<String> {
+        if let Some(allowed) = &self.one_of
+            && !allowed.get_ref().contains(v)
+        {
+            let list: Vec<String> = allowed.get_ref().iter().map(|a| a.to_string()).collect();
+            return Some(format!("{v} is not one of {}", list.join(", ")));
+        }
+        let n = v.as_f64()?;
+        if let Some(min) = &self.min
+            && n < *min.get_ref()
+        {
+            return Some(format!("{v} is below its least, {}", min.get_ref()));
+        }
+        if let Some(max) = &self.max
+            && n > *max.get_ref()
+        {
+            return Some(format!("{v} is above its most, {}", max.get_ref()));
+        }
+        None
+    }
 }
 
 impl FieldSpec {

@@ -910,7 +910,9 @@ fn the_step_limits_end_in_finalize_limit() {
             "--thread",
             "session-11",
             "--input",
-            &json!({ "user_message": request, "MAX_TOOL_STEPS": 1 }).to_string(),
+            &json!({ "user_message": request }).to_string(),
+            "--context",
+            &json!({ "MAX_TOOL_STEPS": 1 }).to_string(),
         ])
         .code(0);
     assert_lines(

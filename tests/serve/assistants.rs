@@ -238,22 +238,43 @@ async fn a_run_of_an_assistant_uses_its_configuration_and_the_runs_own_over_it()
             json!({"config": {"configurable": {"MAX_STEPS": 7, "user": "u"}}}),
             json!("Hi q 7"),
         ),
-        // The input's own value is the run's.
+        // No input sets a configurable value, nor a constant, nor a field the graph
+        // does not take as input.
         (
-            json!({"input": {"question": "q", "GREETING": "In"}, "context": {"GREETING": "Run"}}),
-            json!("In q 5"),
+            json!({"input": {"question": "q", "GREETING": "Hi"}}),
+            json!({"detail": "the input is refused: `GREETING` is configurable: a run's configuration gives it (`context` or `config.configurable`; `switchyard run --context`), not its input"}),
+        ),
+        (
+            json!({"input": {"question": "q", "SEPARATOR": "-"}}),
+            json!({"detail": "the input is refused: `SEPARATOR` is a constant of graph `greet`: no run sets it (declare it under `[configurable]` to let a run choose it)"}),
+        ),
+        (
+            json!({"input": {"question": "q", "answr": "-"}}),
+            json!({"detail": "the input is refused: `answr` is not an input of graph `greet` (its inputs: `question`)"}),
         ),
         (
             json!({"context": {"MAX_STEPS": "x"}}),
-            json!({"detail": "context.MAX_STEPS: `MAX_STEPS` is a constant of graph `greet` of type `int`, and \"x\" is not one"}),
+            json!({"detail": "context.MAX_STEPS: `MAX_STEPS` is a configurable `int` of graph `greet`, and \"x\" is not one"}),
+        ),
+        (
+            json!({"context": {"MAX_STEPS": 50}}),
+            json!({"detail": "context.MAX_STEPS: `MAX_STEPS` of graph `greet`: 50 is above its most, 10"}),
+        ),
+        (
+            json!({"context": {"GREETING": "Howdy"}}),
+            json!({"detail": "context.GREETING: `GREETING` of graph `greet`: \"Howdy\" is not one of \"Hello\", \"Hi\", \"Yo\", \"Run\", \"Kept\", \"Kept2\""}),
         ),
         (
             json!({"context": {"MAX_STEP": 1}}),
-            json!({"detail": "context.MAX_STEP: graph `greet` has no constant `MAX_STEP`; did you mean `MAX_STEPS`? (its constants: `GREETING`, `MAX_STEPS`)"}),
+            json!({"detail": "context.MAX_STEP: graph `greet` has no configurable `MAX_STEP`; did you mean `MAX_STEPS`? (its configurable values: `GREETING`, `MAX_STEPS`)"}),
+        ),
+        (
+            json!({"context": {"SEPARATOR": "-"}}),
+            json!({"detail": "context.SEPARATOR: `SEPARATOR` is a constant of graph `greet`, not configurable (declare it under `[configurable]` to let a run choose it)"}),
         ),
         (
             json!({"config": {"configurable": {"GREETING": 1}}}),
-            json!({"detail": "config.configurable.GREETING: `GREETING` is a constant of graph `greet` of type `string`, and 1 is not one"}),
+            json!({"detail": "config.configurable.GREETING: `GREETING` is a configurable `string` of graph `greet`, and 1 is not one"}),
         ),
         (
             json!({"context": {"MAX_STEPS": 1}, "config": {"configurable": {"GREETING": "C"}}}),
@@ -266,6 +287,16 @@ async fn a_run_of_an_assistant_uses_its_configuration_and_the_runs_own_over_it()
     }
     let want: Vec<Json> = cases.iter().map(|(_, w)| w.clone()).collect();
     assert_eq!(got, want);
+    // A run's result is the graph's output alone.
+    assert_eq!(
+        h.post(
+            "/runs/wait",
+            json!({"assistant_id": id, "input": {"question": "q"}})
+        )
+        .await
+        .json(),
+        json!({"answer": "Hi q 5"})
+    );
     // The graph's own assistant runs with the graph's values.
     assert_eq!(
         answer(

@@ -809,3 +809,65 @@ fn write_whole(path: &std::path::Path, text: impl AsRef<[u8]>) -> std::io::Resul
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
 }
+
+/// Two files that declare one graph name: the server does not start, naming both; a
+/// file that comes to declare a name another serves is refused, naming both, and the
+/// one serving goes on.
+#[tokio::test]
+async fn two_files_with_one_graph_name_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.toml"), ASK.replace("VERSION", "a")).unwrap();
+    std::fs::write(dir.path().join("b.toml"), ASK.replace("VERSION", "b")).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--store", "memory", "--listen", "127.0.0.1:0"])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).replace(&dir.path().display().to_string(), "[dir]"),
+        "error: graph `ask` is declared by both `[dir]/a.toml` and `[dir]/b.toml`; give one of them another `[graph] name`\n"
+    );
+
+    // On a reload, the one serving goes on.
+    std::fs::remove_file(dir.path().join("b.toml")).unwrap();
+    let s = serve(&[dir.path().to_str().unwrap()])
+        .arg("--watch")
+        .arg("50ms")
+        .start()
+        .await;
+    let h = s.http();
+    write_whole(&dir.path().join("b.toml"), ASK.replace("VERSION", "b")).unwrap();
+    let mut said = None;
+    for _ in 0..400 {
+        said = s
+            .log_json()
+            .into_iter()
+            .find(|n| n["notice"] == "graph_invalid");
+        if said.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let said = said.expect("the second file is reported");
+    assert_eq!(
+        said["rendered"]
+            .as_str()
+            .unwrap()
+            .replace(&dir.path().display().to_string(), "[dir]"),
+        "error: graph `ask` is already served from `[dir]/a.toml`; give this graph another `[graph] name`\n"
+    );
+    assert!(said["path"].as_str().unwrap().ends_with("b.toml"));
+    let a = h.get("/assistants/ask").await.json();
+    assert!(a["metadata"]["file"].as_str().unwrap().ends_with("a.toml"));
+    assert_eq!(a["metadata"]["valid"], true);
+    let run = h
+        .post(
+            "/runs/wait",
+            json!({ "assistant_id": "ask", "input": {} }),
+        )
+        .await
+        .json();
+    assert_eq!(run["__interrupt__"][0]["value"], json!({ "version": "a" }));
+}
