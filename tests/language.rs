@@ -63,7 +63,10 @@ async fn a_runs_configuration_gives_a_configurable_value_and_no_input_sets_a_con
     // a value for a constant or for no configurable; a constant or a configurable
     // value in the input.
     let refusals = [
-        (json!({ "MAX_TOOL_STEPS": "many" }), json!({ "goal": "tea" })),
+        (
+            json!({ "MAX_TOOL_STEPS": "many" }),
+            json!({ "goal": "tea" }),
+        ),
         (json!({ "MAX_TOOL_STEPS": 50 }), json!({ "goal": "tea" })),
         (json!({ "MAX_TOOL_STEPS": 0 }), json!({ "goal": "tea" })),
         (json!({ "PREFIX": "x" }), json!({ "goal": "tea" })),
@@ -73,7 +76,10 @@ async fn a_runs_configuration_gives_a_configurable_value_and_no_input_sets_a_con
     ];
     let mut said = Vec::new();
     for (configuration, input) in refusals {
-        let err = configured(configuration).start("u", input).await.unwrap_err();
+        let err = configured(configuration)
+            .start("u", input)
+            .await
+            .unwrap_err();
         said.push(err.to_string());
     }
     assert_eq!(

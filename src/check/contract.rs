@@ -97,7 +97,10 @@ fn check_bounds(cx: &mut Cx<'_>, f: &FieldSpec, b: &Bounds) {
             cx.error(
                 "bad-bounds",
                 bound.span(),
-                format!("`{name}` is a {}, and only a number has a `min` or a `max`", f.ty.get_ref()),
+                format!(
+                    "`{name}` is a {}, and only a number has a `min` or a `max`",
+                    f.ty.get_ref()
+                ),
             )
             .with_label("not a number's")
             .with_help("use `one_of` to list the values a run may choose");
@@ -110,7 +113,9 @@ fn check_bounds(cx: &mut Cx<'_>, f: &FieldSpec, b: &Bounds) {
             format!("configurable `{name}` has no `max`"),
         )
         .with_label("a run could give it any number")
-        .with_help("add the most a run may choose (`max = 50`): the checker bounds what reads it by it");
+        .with_help(
+            "add the most a run may choose (`max = 50`): the checker bounds what reads it by it",
+        );
     }
     if let (Some(min), Some(max)) = (&b.min, &b.max)
         && min.get_ref() > max.get_ref()

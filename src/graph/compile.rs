@@ -108,12 +108,16 @@ pub(crate) fn compile(
             constant: f.constant,
             configurable: f.configurable.clone(),
             input: !f.constant
-                && spec.graph.input.as_ref().is_none_or(|i| {
-                    i.get_ref().iter().any(|n| n.get_ref() == f.name.get_ref())
-                }),
-            output: spec.graph.output.as_ref().is_none_or(|o| {
-                o.get_ref().iter().any(|n| n.get_ref() == f.name.get_ref())
-            }),
+                && spec
+                    .graph
+                    .input
+                    .as_ref()
+                    .is_none_or(|i| i.get_ref().iter().any(|n| n.get_ref() == f.name.get_ref())),
+            output: spec
+                .graph
+                .output
+                .as_ref()
+                .is_none_or(|o| o.get_ref().iter().any(|n| n.get_ref() == f.name.get_ref())),
             required: f.required,
         });
     }

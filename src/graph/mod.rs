@@ -60,7 +60,10 @@ pub struct Graph {
 impl Graph {
     /// Refuses an input that sets what no input sets: a constant, or a field the
     /// graph's `input` does not list. (An unknown field is refused where it is written.)
-    pub fn check_input(&self, input: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    pub fn check_input(
+        &self,
+        input: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), String> {
         // Without `[graph] input` every state field is one, and an unknown name is
         // told as no state field where it is written.
         let declared = self.fields.iter().any(|f| !f.constant && !f.input);
@@ -151,7 +154,11 @@ impl Graph {
                 Err(format!(
                     "graph `{}` has no configurable `{key}`{hint} (its configurable values: {})",
                     self.name,
-                    if all.is_empty() { "none".into() } else { all.join(", ") }
+                    if all.is_empty() {
+                        "none".into()
+                    } else {
+                        all.join(", ")
+                    }
                 ))
             }
         }

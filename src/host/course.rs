@@ -117,7 +117,6 @@ pub(super) async fn decide_from(
     }
 }
 
-
 /// A thread's checkpoint `seq`, which a run or an update forks from.
 async fn fork_point(
     store: &dyn Checkpoints,

@@ -478,7 +478,10 @@ fn read_configurable(
 ) {
     let file = top.file;
     for field in read_named(top, "configurable", diags, read_configurable_one) {
-        if let Some(other) = state.iter().find(|f| f.name.get_ref() == field.name.get_ref()) {
+        if let Some(other) = state
+            .iter()
+            .find(|f| f.name.get_ref() == field.name.get_ref())
+        {
             diags.push(
                 Diagnostic::error(
                     "duplicate-name",
@@ -487,7 +490,11 @@ fn read_configurable(
                     format!(
                         "`{}` is declared twice: as configurable, and as {}",
                         field.name.get_ref(),
-                        if other.constant { "a constant" } else { "a state field" }
+                        if other.constant {
+                            "a constant"
+                        } else {
+                            "a state field"
+                        }
                     ),
                 )
                 .label("declared again here")
@@ -522,7 +529,9 @@ fn read_configurable_one(
                 format!("{what} has no `default`"),
             )
             .label("`default` is required")
-            .help("add the value a run gets when its configuration gives none, e.g. `default = 25`"),
+            .help(
+                "add the value a run gets when its configuration gives none, e.g. `default = 25`",
+            ),
         );
         return None;
     };

@@ -210,9 +210,7 @@ impl Runner {
                 missing.join(", ")
             )));
         }
-        self.graph
-            .check_input(&fields)
-            .map_err(RunError::Input)?;
+        self.graph.check_input(&fields).map_err(RunError::Input)?;
         let configured = self
             .graph
             .configured(&self.configuration)

@@ -574,7 +574,12 @@ impl Threads {
         }) {
             return Err(RunError::Update(format!(
                 "`{name}` is a constant of the graph: no update sets it{}",
-                if self.graph.field_id(name).is_some_and(|id| self.graph.field(id).configurable.is_some()) {
+                if self.graph.field_id(name).is_some_and(|id| self
+                    .graph
+                    .field(id)
+                    .configurable
+                    .is_some())
+                {
                     " (a run's configuration gives a configurable one)"
                 } else {
                     ""

@@ -75,9 +75,7 @@ pub(super) fn output_only(host: &Host, graph: &str, mut values: Json) -> Json {
         return values;
     }
     if let Json::Object(o) = &mut values {
-        o.retain(|k, _| {
-            k.starts_with("__") || g.field_id(k).is_some_and(|id| g.field(id).output)
-        });
+        o.retain(|k, _| k.starts_with("__") || g.field_id(k).is_some_and(|id| g.field(id).output));
     }
     values
 }

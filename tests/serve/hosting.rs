@@ -863,10 +863,7 @@ async fn two_files_with_one_graph_name_are_refused_naming_both() {
     assert!(a["metadata"]["file"].as_str().unwrap().ends_with("a.toml"));
     assert_eq!(a["metadata"]["valid"], true);
     let run = h
-        .post(
-            "/runs/wait",
-            json!({ "assistant_id": "ask", "input": {} }),
-        )
+        .post("/runs/wait", json!({ "assistant_id": "ask", "input": {} }))
         .await
         .json();
     assert_eq!(run["__interrupt__"][0]["value"], json!({ "version": "a" }));
