@@ -615,3 +615,39 @@ async fn event_lines(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec
     }
     lines
 }
+
+/// A model named `{{ MODEL }}` is the run's configured one, else the default.
+#[tokio::test]
+async fn a_run_chooses_its_model_through_a_configurable_value() {
+    let llm = ScriptedLlm::new().script("think", [json!({ "idea": "a" }), json!({ "idea": "b" })]);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let configured = |values: Json| {
+        Runner::new(graph("chosen_model"), store.clone())
+            .with_llm(llm.clone())
+            .with_configuration(values.as_object().unwrap().clone())
+    };
+    configured(json!({}))
+        .start("a", json!({ "goal": "g" }))
+        .await
+        .unwrap();
+    configured(json!({ "MODEL": "large" }))
+        .start("b", json!({ "goal": "g" }))
+        .await
+        .unwrap();
+    let err = configured(json!({ "MODEL": "huge" }))
+        .start("c", json!({ "goal": "g" }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the input is refused: `MODEL` of graph `chosen_model`: \"huge\" is not one of \"small\", \"large\""
+    );
+    let models: Vec<String> = llm
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.model.clone())
+        .collect();
+    assert_eq!(models, ["small", "large"]);
+}

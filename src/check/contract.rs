@@ -71,6 +71,48 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             check_bounds(cx, f, bounds);
         }
     }
+    let models = spec.llm.model.iter().chain(spec.nodes.iter().filter_map(|n| match &n.body {
+        crate::spec::KindSpec::Llm(l) => l.model.as_ref(),
+        _ => None,
+    }));
+    for model in models {
+        check_model_ref(cx, model);
+    }
+}
+
+/// A model written `{{ NAME }}` reads a string constant: a `[configurable]` one lets a
+/// run choose its model among those it lists.
+fn check_model_ref(cx: &mut Cx<'_>, model: &Sp<String>) {
+    let Some(name) = crate::graph::model_ref(model.get_ref()) else {
+        return;
+    };
+    let found = cx.spec.field(name);
+    let fits = found.is_some_and(|f| f.constant && matches!(f.ty.get_ref(), FieldType::String));
+    if !fits {
+        let hint = crate::suggestion::help_for(
+            name,
+            cx.spec
+                .state
+                .iter()
+                .filter(|f| f.constant)
+                .map(|f| f.name.get_ref().as_str()),
+        );
+        cx.error(
+            "bad-model",
+            model.span(),
+            format!("model `{}` names `{name}`, which is no string constant", model.get_ref()),
+        )
+        .with_label("a model named by a constant reads a string `[consts]` or `[configurable]` value")
+        .with_help(match found {
+            Some(f) if f.constant => format!(
+                "`{name}` is a constant of type `{}`; a model's name is a string",
+                f.ty.get_ref()
+            ),
+            _ => hint.unwrap_or_else(|| {
+                format!("declare `[configurable.{name}]` with `default = \"gpt-4o-mini\"` and the models a run may choose in `one_of`")
+            }),
+        });
+    }
 }
 
 fn unknown(cx: &mut Cx<'_>, name: &Sp<String>, list: &str) {

@@ -32,6 +32,13 @@ pub enum Target {
     End,
 }
 
+/// The constant a model name `{{ NAME }}` reads its model from, if it is one.
+pub fn model_ref(model: &str) -> Option<&str> {
+    let inner = model.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    (!inner.is_empty() && inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then_some(inner)
+}
+
 pub struct Graph {
     pub name: String,
     pub path: PathBuf,
