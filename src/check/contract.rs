@@ -71,10 +71,14 @@ pub(super) fn check(cx: &mut Cx<'_>) {
             check_bounds(cx, f, bounds);
         }
     }
-    let models = spec.llm.model.iter().chain(spec.nodes.iter().filter_map(|n| match &n.body {
-        crate::spec::KindSpec::Llm(l) => l.model.as_ref(),
-        _ => None,
-    }));
+    let models = spec
+        .llm
+        .model
+        .iter()
+        .chain(spec.nodes.iter().filter_map(|n| match &n.body {
+            crate::spec::KindSpec::Llm(l) => l.model.as_ref(),
+            _ => None,
+        }));
     for model in models {
         check_model_ref(cx, model);
     }

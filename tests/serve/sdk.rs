@@ -182,6 +182,63 @@ async fn the_official_mcp_client_calls_each_graph_as_a_tool() {
     assert_eq!(r.status, 401);
 }
 
+/// The MCP Inspector's command-line mode (`@modelcontextprotocol/inspector --cli`, from
+/// npm, headless) lists the graphs as tools and calls one over `/mcp` with the key, as a
+/// person checking the server by hand would.
+#[tokio::test]
+async fn the_mcp_inspectors_cli_lists_and_calls_the_graphs() {
+    let s = serve(&["tests/fixtures/serve/three.toml"])
+        .env("SERVE_TEST_KEY", "insp-key")
+        .arg("--api-key-env")
+        .arg("SERVE_TEST_KEY")
+        .start()
+        .await;
+    let home = tempfile::tempdir().unwrap();
+    let inspector = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(root().join("node_modules/.bin/mcp-inspector"));
+        cmd.arg("--cli")
+            .arg(format!("{}/mcp", s.url))
+            .args(["--header", "x-api-key: insp-key"])
+            .args(args)
+            // Its catalog of servers goes under HOME: a directory of the test's own.
+            .env("HOME", home.path())
+            .env("PATH", path_with_node());
+        let out = cmd.output().expect("the inspector runs");
+        assert!(
+            out.status.success(),
+            "the inspector failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Json>(&out.stdout).expect("the inspector answers JSON")
+    };
+    let listed = inspector(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["three", "answer_interrupt"]);
+    assert_eq!(
+        listed["tools"][0]["inputSchema"]["required"],
+        json!(["input"])
+    );
+    let called = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "three",
+        "--tool-arg",
+        "input=hi",
+    ]);
+    assert_eq!(called["isError"], json!(false));
+    assert_eq!(
+        called["structuredContent"],
+        json!({"input": "hi", "trail": ["a:hi", "b"]})
+    );
+}
+
 /// The official A2A client (`a2a-sdk` from PyPI) talks to each graph that has a
 /// `messages` field at `/a2a/{assistant}` (behind the server's API key): its card, a
 /// conversation in one context, a task that waits for input and is answered, a task
@@ -203,4 +260,14 @@ async fn the_official_a2a_client_talks_to_a_graph() {
     for path in ["/a2a/echo", "/a2a/echo/.well-known/agent-card.json"] {
         assert_eq!(s.http().get(path).await.status, 401, "{path}");
     }
+}
+
+/// `PATH` with the Node the tests install (`node_modules/.bin/node`, Node 22) first, for
+/// tools from npm that start with `#!/usr/bin/env node`.
+fn path_with_node() -> String {
+    format!(
+        "{}:{}",
+        root().join("node_modules/.bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }

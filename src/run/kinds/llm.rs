@@ -186,7 +186,9 @@ fn chosen_model(cx: &NodeCx<'_>, model: String) -> Result<String, String> {
         .ok_or_else(|| format!("model `{model}` names no constant `{name}`"))?;
     match cx.state.get(id) {
         Json::String(m) if !m.is_empty() => Ok(m.clone()),
-        other => Err(format!("model `{model}`: `{name}` is {other}, not a model's name")),
+        other => Err(format!(
+            "model `{model}`: `{name}` is {other}, not a model's name"
+        )),
     }
 }
 
