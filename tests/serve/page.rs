@@ -340,3 +340,15 @@ async fn a_use_stream_chat_page_streams_approves_stops_regenerates_edits_and_rel
 
 /// A 1x1 PNG.
 const DOT_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
+/// A graph that declares its inputs and its configurable values: the page's form lists
+/// only the inputs, then the configuration (a choice for a string with `one_of`), and a
+/// run started with a chosen value uses it.
+#[tokio::test]
+async fn the_run_form_lists_the_inputs_and_the_configuration_the_graph_declares() {
+    let s = serve(&["tests/fixtures/serve_assistants/greet.toml"])
+        .start()
+        .await;
+    let lines = browse("configure.mjs", &s.url).await;
+    insta::assert_snapshot!(lines.join("\n"));
+}

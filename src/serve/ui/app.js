@@ -189,9 +189,10 @@ async function graphPage(id, turn = routes) {
   drawing.innerHTML = svg;
   const nodePanel = h("div", { class: "panel", id: "node-details" }, h("p", { class: "muted", text: "Select a node to see its prompt, schema and rules." }));
   const runArea = h("div", { id: "run" });
-  const form = inputForm(schemas.input_schema, async (input, maxSteps) => {
+  const form = inputForm(schemas.input_schema, schemas.config_schema, async (input, context, maxSteps) => {
     const thread = await api("POST", "/threads", { metadata: { graph_id: id } });
     const body = { assistant_id: id, input };
+    if (Object.keys(context).length) body.context = context;
     if (maxSteps) body.max_steps = maxSteps;
     await watchRun(runArea, drawing, id, details, thread.thread_id, body);
   });
@@ -247,6 +248,10 @@ function schemaFields(schema) {
     if (type === "boolean") input = h("input", { type: "checkbox", name, "data-type": type });
     else if (type === "integer" || type === "number") input = h("input", { type: "number", name, "data-type": type, step: type === "integer" ? "1" : "any" });
     else if (type === "string" && !s.enum) input = h("input", { type: "text", name, "data-type": type });
+    else if (Array.isArray(s.enum) && s.enum.every((v) => typeof v === "string")) {
+      // The values a configurable string may take; empty keeps the default.
+      input = h("select", { name, "data-type": "string" }, h("option", { value: "", text: s.default !== undefined ? `(default: ${s.default})` : "" }), ...s.enum.map((v) => h("option", { value: v, text: v })));
+    }
     else input = h("textarea", { name, rows: 3, "data-type": "json", placeholder: "JSON" });
     if (required.has(name) && type !== "boolean") input.required = true;
     fields.push(h("label", {}, h("span", { text: `${name}${required.has(name) ? " *" : ""}` }), s.description ? h("span", { class: "muted", text: ` — ${s.description}` }) : null, input));
@@ -276,14 +281,20 @@ function fieldValues(form) {
   return out;
 }
 
-function inputForm(schema, start) {
+/// The run form: the graph's inputs, its configurable values (the run's `context`,
+/// each left empty for its default) and a step limit.
+function inputForm(schema, configSchema, start) {
   const error = h("div", { class: "error", role: "alert", hidden: true });
   const steps = h("input", { type: "number", name: "max_steps", min: "1", step: "1" });
   const button = h("button", { type: "submit", text: "Start run" });
+  const inputs = h("div", {}, schemaFields(schema));
+  const configurable = Object.keys((configSchema && configSchema.properties) || {}).length > 0;
+  const config = configurable ? h("fieldset", { class: "config" }, h("legend", { text: "Configuration" }), schemaFields({ properties: configSchema.properties })) : null;
   const form = h(
     "form",
     { class: "inputs" },
-    schemaFields(schema),
+    inputs,
+    config,
     h("label", {}, h("span", { text: "Max steps" }), h("span", { class: "muted", text: " — leave empty for the graph's own limit" }), steps),
     h("div", { class: "row" }, button),
     error,
@@ -293,9 +304,9 @@ function inputForm(schema, start) {
     error.hidden = true;
     button.disabled = true;
     try {
-      const input = fieldValues(form);
-      delete input.max_steps;
-      await start(input, steps.value ? Number(steps.value) : null);
+      const input = fieldValues(inputs);
+      const context = config ? fieldValues(config) : {};
+      await start(input, context, steps.value ? Number(steps.value) : null);
     } catch (err) {
       error.textContent = err.message;
       error.hidden = false;
