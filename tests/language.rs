@@ -85,11 +85,11 @@ async fn a_runs_configuration_gives_a_configurable_value_and_no_input_sets_a_con
     assert_eq!(
         said,
         [
-            "the input is refused: `MAX_TOOL_STEPS` is a configurable `int` of graph `language`, and \"many\" is not one",
-            "the input is refused: `MAX_TOOL_STEPS` of graph `language`: 50 is above its most, 10",
-            "the input is refused: `MAX_TOOL_STEPS` of graph `language`: 0 is below its least, 1",
-            "the input is refused: `PREFIX` is a constant of graph `language`, not configurable (declare it under `[configurable]` to let a run choose it)",
-            "the input is refused: graph `language` has no configurable `MAX_TOOL_STEP`; did you mean `MAX_TOOL_STEPS`? (its configurable values: `MAX_TOOL_STEPS`)",
+            "the configuration is refused: `MAX_TOOL_STEPS` is a configurable `int` of graph `language`, and \"many\" is not one",
+            "the configuration is refused: `MAX_TOOL_STEPS` of graph `language`: 50 is above its most, 10",
+            "the configuration is refused: `MAX_TOOL_STEPS` of graph `language`: 0 is below its least, 1",
+            "the configuration is refused: `PREFIX` is a constant of graph `language`, not configurable (declare it under `[configurable]` to let a run choose it)",
+            "the configuration is refused: graph `language` has no configurable `MAX_TOOL_STEP`; did you mean `MAX_TOOL_STEPS`? (its configurable values: `MAX_TOOL_STEPS`)",
             "the input is refused: `MAX_TOOL_STEPS` is configurable: a run's configuration gives it (`context` or `config.configurable`; `switchyard run --context`), not its input",
             "the input is refused: `PREFIX` is a constant of graph `language`: no run sets it (declare it under `[configurable]` to let a run choose it)",
         ]

@@ -640,7 +640,7 @@ async fn a_run_chooses_its_model_through_a_configurable_value() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the input is refused: `MODEL` of graph `chosen_model`: \"huge\" is not one of \"small\", \"large\""
+        "the configuration is refused: `MODEL` of graph `chosen_model`: \"huge\" is not one of \"small\", \"large\""
     );
     let models: Vec<String> = llm
         .requests

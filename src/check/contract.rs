@@ -23,7 +23,7 @@ pub(super) fn check(cx: &mut Cx<'_>) {
                         "remove it from `input`: a run sets it through `config.configurable` or `context` (`switchyard run --context`)",
                     );
                 }
-                Some(_) if spec.field(name.get_ref()).is_some_and(|f| f.constant) => {
+                Some(f) if f.constant => {
                     cx.error(
                         "input-constant",
                         name.span(),
@@ -87,7 +87,7 @@ pub(super) fn check(cx: &mut Cx<'_>) {
 /// A model written `{{ NAME }}` reads a string constant: a `[configurable]` one lets a
 /// run choose its model among those it lists.
 fn check_model_ref(cx: &mut Cx<'_>, model: &Sp<String>) {
-    let Some(name) = crate::graph::model_ref(model.get_ref()) else {
+    let Some(name) = crate::spec::model_ref(model.get_ref()) else {
         return;
     };
     let found = cx.spec.field(name);
@@ -160,7 +160,7 @@ fn check_bounds(cx: &mut Cx<'_>, f: &FieldSpec, b: &Bounds) {
         )
         .with_label("a run could give it any number")
         .with_help(
-            "add the most a run may choose (`max = 50`): the checker bounds what reads it by it",
+            "add the most a run may choose (`max = 50`), so that what a run may be given is bounded",
         );
     }
     if let (Some(min), Some(max)) = (&b.min, &b.max)

@@ -77,6 +77,33 @@ fn mappings(cx: &mut Cx<'_>, node: &str, g: &crate::spec::GraphNode, child: &Gra
             .with_help_opt(help_for(key.get_ref(), fields()));
             continue;
         };
+        // The child's contract holds for its parent as for any caller: no constant,
+        // nothing its `[graph] input` leaves out.
+        let listed = child
+            .graph
+            .input
+            .as_ref()
+            .is_none_or(|i| i.get_ref().iter().any(|n| n.get_ref() == key.get_ref()));
+        if field.constant || !listed {
+            cx.error(
+                "input-constant",
+                key.span(),
+                format!(
+                    "`{}` of graph `{name}` is {}",
+                    key.get_ref(),
+                    if field.configurable.is_some() {
+                        "configurable, not an input: the parent's configuration gives it"
+                    } else if field.constant {
+                        "a constant: no caller sets it"
+                    } else {
+                        "not one of its inputs"
+                    }
+                ),
+            )
+            .with_label("the child does not take this as input")
+            .with_help("remove it from `input`, or change the child's `[graph] input`");
+            continue;
+        }
         if let Ok(ast) = minijinja::machinery::parse_expr(expr.get_ref())
             && let Some(ty) = infer(&ast, &|n| cx.spec.field(n))
             && let Some(want) = refused(field, ty)

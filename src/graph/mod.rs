@@ -3,6 +3,7 @@
 //! passed every check (see [`crate::compile`]).
 
 mod compile;
+mod contract;
 mod exprs;
 mod fast;
 mod fast_template;
@@ -32,13 +33,6 @@ pub enum Target {
     End,
 }
 
-/// The constant a model name `{{ NAME }}` reads its model from, if it is one.
-pub fn model_ref(model: &str) -> Option<&str> {
-    let inner = model.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
-    (!inner.is_empty() && inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        .then_some(inner)
-}
-
 pub struct Graph {
     pub name: String,
     pub path: PathBuf,
@@ -65,112 +59,6 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// Refuses an input that sets what no input sets: a constant, or a field the
-    /// graph's `input` does not list. (An unknown field is refused where it is written.)
-    pub fn check_input(
-        &self,
-        input: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<(), String> {
-        // Without `[graph] input` every state field is one, and an unknown name is
-        // told as no state field where it is written.
-        let declared = self.fields.iter().any(|f| !f.constant && !f.input);
-        for name in input.keys() {
-            let Some(f) = self.field_id(name).map(|id| self.field(id)) else {
-                if declared {
-                    return Err(self.not_input(name));
-                }
-                continue;
-            };
-            if f.configurable.is_some() {
-                return Err(format!(
-                    "`{name}` is configurable: a run's configuration gives it (`context` or `config.configurable`; `switchyard run --context`), not its input"
-                ));
-            }
-            if f.constant {
-                return Err(format!(
-                    "`{name}` is a constant of graph `{}`: no run sets it (declare it under `[configurable]` to let a run choose it)",
-                    self.name
-                ));
-            }
-            if !f.input {
-                return Err(self.not_input(name));
-            }
-        }
-        Ok(())
-    }
-
-    fn not_input(&self, name: &str) -> String {
-        let inputs = self.fields.iter().filter(|f| f.input).map(|f| &*f.name);
-        let hint = crate::suggestion::help_for(name, inputs.clone())
-            .map(|h| format!("; {h}"))
-            .unwrap_or_default();
-        let all: Vec<String> = inputs.map(|n| format!("`{n}`")).collect();
-        format!(
-            "`{name}` is not an input of graph `{}`{hint} (its inputs: {})",
-            self.name,
-            if all.is_empty() {
-                "none".into()
-            } else {
-                all.join(", ")
-            }
-        )
-    }
-
-    /// Checks a run's configuration (values for `[configurable]` constants) and gives
-    /// the values it sets. `at` names where it was given, for the message.
-    pub fn configured<'a>(
-        &self,
-        values: &'a serde_json::Map<String, serde_json::Value>,
-    ) -> Result<&'a serde_json::Map<String, serde_json::Value>, String> {
-        for (key, value) in values {
-            self.check_configured(key, value)?;
-        }
-        Ok(values)
-    }
-
-    /// Why `value` is not one `key` of a run's configuration may have, if it is not.
-    pub fn check_configured(&self, key: &str, value: &serde_json::Value) -> Result<(), String> {
-        let field = self.field_id(key).map(|id| self.field(id));
-        match field {
-            Some(f) if f.configurable.is_some() => {
-                if !f.ty.accepts(value) {
-                    return Err(format!(
-                        "`{key}` is a configurable `{}` of graph `{}`, and {value} is not one",
-                        f.ty, self.name
-                    ));
-                }
-                if let Some(why) = f.configurable.as_ref().and_then(|b| b.refuse(value)) {
-                    return Err(format!("`{key}` of graph `{}`: {why}", self.name));
-                }
-                Ok(())
-            }
-            Some(f) if f.constant => Err(format!(
-                "`{key}` is a constant of graph `{}`, not configurable (declare it under `[configurable]` to let a run choose it)",
-                self.name
-            )),
-            _ => {
-                let names = self
-                    .fields
-                    .iter()
-                    .filter(|f| f.configurable.is_some())
-                    .map(|f| &*f.name);
-                let hint = crate::suggestion::help_for(key, names.clone())
-                    .map(|h| format!("; {h}"))
-                    .unwrap_or_default();
-                let all: Vec<String> = names.map(|n| format!("`{n}`")).collect();
-                Err(format!(
-                    "graph `{}` has no configurable `{key}`{hint} (its configurable values: {})",
-                    self.name,
-                    if all.is_empty() {
-                        "none".into()
-                    } else {
-                        all.join(", ")
-                    }
-                ))
-            }
-        }
-    }
-
     /// Where `command.goto` sends a run: a node, or END (`END` or LangGraph's
     /// `__end__`); why not, when the name is no node or the graph requires a policy
     /// before side effects and the node could reach one without it.

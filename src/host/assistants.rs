@@ -140,7 +140,7 @@ pub(crate) const CONFIG_AND_CONTEXT: &str = "Cannot specify both configurable an
 impl Configuration {
     /// The values given, as LangGraph keeps them: `config` with `configurable`, and
     /// `context` mirroring it. Both given: refused, as LangGraph refuses it.
-    fn mirrored(self) -> Result<ConfigAndContext, HostError> {
+    fn mirrored(self, graph: &Graph) -> Result<ConfigAndContext, HostError> {
         let mut config = self.config.unwrap_or_default();
         let configurable = match config.get("configurable") {
             None | Some(Json::Null) => None,
@@ -151,18 +151,21 @@ impl Configuration {
                 )));
             }
         };
-        match (configurable, self.context) {
-            (Some(_), Some(c)) if !c.is_empty() => {
-                Err(HostError::Invalid(CONFIG_AND_CONTEXT.into()))
+        let context = self.context.unwrap_or_default();
+        match configurable {
+            Some(_) if both_given(configurable.as_ref(), &context, Some(graph)) => {
+                Err(HostError::BadRequest(CONFIG_AND_CONTEXT.into()))
             }
-            (Some(values), _) => Ok((config, values)),
-            (None, Some(values)) => {
-                if !values.is_empty() {
-                    config.insert("configurable".into(), Json::Object(values.clone()));
+            Some(values) if context.is_empty() => Ok((config, values)),
+            configurable => {
+                // `configurable`'s keys that configure nothing stay beside the values.
+                let mut merged = configurable.unwrap_or_default();
+                merged.extend(context.clone());
+                if !merged.is_empty() {
+                    config.insert("configurable".into(), Json::Object(merged));
                 }
-                Ok((config, values))
+                Ok((config, context))
             }
-            (None, None) => Ok((config, Map::new())),
         }
     }
 
@@ -170,6 +173,19 @@ impl Configuration {
     fn is_given(&self) -> bool {
         self.config.is_some() || self.context.is_some()
     }
+}
+
+/// Whether a configuration is given both ways, which LangGraph refuses: `context` with
+/// values, and `config.configurable` with a key that configures `graph` (a cron's
+/// `cron_id` or a client's own keys do not; without a graph, any key does).
+pub(crate) fn both_given(
+    configurable: Option<&Map<String, Json>>,
+    context: &Map<String, Json>,
+    graph: Option<&Graph>,
+) -> bool {
+    let configures =
+        |k: &String| graph.is_none_or(|g| g.field_id(k).is_some_and(|id| g.field(id).constant));
+    !context.is_empty() && configurable.is_some_and(|c| c.keys().any(configures))
 }
 
 /// Checks values for `graph`'s configurable constants: each key of `context` must
@@ -254,19 +270,9 @@ impl Host {
     }
 
     fn no_assistant(&self, id: &str) -> HostError {
-        let ids: Vec<String> = self
-            .graphs()
-            .list()
-            .iter()
-            .map(|s| format!("`{}`", s.id))
-            .collect();
         HostError::NotFound(format!(
             "no assistant `{id}`: not a served graph's ({}) nor one made through the API",
-            if ids.is_empty() {
-                "none".into()
-            } else {
-                ids.join(", ")
-            }
+            self.graphs().names()
         ))
     }
 
@@ -316,28 +322,6 @@ impl Host {
         Ok(all)
     }
 
-    /// The current version of a served graph, for checking a configuration: one
-    /// that does not validate has no constants to check against.
-    fn graph_to_configure(&self, graph: &str) -> Result<std::sync::Arc<Graph>, HostError> {
-        if self.graphs().get(graph).is_none() {
-            let ids: Vec<String> = self
-                .graphs()
-                .list()
-                .iter()
-                .map(|s| format!("`{}`", s.id))
-                .collect();
-            return Err(HostError::NotFound(format!(
-                "no graph `{graph}`; this server serves {}",
-                if ids.is_empty() {
-                    "none".into()
-                } else {
-                    ids.join(", ")
-                }
-            )));
-        }
-        self.current_graph(graph)
-    }
-
     /// A configuration checked against `graph`: `config` and `context` as kept.
     fn configure(
         &self,
@@ -345,7 +329,7 @@ impl Host {
         given: Configuration,
     ) -> Result<ConfigAndContext, HostError> {
         let from_context = given.context.as_ref().is_some_and(|c| !c.is_empty());
-        let (config, values) = given.mirrored()?;
+        let (config, values) = given.mirrored(graph)?;
         if from_context {
             check_values(graph, &values, "context", true)?;
         } else {
@@ -382,7 +366,7 @@ impl Host {
             Some(id) => uuid_id(id)?,
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let graph = self.graph_to_configure(&new.graph)?;
+        let graph = self.current_graph(&new.graph)?;
         if let Some(existing) = self.inner.store.get_assistant(&id).await? {
             return if new.keep_existing {
                 Ok(AssistantView::Made(existing))
@@ -445,7 +429,9 @@ impl Host {
         id: &str,
         patch: AssistantPatch,
     ) -> Result<AssistantView, HostError> {
-        loop {
+        // Another change written between the read and the write: read again. Only a
+        // store that never takes one (a broken one) would go on past this many.
+        for _ in 0..100 {
             let current = self.made(id).await?;
             let highest = self
                 .inner
@@ -455,7 +441,7 @@ impl Host {
                 .first()
                 .map_or(current.version, |v| v.version);
             let graph_id = patch.graph.clone().unwrap_or(current.graph.clone());
-            let graph = self.graph_to_configure(&graph_id)?;
+            let graph = self.current_graph(&graph_id)?;
             let (config, context) = if patch.configuration.is_given() {
                 self.configure(&graph, patch.configuration.clone())?
             } else {
@@ -506,23 +492,45 @@ impl Host {
                 }));
             }
         }
+        Err(HostError::Conflict(format!(
+            "assistant `{id}` kept changing while this change was written; try again"
+        )))
     }
 
-    /// Deletes a made assistant; with `threads`, the threads its runs made or ran on
-    /// too (those whose metadata names it), as LangGraph's `delete_threads`.
+    /// Deletes a made assistant and its crons; with `threads`, the threads its runs
+    /// made or ran on too (those whose metadata names it), as LangGraph's
+    /// `delete_threads`. A thread with a run in flight refuses it all, before anything
+    /// is deleted.
     pub(crate) async fn delete_assistant(&self, id: &str, threads: bool) -> Result<(), HostError> {
         self.made(id).await?;
-        if !self.inner.store.delete_assistant(id).await? {
-            return Err(self.no_assistant(id));
-        }
-        if threads {
+        let doomed = if threads {
             let filter = super::ThreadFilter {
                 metadata: Some(json!({ "assistant_id": id })),
                 ..Default::default()
             };
-            for t in self.search_threads(&filter, None, usize::MAX, 0).await? {
-                self.delete_thread(&t.record.id).await?;
+            self.search_threads(&filter, None, usize::MAX, 0).await?
+        } else {
+            Vec::new()
+        };
+        if let Some(busy) = doomed
+            .iter()
+            .find(|t| !self.inner.queue.in_flight(&t.record.id).is_empty())
+        {
+            return Err(HostError::Conflict(format!(
+                "thread `{}` of assistant `{id}` has a run in flight; cancel it, or delete the assistant without its threads",
+                busy.record.id
+            )));
+        }
+        for cron in self.inner.store.crons().await? {
+            if cron.assistant == id {
+                self.inner.store.delete_cron(&cron.id).await?;
             }
+        }
+        for t in doomed {
+            self.delete_thread(&t.record.id).await?;
+        }
+        if !self.inner.store.delete_assistant(id).await? {
+            return Err(self.no_assistant(id));
         }
         Ok(())
     }

@@ -28,20 +28,9 @@ impl Host {
     /// The current version of a served graph.
     pub(super) fn current_graph(&self, assistant: &str) -> Result<Arc<Graph>, HostError> {
         let Some(served) = self.inner.graphs.get(assistant) else {
-            let ids: Vec<String> = self
-                .inner
-                .graphs
-                .list()
-                .into_iter()
-                .map(|s| format!("`{}`", s.id))
-                .collect();
             return Err(HostError::NotFound(format!(
                 "no graph `{assistant}`; this server serves {}",
-                if ids.is_empty() {
-                    "none".to_string()
-                } else {
-                    ids.join(", ")
-                }
+                self.inner.graphs.names()
             )));
         };
         served.current.ok_or_else(|| {

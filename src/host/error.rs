@@ -16,6 +16,10 @@ pub enum HostError {
     /// value of the wrong type, an answer that does not fit the resume schema.
     #[error("{0}")]
     Invalid(String),
+    /// The request contradicts itself as LangGraph's server refuses it with 400 (a
+    /// configuration given both as `config.configurable` and as `context`).
+    #[error("{0}")]
+    BadRequest(String),
     /// The request is not one this host takes (an option it does not support).
     #[error("{0}")]
     Unsupported(String),
@@ -58,6 +62,7 @@ impl From<RunError> for HostError {
             | RunError::WrongReference { .. }
             | RunError::AnswerRefused { .. }
             | RunError::Input(_)
+            | RunError::Configuration(_)
             | RunError::Goto(_)
             | RunError::Update(_) => HostError::Invalid(message),
             RunError::Node { .. } | RunError::Failed { .. } => HostError::Conflict(message),

@@ -105,6 +105,9 @@ struct FileState {
     /// The problems last logged for the file, so a file that stays broken is logged
     /// once, not at every poll.
     logged: Option<String>,
+    /// The file gives its id as its `[graph] name` (one that cannot be read serves
+    /// under its file's stem).
+    named: bool,
 }
 
 impl Graphs {
@@ -177,6 +180,7 @@ impl Graphs {
         let mut found: Vec<(String, PathBuf, PathBuf)> = s
             .files
             .iter()
+            .filter(|(_, f)| f.named)
             .filter_map(|(path, f)| {
                 let serving = s.by_id.get(&f.id)?;
                 (serving.path != *path).then(|| (f.id.clone(), serving.path.clone(), path.clone()))
@@ -184,6 +188,19 @@ impl Graphs {
             .collect();
         found.sort();
         found
+    }
+
+    /// The served graphs' names as messages list them: "`a`, `b`", or "none".
+    pub fn names(&self) -> String {
+        let s = lock(&self.inner);
+        if s.by_id.is_empty() {
+            return "none".into();
+        }
+        s.by_id
+            .keys()
+            .map(|id| format!("`{id}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The id of the graph a version belongs to.
@@ -299,6 +316,7 @@ impl Graphs {
         };
         let mut s = lock(&self.inner);
         s.generation += 1;
+        let gives_name = named.is_some();
         // The id: the name the file gives, else the one it served under, else its stem.
         let id = named
             .or_else(|| s.files.get(path).map(|f| f.id.clone()))
@@ -336,6 +354,7 @@ impl Graphs {
                 deps,
                 id: id.clone(),
                 logged: problems.as_ref().map(|p| p.rendered.clone()),
+                named: gives_name,
             },
         );
         if taken.is_some() {

@@ -39,7 +39,7 @@ pub use llm::LlmSource;
 // What the server (`serve/`) uses besides.
 pub(crate) use assistants::{
     AssistantPatch, AssistantView, Bound, CONFIG_AND_CONTEXT, Configuration, NewAssistant,
-    check_values, constants_of, file_metadata,
+    both_given, check_values, constants_of, file_metadata,
 };
 pub(crate) use bulk::CancelMany;
 pub(crate) use crons::{

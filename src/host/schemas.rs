@@ -63,12 +63,12 @@ pub(super) fn schemas(spec: &GraphSpec) -> (Json, Json, Json) {
     }
     let output_props = only(&|f| listed(&spec.graph.output, f.name.get_ref()));
     let output_required: Vec<&String> = output_props.keys().collect();
+    // Open: a result carries `__interrupt__` at a pause, `__error__` after a failure.
     let output = json!({
         "title": format!("{title} output"),
         "type": "object",
         "properties": output_props,
         "required": output_required,
-        "additionalProperties": false,
     });
     let required: Vec<&String> = spec.state.iter().map(|f| f.name.get_ref()).collect();
     let state = json!({

@@ -51,6 +51,9 @@ pub enum RunError {
     GraphChanged { thread: String, why: String },
     #[error("the input is refused: {0}")]
     Input(String),
+    /// A run's configuration (values for `[configurable]` constants) that does not fit.
+    #[error("the configuration is refused: {0}")]
+    Configuration(String),
     /// `command.goto` names no node, or a node that would skip a required policy.
     #[error("command.goto is refused: {0}")]
     Goto(String),

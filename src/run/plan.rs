@@ -211,10 +211,10 @@ impl Runner {
             )));
         }
         self.graph.check_input(&fields).map_err(RunError::Input)?;
-        let configured = self
-            .graph
-            .configured(&self.configuration)
-            .map_err(RunError::Input)?;
+        self.graph
+            .check_configuration(&self.configuration)
+            .map_err(RunError::Configuration)?;
+        let configured = &self.configuration;
         // Each constant as this run has it: a configurable one as its configuration
         // gives it, the others as the graph does (a value an earlier run was given is
         // the earlier run's).

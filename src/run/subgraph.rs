@@ -36,9 +36,22 @@ impl Runner {
         format!("{thread}/{node}")
     }
 
-    /// A runner for the child graph: this run's store, clients and stop.
+    /// A runner for the child graph: this run's store, clients and stop, and the
+    /// values of this run's configuration that the child's `[configurable]` names too
+    /// (one configuration for the run and the graphs it calls).
     fn child_runner(&self, body: &GraphBody) -> Runner {
+        let configuration = self
+            .configuration
+            .iter()
+            .filter(|(k, _)| {
+                body.child
+                    .field_id(k)
+                    .is_some_and(|id| body.child.field(id).configurable.is_some())
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Runner::new(body.child.clone(), self.recorder.threads.store().clone())
+            .with_configuration(configuration)
             .with_llm(self.llm.clone())
             .with_tools(self.tools.clone())
             .with_tools_kept()

@@ -10,7 +10,6 @@ use crate::host::{AssistantPatch, AssistantView, Configuration, NewAssistant, Se
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json, json};
 use utoipa_axum::router::OpenApiRouter;
@@ -26,8 +25,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(schemas))
         .routes(routes!(details))
         .routes(routes!(subgraphs))
-        // The same answer, under a namespace (there are no subgraphs).
-        .route("/assistants/{id}/subgraphs/{namespace}", get(subgraphs))
+        .routes(routes!(subgraphs_in))
         .routes(routes!(versions))
         .routes(routes!(latest))
 }
@@ -124,7 +122,7 @@ async fn matching(state: &AppState, q: &Search) -> ApiResult<Vec<AssistantView>>
     {
         return Err(ApiError::not_found(format!(
             "no graph `{g}`; this server serves {}",
-            served_ids(state)
+            state.host.graphs().names()
         )));
     }
     let mut all: Vec<AssistantView> = state
@@ -208,23 +206,8 @@ async fn count(
     Ok(axum::Json(matching(&state, &q).await?.len()).into_response())
 }
 
-fn served_ids(state: &AppState) -> String {
-    let ids: Vec<String> = state
-        .host
-        .graphs()
-        .list()
-        .iter()
-        .map(|s| format!("`{}`", s.id))
-        .collect();
-    if ids.is_empty() {
-        "none".into()
-    } else {
-        ids.join(", ")
-    }
-}
-
 /// A configuration as a body gives it: `config` and `context`, each an object when
-/// given, not both with values (refused as LangGraph refuses it: 400).
+/// given (whether both configure the graph is the host's to say: 400, as LangGraph).
 fn configuration(b: &Map<String, Json>) -> ApiResult<Configuration> {
     let config: Option<Map<String, Json>> = field(b, "config", "an object")?;
     let context: Option<Map<String, Json>> = field(b, "context", "an object")?;
@@ -237,12 +220,6 @@ fn configuration(b: &Map<String, Json>) -> ApiResult<Configuration> {
             "config.configurable is {}, not an object",
             configurable.map(Json::to_string).unwrap_or_default()
         )));
-    }
-    if configurable.is_some() && context.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            crate::host::CONFIG_AND_CONTEXT,
-        ));
     }
     Ok(Configuration { config, context })
 }
@@ -321,20 +298,9 @@ async fn latest(
 
 fn served(state: &AppState, id: &str) -> ApiResult<Served> {
     state.host.graphs().get(id).ok_or_else(|| {
-        let ids: Vec<String> = state
-            .host
-            .graphs()
-            .list()
-            .iter()
-            .map(|s| format!("`{}`", s.id))
-            .collect();
         ApiError::not_found(format!(
-            "no assistant `{id}`; the assistants are the served graphs: {}",
-            if ids.is_empty() {
-                "none".into()
-            } else {
-                ids.join(", ")
-            }
+            "no graph `{id}`; the served graphs are {}",
+            state.host.graphs().names()
         ))
     })
 }
@@ -470,6 +436,15 @@ async fn subgraphs(
     let id = params.first().map(|(_, v)| v.clone()).unwrap_or_default();
     served_of(&state, &id).await?;
     Ok(axum::Json(json!({})))
+}
+
+/// [`subgraphs`] under a namespace: the same answer, as there are no subgraphs.
+#[utoipa::path(get, path = "/assistants/{id}/subgraphs/{namespace}", tag = "assistants", summary = "The graph's subgraphs under a namespace (none)", responses((status = 200, description = "The subgraphs", body = Object)))]
+async fn subgraphs_in(
+    state: State<AppState>,
+    params: Path<Vec<(String, String)>>,
+) -> ApiResult<axum::Json<Json>> {
+    subgraphs(state, params).await
 }
 
 /// The versions, newest first (a graph file's: its current one), filtered by

@@ -48,7 +48,6 @@ fn cron_json(c: &Cron) -> Json {
     })
 }
 
-/// A key of a request body as `T`, or a 422 naming it.
 /// An `end_time`: RFC 3339 (LangGraph keeps any text; a run could then never end).
 fn end_time(body: &Map<String, Json>) -> ApiResult<Option<Option<(String, u64)>>> {
     match body.get("end_time") {
@@ -121,7 +120,7 @@ async fn made(
     thread: Option<String>,
     body: Map<String, Json>,
 ) -> ApiResult<Response> {
-    let Some(assistant) = field::<String>(&body, "assistant_id", "a graph's name")? else {
+    let Some(assistant) = field::<String>(&body, "assistant_id", "an assistant's id")? else {
         return Err(ApiError::invalid(
             "`assistant_id` is required: the graph to run",
         ));
@@ -131,7 +130,7 @@ async fn made(
             "`schedule` is required: when to run, as cron writes it (`*/5 * * * *`)",
         ));
     };
-    if s.host.graphs().get(&assistant).is_none() {
+    if s.host.assistant(&assistant).await.is_err() {
         return Err(ApiError::not_found(format!(
             "Assistant '{assistant}' not found"
         )));

@@ -36,10 +36,12 @@ impl From<HostError> for ApiError {
         let status = match &e {
             HostError::NotFound(_) => StatusCode::NOT_FOUND,
             HostError::Conflict(_) => StatusCode::CONFLICT,
+            HostError::BadRequest(_) => StatusCode::BAD_REQUEST,
             HostError::Invalid(_) | HostError::Unsupported(_) => StatusCode::UNPROCESSABLE_ENTITY,
             HostError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             HostError::Upstream(_) => StatusCode::BAD_GATEWAY,
-            // A store that keeps no crons (or items) is told what the request asked.
+            // A store that keeps none (`--store none`: no crons, items or made assistants)
+            // is told what the request asked.
             HostError::Store(
                 crate::store::StoreError::NoCrons
                 | crate::store::StoreError::NoItems

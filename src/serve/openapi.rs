@@ -26,7 +26,7 @@ pub(super) struct ErrorBody {
 }
 
 /// The statuses any operation may answer with an [`ErrorBody`], and when.
-const ERRORS: [(&str, &str); 7] = [
+const ERRORS: [(&str, &str); 9] = [
     (
         "400",
         "The request cannot be taken as it is (LangGraph answers these with 400 too).",
@@ -42,21 +42,23 @@ const ERRORS: [(&str, &str); 7] = [
         "The body is larger than the server takes (`serve --max-body`).",
     ),
     ("422", "A field does not fit: the message names it."),
+    ("500", "The store failed (its message says how)."),
     (
-        "503",
-        "The server is stopping, or the store cannot be reached.",
+        "502",
+        "A service the request needs failed (the embeddings endpoint).",
     ),
+    ("503", "The server is stopping."),
 ];
 
-/// Where the ids a response gives lead: from the operation `(method, path)` that
-/// answers 200, to each operation `(method, path)`, its path parameters from the
-/// response's fields (OpenAPI links: a client, or a tester, follows them).
 /// An operation: its method and path.
 type Op = (&'static str, &'static str);
 
 /// Path parameters, each from a response's field.
 type Params = &'static [(&'static str, &'static str)];
 
+/// Where the ids a response gives lead: from the operation `(method, path)` that
+/// answers 200, to each operation `(method, path)`, its path parameters from the
+/// response's fields (OpenAPI links: a client, or a tester, follows them).
 const LINKS: [(Op, &[Op], Params); 6] = [
     (
         ("post", "/assistants"),
@@ -230,7 +232,13 @@ pub(super) fn finish(mut api: OpenApi) -> OpenApi {
                     r.description = "What was asked.".into();
                 }
             }
-            for (status, why) in ERRORS {
+            // `/ok` and `/info` refuse nothing.
+            let errors = if matches!(path.as_str(), "/ok" | "/info") {
+                &[][..]
+            } else {
+                &ERRORS[..]
+            };
+            for &(status, why) in errors {
                 op.responses
                     .responses
                     .entry(status.to_string())

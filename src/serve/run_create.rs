@@ -8,7 +8,9 @@ use super::stream;
 use super::threads::CheckpointRef;
 use super::wire;
 use crate::graph::Graph;
-use crate::host::{Bound, Command, Multitask, RunRequest, RunRules, check_values, constants_of};
+use crate::host::{
+    Bound, Command, Multitask, RunRequest, RunRules, both_given, check_values, constants_of,
+};
 use crate::store::Checkpoint;
 use axum::http::StatusCode;
 use futures_util::future::BoxFuture;
@@ -221,6 +223,13 @@ impl RunCreate {
             if let Some(i) = &mut input {
                 wire::input_messages(i, g);
                 wire::check_content(i, g).map_err(|e| ApiError::invalid(format!("input: {e}")))?;
+                // Refused now, whatever the thread is doing: a run queued behind others,
+                // or one that writes an update first, is otherwise checked only when it
+                // starts (after the update is written, or the runs in its way cancelled).
+                if let Json::Object(fields) = i {
+                    g.check_input(fields)
+                        .map_err(|e| ApiError::invalid(format!("the input is refused: {e}")))?;
+                }
             }
             if let Some(u) = &mut update {
                 wire::input_messages(u, g);
@@ -427,7 +436,7 @@ fn configure(
             )));
         }
     };
-    if !own.is_empty() && !context.is_empty() {
+    if both_given(Some(&own), &context, graph) {
         // As LangGraph's server answers it.
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,

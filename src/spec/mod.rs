@@ -2,10 +2,12 @@
 //! (`Sp<T>`), so the checker can point at it. Nothing here is resolved or validated beyond
 //! the shape of the TOML; that is the checker's job.
 
+mod contract;
 mod duration;
 mod field_type;
 mod llm;
 
+pub use contract::{Bounds, model_ref};
 pub use duration::parse_duration;
 pub use field_type::{FieldType, TYPE_NAMES, is_message, parse_field_type};
 pub use llm::{Provider, Sampling, parse_provider};
@@ -196,38 +198,6 @@ pub struct FieldSpec {
     pub configurable: Option<Bounds>,
     /// A required input: a run that starts a thread must give it.
     pub required: bool,
-}
-
-/// What values a `[configurable]` value may take besides its default.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Bounds {
-    pub min: Option<Sp<f64>>,
-    pub max: Option<Sp<f64>>,
-    pub one_of: Option<Sp<Vec<serde_json::Value>>>,
-}
-
-impl Bounds {
-    /// Why `v` is not one of the values these bounds allow, if it is not.
-    pub fn refuse(&self, v: &serde_json::Value) -> Option<String> {
-        if let Some(allowed) = &self.one_of
-            && !allowed.get_ref().contains(v)
-        {
-            let list: Vec<String> = allowed.get_ref().iter().map(|a| a.to_string()).collect();
-            return Some(format!("{v} is not one of {}", list.join(", ")));
-        }
-        let n = v.as_f64()?;
-        if let Some(min) = &self.min
-            && n < *min.get_ref()
-        {
-            return Some(format!("{v} is below its least, {}", min.get_ref()));
-        }
-        if let Some(max) = &self.max
-            && n > *max.get_ref()
-        {
-            return Some(format!("{v} is above its most, {}", max.get_ref()));
-        }
-        None
-    }
 }
 
 impl FieldSpec {

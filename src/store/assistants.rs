@@ -154,3 +154,38 @@ impl Assistants for AssistantTable {
         Ok(self.lock().shift_remove(id).is_some())
     }
 }
+
+/// The memory store's assistants are its table's.
+#[async_trait]
+impl Assistants for super::MemoryStore {
+    async fn add_assistant_version(&self, a: &Assistant) -> Result<bool, StoreError> {
+        self.assistants.add_assistant_version(a).await
+    }
+
+    async fn set_assistant_version(
+        &self,
+        id: &str,
+        version: u32,
+        updated_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.assistants
+            .set_assistant_version(id, version, updated_ms)
+            .await
+    }
+
+    async fn get_assistant(&self, id: &str) -> Result<Option<Assistant>, StoreError> {
+        self.assistants.get_assistant(id).await
+    }
+
+    async fn assistants(&self) -> Result<Vec<Assistant>, StoreError> {
+        self.assistants.assistants().await
+    }
+
+    async fn assistant_versions(&self, id: &str) -> Result<Vec<Assistant>, StoreError> {
+        self.assistants.assistant_versions(id).await
+    }
+
+    async fn delete_assistant(&self, id: &str) -> Result<bool, StoreError> {
+        self.assistants.delete_assistant(id).await
+    }
+}

@@ -25,7 +25,7 @@ pub struct MemoryStore {
     items: Mutex<HashMap<(String, String), (u64, super::Item)>>,
     items_put: std::sync::atomic::AtomicU64,
     crons: super::crons::CronTable,
-    assistants: super::assistants::AssistantTable,
+    pub(super) assistants: super::assistants::AssistantTable,
 }
 
 #[derive(Default)]
@@ -563,39 +563,5 @@ impl super::Crons for MemoryStore {
         take: &[super::crons::Take],
     ) -> Result<Vec<String>, StoreError> {
         self.crons.take_occurrences(take).await
-    }
-}
-
-#[async_trait]
-impl super::Assistants for MemoryStore {
-    async fn add_assistant_version(&self, a: &super::Assistant) -> Result<bool, StoreError> {
-        self.assistants.add_assistant_version(a).await
-    }
-
-    async fn set_assistant_version(
-        &self,
-        id: &str,
-        version: u32,
-        updated_ms: u64,
-    ) -> Result<bool, StoreError> {
-        self.assistants
-            .set_assistant_version(id, version, updated_ms)
-            .await
-    }
-
-    async fn get_assistant(&self, id: &str) -> Result<Option<super::Assistant>, StoreError> {
-        self.assistants.get_assistant(id).await
-    }
-
-    async fn assistants(&self) -> Result<Vec<super::Assistant>, StoreError> {
-        self.assistants.assistants().await
-    }
-
-    async fn assistant_versions(&self, id: &str) -> Result<Vec<super::Assistant>, StoreError> {
-        self.assistants.assistant_versions(id).await
-    }
-
-    async fn delete_assistant(&self, id: &str) -> Result<bool, StoreError> {
-        self.assistants.delete_assistant(id).await
     }
 }

@@ -398,3 +398,101 @@ async fn assistants_outlive_a_restart() {
     assert_eq!(versions.as_array().map(Vec::len), Some(2));
     drop(dir);
 }
+
+/// A cron of a made assistant, with a configuration of its own: each run uses the
+/// assistant's values with the cron's over them (the cron's `cron_id` in
+/// `config.configurable` configures nothing, so it does not clash with `context`); a
+/// change to the cron is taken; deleting the assistant deletes its crons.
+#[tokio::test]
+async fn a_cron_of_a_made_assistant_runs_with_its_configuration() {
+    let s = serve(&[FIXTURES]).start().await;
+    let h = s.http();
+    let id = h
+        .post(
+            "/assistants",
+            json!({"graph_id": "greet", "context": {"GREETING": "Yo"}}),
+        )
+        .await
+        .json()["assistant_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cron = h
+        .post(
+            "/runs/crons",
+            json!({"assistant_id": id, "schedule": "* * * * * *", "input": {"question": "cron"},
+                   "context": {"MAX_STEPS": 2}, "on_run_completed": "keep"}),
+        )
+        .await;
+    assert_eq!(cron.status, 200, "{}", cron.text);
+    let cron_id = cron.json()["cron_id"].as_str().unwrap().to_string();
+    let changed = h
+        .patch(
+            &format!("/runs/crons/{cron_id}"),
+            json!({"metadata": {"by": "test"}}),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    let mut fired = None;
+    for _ in 0..100 {
+        fired = s
+            .log_json()
+            .into_iter()
+            .find(|l| l["notice"] == "cron_fired" || l["notice"] == "cron_failed");
+        if fired.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let fired = fired.expect("the cron fired");
+    assert_eq!(fired["notice"], "cron_fired", "{fired}");
+    let thread = fired["thread"].as_str().unwrap();
+    let run = fired["run"].as_str().unwrap();
+    let result = h
+        .get(&format!("/threads/{thread}/runs/{run}/join"))
+        .await
+        .json();
+    assert_eq!(result, json!({"answer": "Yo cron 2"}));
+    assert_eq!(
+        h.delete(&format!("/assistants/{id}")).await.status,
+        204
+    );
+    assert_eq!(
+        h.get(&format!("/runs/crons/{cron_id}")).await.status,
+        404
+    );
+}
+
+/// An input the graph's contract refuses is refused when the run is asked for, even
+/// when the run would write an update first or wait behind another: nothing written.
+#[tokio::test]
+async fn a_refused_input_is_refused_before_an_update_is_written() {
+    let s = serve(&[FIXTURES]).start().await;
+    let h = s.http();
+    let thread = h.post("/threads", json!({})).await.json()["thread_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    h.post(
+        &format!("/threads/{thread}/runs/wait"),
+        json!({"assistant_id": "greet", "input": {"question": "a"}}),
+    )
+    .await;
+    let before = h.get(&format!("/threads/{thread}/history")).await.json();
+    let refused = h
+        .post(
+            &format!("/threads/{thread}/runs"),
+            json!({"assistant_id": "greet", "input": {"question": "b", "SEPARATOR": "-"},
+                   "command": {"update": {"question": "c"}}}),
+        )
+        .await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(
+        refused.json()["detail"],
+        "the input is refused: `SEPARATOR` is a constant of graph `greet`: no run sets it (declare it under `[configurable]` to let a run choose it)"
+    );
+    assert_eq!(
+        h.get(&format!("/threads/{thread}/history")).await.json(),
+        before
+    );
+}

@@ -67,6 +67,24 @@ impl NodeCx<'_> {
         to_json(&v)
     }
 
+    /// A model named as `{{ NAME }}`: the value of the string constant `NAME` (a
+    /// `[configurable]` one lets a run choose its model); any other name as written.
+    pub(crate) fn model(&self, model: String) -> Result<String, String> {
+        let Some(name) = crate::spec::model_ref(&model) else {
+            return Ok(model);
+        };
+        let id = self
+            .graph
+            .field_id(name)
+            .ok_or_else(|| format!("model `{model}` names no constant `{name}`"))?;
+        match self.state.get(id) {
+            serde_json::Value::String(m) if !m.is_empty() => Ok(m.clone()),
+            other => Err(format!(
+                "model `{model}`: `{name}` is {other}, not a model's name"
+            )),
+        }
+    }
+
     pub(crate) fn render(&self, name: &str) -> Result<String, String> {
         let text = self
             .graph

@@ -174,24 +174,6 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &LlmBody) -> Step {
     }
 }
 
-/// A model named as `{{ NAME }}`: the value of the string constant `NAME` (a
-/// `[configurable]` one lets a run choose its model); any other name as written.
-fn chosen_model(cx: &NodeCx<'_>, model: String) -> Result<String, String> {
-    let Some(name) = crate::graph::model_ref(&model) else {
-        return Ok(model);
-    };
-    let id = cx
-        .graph
-        .field_id(name)
-        .ok_or_else(|| format!("model `{model}` names no constant `{name}`"))?;
-    match cx.state.get(id) {
-        Json::String(m) if !m.is_empty() => Ok(m.clone()),
-        other => Err(format!(
-            "model `{model}`: `{name}` is {other}, not a model's name"
-        )),
-    }
-}
-
 /// The first request of this execution, and what replies may be.
 pub(super) async fn request(
     cx: &NodeCx<'_>,
@@ -214,7 +196,7 @@ pub(super) async fn request(
         .clone()
         .or_else(|| cx.graph.llm.model.clone())
         .ok_or("no model: set `model` on the node or in `[llm]`")?;
-    let model = chosen_model(cx, model)?;
+    let model = cx.model(model)?;
     let mut messages = Vec::new();
     if let Some(system) = system {
         messages.push(json!({ "role": "system", "content": system }));

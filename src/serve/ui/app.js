@@ -237,15 +237,18 @@ function nodeDetails(panel, name, d) {
   panel.replaceChildren(...rows);
 }
 
-/// A form for a JSON Schema object: a field per property, typed by its schema.
-function schemaFields(schema) {
+/// A form for a JSON Schema object: a field per property, typed by its schema. With
+/// `keepDefaults`, a boolean is a choice whose empty first option sends nothing (a
+/// checkbox always sends true or false), so the default stands.
+function schemaFields(schema, keepDefaults = false) {
   const props = (schema && schema.properties) || {};
   const required = new Set((schema && schema.required) || []);
   const fields = [];
   for (const [name, s] of Object.entries(props)) {
     const type = Array.isArray(s.type) ? s.type.find((t) => t !== "null") : s.type;
     let input;
-    if (type === "boolean") input = h("input", { type: "checkbox", name, "data-type": type });
+    if (type === "boolean" && keepDefaults) input = h("select", { name, "data-type": "json" }, h("option", { value: "", text: `(default: ${s.default})` }), h("option", { value: "true", text: "true" }), h("option", { value: "false", text: "false" }));
+    else if (type === "boolean") input = h("input", { type: "checkbox", name, "data-type": type });
     else if (type === "integer" || type === "number") input = h("input", { type: "number", name, "data-type": type, step: type === "integer" ? "1" : "any" });
     else if (type === "string" && !s.enum) input = h("input", { type: "text", name, "data-type": type });
     else if (Array.isArray(s.enum) && s.enum.every((v) => typeof v === "string")) {
@@ -289,7 +292,7 @@ function inputForm(schema, configSchema, start) {
   const button = h("button", { type: "submit", text: "Start run" });
   const inputs = h("div", {}, schemaFields(schema));
   const configurable = Object.keys((configSchema && configSchema.properties) || {}).length > 0;
-  const config = configurable ? h("fieldset", { class: "config" }, h("legend", { text: "Configuration" }), schemaFields({ properties: configSchema.properties })) : null;
+  const config = configurable ? h("fieldset", { class: "config" }, h("legend", { text: "Configuration" }), schemaFields({ properties: configSchema.properties }, true)) : null;
   const form = h(
     "form",
     { class: "inputs" },

@@ -129,12 +129,23 @@ impl Assistants for PostgresStore {
     }
 
     async fn delete_assistant(&self, id: &str) -> Result<bool, StoreError> {
-        self.assistant_write(
-            "WITH v AS (DELETE FROM switchyard.assistant_versions WHERE id = $1)
-             DELETE FROM switchyard.assistants WHERE id = $1",
-            &[&id],
-        )
-        .await
-        .map(|n| n > 0)
+        // The assistant's row first: a version being added waits on it, and is then
+        // refused (its row is gone) or committed before this goes on; the versions
+        // after, by a statement that sees every committed one, so none is left.
+        self.pool
+            .run(|mut c| async move {
+                let tx = c.transaction().await?;
+                let gone = tx
+                    .execute("DELETE FROM switchyard.assistants WHERE id = $1", &[&id])
+                    .await?;
+                tx.execute(
+                    "DELETE FROM switchyard.assistant_versions WHERE id = $1",
+                    &[&id],
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(gone > 0)
+            })
+            .await
     }
 }
