@@ -453,14 +453,8 @@ async fn a_cron_of_a_made_assistant_runs_with_its_configuration() {
         .await
         .json();
     assert_eq!(result, json!({"answer": "Yo cron 2"}));
-    assert_eq!(
-        h.delete(&format!("/assistants/{id}")).await.status,
-        204
-    );
-    assert_eq!(
-        h.get(&format!("/runs/crons/{cron_id}")).await.status,
-        404
-    );
+    assert_eq!(h.delete(&format!("/assistants/{id}")).await.status, 204);
+    assert_eq!(h.get(&format!("/runs/crons/{cron_id}")).await.status, 404);
 }
 
 /// An input the graph's contract refuses is refused when the run is asked for, even
