@@ -89,6 +89,32 @@ impl ServerHandler for Graphs {
             tool.annotations = Some(annotations.clone());
             tools.push(tool);
         }
+        // Assistants made through the API: named by their id (their names need not be
+        // unique), titled by their name, with their graph's input.
+        let made = self.0.host.assistants().await.unwrap_or_default();
+        for a in made {
+            let crate::host::AssistantView::Made(m) = &a else {
+                continue;
+            };
+            let Some(drawing) = self
+                .0
+                .host
+                .graphs()
+                .get(&m.graph)
+                .filter(|s| s.current.is_some())
+                .and_then(|s| s.drawing)
+            else {
+                continue;
+            };
+            let description = match m.body.get("description").and_then(Json::as_str) {
+                Some(d) if !d.is_empty() => d.to_string(),
+                _ => format!("Tool based on the {} assistant", a.name()),
+            };
+            let mut tool = Tool::new(m.id.clone(), description, object(&drawing.input_schema));
+            tool.title = Some(a.name().to_string());
+            tool.annotations = Some(annotations.clone());
+            tools.push(tool);
+        }
         let mut answer = Tool::new(
             ANSWER,
             "Answers a call that paused at an interrupt: `thread_id` as its result named it, `resume` the answer its interrupt asks for. The run goes on, and this answers as the call would have.",
@@ -143,7 +169,7 @@ impl ServerHandler for Graphs {
                 json!({ "assistant_id": assistant, "command": { "resume": resume } }),
             )
         } else {
-            if s.host.graphs().get(&request.name).is_none() {
+            if s.host.assistant(&request.name).await.is_err() {
                 return Err(ErrorData::invalid_params(
                     format!("Unknown tool: {}", request.name),
                     None,

@@ -212,14 +212,38 @@ async fn the_mcp_inspectors_cli_lists_and_calls_the_graphs() {
         );
         serde_json::from_slice::<Json>(&out.stdout).expect("the inspector answers JSON")
     };
+    // An assistant made through the API is a tool too, named by its id.
+    let made = s
+        .http()
+        .with_key("insp-key")
+        .post(
+            "/assistants",
+            json!({"graph_id": "three", "name": "triple", "description": "Three, named."}),
+        )
+        .await
+        .json();
+    let id = made["assistant_id"].as_str().unwrap().to_string();
     let listed = inspector(&["--method", "tools/list"]);
-    let names: Vec<&str> = listed["tools"]
+    let names: Vec<(&str, &str)> = listed["tools"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["name"].as_str().unwrap())
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["title"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
-    assert_eq!(names, ["three", "answer_interrupt"]);
+    assert_eq!(
+        names,
+        [
+            ("three", "three"),
+            (id.as_str(), "triple"),
+            ("answer_interrupt", "")
+        ]
+    );
+    assert_eq!(listed["tools"][1]["description"], "Three, named.");
     assert_eq!(
         listed["tools"][0]["inputSchema"]["required"],
         json!(["input"])
@@ -236,6 +260,18 @@ async fn the_mcp_inspectors_cli_lists_and_calls_the_graphs() {
     assert_eq!(
         called["structuredContent"],
         json!({"input": "hi", "trail": ["a:hi", "b"]})
+    );
+    let by_assistant = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        &id,
+        "--tool-arg",
+        "input=ho",
+    ]);
+    assert_eq!(
+        by_assistant["structuredContent"],
+        json!({"input": "ho", "trail": ["a:ho", "b"]})
     );
 }
 
