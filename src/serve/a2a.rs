@@ -44,18 +44,33 @@ fn agent_url(headers: &HeaderMap, id: &str) -> String {
     format!("http://{host}/a2a/{id}")
 }
 
+/// The name and description an agent's card gives: a graph file's, or a made
+/// assistant's (whose graph must be served).
+async fn agent(s: &AppState, id: &str) -> Option<(String, String)> {
+    let a = s.host.assistant(id).await.ok()?;
+    let (name, description) = match &a {
+        crate::host::AssistantView::File(served) => (served.id.clone(), served.description.clone()),
+        crate::host::AssistantView::Made(m) => {
+            s.host.graphs().get(&m.graph)?;
+            let d = m.body.get("description").and_then(Json::as_str);
+            (a.name().to_string(), d.unwrap_or_default().to_string())
+        }
+    };
+    let description = if description.is_empty() {
+        format!("{name} assistant")
+    } else {
+        description
+    };
+    Some((name, description))
+}
+
 async fn card(State(s): State<AppState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    match s.host.graphs().get(&id) {
-        Some(served) => {
-            let description = if served.description.is_empty() {
-                format!("{id} assistant")
-            } else {
-                served.description.clone()
-            };
+    match agent(&s, &id).await {
+        Some((name, description)) => {
             let url = agent_url(&headers, &id);
             let modes = json!(["application/json", "text/plain"]);
             axum::Json(json!({
-                "name": id,
+                "name": name,
                 "description": description,
                 "url": url,
                 "supportedInterfaces": [{"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
@@ -131,11 +146,16 @@ async fn rpc(
 }
 
 /// The graph's `messages` field, which an A2A message's text becomes a turn of.
-fn messages_field(s: &AppState, id: &str) -> Result<String, Failure> {
+async fn messages_field(s: &AppState, id: &str) -> Result<String, Failure> {
+    let bound = s
+        .host
+        .bind(id)
+        .await
+        .map_err(|e| Failure(INVALID_PARAMS, e.to_string()))?;
     let served = s
         .host
         .graphs()
-        .get(id)
+        .get(&bound.graph)
         .ok_or_else(|| Failure(INVALID_PARAMS, format!("Assistant '{id}' not found")))?;
     let graph = served.current.ok_or_else(|| {
         Failure(
@@ -146,7 +166,7 @@ fn messages_field(s: &AppState, id: &str) -> Result<String, Failure> {
     graph
         .fields
         .iter()
-        .find(|f| f.ty == crate::spec::FieldType::Messages)
+        .find(|f| f.ty == crate::spec::FieldType::Messages && f.input)
         .map(|f| f.name.to_string())
         .ok_or_else(|| {
             Failure(
@@ -183,7 +203,7 @@ async fn send(s: &AppState, id: &str, params: &Json, v1: bool) -> Answer {
             ));
         }
     }
-    let field = messages_field(s, id)?;
+    let field = messages_field(s, id).await?;
     let message_id = message["messageId"]
         .as_str()
         .map_or_else(new_id, str::to_string);
@@ -292,7 +312,7 @@ async fn send(s: &AppState, id: &str, params: &Json, v1: bool) -> Answer {
 }
 
 async fn get_task(s: &AppState, id: &str, params: &Json, v1: bool) -> Answer {
-    let field = messages_field(s, id)?;
+    let field = messages_field(s, id).await?;
     let task = params["id"]
         .as_str()
         .ok_or_else(|| Failure(INVALID_PARAMS, "`id` is required: the task's".into()))?;

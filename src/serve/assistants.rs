@@ -224,7 +224,7 @@ fn configuration(b: &Map<String, Json>) -> ApiResult<Configuration> {
     Ok(Configuration { config, context })
 }
 
-#[utoipa::path(post, path = "/assistants", tag = "assistants", summary = "Make an assistant: a served graph with values for its constants", request_body = super::openapi::AssistantCreate, responses((status = 200, description = "The assistant", body = Object)))]
+#[utoipa::path(post, path = "/assistants", tag = "assistants", summary = "Make an assistant: a served graph with values for its configurable constants", request_body = super::openapi::AssistantCreate, responses((status = 200, description = "The assistant", body = Object)))]
 async fn create(
     State(state): State<AppState>,
     Body(b): Body<Map<String, Json>>,

@@ -296,6 +296,37 @@ async fn the_official_a2a_client_talks_to_a_graph() {
     for path in ["/a2a/echo", "/a2a/echo/.well-known/agent-card.json"] {
         assert_eq!(s.http().get(path).await.status, 401, "{path}");
     }
+    // An assistant made through the API is an agent too, at its id.
+    let h = s.http().with_key("a2a-key");
+    let id = h
+        .post(
+            "/assistants",
+            json!({"graph_id": "echo", "name": "parrot", "description": "Says it back."}),
+        )
+        .await
+        .json()["assistant_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let card = h.get(&format!("/a2a/{id}")).await.json();
+    assert_eq!(
+        (&card["name"], &card["description"]),
+        (&json!("parrot"), &json!("Says it back."))
+    );
+    let sent = h
+        .post(
+            &format!("/a2a/{id}"),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+                "role": "user", "messageId": "m1", "kind": "message",
+                "parts": [{"kind": "text", "text": "hi"}]}}}),
+        )
+        .await
+        .json();
+    assert_eq!(sent["result"]["status"]["state"], "completed", "{sent}");
+    assert_eq!(
+        sent["result"]["artifacts"][0]["parts"][0]["text"],
+        "echo: hi"
+    );
 }
 
 /// `PATH` with the Node the tests install (`node_modules/.bin/node`, Node 22) first, for
