@@ -490,3 +490,35 @@ async fn a_refused_input_is_refused_before_an_update_is_written() {
         before
     );
 }
+
+/// The `values` mode streams the graph's output, as LangGraph streams its output
+/// schema: no part for a step that writes none of it (the input's here), and the
+/// output fields alone; `updates` still tells each node's writes.
+#[tokio::test]
+async fn the_values_mode_streams_the_graphs_output() {
+    let s = serve(&[FIXTURES]).start().await;
+    let r = s
+        .http()
+        .post(
+            "/runs/stream",
+            json!({"assistant_id": "greet", "input": {"question": "q"},
+                   "stream_mode": ["values", "updates"]}),
+        )
+        .await;
+    let parts: Vec<(String, Json)> = r
+        .events()
+        .into_iter()
+        .filter(|(event, _, _)| event != "metadata")
+        .map(|(event, data, _)| (event, data))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (
+                "updates".to_string(),
+                json!({"answer": {"answer": "Hello q 5", "seen": 1}})
+            ),
+            ("values".to_string(), json!({"answer": "Hello q 5"})),
+        ]
+    );
+}

@@ -477,8 +477,21 @@ impl Translator {
         }
         self.values_told = true;
         out.push(Mode::Values, "values", || {
-            wire::values(values.clone(), self.graph.as_deref())
+            self.output_of(wire::values(values.clone(), self.graph.as_deref()))
         });
+    }
+
+    /// Values as the `values` mode shows them: the graph's `[graph] output` fields (and
+    /// `__interrupt__`), the whole state when it declares none.
+    fn output_of(&self, mut v: Json) -> Json {
+        if let (Some(g), Json::Object(o)) = (&self.graph, &mut v)
+            && g.fields.iter().any(|f| !f.output)
+        {
+            o.retain(|k, _| {
+                k.starts_with("__") || g.field_id(k).is_some_and(|id| g.field(id).output)
+            });
+        }
+        v
     }
 
     fn saved(
@@ -568,14 +581,22 @@ impl Translator {
         // writes and asks nothing (an empty input, a run's end) makes no `values`
         // part, unless the stream has told of no state yet (a run that writes nothing
         // shows where its thread stands).
-        let unchanged = record.writes.is_empty()
+        // With `[graph] output`, only a step that writes one of its fields changes it.
+        let writes_output = match &self.graph {
+            Some(g) => record
+                .writes
+                .iter()
+                .any(|w| g.field_id(&w.field).is_none_or(|id| g.field(id).output)),
+            None => !record.writes.is_empty(),
+        };
+        let unchanged = !writes_output
             && interrupts.is_empty()
             && (self.values_told || (record.node.is_none() && record.status == Status::Running));
         if !unchanged {
             self.values_told = true;
             if self.modes.values {
                 let text = match &values {
-                    Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+                    Some(v) => serde_json::to_vec(&self.output_of(v.clone())).unwrap_or_default(),
                     None => self.values_text(record),
                 };
                 out.push_data(Mode::Values, "values", || Data::Text(text));
@@ -685,10 +706,13 @@ impl Translator {
                     .sum::<usize>();
             out.reserve(size + 2);
             out.push(b'{');
+            // The graph's output alone (`[graph] output`), as LangGraph streams its
+            // output schema.
             for (i, (f, text)) in g
                 .fields
                 .iter()
                 .zip(self.field_text.iter().flatten())
+                .filter(|(f, _)| f.output)
                 .enumerate()
             {
                 if i > 0 {
