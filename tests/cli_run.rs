@@ -127,29 +127,31 @@ fn input_comes_inline_or_from_a_file_and_bad_input_is_a_clear_error() {
         "memory",
     ])
     .run()
-    .code(1);
+    .code(2);
     assert_eq!(
         out.stderr,
         "error: the input is refused: field `size` is `string`, and the value written is an int `1`\n"
     );
 }
 
+/// A run that fails exits 1; an input or a configuration refused before the run starts
+/// is the command line's mistake and exits 2, naming why and saving nothing.
 #[test]
-fn a_fail_node_and_a_missing_required_input_exit_1_naming_why() {
-    let run = |input: &str| {
-        switchyard(&[
+fn a_fail_node_exits_1_and_a_refused_input_or_configuration_2_naming_why() {
+    let run = |input: &str, code: i32, more: &[&str]| {
+        let mut args = vec![
             "run",
             "tests/fixtures/run/language.toml",
             "--input",
             input,
             "--store",
             "memory",
-        ])
-        .run()
-        .code(1)
+        ];
+        args.extend_from_slice(more);
+        switchyard(&args).run().code(code)
     };
     // The progress lines, then why.
-    let failed = run(r#"{"goal": ""}"#).stderr;
+    let failed = run(r#"{"goal": ""}"#, 1, &[]).stderr;
     let last: Vec<&str> = failed.lines().rev().take(2).collect();
     assert_eq!(
         last[0],
@@ -161,9 +163,33 @@ fn a_fail_node_and_a_missing_required_input_exit_1_naming_why() {
     );
     // Refused before it started: nothing but why.
     assert_eq!(
-        run("{}").stderr,
+        run("{}", 2, &[]).stderr,
         "error: the input is refused: the graph requires a field in every run's input, and it has no `goal` (string)\n"
     );
+    assert_eq!(
+        run(r#"{"goal": "tea", "PREFIX": "x"}"#, 2, &[]).stderr,
+        "error: the input is refused: `PREFIX` is a constant of graph `language`: no run sets it (declare it under `[configurable]` to let a run choose it)\n"
+    );
+    assert_eq!(
+        run(
+            r#"{"goal": "tea"}"#,
+            2,
+            &["--context", r#"{"MAX_TOOL_STEPS": 99}"#]
+        )
+        .stderr,
+        "error: the configuration is refused: `MAX_TOOL_STEPS` of graph `language`: 99 is above its most, 10\n"
+    );
+    assert_eq!(
+        run(r#"{"goal": "tea"}"#, 2, &["--context", "[1]"]).stderr,
+        "error: --context is a JSON object of the graph's configurable values, not `[1]`\n"
+    );
+    // A configuration the graph takes: the run uses it.
+    let out = run(
+        r#"{"goal": "tea"}"#,
+        0,
+        &["--context", r#"{"MAX_TOOL_STEPS": 1}"#],
+    );
+    assert_eq!(out.stdout, "1/1: goal: tea, step 1\n");
 }
 
 #[test]

@@ -139,8 +139,8 @@ pub(crate) mod exit {
     pub(crate) const OK: u8 = 0;
     /// The command failed: a file could not be read or written, a run failed.
     pub(crate) const FAILED: u8 = 1;
-    /// The command line was wrong (clap exits with this code itself).
-    #[allow(dead_code)]
+    /// The command line was wrong (clap exits with this code itself), or a run's
+    /// `--input` or `--context` was refused before anything was saved.
     pub(crate) const USAGE: u8 = 2;
     /// A graph file is invalid.
     pub(crate) const INVALID: u8 = 3;

@@ -112,9 +112,13 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<u8> {
     let configuration = match &args.context {
         Some(text) => match read_json_arg(text, "--context")? {
             Json::Object(values) => values,
-            other => anyhow::bail!(
-                "--context is a JSON object of the graph's configurable values, not `{other}`"
-            ),
+            other => {
+                eprintln!(
+                    "{} --context is a JSON object of the graph's configurable values, not `{other}`",
+                    super::color::error_label()
+                );
+                return Ok(exit::USAGE);
+            }
         },
         None => Default::default(),
     };
@@ -329,6 +333,12 @@ impl Session {
                     Ok(Outcome::Stopped { .. }) => {
                         eprintln!("resume with: {}", self.resume_command(thread, None));
                         return Ok(exit::STOPPED);
+                    }
+                    // What the command line gave (`--input`, `--context`) is refused
+                    // before anything is saved: a usage error, as a bad flag is.
+                    Err(e @ (RunError::Input(_) | RunError::Configuration(_))) => {
+                        eprintln!("{} {e}", super::color::error_label());
+                        return Ok(exit::USAGE);
                     }
                     Err(e) => return Err(e.into()),
                 }
