@@ -20,7 +20,7 @@ fn deep_input_or_answers_are_refused_where_they_come_in_and_the_thread_stays_pau
         "run", DEEP, "--input", &input, "--thread", "t", "--store", &store,
     ])
     .run()
-    .code(1);
+    .code(2);
     assert_eq!(
         out.stderr,
         "error: the input is refused: field `data` takes values nested at most 64 levels deep, and the value written is nested deeper\n"
