@@ -80,3 +80,15 @@ impl Transcript {
         self.lines.join("\n\n") + "\n"
     }
 }
+
+/// Notes a response with its pagination headers.
+pub(crate) fn note_paged(t: &mut Transcript, request: &str, r: &server::Resp) {
+    t.note(request, r);
+    let headers: Vec<String> = ["x-pagination-total", "x-pagination-next"]
+        .iter()
+        .filter_map(|h| r.header(h).map(|v| format!("{h}: {v}")))
+        .collect();
+    if let Some(last) = t.lines.last_mut() {
+        last.push_str(&format!("\n({})", headers.join(", ")));
+    }
+}

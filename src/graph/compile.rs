@@ -395,6 +395,8 @@ pub(crate) fn compile(
         source,
     })?;
     Ok(Graph {
+        output_declared: fields.iter().any(|f| !f.output),
+        input_declared: fields.iter().any(|f| !f.constant && !f.input),
         name: spec
             .graph
             .name

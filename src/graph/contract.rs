@@ -14,7 +14,7 @@ impl Graph {
     ) -> Result<(), String> {
         // Without `[graph] input` every state field is one, and an unknown name is
         // told as no state field where it is written.
-        let declared = self.fields.iter().any(|f| !f.constant && !f.input);
+        let declared = self.input_declared;
         for name in input.keys() {
             let Some(f) = self.field_id(name).map(|id| self.field(id)) else {
                 if declared {

@@ -44,6 +44,11 @@ pub struct Graph {
     pub require_policy: bool,
     pub limits: Limits,
     pub fields: Vec<Field>,
+    /// `[graph] output` names some fields, not all: a result and the `values` stream
+    /// show those alone (read per checkpoint of a stream, so kept, not worked out).
+    pub output_declared: bool,
+    /// `[graph] input` leaves some state field out.
+    pub input_declared: bool,
     pub nodes: Vec<Node>,
     pub servers: Vec<Server>,
     pub llm: LlmDefaults,

@@ -71,7 +71,7 @@ pub(super) fn output_only(host: &Host, graph: &str, mut values: Json) -> Json {
     let Some(g) = host.graphs().get(graph).and_then(|s| s.current) else {
         return values;
     };
-    if g.fields.iter().all(|f| f.output) {
+    if !g.output_declared {
         return values;
     }
     if let Json::Object(o) = &mut values {

@@ -22,6 +22,21 @@ pub(super) const SHARED_BYTES: usize = 256;
 /// the memory is cleared and starts again (references are only a saving).
 const REMEMBERED_THREADS: usize = 1024;
 
+/// A catalog row's body (a cron's, an assistant version's): a JSON object as text,
+/// else the row is corrupt. `what` names the row for the message.
+pub(super) fn body(
+    text: &str,
+    what: impl FnOnce() -> String,
+) -> Result<serde_json::Map<String, Json>, StoreError> {
+    match serde_json::from_str(text) {
+        Ok(Json::Object(body)) => Ok(body),
+        _ => Err(StoreError::CorruptCatalog {
+            what: what(),
+            message: "its body is not a JSON object".into(),
+        }),
+    }
+}
+
 /// Counts are stored as signed 64-bit integers; none comes near the limit.
 pub(super) fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)

@@ -4,20 +4,8 @@
 //! value refused naming the field; they outlive a restart.
 
 use super::server::serve;
-use crate::serve::Transcript;
+use crate::serve::{Transcript, note_paged};
 use serde_json::{Value as Json, json};
-
-/// Notes a response with its pagination headers.
-fn note_paged(t: &mut Transcript, request: &str, r: &super::server::Resp) {
-    t.note(request, r);
-    let headers: Vec<String> = ["x-pagination-total", "x-pagination-next"]
-        .iter()
-        .filter_map(|h| r.header(h).map(|v| format!("{h}: {v}")))
-        .collect();
-    if let Some(last) = t.lines.last_mut() {
-        last.push_str(&format!("\n({})", headers.join(", ")));
-    }
-}
 
 const FIXTURES: &str = "tests/fixtures/serve_assistants";
 

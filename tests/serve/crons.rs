@@ -3,22 +3,10 @@
 //! at each occurrence, once, across a restart and across servers sharing Postgres.
 
 use super::server::{Serve, serve};
-use crate::serve::Transcript;
+use crate::serve::{Transcript, note_paged};
 use serde_json::{Value as Json, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
-
-/// Notes a response with its pagination headers.
-fn note_paged(t: &mut Transcript, request: &str, r: &super::server::Resp) {
-    t.note(request, r);
-    let headers: Vec<String> = ["x-pagination-total", "x-pagination-next"]
-        .iter()
-        .filter_map(|h| r.header(h).map(|v| format!("{h}: {v}")))
-        .collect();
-    if let Some(last) = t.lines.last_mut() {
-        last.push_str(&format!("\n({})", headers.join(", ")));
-    }
-}
 
 #[tokio::test]
 async fn crons_are_made_listed_changed_and_deleted_as_on_langgraphs_server() {

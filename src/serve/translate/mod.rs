@@ -485,7 +485,7 @@ impl Translator {
     /// `__interrupt__`), the whole state when it declares none.
     fn output_of(&self, mut v: Json) -> Json {
         if let (Some(g), Json::Object(o)) = (&self.graph, &mut v)
-            && g.fields.iter().any(|f| !f.output)
+            && g.output_declared
         {
             o.retain(|k, _| {
                 k.starts_with("__") || g.field_id(k).is_some_and(|id| g.field(id).output)
@@ -583,11 +583,11 @@ impl Translator {
         // shows where its thread stands).
         // With `[graph] output`, only a step that writes one of its fields changes it.
         let writes_output = match &self.graph {
-            Some(g) => record
+            Some(g) if g.output_declared => record
                 .writes
                 .iter()
                 .any(|w| g.field_id(&w.field).is_none_or(|id| g.field(id).output)),
-            None => !record.writes.is_empty(),
+            _ => !record.writes.is_empty(),
         };
         let unchanged = !writes_output
             && interrupts.is_empty()

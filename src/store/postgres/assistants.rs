@@ -25,12 +25,7 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Assistant, StoreError>
     let version: i32 = col(row, 2, url)?;
     let body: String = col(row, 3, url)?;
     let ms = |i: usize| -> Result<u64, StoreError> { Ok(col::<i64>(row, i, url)?.max(0) as u64) };
-    let Ok(serde_json::Value::Object(body)) = serde_json::from_str(&body) else {
-        return Err(StoreError::CorruptCatalog {
-            what: format!("assistant `{id}` version {version}"),
-            message: "its body is not a JSON object".into(),
-        });
-    };
+    let body = crate::store::rows::body(&body, || format!("assistant `{id}` version {version}"))?;
     Ok(Assistant {
         graph: col(row, 1, url)?,
         version: u32::try_from(version).unwrap_or(0),

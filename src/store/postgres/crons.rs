@@ -25,12 +25,7 @@ fn decode(row: &tokio_postgres::Row, url: &str) -> Result<Cron, StoreError> {
     let ms = |i: usize| -> Result<Option<u64>, StoreError> {
         Ok(col::<Option<i64>>(row, i, url)?.map(|v| v.max(0) as u64))
     };
-    let Ok(serde_json::Value::Object(body)) = serde_json::from_str(&body) else {
-        return Err(StoreError::CorruptCatalog {
-            what: format!("cron `{id}`"),
-            message: "its body is not a JSON object".into(),
-        });
-    };
+    let body = crate::store::rows::body(&body, || format!("cron `{id}`"))?;
     Ok(Cron {
         assistant: col(row, 1, url)?,
         thread: col(row, 2, url)?,

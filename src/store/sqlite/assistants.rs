@@ -37,20 +37,18 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Assistant, StoreErro
         (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
     let ms = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
     let (created_ms, updated_ms) = (ms(4)?, ms(5)?);
-    Ok(match serde_json::from_str(&body) {
-        Ok(serde_json::Value::Object(body)) => Ok(Assistant {
-            id,
-            graph,
-            version: u32::try_from(version).unwrap_or(0),
-            body,
-            created_ms,
-            updated_ms,
-        }),
-        _ => Err(StoreError::CorruptCatalog {
-            what: format!("assistant `{id}` version {version}"),
-            message: "its body is not a JSON object".into(),
-        }),
-    })
+    Ok(
+        crate::store::rows::body(&body, || format!("assistant `{id}` version {version}")).map(
+            |body| Assistant {
+                id,
+                graph,
+                version: u32::try_from(version).unwrap_or(0),
+                body,
+                created_ms,
+                updated_ms,
+            },
+        ),
+    )
 }
 
 fn select(

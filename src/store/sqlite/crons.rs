@@ -35,8 +35,8 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Cron, StoreError>> {
     };
     let (enabled, next_ms) = (r.get::<_, bool>(4)?, ms(5)?);
     let (created_ms, updated_ms) = (ms(6)?.unwrap_or(0), ms(7)?.unwrap_or(0));
-    Ok(match serde_json::from_str(&body) {
-        Ok(serde_json::Value::Object(body)) => Ok(Cron {
+    Ok(
+        crate::store::rows::body(&body, || format!("cron `{id}`")).map(|body| Cron {
             id,
             assistant,
             thread,
@@ -46,11 +46,7 @@ fn decode(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<Cron, StoreError>> {
             created_ms,
             updated_ms,
         }),
-        _ => Err(StoreError::CorruptCatalog {
-            what: format!("cron `{id}`"),
-            message: "its body is not a JSON object".into(),
-        }),
-    })
+    )
 }
 
 fn select(
