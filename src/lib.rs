@@ -54,6 +54,7 @@ pub mod tool;
 mod topology;
 mod value;
 
+pub use check::cost::{Amount, CostReport, LoopBound, MEASURES, Worst, cost};
 pub use diagnostic::{Diagnostic, Severity};
 pub use pipeline::{LoadError, Validation, compile, load_graph, validate_file, validate_str};
 pub use source::Sources;

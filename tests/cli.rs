@@ -89,6 +89,62 @@ fn validate_json_format() {
 }
 
 #[test]
+fn validate_cost_prints_each_worst_case_with_its_path() {
+    let out = switchyard(&[
+        "validate",
+        "--cost",
+        "tests/fixtures/run/cost_loop.toml",
+        "tests/fixtures/run/budget_calls.toml",
+    ])
+    .run()
+    .code(0);
+    insta::assert_snapshot!("validate_cost_text", out.stdout);
+    let out = switchyard(&[
+        "validate",
+        "--cost",
+        "--format",
+        "json",
+        "tests/fixtures/run/cost_loop.toml",
+    ])
+    .run()
+    .code(0);
+    let mut v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json on stdout");
+    // 4 requests of at most 280 tokens in at $1 a million and 20 out at $4.
+    let usd = v[0]["cost"]["measures"][4]["worst"]
+        .take()
+        .as_f64()
+        .unwrap();
+    assert_eq!((usd * 1e6).round(), 1440.0);
+    let path = "(plan, save, count) x 4 -> done";
+    assert_eq!(
+        v[0]["cost"],
+        serde_json::json!({
+            "graph": "cost_loop",
+            "measures": [
+                { "measure": "model_calls", "worst": 4.0, "path": path, "budget": 4.0 },
+                { "measure": "tool_calls", "worst": 4.0, "path": path, "budget": 4.0 },
+                { "measure": "side_effect_calls", "worst": 4.0, "path": path },
+                { "measure": "tokens", "worst": 1200.0, "path": path, "budget": 2000.0 },
+                { "measure": "usd", "worst": null, "path": path, "budget": 0.01 },
+            ],
+            "loops": [{ "nodes": ["plan", "save", "count"], "times": 4.0, "guard": "attempts >= 3" }],
+        })
+    );
+    // A graph with errors has no worst case to show.
+    let out = switchyard(&[
+        "validate",
+        "--cost",
+        "--format",
+        "json",
+        "tests/fixtures/check/err_over_budget.toml",
+    ])
+    .run()
+    .code(3);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json on stdout");
+    assert_eq!(v[0].get("cost"), None);
+}
+
+#[test]
 fn toml_syntax_errors_show_as_toml_formats_them() {
     let out = switchyard(&["validate", "tests/fixtures/check/err_toml_syntax.toml"])
         .run()

@@ -54,6 +54,13 @@ fn every_example_validates_and_renders() {
         for node in &spec.nodes {
             assert!(mermaid.contains(&format!("n_{}", node.name.get_ref())));
         }
+        // Its worst case per run, as `validate --cost` shows it.
+        let cost = switchyard::cost(&spec, &mut Sources::new());
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        insta::assert_snapshot!(
+            format!("cost_{stem}"),
+            serde_json::to_string_pretty(&cost).unwrap()
+        );
         let own = render(&spec, Format::Svg);
         let boxes = node_boxes(&own);
         for node in &spec.nodes {

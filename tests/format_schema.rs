@@ -32,6 +32,7 @@ fn accepts_every_example_and_valid_fixture() {
     paths.push("tests/fixtures/run/parent.toml".into());
     paths.push("tests/fixtures/run/parallel_route.toml".into());
     paths.push("tests/fixtures/llm/chat_tools.toml".into());
+    paths.push("tests/fixtures/run/cost_loop.toml".into());
     for path in paths {
         let errors: Vec<String> = v
             .iter_errors(&as_json(&path))

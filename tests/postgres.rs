@@ -138,7 +138,7 @@ async fn a_new_database_becomes_a_store_once_however_many_open_it_at_once() {
         .collect();
     for o in opened {
         let store = o.join().unwrap().unwrap();
-        assert_eq!(store.layout_version().await.unwrap(), 6);
+        assert_eq!(store.layout_version().await.unwrap(), 7);
     }
     let tables: Vec<String> = connect(&url)
         .query(
@@ -531,7 +531,7 @@ async fn a_store_of_layout_1_is_brought_forward_with_every_record_following_the_
         )
         .unwrap();
     let store = PostgresStore::open(&url).unwrap();
-    assert_eq!(store.layout_version().await.unwrap(), 6);
+    assert_eq!(store.layout_version().await.unwrap(), 7);
     // A claim of layout 1 or 2 (an advisory lock's note) has lapsed.
     store.claim("t").await.unwrap().release().await;
     assert_eq!(store.load("t").await.unwrap(), records);

@@ -2,6 +2,7 @@
 //! resume, stop, events; a thread across processes, stores and graph edits in
 //! `run/threads.rs`. LLM and tools are scripted.
 
+mod budget;
 mod threads;
 
 use crate::doubles::{ScriptedLlm, ScriptedTools, ok};

@@ -37,6 +37,17 @@ pub(crate) fn record(thread: &str, seq: u64, field: &str, value: Json) -> Checkp
         limited: false,
         error: None,
         tokens: 0,
+        // Some records carry what their run used of its budget, so that every store's
+        // round trip shows it kept.
+        usage: if seq % 3 == 2 {
+            switchyard::store::Usage {
+                model_calls: seq,
+                tool_calls: 2 * seq,
+                usd: 0.25,
+            }
+        } else {
+            Default::default()
+        },
         elapsed_ms: 0,
         at_ms: 1_000 + seq,
         source: if seq == 0 {

@@ -3,6 +3,7 @@
 //! (the later passes need the schemas), flow analysis runs on the petgraph topology.
 
 mod contract;
+pub(crate) mod cost;
 mod dataflow;
 mod files;
 mod flow;
@@ -58,6 +59,7 @@ pub(crate) fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> 
     routes::check(&mut cx, &field_schemas);
     flow::check(&mut cx, &topo);
     policy::check(&mut cx, &topo);
+    cost::check(&mut cx, sources);
     cx.diags
 }
 

@@ -19,6 +19,11 @@ pub(crate) struct ValidateArgs {
     /// Also start the graph's MCP servers and check tool names and literal arguments.
     #[arg(long)]
     online: bool,
+    /// Also print each valid graph's worst case per run: model calls, tool calls,
+    /// side-effecting tool calls, tokens and (with prices) dollars, with the way
+    /// through the graph that reaches each.
+    #[arg(long)]
+    cost: bool,
 }
 
 pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
@@ -26,6 +31,7 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         files,
         format,
         online,
+        cost,
     } = args;
     let mut invalid = false;
     let mut reports = Vec::new();
@@ -81,17 +87,31 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
                         1 => ", 1 constant".into(),
                         n => format!(", {n} constants"),
                     };
-                    writeln!(out, "{}: ok ({} nodes, {fields} state fields{consts})", path.display(), spec.nodes.len())?;
+                    writeln!(
+                        out,
+                        "{}: ok ({} nodes, {fields} state fields{consts})",
+                        path.display(),
+                        spec.nodes.len()
+                    )?;
+                    if cost {
+                        write_cost(&mut out, &switchyard::cost(spec, &mut sources))?;
+                    }
                 } else {
                     let s = if errors == 1 { "" } else { "s" };
                     writeln!(err, "{}: {errors} error{s}", path.display())?;
                 }
             }
-            ReportFormat::Json => reports.push(serde_json::json!({
-                "file": path.display().to_string(),
-                "valid": v.is_valid(),
-                "diagnostics": v.diagnostics.iter().map(|d| d.to_json(&sources)).collect::<Vec<_>>(),
-            })),
+            ReportFormat::Json => {
+                let mut report = serde_json::json!({
+                    "file": path.display().to_string(),
+                    "valid": v.is_valid(),
+                    "diagnostics": v.diagnostics.iter().map(|d| d.to_json(&sources)).collect::<Vec<_>>(),
+                });
+                if let (true, Some(spec)) = (cost && v.is_valid(), &v.spec) {
+                    report["cost"] = serde_json::to_value(switchyard::cost(spec, &mut sources))?;
+                }
+                reports.push(report);
+            }
         }
     }
     if let ReportFormat::Json = format {
@@ -106,6 +126,54 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// `validate --cost` as text: each measure's worst case and the way that reaches it,
+/// then the loops and their bounds.
+fn write_cost(out: &mut impl Write, report: &switchyard::CostReport) -> std::io::Result<()> {
+    writeln!(out, "  worst case per run:")?;
+    for w in &report.measures {
+        let budget = w
+            .budget
+            .map(|b| format!(" (budget {})", number(w.measure, b)))
+            .unwrap_or_default();
+        match (w.worst, &w.unbounded) {
+            (Some(n), _) => writeln!(out, "    {}: {}{budget}", w.measure, number(w.measure, n))?,
+            (None, why) => writeln!(
+                out,
+                "    {}: unbounded{budget}: {}",
+                w.measure,
+                why.as_deref().unwrap_or("")
+            )?,
+        }
+        if !w.path.is_empty() {
+            writeln!(out, "      via {}", w.path)?;
+        }
+    }
+    if !report.loops.is_empty() {
+        writeln!(out, "  loops:")?;
+    }
+    for l in &report.loops {
+        let nodes = l.nodes.join(", ");
+        match (l.times, &l.guard, &l.unbounded) {
+            (Some(n), Some(g), _) => writeln!(out, "    ({nodes}) at most {n} times: `{g}`")?,
+            (Some(n), None, _) => writeln!(out, "    ({nodes}) at most {n} times")?,
+            (None, _, why) => writeln!(
+                out,
+                "    ({nodes}) unbounded: {}",
+                why.as_deref().unwrap_or("")
+            )?,
+        }
+    }
+    Ok(())
+}
+
+fn number(measure: &str, n: f64) -> String {
+    if measure == "usd" {
+        format!("${n:.4}")
+    } else {
+        format!("{n}")
+    }
 }
 
 /// `validate --online`: adds the diagnostics that need the servers to a valid graph.

@@ -345,6 +345,7 @@ pub(crate) fn compile(
         max_wall_time: spec.graph.max_wall_time.as_ref().map(|s| *s.get_ref()),
         max_tokens: spec.graph.max_tokens.as_ref().map(|s| *s.get_ref()),
         on_limit: spec.graph.on_limit.as_ref().map(&target).transpose()?,
+        budget: budget(spec),
     };
     let hash = {
         let mut h = Sha256::new();
@@ -717,4 +718,31 @@ impl Compiler<'_> {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
+}
+
+/// `[budget]` and the prices it counts dollars by (a price file the checker read is
+/// read again here; one gone since counts no dollars).
+fn budget(spec: &GraphSpec) -> super::Budget {
+    let b = &spec.budget;
+    let prices = match &spec.llm.prices {
+        None => Default::default(),
+        Some(crate::spec::Prices::Table(t)) => {
+            t.iter().map(|(m, p)| (m.get_ref().clone(), *p)).collect()
+        }
+        Some(crate::spec::Prices::File(path)) => {
+            std::fs::read_to_string(spec.resolve(path.get_ref()))
+                .ok()
+                .and_then(|text| crate::spec::parse_prices(&text).ok())
+                .unwrap_or_default()
+                .into_iter()
+                .collect()
+        }
+    };
+    super::Budget {
+        tokens: b.tokens.as_ref().map(|n| *n.get_ref()),
+        model_calls: b.model_calls.as_ref().map(|n| *n.get_ref()),
+        tool_calls: b.tool_calls.as_ref().map(|n| *n.get_ref()),
+        usd: b.usd.as_ref().map(|n| *n.get_ref()),
+        prices,
+    }
 }

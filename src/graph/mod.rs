@@ -224,6 +224,50 @@ pub struct Limits {
     pub max_wall_time: Option<Duration>,
     pub max_tokens: Option<u64>,
     pub on_limit: Option<Target>,
+    /// `[budget]`, checked between nodes as the limits are.
+    pub budget: Budget,
+}
+
+/// `[budget]` as the runner holds a run to it: a run that has gone past one ends as
+/// at a limit (through `on_limit`). `prices` turn each reply's tokens into dollars.
+#[derive(Clone, Debug, Default)]
+pub struct Budget {
+    pub tokens: Option<u64>,
+    pub model_calls: Option<u64>,
+    pub tool_calls: Option<u64>,
+    pub usd: Option<f64>,
+    pub prices: std::collections::HashMap<String, crate::spec::Price>,
+}
+
+impl Budget {
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none()
+            && self.model_calls.is_none()
+            && self.tool_calls.is_none()
+            && self.usd.is_none()
+    }
+
+    /// The budget a run that used `tokens`, `model_calls`, `tool_calls` and `usd` has
+    /// gone past, if any.
+    pub fn passed(
+        &self,
+        tokens: u64,
+        model_calls: u64,
+        tool_calls: u64,
+        usd: f64,
+    ) -> Option<&'static str> {
+        if self.tokens.is_some_and(|b| tokens > b) {
+            Some("budget.tokens")
+        } else if self.model_calls.is_some_and(|b| model_calls > b) {
+            Some("budget.model_calls")
+        } else if self.tool_calls.is_some_and(|b| tool_calls > b) {
+            Some("budget.tool_calls")
+        } else if self.usd.is_some_and(|b| usd > b) {
+            Some("budget.usd")
+        } else {
+            None
+        }
+    }
 }
 
 pub struct Field {

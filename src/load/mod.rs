@@ -4,6 +4,7 @@
 //! shape (unknown keys, wrong value types, missing required keys) is collected and the
 //! rest of the file is still read, so the checker can report its own findings too.
 
+mod budget;
 mod consts;
 mod node;
 mod reader;
@@ -75,10 +76,12 @@ pub(crate) fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded
     consts::read_consts(&mut top, &mut state, &mut diags);
     consts::read_configurable(&mut top, &mut state, &mut diags);
     let nodes = read_named(&mut top, "nodes", &mut diags, node::read_node);
+    let budget = budget::read_budget(&mut top, &mut diags);
     top.finish(
         &[
             "graph",
             "llm",
+            "budget",
             "consts",
             "configurable",
             "servers",
@@ -105,6 +108,7 @@ pub(crate) fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded
         servers,
         state,
         nodes,
+        budget,
     };
     Loaded {
         spec: Some(spec),
@@ -187,6 +191,7 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
         strict: t.bool("strict", diags),
         provider: t.str("provider", diags),
         sampling: sampling::read(&mut t, diags),
+        prices: budget::read_prices(&mut t, diags),
     };
     if let Some(p) = &llm.provider
         && let Err(help) = crate::spec::parse_provider(p)
@@ -210,6 +215,7 @@ fn read_llm(top: &mut Table<'_, '_>, diags: &mut Vec<Diagnostic>) -> LlmDefaults
         "timeout",
         "strict",
         "provider",
+        "prices",
     ]
     .into_iter()
     .chain(sampling::KEYS)

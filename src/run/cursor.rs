@@ -26,6 +26,9 @@ pub(super) struct Live {
     pub(super) step: u64,
     pub(super) state: State,
     pub(super) tokens: u64,
+    /// Model replies, tool calls and dollars of this run (for `[budget]`): shared by
+    /// the nodes that run at once.
+    pub(super) meter: Arc<super::meter::Meter>,
     /// Wall time of this run before the current segment (earlier segments were paused).
     pub(super) elapsed_before: Duration,
     pub(super) started: Instant,

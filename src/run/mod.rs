@@ -16,6 +16,7 @@ mod go;
 mod kinds;
 mod map;
 mod message_ids;
+mod meter;
 mod outcome;
 mod parallel;
 mod plan;

@@ -184,6 +184,7 @@ impl Runner {
         // breakpoint passed; only the state carries over.
         live.step = 0;
         live.tokens = 0;
+        live.meter = Default::default();
         live.elapsed_before = Duration::ZERO;
         live.started = Instant::now();
         live.wall = (live.started, now_ms());

@@ -304,6 +304,7 @@ impl Recorder {
             limited: live.limited,
             error: (!live.error.is_null()).then(|| Box::new((*live.error).clone())),
             tokens: live.tokens,
+            usage: live.meter.usage(),
             elapsed_ms: (live.elapsed_before + since).as_millis() as u64,
             at_ms: (live.wall.1)
                 .saturating_add(now.saturating_duration_since(live.wall.0).as_millis() as u64),

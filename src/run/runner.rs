@@ -271,8 +271,13 @@ impl Runner {
             Some("max_wall_time")
         } else if limits.max_tokens.is_some_and(|m| live.tokens >= m) {
             Some("max_tokens")
-        } else {
+        } else if limits.budget.is_empty() {
             None
+        } else {
+            let used = live.meter.usage();
+            limits
+                .budget
+                .passed(live.tokens, used.model_calls, used.tool_calls, used.usd)
         }
     }
 
@@ -407,14 +412,33 @@ impl Runner {
                 step: run.step,
             });
         }
+        // A graph with a budget counts its replies and calls; one without is not slowed.
+        let budget = &self.graph.limits.budget;
+        let metered = (!budget.is_empty()).then(|| {
+            (
+                super::meter::MeteredLlm {
+                    inner: &*self.llm,
+                    meter: &live.meter,
+                    prices: &budget.prices,
+                },
+                super::meter::MeteredTools {
+                    inner: &*self.tools,
+                    meter: &live.meter,
+                },
+            )
+        });
+        let (llm, tools): (&dyn LlmClient, &dyn ToolClient) = match &metered {
+            Some((l, t)) => (l, t),
+            None => (&*self.llm, &*self.tools),
+        };
         let cx = NodeCx {
             stop: &self.stop,
             graph: &self.graph,
             state: &live.state,
             node,
             run,
-            llm: &*self.llm,
-            tools: &*self.tools,
+            llm,
+            tools,
             cache: &*self.cache,
             claims: &**self.recorder.threads.store(),
             events,

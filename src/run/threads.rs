@@ -294,6 +294,9 @@ impl Threads {
             step: last.map_or(0, |r| r.step),
             state,
             tokens: last.map_or(0, |r| r.tokens),
+            meter: Arc::new(super::meter::Meter::from_usage(
+                &last.map(|r| r.usage).unwrap_or_default(),
+            )),
             elapsed_before: Duration::ZERO,
             started: Instant::now(),
             wall: (Instant::now(), now_ms()),
@@ -650,6 +653,7 @@ impl Threads {
             limited: live.limited,
             error: (!live.error.is_null()).then(|| Box::new((*live.error).clone())),
             tokens: live.tokens,
+            usage: live.meter.usage(),
             elapsed_ms: last.map_or(0, |l| l.elapsed_ms),
             at_ms: now_ms(),
             source: Source::Update,

@@ -3,11 +3,13 @@
 //! the shape of the TOML; that is the checker's job.
 
 mod contract;
+mod cost;
 mod duration;
 mod field_type;
 mod llm;
 
 pub use contract::{Bounds, model_ref};
+pub use cost::{Budget, Price, Prices, parse_prices, price_of};
 pub use duration::parse_duration;
 pub use field_type::{FieldType, TYPE_NAMES, is_message, parse_field_type};
 pub use llm::{Provider, Sampling, parse_provider};
@@ -43,6 +45,8 @@ pub struct GraphSpec {
     pub servers: Vec<ServerSpec>,
     pub state: Vec<FieldSpec>,
     pub nodes: Vec<NodeSpec>,
+    /// `[budget]`: none declared when empty.
+    pub budget: Budget,
 }
 
 impl GraphSpec {
@@ -62,6 +66,7 @@ impl GraphSpec {
         self.graph.max_steps.is_some()
             || self.graph.max_wall_time.is_some()
             || self.graph.max_tokens.is_some()
+            || !self.budget.is_empty()
     }
 
     /// Resolves a path written in the graph against its root.
@@ -104,6 +109,8 @@ pub struct LlmDefaults {
     pub provider: Option<Sp<String>>,
     /// Defaults of every llm node's sampling settings.
     pub sampling: SamplingSpec,
+    /// What each model costs (`[llm.prices]`, or a file).
+    pub prices: Option<Prices>,
 }
 
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! with LZ4. A paused thread's value trees take many times the size of their JSON;
 //! thousands of threads waiting for a person should cost what their data does.
 
-use super::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Stored, Write};
+use super::{Checkpoint, Pending, Snapshot, Source, Status, StoreError, Stored, Usage, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -36,6 +36,8 @@ struct Record {
     limited: bool,
     error: Option<Json>,
     tokens: u64,
+    #[serde(default)]
+    usage: Usage,
     elapsed_ms: u64,
     at_ms: u64,
     source: Source,
@@ -98,6 +100,7 @@ pub(super) fn freeze_records(records: &[Checkpoint]) -> Vec<u8> {
             limited: r.limited,
             error: r.error.as_deref().cloned(),
             tokens: r.tokens,
+            usage: r.usage,
             elapsed_ms: r.elapsed_ms,
             at_ms: r.at_ms,
             source: r.source,
@@ -263,6 +266,7 @@ pub(super) fn thaw_records(
             limited: r.limited,
             error: r.error.map(Box::new),
             tokens: r.tokens,
+            usage: r.usage,
             elapsed_ms: r.elapsed_ms,
             at_ms: r.at_ms,
             source: r.source,

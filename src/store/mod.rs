@@ -185,11 +185,47 @@ pub struct Checkpoint {
     pub error: Option<Box<Json>>,
     /// Tokens used and wall time spent in this run so far, so budgets hold across pauses.
     pub tokens: u64,
+    /// Model replies, tool calls and dollars of this run so far, for `[budget]`.
+    #[serde(default, skip_serializing_if = "Usage::is_zero")]
+    pub usage: Usage,
     pub elapsed_ms: u64,
     /// Unix milliseconds when the record was written.
     pub at_ms: u64,
     #[serde(default)]
     pub source: Source,
+}
+
+/// What a run has used of its `[budget]` besides tokens: kept in each record, so that
+/// budgets hold across pauses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub model_calls: u64,
+    #[serde(default)]
+    pub tool_calls: u64,
+    #[serde(default)]
+    pub usd: f64,
+}
+
+impl Usage {
+    pub fn is_zero(&self) -> bool {
+        *self == Usage::default()
+    }
+
+    /// As a store keeps it: JSON, none when nothing was used.
+    pub(crate) fn column(&self) -> Option<String> {
+        (!self.is_zero()).then(|| serde_json::to_string(self).unwrap_or_default())
+    }
+
+    /// Read back from [`Usage::column`]; text that is not one makes the record corrupt.
+    pub(crate) fn from_column(thread: &str, text: Option<&str>) -> Result<Usage, StoreError> {
+        match text {
+            None => Ok(Usage::default()),
+            Some(t) => {
+                serde_json::from_str(t).map_err(|e| rows::corrupt(thread, format!("`usage`: {e}")))
+            }
+        }
+    }
 }
 
 impl Checkpoint {

@@ -168,7 +168,7 @@ fn another_programs_database_is_refused_unchanged() {
         Err(e @ StoreError::Version { .. }) => assert_eq!(
             e.to_string(),
             format!(
-                "checkpoint store `{}` has layout version 99, and this Switchyard reads version 5; use another store path",
+                "checkpoint store `{}` has layout version 99, and this Switchyard reads version 6; use another store path",
                 later.display()
             )
         ),

@@ -113,8 +113,12 @@ fn insert_old(conn: &rusqlite::Connection, r: &Checkpoint, with_source: bool) {
 #[tokio::test]
 async fn stores_of_versions_2_and_3_are_brought_forward_whole() {
     let dir = tempfile::tempdir().unwrap();
+    // Stores of those layouts kept no usage.
     let records: Vec<Checkpoint> = (0..3)
-        .map(|seq| record("t", seq, "n", if seq == 1 { big() } else { json!(seq) }))
+        .map(|seq| Checkpoint {
+            usage: Default::default(),
+            ..record("t", seq, "n", if seq == 1 { big() } else { json!(seq) })
+        })
         .collect();
     for version in [2, 3] {
         let db = dir.path().join(format!("v{version}.db"));
@@ -140,7 +144,7 @@ async fn stores_of_versions_2_and_3_are_brought_forward_whole() {
             .unwrap()
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version_now, 5);
+        assert_eq!(version_now, 6);
         // It goes on like a new one.
         store.append(record("t", 3, "n", big())).await.unwrap();
         assert_eq!(*store.load("t").await.unwrap()[3].writes[0].value, big());
@@ -170,19 +174,62 @@ async fn a_store_of_version_4_is_brought_forward_with_every_record_following_the
         }
         store.prune(pruned.clone()).await.unwrap();
     }
-    // Version 4 as it was: no `parent`.
+    // Version 4 as it was: no `parent`, no `usage`.
     let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute_batch("ALTER TABLE checkpoints DROP COLUMN parent; PRAGMA user_version = 4;")
-        .unwrap();
+    conn.execute_batch(
+        "ALTER TABLE checkpoints DROP COLUMN parent; ALTER TABLE checkpoints DROP COLUMN usage; PRAGMA user_version = 4;",
+    )
+    .unwrap();
     drop(conn);
     let store = SqliteStore::open(&db).unwrap();
-    assert_eq!(store.load("t").await.unwrap(), records);
-    assert_eq!(store.load("p").await.unwrap(), [pruned]);
+    let unused = |r: &Checkpoint| Checkpoint {
+        usage: Default::default(),
+        ..r.clone()
+    };
+    assert_eq!(
+        store.load("t").await.unwrap(),
+        records.iter().map(unused).collect::<Vec<_>>()
+    );
+    assert_eq!(store.load("p").await.unwrap(), [unused(&pruned)]);
     let version_now: i64 = rusqlite::Connection::open(&db)
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version_now, 5);
+    assert_eq!(version_now, 6);
+}
+
+#[tokio::test]
+async fn a_store_of_version_5_is_brought_forward_and_keeps_usage_from_then_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v5.db");
+    let records: Vec<Checkpoint> = (0..3)
+        .map(|seq| Checkpoint {
+            usage: Default::default(),
+            ..record("t", seq, "n", json!(seq))
+        })
+        .collect();
+    SqliteStore::open(&db)
+        .unwrap()
+        .append_all(records.clone())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("ALTER TABLE checkpoints DROP COLUMN usage; PRAGMA user_version = 5;")
+        .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&db).unwrap();
+    assert_eq!(store.load("t").await.unwrap(), records);
+    // A record with usage after the migration keeps it.
+    let used = Checkpoint {
+        usage: switchyard::store::Usage {
+            model_calls: 3,
+            tool_calls: 1,
+            usd: 0.5,
+        },
+        ..record("t", 3, "n", json!(3))
+    };
+    store.append(used.clone()).await.unwrap();
+    assert_eq!(store.load("t").await.unwrap()[3], used);
 }
 
 #[test]

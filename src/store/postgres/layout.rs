@@ -5,7 +5,7 @@ use super::{PostgresStore, pg_error};
 use crate::store::StoreError;
 
 /// Layout version, kept in `switchyard.layout`.
-pub(super) const VERSION: i32 = 6;
+pub(super) const VERSION: i32 = 7;
 
 /// Held while a process looks at the layout and makes or migrates it, so that many
 /// workers opening a new database at once make it once. Any fixed key: "SWYD" again.
@@ -37,9 +37,10 @@ const LAYOUT_LOCK: i64 = 0x5357_5944;
 /// Version 5: crons (`crons.rs`), in the order they were made (`ord`), the due ones
 /// found by their next occurrence; an item's vectors for semantic search.
 ///
+/// Version 7: what a run used of its `[budget]` (`checkpoints.usage`).
 /// Version 6: assistants made through the API (`assistants.rs`), in the order they
 /// were made (`ord`), and their versions.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     "
 CREATE TABLE switchyard.layout (
     version     INTEGER NOT NULL
@@ -185,6 +186,9 @@ CREATE TABLE switchyard.assistant_versions (
     created_ms  BIGINT  NOT NULL,
     PRIMARY KEY (id, version)
 );
+",
+    "
+ALTER TABLE switchyard.checkpoints ADD COLUMN usage TEXT;
 ",
 ];
 

@@ -27,22 +27,22 @@ macro_rules! insert {
     ($before:literal) => {
         concat!(
             $before,
-            "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+            "INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
         )
     };
 }
 
-/// A record written under a claim: only while the claim's row holds the token (`$19`),
+/// A record written under a claim: only while the claim's row holds the token (`$20`),
 /// which the insert locks, so that a takeover waits for it to commit, or it finds the
 /// token gone and writes nothing.
 macro_rules! fenced {
     ($before:literal) => {
         concat!(
-            "WITH fence AS (SELECT 1 FROM switchyard.claims WHERE thread = $1 AND token = $19 FOR SHARE)",
+            "WITH fence AS (SELECT 1 FROM switchyard.claims WHERE thread = $1 AND token = $20 FOR SHARE)",
             $before,
-            " INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent)
-     SELECT $1::TEXT, $2::BIGINT, $3::BIGINT, $4::BIGINT, $5::TEXT, $6::TEXT, $7::TEXT, $8::TEXT, $9::TEXT, $10::TEXT, $11::BIGINT, $12::BIGINT, $13::BIGINT, $14::BIGINT, $15::BOOLEAN, $16::TEXT, $17::TEXT, $18::BIGINT FROM fence"
+            " INSERT INTO switchyard.checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage)
+     SELECT $1::TEXT, $2::BIGINT, $3::BIGINT, $4::BIGINT, $5::TEXT, $6::TEXT, $7::TEXT, $8::TEXT, $9::TEXT, $10::TEXT, $11::BIGINT, $12::BIGINT, $13::BIGINT, $14::BIGINT, $15::BOOLEAN, $16::TEXT, $17::TEXT, $18::BIGINT, $19::TEXT FROM fence"
         )
     };
 }
@@ -58,11 +58,11 @@ const FENCED_FIRST: &str = fenced!(
     ", gone AS (DELETE FROM switchyard.snapshots WHERE thread = $1 AND EXISTS (SELECT 1 FROM fence))"
 );
 
-const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
+const SELECT_ALL: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage
      FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq";
-const SELECT_FROM: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
+const SELECT_FROM: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage
      FROM switchyard.checkpoints WHERE thread = $1 AND seq >= $2 ORDER BY seq";
-const SELECT_LAST: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent
+const SELECT_LAST: &str = "SELECT seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage
      FROM switchyard.checkpoints WHERE thread = $1 AND $2::BIGINT = $2::BIGINT ORDER BY seq DESC LIMIT 1";
 
 /// A record's columns as the insert statements take them.
@@ -79,6 +79,7 @@ struct Columns<'a> {
     elapsed_ms: i64,
     at_ms: i64,
     parent: Option<i64>,
+    usage: Option<String>,
 }
 
 impl<'a> Columns<'a> {
@@ -97,6 +98,7 @@ impl<'a> Columns<'a> {
             elapsed_ms: int(r.elapsed_ms),
             at_ms: int(r.at_ms),
             parent: r.parent.map(int),
+            usage: r.usage.column(),
         })
     }
 
@@ -130,6 +132,7 @@ impl<'a> Columns<'a> {
             &self.error,
             &source,
             &self.parent,
+            &self.usage,
         ];
         if let Some(t) = &token {
             params.push(t);
@@ -754,6 +757,7 @@ fn decode(thread: &Arc<str>, row: &tokio_postgres::Row, url: &str) -> Result<Row
         graph: Arc::from(""),
         graph_hash: Arc::from(""),
         tokens: n(10, "tokens")?,
+        usage: crate::store::Usage::from_column(thread, col::<Option<&str>>(row, 17, url)?)?,
         elapsed_ms: n(11, "elapsed_ms")?,
         at_ms: n(12, "at_ms")?,
         limited: col(row, 13, url)?,

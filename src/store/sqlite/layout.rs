@@ -4,10 +4,11 @@
 use rusqlite::Connection;
 
 /// Layout version, kept in SQLite's `user_version`.
-pub(super) const VERSION: i64 = 5;
+pub(super) const VERSION: i64 = 6;
 /// Marks a SQLite file as Switchyard's (`PRAGMA application_id`): "SWYD".
 pub(super) const APPLICATION_ID: i64 = 0x5357_5944;
 
+/// Version 6: version 5 and a checkpoint's `usage` (of its run's `[budget]`).
 /// Version 5: version 4 and a checkpoint's `parent`. Version 4: a checkpoint names
 /// its graph by an id into `graphs` rather than repeating the file's path and hash on
 /// every row; a large value a step writes again unchanged is stored as a reference to the record that holds it (see `records.rs`);
@@ -39,6 +40,7 @@ CREATE TABLE checkpoints (
     error       TEXT,
     source      TEXT    NOT NULL,
     parent      INTEGER,
+    usage       TEXT,
     PRIMARY KEY (thread, seq)
 );
 CREATE TABLE snapshots (
@@ -196,6 +198,9 @@ ALTER TABLE checkpoints ADD COLUMN parent INTEGER;
 UPDATE checkpoints SET parent = seq - 1 WHERE seq > 0 AND source <> 'base';
 ";
 
+/// From version 5: what a run used of its budget, beside its tokens (none: nothing).
+const MIGRATE_5_TO_6: &str = "ALTER TABLE checkpoints ADD COLUMN usage TEXT;";
+
 /// Every table a store has.
 pub(super) const OUR_TABLES: [&str; 11] = [
     "assistant_versions",
@@ -217,7 +222,7 @@ pub(super) enum Layout {
     Empty,
     /// A store of this layout.
     Current,
-    /// A store of layout 2, 3 or 4, which this version brings forward.
+    /// A store of layout 2 to 5, which this version brings forward.
     Older(i64),
     /// Only some of our tables, all empty, and no version: a store whose creation an
     /// earlier Switchyard did not finish (killed part-way). Made again from scratch.
@@ -249,7 +254,7 @@ pub(super) fn layout(conn: &Connection) -> Result<Layout, rusqlite::Error> {
     Ok(match (version, tables.is_empty(), ours) {
         (0, true, _) => Layout::Empty,
         (VERSION, _, true) => Layout::Current,
-        (2..=4, _, true) => Layout::Older(version),
+        (2..=5, _, true) => Layout::Older(version),
         _ => Layout::Other { version, tables },
     })
 }
@@ -272,12 +277,18 @@ pub(super) fn bring_forward(conn: &Connection, found: &Layout) -> Result<(), rus
             conn.execute_batch(CATALOG)?;
             conn.execute_batch(MIGRATE_3_TO_4)?;
             conn.execute_batch(MIGRATE_4_TO_5)?;
+            conn.execute_batch(MIGRATE_5_TO_6)?;
         }
         Layout::Older(3) => {
             conn.execute_batch(MIGRATE_3_TO_4)?;
             conn.execute_batch(MIGRATE_4_TO_5)?;
+            conn.execute_batch(MIGRATE_5_TO_6)?;
         }
-        Layout::Older(_) => conn.execute_batch(MIGRATE_4_TO_5)?,
+        Layout::Older(4) => {
+            conn.execute_batch(MIGRATE_4_TO_5)?;
+            conn.execute_batch(MIGRATE_5_TO_6)?;
+        }
+        Layout::Older(_) => conn.execute_batch(MIGRATE_5_TO_6)?,
         Layout::Current | Layout::Other { .. } => return Ok(()),
     }
     conn.execute_batch(RECOUNT)?;

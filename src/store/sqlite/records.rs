@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent";
+pub(super) const COLUMNS: &str = "seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage";
 
 /// Text at least this long is compressed when the store compresses.
 const COMPRESS_BYTES: usize = 1024;
@@ -161,8 +161,8 @@ impl Inner {
         );
         let (pending, error) = pending_and_error(r)?;
         let mut stmt = self.conn.prepare_cached(
-            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            "INSERT INTO checkpoints (thread, seq, run, step, node, next, writes, status, pending, outcome, graph, tokens, elapsed_ms, at_ms, limited, error, source, parent, usage)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
         )?;
         let done = stmt.execute(params![
             &*r.thread,
@@ -183,6 +183,7 @@ impl Inner {
             error,
             r.source.name(),
             r.parent.map(int),
+            r.usage.column(),
         ]);
         match done {
             Ok(_) => Ok(fresh),
@@ -372,6 +373,10 @@ pub(super) fn decode(
         graph: Arc::from(""),
         graph_hash: Arc::from(""),
         tokens: count(10, "tokens")?,
+        usage: crate::store::Usage::from_column(
+            thread,
+            row.get::<_, Option<String>>(at + 17)?.as_deref(),
+        )?,
         elapsed_ms: count(11, "elapsed_ms")?,
         at_ms: count(12, "at_ms")?,
         limited: row.get(at + 13)?,

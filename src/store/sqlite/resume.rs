@@ -196,7 +196,7 @@ macro_rules! find_snapshot {
             ", EXISTS (SELECT 1 FROM checkpoints WHERE thread = ?1 AND seq > s.seq),
                     c.seq, c.run, c.step, c.node, c.next, c.writes, c.status, c.pending,
                     c.outcome, c.graph, c.tokens, c.elapsed_ms, c.at_ms, c.limited, c.error,
-                    c.source, c.parent
+                    c.source, c.parent, c.usage
              FROM snapshots s
              JOIN (SELECT min(seq) AS first FROM checkpoints WHERE thread = ?1) f
              LEFT JOIN checkpoints c ON c.thread = ?1 AND c.seq = s.seq
