@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::History(args) => cli::block_on(cli::inspect::history(args)),
         Command::Fork(args) => cli::block_on(cli::inspect::fork(args)),
         Command::Prune(args) => cli::block_on(cli::inspect::prune(args)),
+        Command::Diff(args) => cli::block_on(cli::diff::diff(args)),
         Command::Serve(args) => cli::serve::serve(args),
         Command::Completions(args) => cli::man::completions(args, Cli::command()),
         Command::Man(args) => cli::man::man(args, Cli::command()),

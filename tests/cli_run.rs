@@ -1171,3 +1171,112 @@ fn at_a_terminal_a_servers_question_is_answered_with_a_line() {
     assert!(out.contains("greet asks:\r\n"), "{out}");
     assert!(out.ends_with("hello Ada [tty/0/1/0]\r\n"), "{out}");
 }
+
+/// `switchyard diff OLD NEW --store`: which threads OLD left paused can go on on NEW.
+#[test]
+fn diff_lists_the_changes_and_which_paused_threads_can_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_flag(dir.path());
+    let text = std::fs::read_to_string(root().join("tests/fixtures/diff/two_asks.toml")).unwrap();
+    std::fs::create_dir_all(dir.path().join("old")).unwrap();
+    std::fs::create_dir_all(dir.path().join("new")).unwrap();
+    let old = dir.path().join("old/two_asks.toml");
+    let new = dir.path().join("new/two_asks.toml");
+    std::fs::write(&old, text.replace("VERSION", "one")).unwrap();
+    std::fs::write(&new, text.replace("VERSION", "two")).unwrap();
+    let (old, new) = (old.display().to_string(), new.display().to_string());
+    for t in ["at-first", "at-second", "ended"] {
+        switchyard(&["run", &old, "--thread", t, "--store", &store])
+            .run()
+            .code(4);
+    }
+    switchyard(&[
+        "resume",
+        &old,
+        "--thread",
+        "at-second",
+        "--payload",
+        "1",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(4);
+    for _ in 0..2 {
+        let out = switchyard(&[
+            "resume",
+            &old,
+            "--thread",
+            "ended",
+            "--payload",
+            "1",
+            "--store",
+            &store,
+        ])
+        .run();
+        assert!([0, 4].contains(&out.code), "{}", out.stderr);
+    }
+    let out = switchyard(&["diff", &old, &new, "--store", &store])
+        .run()
+        .code(0);
+    let shown = out
+        .stdout
+        .replace(&dir.path().display().to_string(), "[dir]");
+    insta::assert_snapshot!(shown, @r#"
+    graph `two_asks`: 2 changes
+    ~ node `done`: outcome: "one" -> "two"
+    ~ node `second`: payload.q: "'second one'" -> "'second two'"
+    2 threads waiting on [dir]/old/two_asks.toml:
+      `at-first` (interrupted at `first`): can go on on [dir]/new/two_asks.toml
+      `at-second` (interrupted at `second`): stays on the old version: the pending node `second` (its keys, edges, prompt or schema files) was edited
+    "#);
+    let out = switchyard(&["diff", &old, &new, "--store", &store, "--format", "json"])
+        .run()
+        .code(0);
+    let v = json_of(&out.stdout);
+    assert_eq!(
+        v["threads"],
+        json!([
+            { "thread": "at-first", "status": "interrupted", "at": "first", "moves": true, "why": null },
+            { "thread": "at-second", "status": "interrupted", "at": "second", "moves": false,
+              "why": "the pending node `second` (its keys, edges, prompt or schema files) was edited" },
+        ])
+    );
+    assert_eq!(
+        v["changes"][0],
+        json!({ "part": "node", "name": "done", "change": "edited", "details": ["outcome: \"one\" -> \"two\""] })
+    );
+    // What diff said holds for a resume: the first goes on on the new file, through its
+    // edited question, to its outcome; the second is refused there.
+    let out = switchyard(&[
+        "resume",
+        &new,
+        "--thread",
+        "at-first",
+        "--payload",
+        "1",
+        "--store",
+        &store,
+        "--json",
+    ])
+    .run()
+    .code(4);
+    assert!(out.stdout.contains("second two"), "{}", out.stdout);
+    let out = switchyard(&[
+        "resume",
+        &new,
+        "--thread",
+        "at-second",
+        "--payload",
+        "1",
+        "--store",
+        &store,
+    ])
+    .run();
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("the pending node `second`"),
+        "{}",
+        out.stderr
+    );
+}

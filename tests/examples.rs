@@ -205,3 +205,92 @@ fn screen_explorer_keeps_17_nodes_and_5_llm_nodes_with_cache_and_fallback() {
             && spec.graph.max_wall_time.is_some()
     );
 }
+
+/// `switchyard diff`'s changes for an edit of each seed graph: a policy rule, a route's
+/// case, a loop's route, a node's settings and reducer, a map's concurrency; and an
+/// edited prompt file read by both versions' copies.
+#[test]
+fn an_edit_of_each_seed_graph_diffs_to_what_it_changed() {
+    let copy = |dir: &std::path::Path| {
+        for part in ["graphs", "prompts", "schemas"] {
+            let out = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(crate::util::root().join(part))
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(out.success());
+        }
+    };
+    let (old, new) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(old.path());
+    copy(new.path());
+    let edits: [(&str, &[(&str, &str)]); 5] = [
+        (
+            "browser_agent",
+            &[(
+                r#"decision = "deny", reason = "only http(s)"#,
+                r#"decision = "confirm", reason = "only http(s)"#,
+            )],
+        ),
+        (
+            "confirm_execute",
+            &[(
+                "list_parameters = \"tool_selection\"",
+                "list_parameters = \"ask_user\"",
+            )],
+        ),
+        (
+            "reason_act_observe",
+            &[(
+                "if = \"reasoning.finish == true\"",
+                "if = \"reasoning.finish\"",
+            )],
+        ),
+        (
+            "screen_explorer",
+            &[(
+                "timeout = \"60s\"\non_error = \"stop\"\nnext = \"provision_app\"",
+                "timeout = \"90s\"\non_error = \"stop\"\nnext = \"provision_app\"",
+            )],
+        ),
+        (
+            "tool_agent",
+            &[("concurrency = 4, errors", "concurrency = 2, errors")],
+        ),
+    ];
+    let mut shown = Vec::new();
+    for (name, replace) in edits {
+        let path = new.path().join(format!("graphs/{name}.toml"));
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for (from, to) in replace {
+            assert!(text.contains(from), "{name}: `{from}` is not in the file");
+            text = text.replacen(from, to, 1);
+        }
+        std::fs::write(&path, text).unwrap();
+        let load = |dir: &std::path::Path| {
+            switchyard::load_graph(&dir.join(format!("graphs/{name}.toml")))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let (a, b) = (load(old.path()), load(new.path()));
+        shown.push(format!("{name}:"));
+        shown.extend(
+            switchyard::graph::diff(&a.shape, &b.shape)
+                .iter()
+                .map(|c| format!("  {c}")),
+        );
+    }
+    // A prompt edited: every node that reads it is as written; the file's text changed.
+    let prompt = new.path().join("prompts/tool_agent/model.j2");
+    let text = std::fs::read_to_string(&prompt).unwrap();
+    std::fs::write(&prompt, format!("{text}\nAnswer briefly.\n")).unwrap();
+    let a = switchyard::load_graph(&old.path().join("graphs/tool_agent.toml")).unwrap();
+    let b = switchyard::load_graph(&new.path().join("graphs/tool_agent.toml")).unwrap();
+    shown.push("tool_agent, its prompt edited too:".into());
+    shown.extend(
+        switchyard::graph::diff(&a.shape, &b.shape)
+            .iter()
+            .map(|c| format!("  {c}")),
+    );
+    insta::assert_snapshot!(shown.join("\n"));
+}

@@ -394,6 +394,24 @@ async fn suite(open: &dyn Fn() -> Arc<dyn Store>) {
     );
     assert_eq!(store.ended_before(1_001).await.unwrap(), ["done"]);
     assert_eq!(store.ended_before(5_000).await.unwrap(), ["done", "broke"]);
+    // Threads left by a version: those whose latest record it wrote and that go on.
+    store
+        .append(Checkpoint {
+            graph_hash: "v1".into(),
+            ..ended("went-on", 2, Status::Interrupted)
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.waiting_on("v1").await.unwrap(), ["went-on"]);
+    store
+        .append(Checkpoint {
+            graph_hash: "v2".into(),
+            ..ended("went-on", 3, Status::Finished)
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.waiting_on("v1").await.unwrap(), Vec::<String>::new());
+    assert_eq!(store.waiting_on("v2").await.unwrap(), Vec::<String>::new());
     for t in ["done", "broke", "went-on"] {
         store.delete_thread(t).await.unwrap();
     }

@@ -89,6 +89,12 @@ pub(crate) enum Command {
         after_help = "Examples:\n  switchyard fork --thread t1 --at 4\n  switchyard fork --thread t1 --at 4 --into t1-retry && switchyard resume --thread t1-retry"
     )]
     Fork(super::inspect::ForkArgs),
+    /// What an edit of a graph changes, and which threads waiting on the old version
+    /// can go on on the new one.
+    #[command(
+        after_help = "Examples:\n  switchyard diff old/agent.toml graphs/agent.toml\n  switchyard diff old/agent.toml graphs/agent.toml --store sqlite:.switchyard/checkpoints.db\n  switchyard diff old/agent.toml graphs/agent.toml --format json"
+    )]
+    Diff(super::diff::DiffArgs),
 }
 
 #[cfg(test)]

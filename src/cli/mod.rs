@@ -7,6 +7,7 @@ mod answer;
 pub(crate) mod args;
 pub(crate) mod color;
 pub(crate) mod conformance;
+pub(crate) mod diff;
 mod events;
 mod flags;
 pub(crate) mod inspect;

@@ -413,6 +413,7 @@ pub(crate) fn compile(
         nodes,
         servers,
         llm,
+        shape: Arc::new(super::Shape::of(c.text, &c.files)),
         exprs,
         fast,
         fast_templates,
@@ -743,6 +744,6 @@ fn budget(spec: &GraphSpec) -> super::Budget {
         model_calls: b.model_calls.as_ref().map(|n| *n.get_ref()),
         tool_calls: b.tool_calls.as_ref().map(|n| *n.get_ref()),
         usd: b.usd.as_ref().map(|n| *n.get_ref()),
-        prices,
+        prices: Arc::new(prices),
     }
 }

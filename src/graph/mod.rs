@@ -7,11 +7,13 @@ mod contract;
 mod exprs;
 mod fast;
 mod fast_template;
+mod shape;
 
 pub use compile::CompileError;
 pub(crate) use compile::compile;
 pub use exprs::ExprId;
 pub(crate) use fast::Root;
+pub use shape::{Change, Shape, diff};
 
 use crate::spec::{Breakpoint, Decision, FieldType, NodeKind, Reducer};
 use exprs::Exprs;
@@ -52,6 +54,8 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     pub servers: Vec<Server>,
     pub llm: LlmDefaults,
+    /// The version as written, to compare it with another ([`diff`]).
+    pub shape: Arc<Shape>,
     pub(crate) exprs: Exprs,
     /// The fast form of each expression that has one (see `fast.rs`).
     fast: Vec<Option<fast::Fast>>,
@@ -236,7 +240,7 @@ pub struct Budget {
     pub model_calls: Option<u64>,
     pub tool_calls: Option<u64>,
     pub usd: Option<f64>,
-    pub prices: std::collections::HashMap<String, crate::spec::Price>,
+    pub prices: Arc<std::collections::HashMap<String, crate::spec::Price>>,
 }
 
 impl Budget {

@@ -42,8 +42,12 @@ impl Host {
     }
 
     /// The version a run of `assistant` uses on a thread: the one the thread stands on
-    /// while it has not ended, else `current`. A thread of another graph is refused.
-    pub(super) fn graph_for_thread(
+    /// while it has not ended, else `current`; a thread whose latest record an older
+    /// version wrote moves to `current` when nothing where it stands changed (the
+    /// check `switchyard diff --store` reports: its nodes are there, a pending
+    /// interrupt's node unedited, its values fit their fields). A thread of another
+    /// graph is refused.
+    pub(super) async fn graph_for_thread(
         &self,
         assistant: &str,
         current: &Arc<Graph>,
@@ -65,13 +69,39 @@ impl Host {
         }
         let ended = matches!(latest.status, Status::Finished | Status::Failed);
         Ok(match version {
+            Some(v)
+                if !ended
+                    && v.hash != current.hash
+                    && self.moves(current, thread, latest).await? =>
+            {
+                current.clone()
+            }
             Some(v) if !ended => v,
             _ => current.clone(),
         })
     }
 
+    /// Whether a thread standing at its latest record `at` can go on on `current`. A
+    /// run from an earlier checkpoint (a fork) stays on the version that wrote it.
+    async fn moves(
+        &self,
+        current: &Arc<Graph>,
+        thread: &str,
+        at: &Checkpoint,
+    ) -> Result<bool, HostError> {
+        let latest = self.inner.store.latest(thread).await?;
+        if latest.as_ref().map(|l| l.seq) != Some(at.seq) {
+            return Ok(false);
+        }
+        Ok(self
+            .threads(current.clone())
+            .movable(thread)
+            .await?
+            .is_none())
+    }
+
     /// The version of `assistant` a run on `thread`, standing at `latest`, uses.
-    pub(super) fn graph_of_run(
+    pub(super) async fn graph_of_run(
         &self,
         assistant: &str,
         thread: &str,
@@ -79,6 +109,7 @@ impl Host {
     ) -> Result<Arc<Graph>, HostError> {
         let current = self.current_graph(assistant)?;
         self.graph_for_thread(assistant, &current, thread, latest)
+            .await
     }
 }
 

@@ -241,7 +241,8 @@ impl Host {
             None => {
                 let from = (!run.resumes()).then_some(run.request.checkpoint).flatten();
                 let standing = standing_at(&**store, &run.thread, from, latest.clone()).await?;
-                self.graph_of_run(&run.assistant, &run.thread, standing.as_ref())?
+                self.graph_of_run(&run.assistant, &run.thread, standing.as_ref())
+                    .await?
             }
         };
         // Where the run's records begin: kept from a previous process that began it, so a

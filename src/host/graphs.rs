@@ -72,6 +72,9 @@ pub struct Served {
     pub version: u64,
     /// The current version's drawing and schemas.
     pub drawing: Option<Arc<Drawing>>,
+    /// What the current version changed from the one it replaced (none for the first),
+    /// as `switchyard diff` prints it.
+    pub changes: Vec<String>,
 }
 
 /// The graphs of a host. Cheap to clone; clones share the graphs.
@@ -384,7 +387,15 @@ impl Graphs {
                     updated_ms: now,
                     version: 0,
                     drawing: None,
+                    changes: Vec::new(),
                 });
+                entry.changes = match &entry.current {
+                    Some(old) => crate::graph::diff(&old.shape, &graph.shape)
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect(),
+                    None => Vec::new(),
+                };
                 entry.current = Some(graph);
                 entry.drawing = Some(drawing);
                 entry.problems = None;
@@ -409,6 +420,7 @@ impl Graphs {
                     updated_ms: now,
                     version: 0,
                     drawing: None,
+                    changes: Vec::new(),
                 });
                 if repeated {
                     // Checked again (it may lack a file that has appeared), as broken.

@@ -54,7 +54,9 @@ impl Host {
         // The version of the checkpoint the run goes from (a fork goes on as it stood).
         let standing =
             standing_at(&**store, &thread_id, request.checkpoint, latest.clone()).await?;
-        let graph = self.graph_for_thread(assistant, &graph, &thread_id, standing.as_ref())?;
+        let graph = self
+            .graph_for_thread(assistant, &graph, &thread_id, standing.as_ref())
+            .await?;
         if let Some(c) = self.cluster() {
             return c
                 .create_run(self, assistant, thread_id, request, metadata, graph)

@@ -47,6 +47,7 @@ impl Runner {
                     run: cx.run.clone(),
                     llm: cx.llm,
                     tools: cx.tools,
+                    meter: cx.meter,
                     cache: cx.cache,
                     claims: cx.claims,
                     events: &events,

@@ -8,12 +8,13 @@ use crate::spec::Price;
 use crate::store::Usage;
 use crate::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A run's counts so far. Atomic: a mapped node's items and parallel branches call at
 /// once.
 #[derive(Debug, Default)]
-pub(super) struct Meter {
+pub(crate) struct Meter {
     model_calls: AtomicU64,
     tool_calls: AtomicU64,
     /// Dollars in billionths, so that sums are exact and atomic.
@@ -39,14 +40,14 @@ impl Meter {
 }
 
 /// The model client, counting each reply and what its tokens cost.
-pub(super) struct MeteredLlm<'a> {
-    pub(super) inner: &'a dyn LlmClient,
-    pub(super) meter: &'a Meter,
-    pub(super) prices: &'a HashMap<String, Price>,
+pub(super) struct MeteredLlm {
+    pub(super) inner: Arc<dyn LlmClient>,
+    pub(super) meter: Arc<Meter>,
+    pub(super) prices: Arc<HashMap<String, Price>>,
 }
 
 #[async_trait::async_trait]
-impl LlmClient for MeteredLlm<'_> {
+impl LlmClient for MeteredLlm {
     async fn complete(
         &self,
         request: &LlmRequest,
@@ -66,13 +67,13 @@ impl LlmClient for MeteredLlm<'_> {
 
 /// The tool client, counting each call that was sent (answered or not: a tool may
 /// have acted before its answer was lost).
-pub(super) struct MeteredTools<'a> {
-    pub(super) inner: &'a dyn ToolClient,
-    pub(super) meter: &'a Meter,
+pub(super) struct MeteredTools {
+    pub(super) inner: Arc<dyn ToolClient>,
+    pub(super) meter: Arc<Meter>,
 }
 
 #[async_trait::async_trait]
-impl ToolClient for MeteredTools<'_> {
+impl ToolClient for MeteredTools {
     async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
         self.inner.list_tools(server).await
     }
@@ -88,4 +89,24 @@ impl ToolClient for MeteredTools<'_> {
     async fn shutdown(&self) {
         self.inner.shutdown().await;
     }
+}
+
+/// `llm` and `tools` counting into `meter`, by `prices`.
+pub(super) fn metered(
+    llm: &Arc<dyn LlmClient>,
+    tools: &Arc<dyn ToolClient>,
+    meter: &Arc<Meter>,
+    prices: &Arc<HashMap<String, Price>>,
+) -> (Arc<dyn LlmClient>, Arc<dyn ToolClient>) {
+    (
+        Arc::new(MeteredLlm {
+            inner: llm.clone(),
+            meter: meter.clone(),
+            prices: prices.clone(),
+        }),
+        Arc::new(MeteredTools {
+            inner: tools.clone(),
+            meter: meter.clone(),
+        }),
+    )
 }

@@ -16,7 +16,7 @@ mod go;
 mod kinds;
 mod map;
 mod message_ids;
-mod meter;
+pub(crate) mod meter;
 mod outcome;
 mod parallel;
 mod plan;

@@ -414,21 +414,10 @@ impl Runner {
         }
         // A graph with a budget counts its replies and calls; one without is not slowed.
         let budget = &self.graph.limits.budget;
-        let metered = (!budget.is_empty()).then(|| {
-            (
-                super::meter::MeteredLlm {
-                    inner: &*self.llm,
-                    meter: &live.meter,
-                    prices: &budget.prices,
-                },
-                super::meter::MeteredTools {
-                    inner: &*self.tools,
-                    meter: &live.meter,
-                },
-            )
-        });
+        let metered = (!budget.is_empty())
+            .then(|| super::meter::metered(&self.llm, &self.tools, &live.meter, &budget.prices));
         let (llm, tools): (&dyn LlmClient, &dyn ToolClient) = match &metered {
-            Some((l, t)) => (l, t),
+            Some((l, t)) => (&**l, &**t),
             None => (&*self.llm, &*self.tools),
         };
         let cx = NodeCx {
@@ -439,6 +428,7 @@ impl Runner {
             run,
             llm,
             tools,
+            meter: metered.is_some().then_some(&live.meter),
             cache: &*self.cache,
             claims: &**self.recorder.threads.store(),
             events,

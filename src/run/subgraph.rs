@@ -40,6 +40,22 @@ impl Runner {
     /// values of this run's configuration that the child's `[configurable]` names too
     /// (one configuration for the run and the graphs it calls).
     fn child_runner(&self, body: &GraphBody) -> Runner {
+        self.child_runner_counting(body, None)
+    }
+
+    /// [`Self::child_runner`] whose model replies and tool calls also count towards
+    /// this run's `[budget]` (`meter`).
+    fn child_runner_counting(
+        &self,
+        body: &GraphBody,
+        meter: Option<&Arc<super::meter::Meter>>,
+    ) -> Runner {
+        let (llm, tools) = match meter {
+            Some(m) => {
+                super::meter::metered(&self.llm, &self.tools, m, &self.graph.limits.budget.prices)
+            }
+            None => (self.llm.clone(), self.tools.clone()),
+        };
         let configuration = self
             .configuration
             .iter()
@@ -52,8 +68,8 @@ impl Runner {
             .collect();
         Runner::new(body.child.clone(), self.recorder.threads.store().clone())
             .with_configuration(configuration)
-            .with_llm(self.llm.clone())
-            .with_tools(self.tools.clone())
+            .with_llm(llm)
+            .with_tools(tools)
             .with_tools_kept()
             .with_stop(self.stop.clone())
             .with_cache(self.cache.clone())
@@ -72,7 +88,7 @@ impl Runner {
             }
         }
         let thread = Self::child_thread(&cx.run.thread, &cx.node.name);
-        let child = self.child_runner(body);
+        let child = self.child_runner_counting(body, cx.meter);
         let stopped = matches!(child.threads().latest(&thread).await, Ok(last) if last.status == Status::Stopped);
         // A child left paused (its parent's interrupt was dropped by a new input)
         // starts over with the parent.
@@ -184,7 +200,18 @@ impl Runner {
                         )
                     })
                     .collect();
-                Step::done(Arc::new(state), writes)
+                // The child's tokens count towards this run's `max_tokens` and budget.
+                let tokens = match self.child_runner(body).threads().latest(thread).await {
+                    Ok(last) => last.tokens,
+                    Err(_) => 0,
+                };
+                Step::Done {
+                    result: Arc::new(state),
+                    writes,
+                    route: None,
+                    finish: None,
+                    tokens,
+                }
             }
             // The parent pauses at this node with the child's question.
             Ok(Outcome::Interrupted { payload, .. }) => Step::Pause { payload },

@@ -364,6 +364,46 @@ impl Threads {
         }
     }
 
+    /// Whether a thread that has not ended, written by another version of this
+    /// graph, can go on on this one: `None` when it can (every node where it stands is
+    /// still there, each pending interrupt's node unedited, every value it holds fits
+    /// its field's type), else why not. A thread that ended, or stands on this version
+    /// already, can.
+    pub async fn movable(&self, thread: &str) -> Result<Option<String>, RunError> {
+        let (live, last) = self.load_live(thread).await?;
+        let Some(last) = last else {
+            return Err(RunError::UnknownThread(thread.into()));
+        };
+        if matches!(last.status, Status::Finished | Status::Failed) {
+            return Ok(None);
+        }
+        let mut pending: Vec<&Pending> = Vec::new();
+        if let Some(p) = last.pending.as_deref() {
+            pending.push(p);
+            pending.extend(p.others.iter());
+        }
+        let checks = if pending.is_empty() {
+            vec![self.check_graph(thread, &last, None, false)]
+        } else {
+            pending
+                .into_iter()
+                .map(|p| self.check_graph(thread, &last, Some(p), false))
+                .collect()
+        };
+        let found = checks
+            .into_iter()
+            .chain([self.check_types(thread, &live, false)])
+            .find_map(Result::err);
+        match found {
+            None => Ok(None),
+            Some(RunError::GraphChanged { why, .. }) => Ok(Some(why)),
+            Some(RunError::NodeGone { node, .. }) => {
+                Ok(Some(format!("the node `{node}` was removed")))
+            }
+            Some(e) => Err(e),
+        }
+    }
+
     /// Refuses to go on when a field's type was edited so that the value the thread
     /// holds no longer fits it, unless forced.
     pub(super) fn check_types(

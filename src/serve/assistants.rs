@@ -401,7 +401,11 @@ async fn details(State(state): State<AppState>, Path(id): Path<String>) -> ApiRe
             ),
         )
     })?;
-    Ok(axum::Json(drawing.details.clone()).into_response())
+    // What the version changed from the one it replaced, for the page to show.
+    let mut details = drawing.details.clone();
+    details["version"] = json!(s.version);
+    details["changes"] = json!(s.changes);
+    Ok(axum::Json(details).into_response())
 }
 
 #[utoipa::path(get, path = "/assistants/{id}/schemas", tag = "assistants", summary = "The graph's input, output, state and configuration schemas", responses((status = 200, description = "The schemas", body = Object)))]

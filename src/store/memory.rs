@@ -349,6 +349,23 @@ impl Catalog for MemoryStore {
         Ok(ended.into_iter().map(|(_, n)| n.clone()).collect())
     }
 
+    async fn waiting_on(&self, graph_hash: &str) -> Result<Vec<String>, StoreError> {
+        let threads = self.lock();
+        let mut found: Vec<String> = threads
+            .by_name
+            .iter()
+            .filter(|(_, t)| {
+                t.last().is_some_and(|l| {
+                    *l.graph_hash == *graph_hash
+                        && !matches!(l.status, Status::Finished | Status::Failed)
+                })
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
     async fn delete_thread(&self, thread: &str) -> Result<(), StoreError> {
         self.lock().by_name.remove(thread);
         let mut catalog = self.catalog();

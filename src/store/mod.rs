@@ -501,6 +501,10 @@ pub trait Catalog: Send + Sync {
     /// The threads whose latest record finished or failed before `before_ms` (Unix
     /// milliseconds), for retention.
     async fn ended_before(&self, before_ms: u64) -> Result<Vec<String>, StoreError>;
+    /// The threads whose latest record a graph version (`graph_hash`) wrote and that
+    /// have not ended (paused, stopped, or cut off mid-run), by name: what an edit of
+    /// that version may leave behind.
+    async fn waiting_on(&self, graph_hash: &str) -> Result<Vec<String>, StoreError>;
 
     /// Creates or replaces a run.
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;

@@ -48,6 +48,10 @@ impl Catalog for NoStore {
         Ok(Vec::new())
     }
 
+    async fn waiting_on(&self, _graph_hash: &str) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn delete_thread(&self, _thread: &str) -> Result<(), StoreError> {
         Ok(())
     }

@@ -868,3 +868,75 @@ async fn two_files_with_one_graph_name_are_refused_naming_both() {
         .json();
     assert_eq!(run["__interrupt__"][0]["value"], json!({ "version": "a" }));
 }
+
+/// A reload moves a paused thread to the edited version when nothing where it stands
+/// changed (it then meets the edit on its way on); one paused at an edited node stays
+/// on its version. The edit's changes are served for the page.
+#[tokio::test]
+async fn a_reload_moves_the_threads_the_edit_leaves_alone_and_pins_the_others() {
+    let text =
+        std::fs::read_to_string(crate::util::root().join("tests/fixtures/diff/two_asks.toml"))
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two_asks.toml");
+    write_whole(&file, text.replace("VERSION", "one")).unwrap();
+    let s = serve(&[dir.path().to_str().unwrap()])
+        .arg("--watch")
+        .arg("50ms")
+        .start()
+        .await;
+    let h = s.http();
+    let run = |t: &str, body: Json| {
+        let t = t.to_string();
+        let h = h.clone();
+        async move {
+            h.post(&format!("/threads/{t}/runs/wait"), body)
+                .await
+                .json()
+        }
+    };
+    let start = json!({ "assistant_id": "two_asks", "input": {} });
+    let answer = json!({ "assistant_id": "two_asks", "command": { "resume": 1 } });
+    for t in ["moves", "stays"] {
+        h.post("/threads", json!({ "thread_id": t })).await;
+        assert_eq!(
+            run(t, start.clone()).await["__interrupt__"][0]["value"],
+            json!({ "q": "first" })
+        );
+    }
+    assert_eq!(
+        run("stays", answer.clone()).await["__interrupt__"][0]["value"],
+        json!({ "q": "second one" })
+    );
+    assert_eq!(
+        h.get("/assistants/two_asks/details").await.json()["changes"],
+        json!([])
+    );
+    write_whole(&file, text.replace("VERSION", "two")).unwrap();
+    let details = h
+        .until("/assistants/two_asks/details", |d| d["version"] == 2)
+        .await;
+    assert_eq!(
+        details["changes"],
+        json!([
+            "~ node `done`: outcome: \"one\" -> \"two\"",
+            "~ node `second`: payload.q: \"'second one'\" -> \"'second two'\"",
+        ])
+    );
+    // At `first`, which the edit left alone: on to the edited `second`, and its outcome.
+    assert_eq!(
+        run("moves", answer.clone()).await["__interrupt__"][0]["value"],
+        json!({ "q": "second two" })
+    );
+    run("moves", answer.clone()).await;
+    assert_eq!(
+        h.get("/threads/moves/state").await.json()["metadata"]["outcome"],
+        "two"
+    );
+    // At `second`, which the edit changed: on the version it paused on.
+    run("stays", answer.clone()).await;
+    assert_eq!(
+        h.get("/threads/stays/state").await.json()["metadata"]["outcome"],
+        "one"
+    );
+}

@@ -352,3 +352,29 @@ async fn the_run_form_lists_the_inputs_and_the_configuration_the_graph_declares(
     let lines = browse("configure.mjs", &s.url).await;
     insta::assert_snapshot!(lines.join("\n"));
 }
+
+/// A graph edited while served: its page names the version and lists the edit's changes
+/// as `switchyard diff` prints them.
+#[tokio::test]
+async fn a_reloaded_graphs_page_lists_what_the_edit_changed() {
+    let text = std::fs::read_to_string(root().join("tests/fixtures/diff/two_asks.toml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two_asks.toml");
+    std::fs::write(&file, text.replace("VERSION", "one")).unwrap();
+    let s = serve(&[dir.path().to_str().unwrap()])
+        .arg("--watch")
+        .arg("50ms")
+        .start()
+        .await;
+    let h = s.http();
+    let edited = dir.path().join("edited.tmp");
+    std::fs::write(&edited, text.replace("VERSION", "two")).unwrap();
+    std::fs::rename(&edited, &file).unwrap();
+    h.until("/assistants/two_asks/details", |d| d["version"] == 2)
+        .await;
+    let lines = browse("changes.mjs", &s.url).await;
+    insta::assert_snapshot!(lines.join("\n"), @r#"
+    {"step":"changes","summary":"Version 2: 2 changes from the version before","changes":["~ node `done`: outcome: \"one\" -> \"two\"","~ node `second`: payload.q: \"'second one'\" -> \"'second two'\""]}
+    {"step":"console","problems":[]}
+    "#);
+}

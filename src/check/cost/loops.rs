@@ -265,6 +265,13 @@ fn counted(
             let e = e.get_ref().trim();
             let literal = e.parse::<i64>().ok().map(|n| n as f64);
             if set.contains(&i) {
+                // A node skipped by `only_if` does not write its `set`.
+                if node.only_if.is_some() {
+                    return Err(format!(
+                        "node `{}` steps `{counter}` but may be skipped (`only_if`)",
+                        node.name.get_ref()
+                    ));
+                }
                 let by = if adds { literal } else { increment(e, counter) };
                 match by {
                     Some(by) if by >= 1.0 => {
@@ -312,7 +319,7 @@ fn counted(
             spec.nodes[guard].name.get_ref()
         ));
     }
-    if !without(&steppers) {
+    if !steps_every_cycle(topo, set, &steppers) {
         return Err(format!("a cycle of the loop does not step `{counter}` up"));
     }
     Ok(((limit - start) / step).ceil().max(0.0) + 1.0)
@@ -330,6 +337,28 @@ fn increment(e: &str, counter: &str) -> Option<f64> {
         return None;
     };
     n.parse::<i64>().ok().map(|n| n as f64)
+}
+
+/// Whether every cycle of `set` takes a way out of a node of `steppers` that comes
+/// after its `set` was written: a failure (`on_error`) or a timeout leaves a node
+/// without its writes, so those ways do not step.
+fn steps_every_cycle(topo: &Topology, set: &HashSet<usize>, steppers: &HashSet<usize>) -> bool {
+    use crate::spec::EdgeKind;
+    use crate::topology::LinkKind;
+    use petgraph::visit::EdgeRef;
+    let keep = |ix: NodeIndex| topo.node_of(ix).is_some_and(|i| set.contains(&i));
+    let nodes = petgraph::visit::NodeFiltered::from_fn(&topo.graph, keep);
+    let unstepped = petgraph::visit::EdgeFiltered::from_fn(&nodes, |e| {
+        let from_stepper = topo
+            .node_of(e.source())
+            .is_some_and(|i| steppers.contains(&i));
+        !from_stepper
+            || matches!(
+                e.weight().kind,
+                LinkKind::Edge(EdgeKind::Error | EdgeKind::Timeout)
+            )
+    });
+    !petgraph::algo::is_cyclic_directed(&unstepped)
 }
 
 /// Whether the nodes of `set` without `left_out` make no cycle.

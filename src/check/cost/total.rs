@@ -161,14 +161,7 @@ impl Walk<'_> {
             let members = c.members.clone();
             let mut best = (Amount::ZERO, Vec::new());
             for &i in &members {
-                for e in self.spec.nodes[i].edges() {
-                    let Some(to) = self.comp_named(e.target.get_ref()) else {
-                        continue;
-                    };
-                    if to == comp {
-                        continue;
-                    }
-                    let next = self.from(to);
+                for next in self.ways(i, Some(comp)) {
                     if next.0.is_more_than(&best.0) || best.1.is_empty() {
                         best = next;
                     }
@@ -195,43 +188,9 @@ impl Walk<'_> {
 
     /// A node outside any loop: its cost and the costliest of its ways on.
     fn node(&mut self, i: usize) -> (Amount, Vec<String>) {
-        let node = &self.spec.nodes[i];
         let own = self.units[i][self.m].clone();
-        let mut ways: Vec<(Amount, Vec<String>)> = Vec::new();
-        if !node.fork.is_empty() {
-            ways.push(self.region(&node.fork));
-        } else {
-            let forks: HashMap<&str, &Vec<crate::spec::Sp<String>>> = node
-                .route
-                .as_ref()
-                .map(|r| {
-                    r.case_forks
-                        .iter()
-                        .map(|(c, t)| (c.get_ref().as_str(), t))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let finalize = node.kind.get_ref().ends_run() && !node.kind_unknown;
-            for e in node.edges().into_iter().filter(|_| !finalize) {
-                if e.kind == EdgeKind::Branch {
-                    continue;
-                }
-                if let Some(targets) = e
-                    .label
-                    .as_deref()
-                    .and_then(|l| forks.get(l))
-                    .filter(|_| e.kind == EdgeKind::Case)
-                {
-                    ways.push(self.region(targets));
-                    continue;
-                }
-                match self.comp_named(e.target.get_ref()) {
-                    Some(to) => ways.push(self.from(to)),
-                    None => ways.push((Amount::ZERO, Vec::new())),
-                }
-            }
-        }
-        let best = ways
+        let best = self
+            .ways(i, None)
             .into_iter()
             .reduce(|a, b| if b.0.is_more_than(&a.0) { b } else { a })
             .unwrap_or((Amount::ZERO, Vec::new()));
@@ -241,6 +200,56 @@ impl Walk<'_> {
         }
         path.extend(best.1);
         (own.plus(&best.0), path)
+    }
+
+    /// Each way a run may go on from node `i` (leaving component `inside`, when
+    /// given), with what it costs from there: a fork's branches together (a `next`
+    /// list, or a route case that names several nodes), any other edge on its own.
+    fn ways(&mut self, i: usize, inside: Option<usize>) -> Vec<(Amount, Vec<String>)> {
+        let node = &self.spec.nodes[i];
+        if node.kind.get_ref().ends_run() && !node.kind_unknown {
+            return Vec::new();
+        }
+        let forks: HashMap<&str, &Vec<crate::spec::Sp<String>>> = node
+            .route
+            .as_ref()
+            .map(|r| {
+                r.case_forks
+                    .iter()
+                    .map(|(c, t)| (c.get_ref().as_str(), t))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let leaves =
+            |w: &Self, target: &str| w.comp_named(target).is_none_or(|c| Some(c) != inside);
+        let mut ways = Vec::new();
+        if !node.fork.is_empty() && node.fork.iter().any(|t| leaves(self, t.get_ref())) {
+            ways.push(self.region(&node.fork));
+        }
+        for e in node.edges() {
+            if matches!(e.kind, EdgeKind::Branch) {
+                continue;
+            }
+            let fork_case = e
+                .label
+                .as_deref()
+                .and_then(|l| forks.get(l))
+                .filter(|_| e.kind == EdgeKind::Case);
+            if let Some(targets) = fork_case {
+                if targets.iter().any(|t| leaves(self, t.get_ref())) {
+                    ways.push(self.region(targets));
+                }
+                continue;
+            }
+            if !leaves(self, e.target.get_ref()) {
+                continue;
+            }
+            match self.comp_named(e.target.get_ref()) {
+                Some(to) => ways.push(self.from(to)),
+                None => ways.push((Amount::ZERO, Vec::new())),
+            }
+        }
+        ways
     }
 
     /// Parallel branches from `starts`: every branch's nodes, then on from the join.

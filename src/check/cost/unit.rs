@@ -14,10 +14,11 @@ use std::collections::HashMap;
 
 /// Tokens of a message's role and framing.
 const PER_MESSAGE: f64 = 8.0;
-/// A `run` value (`thread_id`, `step`, ...) as text.
-const RUN_TOKENS: f64 = 256.0;
-/// What a corrected reply adds to the next request besides the reply: the problem.
+/// What a corrected reply adds to the next request besides the reply and its schema's
+/// errors: the words around the problem.
 const CORRECTION: f64 = 64.0;
+/// The parameters offered for a pseudo tool without a schema.
+const NO_SCHEMA: f64 = 64.0;
 
 pub(super) struct Units<'s> {
     pub spec: &'s GraphSpec,
@@ -41,7 +42,16 @@ impl Units<'_> {
                 let input = self.prompt(node, l);
                 // Reply k (from 0) also carries the k replies before it and what was
                 // wrong with each.
-                let again = out.times(&Amount::At(2.0)).plus(&Amount::At(CORRECTION));
+                // (what was wrong quotes the reply and names the schema's rules it
+                // broke)
+                let schema = l
+                    .schema
+                    .as_ref()
+                    .map_or(Amount::ZERO, |s| self.file(s.get_ref()));
+                let again = out
+                    .times(&Amount::At(2.0))
+                    .plus(&Amount::At(CORRECTION))
+                    .plus(&schema);
                 let growth = replies * (replies - 1.0) / 2.0;
                 let inputs = input
                     .times(&Amount::At(replies))
@@ -122,13 +132,23 @@ impl Units<'_> {
             .iter()
             .filter(|n| n.edges().iter().any(|e| e.target.get_ref() == name))
             .collect();
+        // Only a reply of theirs can be the last message: the node is no run's first
+        // (nor the limit's), and each node before it wrote a reply whenever it went on
+        // (no failure or skip leads on without one).
+        let starts_here = [&self.spec.graph.entry, &self.spec.graph.on_limit]
+            .into_iter()
+            .flatten()
+            .any(|t| t.get_ref() == name);
         let one_each = !before.is_empty()
+            && !starts_here
             && before.iter().all(|n| match &n.body {
                 KindSpec::Llm(l) => {
                     l.chat
                         && l.tools.is_some()
                         && l.parallel_tool_calls == Some(false)
                         && l.output.as_ref().is_some_and(|o| o.get_ref() == field)
+                        && n.on_error.is_none()
+                        && n.only_if.is_none()
                 }
                 _ => false,
             });
@@ -178,6 +198,9 @@ impl Units<'_> {
         for p in &l.pseudo_tools {
             let text = (p.name.get_ref().len() + p.description.len()) as f64 + PER_MESSAGE;
             total = total.plus(&Amount::At(text));
+            if p.schema.is_none() {
+                total = total.plus(&Amount::At(NO_SCHEMA));
+            }
             if let Some(schema) = &p.schema {
                 total = total.plus(&self.file(schema.get_ref()));
             }
@@ -209,6 +232,14 @@ impl Units<'_> {
             ["for ", "include ", "import ", "extends ", "from ", "macro "]
                 .iter()
                 .any(|k| tag.starts_with(k))
+        }) || text.match_indices("{{").any(|(at, _)| {
+            // Text a template makes longer than what it reads: `range`, padding,
+            // indenting, repeating a string.
+            let tag = &text[at + 2..];
+            let tag = &tag[..tag.find("}}").unwrap_or(tag.len())];
+            ["range", "indent", "center", "wordwrap", "*"]
+                .iter()
+                .any(|k| tag.contains(k))
         });
         if repeats {
             return Amount::unbounded(format!(
@@ -224,7 +255,9 @@ impl Units<'_> {
         let mut total = Amount::At(text.len() as f64);
         for name in names {
             let read = if name == "run" {
-                Amount::At(RUN_TOKENS)
+                Amount::unbounded(format!(
+                    "template `{path}` reads `run`, whose `error` holds a failure's text"
+                ))
             } else if node.map.as_ref().is_some_and(|m| m.var.get_ref() == &name) {
                 Amount::unbounded(format!(
                     "template `{path}` reads the item `{name}`, which nothing bounds"
@@ -292,8 +325,16 @@ impl Units<'_> {
             let mut write = Amount::ZERO;
             if by_kind {
                 write = write.plus(&match &w.body {
-                    KindSpec::Llm(l) => self.max_tokens(w, l).plus(&Amount::At(PER_MESSAGE)),
-                    KindSpec::Policy(_) => Amount::At(512.0),
+                    KindSpec::Llm(l) if l.fallback.is_some() => Amount::unbounded(format!(
+                        "field `{name}` may hold what node `{}`'s `fallback` makes, which nothing bounds",
+                        w.name.get_ref()
+                    )),
+                    // A mapped node writes one reply per item.
+                    KindSpec::Llm(l) => self
+                        .max_tokens(w, l)
+                        .plus(&Amount::At(PER_MESSAGE))
+                        .times(&self.items(w)),
+                    KindSpec::Policy(p) => self.reasons(w, p, name),
                     KindSpec::Mcp(_) => Amount::unbounded(format!(
                         "field `{name}` holds what node `{}`'s tools return, which nothing bounds",
                         w.name.get_ref()
@@ -325,6 +366,27 @@ impl Units<'_> {
             };
         }
         total
+    }
+
+    /// What a policy node writes: its decision, rule and reason; a reason rendered
+    /// from state has no bound.
+    fn reasons(&self, w: &NodeSpec, p: &crate::spec::PolicyNode, name: &str) -> Amount {
+        let reasons = p
+            .rules
+            .iter()
+            .filter_map(|r| r.reason.as_ref())
+            .chain(p.default_reason.iter());
+        let mut longest = 0.0f64;
+        for r in reasons {
+            if r.get_ref().contains("{{") || r.get_ref().contains("{%") {
+                return Amount::unbounded(format!(
+                    "field `{name}` holds a reason of policy `{}` rendered from state",
+                    w.name.get_ref()
+                ));
+            }
+            longest = longest.max(r.get_ref().len() as f64);
+        }
+        Amount::At(128.0 + longest)
     }
 
     /// The price of the node's model: the dearest a configurable model may be.

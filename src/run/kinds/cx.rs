@@ -23,6 +23,9 @@ pub(crate) struct NodeCx<'a> {
     pub(crate) run: RunInfo,
     pub(crate) llm: &'a dyn LlmClient,
     pub(crate) tools: &'a dyn ToolClient,
+    /// What the run has used of its `[budget]`, when its graph has one: a subgraph's
+    /// calls count towards it too.
+    pub(crate) meter: Option<&'a Arc<crate::run::meter::Meter>>,
     /// Where an llm node's `cache` keeps answers.
     pub(crate) cache: &'a dyn LlmCache,
     /// The run's store, asked before each tool call whether the thread is still this

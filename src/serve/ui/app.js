@@ -210,6 +210,19 @@ async function graphPage(id, turn = routes) {
       }
     });
   }
+  // A reloaded graph: what its edit changed (threads that stood where nothing changed
+  // went on on it; the others stay on the version they started on).
+  if (details.changes && details.changes.length) {
+    const n = details.changes.length;
+    parts.push(
+      h(
+        "details",
+        { class: "changes panel", open: true },
+        h("summary", { text: `Version ${details.version}: ${n} change${n === 1 ? "" : "s"} from the version before` }),
+        h("ul", {}, details.changes.map((c) => h("li", {}, h("code", { text: c })))),
+      ),
+    );
+  }
   parts.push(
     h("div", { class: "columns" }, h("div", {}, drawing, runArea), h("div", {}, h("div", { class: "panel" }, h("h2", { text: "Start a run" }), form), nodePanel)),
   );

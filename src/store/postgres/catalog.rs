@@ -255,6 +255,20 @@ impl Catalog for PostgresStore {
         .await
     }
 
+    async fn waiting_on(&self, graph_hash: &str) -> Result<Vec<String>, StoreError> {
+        self.decoded(
+            "SELECT c.thread FROM switchyard.checkpoints c
+             JOIN (SELECT thread, max(seq) AS seq FROM switchyard.checkpoints GROUP BY thread) l
+               ON l.thread = c.thread AND l.seq = c.seq
+             JOIN switchyard.graphs g ON g.id = c.graph
+             WHERE g.hash = $1 AND c.status NOT IN ('finished', 'failed')
+             ORDER BY c.thread",
+            &[&graph_hash],
+            |r, url| col(r, 0, url),
+        )
+        .await
+    }
+
     async fn put_thread(&self, t: &ThreadRecord) -> Result<(), StoreError> {
         let metadata = &t.metadata.to_string();
         self.pool

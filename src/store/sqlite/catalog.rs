@@ -248,6 +248,12 @@ impl Catalog for SqliteStore {
             .await
     }
 
+    async fn waiting_on(&self, graph_hash: &str) -> Result<Vec<String>, StoreError> {
+        let hash = graph_hash.to_string();
+        self.blocking(move |s| s.read(|conn| records::waiting_on(conn, &hash)))
+            .await
+    }
+
     async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
         self.blocking(|s| put_thread(s, thread)).await
     }

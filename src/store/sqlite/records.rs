@@ -495,6 +495,19 @@ pub(super) fn ended_before(conn: &Connection, before_ms: u64) -> Result<Vec<Stri
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+pub(super) fn waiting_on(conn: &Connection, graph_hash: &str) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT c.thread FROM checkpoints c
+         JOIN (SELECT thread, max(seq) AS seq FROM checkpoints GROUP BY thread) l
+           ON l.thread = c.thread AND l.seq = c.seq
+         JOIN graphs g ON g.id = c.graph
+         WHERE g.hash = ?1 AND c.status NOT IN ('finished', 'failed')
+         ORDER BY c.thread",
+    )?;
+    let rows = stmt.query_map([graph_hash], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 #[async_trait]
 impl Checkpoints for SqliteStore {
     async fn append(&self, r: Checkpoint) -> Result<(), StoreError> {
