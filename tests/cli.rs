@@ -299,6 +299,7 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
         names,
         [
             "switchyard-completions.1",
+            "switchyard-diff.1",
             "switchyard-fork.1",
             "switchyard-history.1",
             "switchyard-man.1",

@@ -133,3 +133,51 @@ async fn a_budget_passed_ends_the_run_through_on_limit_and_holds_across_a_new_pr
         2
     );
 }
+
+#[tokio::test]
+async fn branches_a_mapped_node_and_a_subgraph_stay_within_the_bound_and_count_in_the_run() {
+    let bound = worst("cost_fork");
+    assert_eq!(
+        bound[..3],
+        [
+            ("model_calls".into(), Some(6.0)),
+            ("tool_calls".into(), Some(7.0)),
+            ("side_effect_calls".into(), Some(4.0)),
+        ]
+    );
+    let llm = ScriptedLlm::new()
+        .script("think", [json!({ "idea": "sum" })])
+        .script(
+            "plan",
+            (0..3).map(|i| json!({ "idea": format!("idea {i}") })),
+        );
+    let tools = ScriptedTools::new()
+        .tool("lookup", |args| ok(json!({ "about": args["q"].clone() })))
+        .tool("save", |args| ok(json!({ "saved": args["note"].clone() })));
+    let tools = Arc::new(tools);
+    let store = Arc::new(MemoryStore::new());
+    let r = Runner::new(graph("cost_fork"), store.clone())
+        .with_llm(llm.clone())
+        .with_tools(tools.clone());
+    let out = r.start("t", json!({ "goal": "g" })).await.unwrap();
+    assert!(
+        matches!(&out, switchyard::run::Outcome::Finished { outcome, .. } if outcome == "done"),
+        "{out:?}"
+    );
+    let calls = llm.requests.lock().unwrap().len() as u64;
+    let tool_calls = tools.calls.lock().unwrap().len() as u64;
+    assert_eq!((calls, tool_calls), (4, 6));
+    assert!(calls as f64 <= bound[0].1.unwrap() && tool_calls as f64 <= bound[1].1.unwrap());
+    // The run counts its subgraph's replies and calls as its own, and its tokens.
+    let last = store.load("t").await.unwrap().pop().unwrap();
+    assert_eq!((last.usage.model_calls, last.usage.tool_calls), (4, 6));
+    assert_eq!(last.tokens, 4 * 15);
+    assert!(last.tokens as f64 <= bound[3].1.unwrap());
+    // Dollars by the price file: 4 replies of 10 tokens in and 5 out at $1 and $4.
+    assert!(
+        (last.usage.usd - 4.0 * 30.0 / 1e6).abs() < 1e-12,
+        "{:?}",
+        last.usage
+    );
+    assert!(last.usage.usd <= bound[4].1.unwrap());
+}

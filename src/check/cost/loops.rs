@@ -153,7 +153,10 @@ fn counter_bound(
 ) -> Result<(f64, String), String> {
     let mut best: Option<(f64, String)> = None;
     let mut last_why = "no route of it leaves on a counter (`attempts >= 3`)".to_string();
-    for &g in set {
+    // In file order, so that the reason given for no bound is always the same one.
+    let mut members: Vec<usize> = set.iter().copied().collect();
+    members.sort_unstable();
+    for g in members {
         let node = &spec.nodes[g];
         let Some(route) = &node.route else { continue };
         if route.on.is_some() {
