@@ -1,20 +1,27 @@
 //! "did you mean" hints for misspelt names.
 
+/// The longest name compared by its edits (see [`did_you_mean`]).
+const MAX_COMPARED: usize = 256;
+
 /// The candidate closest to `name`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'a, I>(name: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
     let candidates: Vec<&'a str> = candidates.into_iter().filter(|c| *c != name).collect();
+    // A third of the longer name, at least one edit: catches swaps and slips without
+    // suggesting unrelated short names.
+    let limit = |c: &str| (name.len().max(c.len()) / 3).max(1);
     let close = candidates
         .iter()
+        // Edits are counted in time that grows with the product of the lengths: names
+        // longer than any a person types are not compared (a 20,000-character name
+        // against every node took seconds), nor names whose lengths alone differ by
+        // more edits than allowed.
+        .filter(|c| name.len() <= MAX_COMPARED && c.len() <= MAX_COMPARED)
+        .filter(|c| name.len().abs_diff(c.len()) <= limit(c))
         .map(|c| (strsim::damerau_levenshtein(name, c), *c))
-        .filter(|(d, c)| {
-            // A third of the longer name, at least one edit: catches swaps and slips
-            // without suggesting unrelated short names.
-            let limit = (name.len().max(c.len()) / 3).max(1);
-            *d <= limit
-        })
+        .filter(|(d, c)| *d <= limit(c))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c);
     // A shortened name (`validate` for `validate_action`) is far by edits but

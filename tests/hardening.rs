@@ -4,6 +4,7 @@
 
 mod files;
 mod leaks;
+mod size;
 mod sources;
 mod stores;
 mod values;

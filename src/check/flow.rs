@@ -1,7 +1,8 @@
 //! Flow: every node is reachable from the entry, END is reachable from every node, and
 //! every cycle has an exit and is bounded (by `max_steps` or a counter guard).
 //!
-//! Cycles are the strongly connected components of the topology (Tarjan). A component
+//! Cycles are the strongly connected components of the topology (Kosaraju's, which
+//! walks without recursion: a chain of any length does not overflow the stack). A component
 //! with no edge leaving it is a trap. A component that can leave is bounded when the
 //! graph has `max_steps`, or when one of its routes reads an `int` field that a node of
 //! the component writes: the counter guard of seed 000's `invalid_actions >= 3`.
@@ -54,7 +55,7 @@ pub(super) fn check(cx: &mut Cx<'_>, topo: &Topology) {
         }
     }
 
-    for scc in petgraph::algo::tarjan_scc(&topo.graph) {
+    for scc in petgraph::algo::kosaraju_scc(&topo.graph) {
         let mut members: Vec<usize> = scc.iter().filter_map(|ix| topo.node_of(*ix)).collect();
         members.sort_unstable();
         let Some(&first) = members.first() else {
@@ -86,16 +87,10 @@ pub(super) fn check(cx: &mut Cx<'_>, topo: &Topology) {
 }
 
 /// A readable cycle through the component, starting and ending at `start`:
-/// `a -> b -> a`. Follows edges in file order, depth first.
+/// `a -> b -> a`. Follows edges in file order, depth first, without recursion (a loop
+/// of any length); a cycle of more than a few nodes is shown by its ends.
 fn cycle_path(cx: &Cx<'_>, topo: &Topology, set: &HashSet<NodeIndex>, start: NodeIndex) -> String {
-    fn dfs(
-        topo: &Topology,
-        set: &HashSet<NodeIndex>,
-        at: NodeIndex,
-        start: NodeIndex,
-        path: &mut Vec<NodeIndex>,
-        seen: &mut HashSet<NodeIndex>,
-    ) -> bool {
+    let next_of = |at: NodeIndex| -> Vec<NodeIndex> {
         let mut next: Vec<NodeIndex> = topo
             .graph
             .neighbors_directed(at, Direction::Outgoing)
@@ -103,28 +98,38 @@ fn cycle_path(cx: &Cx<'_>, topo: &Topology, set: &HashSet<NodeIndex>, start: Nod
             .collect();
         // petgraph lists the newest edge first; file order reads better.
         next.reverse();
-        for n in next {
+        next
+    };
+    let mut path = vec![start];
+    let mut seen = HashSet::from([start]);
+    // Each node on the path with the ways from it not tried yet.
+    let mut ways: Vec<std::vec::IntoIter<NodeIndex>> = vec![next_of(start).into_iter()];
+    'search: while let Some(todo) = ways.last_mut() {
+        for n in todo.by_ref() {
             if n == start {
                 path.push(n);
-                return true;
+                break 'search;
             }
             if seen.insert(n) {
                 path.push(n);
-                if dfs(topo, set, n, start, path, seen) {
-                    return true;
-                }
-                path.pop();
+                ways.push(next_of(n).into_iter());
+                continue 'search;
             }
         }
-        false
+        ways.pop();
+        path.pop();
     }
-    let mut path = vec![start];
-    let mut seen = HashSet::from([start]);
-    dfs(topo, set, start, start, &mut path, &mut seen);
-    path.iter()
-        .map(|ix| topo.name(cx.spec, *ix))
-        .collect::<Vec<_>>()
-        .join(" -> ")
+    let names: Vec<&str> = path.iter().map(|ix| topo.name(cx.spec, *ix)).collect();
+    if names.len() > 12 {
+        let hidden = names.len() - 10;
+        format!(
+            "{} -> ... {hidden} more ... -> {}",
+            names[..8].join(" -> "),
+            names[names.len() - 2..].join(" -> ")
+        )
+    } else {
+        names.join(" -> ")
+    }
 }
 
 /// Whether a route inside the cycle reads an `int` field that the cycle writes.

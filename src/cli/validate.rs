@@ -154,7 +154,17 @@ fn write_cost(out: &mut impl Write, report: &switchyard::CostReport) -> std::io:
         writeln!(out, "  loops:")?;
     }
     for l in &report.loops {
-        let nodes = l.nodes.join(", ");
+        // A loop of thousands of nodes is shown by its ends (the JSON lists them all).
+        let nodes = if l.nodes.len() > 12 {
+            format!(
+                "{}, ... {} more ..., {}",
+                l.nodes[..8].join(", "),
+                l.nodes.len() - 10,
+                l.nodes[l.nodes.len() - 2..].join(", ")
+            )
+        } else {
+            l.nodes.join(", ")
+        };
         match (l.times, &l.guard, &l.unbounded) {
             (Some(n), Some(g), _) => writeln!(out, "    ({nodes}) at most {n} times: `{g}`")?,
             (Some(n), None, _) => writeln!(out, "    ({nodes}) at most {n} times")?,

@@ -99,17 +99,17 @@ pub(crate) fn load_str(path: &Path, text: &str, sources: &mut Sources) -> Loaded
         Some(r) => base.join(r.get_ref()),
         None => base.to_path_buf(),
     };
-    let spec = GraphSpec {
+    let spec = GraphSpec::new(
         file,
-        path: path.to_path_buf(),
+        path.to_path_buf(),
         root,
-        graph: header,
+        header,
         llm,
         servers,
         state,
         nodes,
         budget,
-    };
+    );
     Loaded {
         spec: Some(spec),
         diagnostics: diags,

@@ -47,19 +47,76 @@ pub struct GraphSpec {
     pub nodes: Vec<NodeSpec>,
     /// `[budget]`: none declared when empty.
     pub budget: Budget,
+    /// Where each name is first declared, so that looking one up does not scan the
+    /// file's nodes (a check looks up every edge: quadratic on a long graph).
+    names: Names,
+}
+
+#[derive(Debug, Default)]
+struct Names {
+    nodes: std::collections::HashMap<String, usize>,
+    fields: std::collections::HashMap<String, usize>,
+    servers: std::collections::HashMap<String, usize>,
 }
 
 impl GraphSpec {
+    /// A spec of these parts, its names indexed (the first of a name declared twice is
+    /// the one found, as a scan in file order finds it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        file: FileId,
+        path: PathBuf,
+        root: PathBuf,
+        graph: GraphHeader,
+        llm: LlmDefaults,
+        servers: Vec<ServerSpec>,
+        state: Vec<FieldSpec>,
+        nodes: Vec<NodeSpec>,
+        budget: Budget,
+    ) -> Self {
+        fn index<'a>(
+            names: impl Iterator<Item = &'a String>,
+        ) -> std::collections::HashMap<String, usize> {
+            let mut map = std::collections::HashMap::new();
+            for (i, n) in names.enumerate() {
+                map.entry(n.clone()).or_insert(i);
+            }
+            map
+        }
+        let names = Names {
+            nodes: index(nodes.iter().map(|n| n.name.get_ref())),
+            fields: index(state.iter().map(|f| f.name.get_ref())),
+            servers: index(servers.iter().map(|s| s.name.get_ref())),
+        };
+        GraphSpec {
+            file,
+            path,
+            root,
+            graph,
+            llm,
+            servers,
+            state,
+            nodes,
+            budget,
+            names,
+        }
+    }
+
+    /// The position in `nodes` of the node named `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.names.nodes.get(name).copied()
+    }
+
     pub fn node(&self, name: &str) -> Option<&NodeSpec> {
-        self.nodes.iter().find(|n| n.name.get_ref() == name)
+        self.names.nodes.get(name).map(|&i| &self.nodes[i])
     }
 
     pub fn field(&self, name: &str) -> Option<&FieldSpec> {
-        self.state.iter().find(|f| f.name.get_ref() == name)
+        self.names.fields.get(name).map(|&i| &self.state[i])
     }
 
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
-        self.servers.iter().find(|s| s.name.get_ref() == name)
+        self.names.servers.get(name).map(|&i| &self.servers[i])
     }
 
     pub fn has_limits(&self) -> bool {

@@ -35,7 +35,7 @@ impl Loops {
     pub(super) fn build(spec: &GraphSpec, topo: &Topology) -> Self {
         let mut comp_of = vec![usize::MAX; spec.nodes.len()];
         let mut comps = Vec::new();
-        for scc in petgraph::algo::tarjan_scc(&topo.graph) {
+        for scc in petgraph::algo::kosaraju_scc(&topo.graph) {
             let mut members: Vec<usize> = scc.iter().filter_map(|ix| topo.node_of(*ix)).collect();
             if members.is_empty() {
                 continue;
@@ -162,12 +162,7 @@ fn counter_bound(
         if route.on.is_some() {
             continue;
         }
-        let inside = |t: &str| {
-            spec.nodes
-                .iter()
-                .position(|n| n.name.get_ref() == t)
-                .is_some_and(|i| set.contains(&i))
-        };
+        let inside = |t: &str| spec.node_index(t).is_some_and(|i| set.contains(&i));
         // The guard's node may stay in the cycle only through its route.
         let other_in = node
             .next

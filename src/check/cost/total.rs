@@ -7,6 +7,7 @@ use super::loops::Loops;
 use super::{Amount, Costs};
 use crate::spec::{EdgeKind, GraphSpec};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A measure's worst case, the way through the graph that reaches it, and the loop
 /// that weighs most in it (for a budget it breaks).
@@ -24,30 +25,38 @@ pub(super) fn worst(spec: &GraphSpec, loops: &Loops, units: &[Costs], m: usize) 
         loops,
         units,
         m,
-        memo: HashMap::new(),
+        memo: vec![None; loops.comps.len()],
     };
-    let by_name = |name: &str| spec.nodes.iter().position(|n| n.name.get_ref() == name);
-    let mut path = Vec::new();
-    let mut amount = Amount::ZERO;
-    if let Some(entry) = spec.graph.entry.as_ref().and_then(|e| by_name(e.get_ref())) {
-        let (a, p) = walk.from(loops.comp_of[entry]);
-        amount = a;
-        path = p;
+    // Components come downstream first: each one's ways on are worked out before it,
+    // so no walk goes deeper than a step (a chain of any length, no recursion).
+    for comp in 0..loops.comps.len() {
+        walk.from(comp);
     }
+    let mut path: Path = None;
+    let mut amount = Amount::ZERO;
+    if let Some(entry) = spec
+        .graph
+        .entry
+        .as_ref()
+        .and_then(|e| spec.node_index(e.get_ref()))
+    {
+        (amount, path) = walk.from(loops.comp_of[entry]);
+    }
+    let mut shown = render(&path);
     if spec.has_limits()
         && let Some(target) = spec
             .graph
             .on_limit
             .as_ref()
-            .and_then(|t| by_name(t.get_ref()))
+            .and_then(|t| spec.node_index(t.get_ref()))
     {
         let (a, p) = walk.from(loops.comp_of[target]);
         amount = amount.plus(&a);
-        if let Some(last) = path.last_mut() {
+        if let Some(last) = shown.last_mut() {
             last.push(';');
         }
-        path.push("at a limit:".into());
-        path.extend(p);
+        shown.push("at a limit:".into());
+        shown.extend(render(&p));
     }
     let heaviest = loops
         .comps
@@ -60,7 +69,7 @@ pub(super) fn worst(spec: &GraphSpec, loops: &Loops, units: &[Costs], m: usize) 
         .map(|(i, ..)| i);
     let structural = Worst {
         amount,
-        path: path.join(" "),
+        path: shown.join(" "),
         heaviest,
         by_steps: false,
     };
@@ -119,12 +128,77 @@ fn by_steps(spec: &GraphSpec, units: &[Costs], m: usize) -> Option<(u64, usize, 
     Some((steps, costliest, each))
 }
 
+/// A way through the graph, shared by the ways that go on from it: each component's
+/// is made once, in front of the one it goes on to.
+type Path = Option<Rc<Link>>;
+
+#[derive(Debug)]
+struct Link {
+    words: Vec<String>,
+    next: Path,
+}
+
+fn link(words: Vec<String>, next: Path) -> Path {
+    Some(Rc::new(Link { words, next }))
+}
+
+/// Names joined with commas, a long list by its ends.
+pub(super) fn listed(names: &[&str]) -> String {
+    if names.len() <= 12 {
+        return names.join(", ");
+    }
+    format!(
+        "{}, ... {} more ..., {}",
+        names[..8].join(", "),
+        names.len() - 10,
+        names[names.len() - 2..].join(", ")
+    )
+}
+
+/// A long list is let go link by link: dropped whole, each link would drop the next
+/// inside its own drop, as deep as the graph is long.
+impl Drop for Link {
+    fn drop(&mut self) {
+        let mut next = self.next.take();
+        while let Some(rc) = next {
+            match Rc::try_unwrap(rc) {
+                Ok(mut l) => next = l.next.take(),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// The way's words, a long one shortened in its middle (a chain of 80,000 nodes is
+/// read by its ends).
+fn render(path: &Path) -> Vec<String> {
+    const HEAD: usize = 20;
+    const TAIL: usize = 6;
+    let mut out = Vec::new();
+    let mut at = path.as_deref();
+    while let Some(l) = at {
+        out.extend(l.words.iter().cloned());
+        at = l.next.as_deref();
+    }
+    if out.len() <= HEAD + TAIL + 2 {
+        return out;
+    }
+    let hidden = out[HEAD..out.len() - TAIL]
+        .iter()
+        .filter(|w| *w != "->")
+        .count();
+    let mut short: Vec<String> = out[..HEAD].to_vec();
+    short.push(format!("... {hidden} more ..."));
+    short.extend(out[out.len() - TAIL..].iter().cloned());
+    short
+}
+
 struct Walk<'a> {
     spec: &'a GraphSpec,
     loops: &'a Loops,
     units: &'a [Costs],
     m: usize,
-    memo: HashMap<usize, (Amount, Vec<String>)>,
+    memo: Vec<Option<(Amount, Path)>>,
 }
 
 impl Walk<'_> {
@@ -143,69 +217,63 @@ impl Walk<'_> {
     }
 
     fn comp_named(&self, name: &str) -> Option<usize> {
-        let i = self
-            .spec
-            .nodes
-            .iter()
-            .position(|n| n.name.get_ref() == name)?;
-        Some(self.loops.comp_of[i])
+        Some(self.loops.comp_of[self.spec.node_index(name)?])
     }
 
     /// The costliest way from component `comp` to the run's end.
-    fn from(&mut self, comp: usize) -> (Amount, Vec<String>) {
-        if let Some(done) = self.memo.get(&comp) {
+    fn from(&mut self, comp: usize) -> (Amount, Path) {
+        if let Some(done) = &self.memo[comp] {
             return done.clone();
         }
         let c = &self.loops.comps[comp];
         let result = if c.cyclic {
             let members = c.members.clone();
-            let mut best = (Amount::ZERO, Vec::new());
+            let mut best: Option<(Amount, Path)> = None;
             for &i in &members {
                 for next in self.ways(i, Some(comp)) {
-                    if next.0.is_more_than(&best.0) || best.1.is_empty() {
-                        best = next;
+                    if best.as_ref().is_none_or(|b| next.0.is_more_than(&b.0)) {
+                        best = Some(next);
                     }
                 }
             }
+            let (after, rest) = best.unwrap_or((Amount::ZERO, None));
             let names: Vec<&str> = members.iter().map(|&i| self.name(i)).collect();
             let times = match &c.times {
                 Amount::At(n) => format!("{n}"),
                 Amount::Unbounded(_) => "?".into(),
             };
-            let mut path = vec![format!("({}) x {times}", names.join(", "))];
-            if !best.1.is_empty() {
-                path.push("->".into());
+            let mut words = vec![format!("({}) x {times}", listed(&names))];
+            if rest.is_some() {
+                words.push("->".into());
             }
-            path.extend(best.1);
-            (self.own(comp).plus(&best.0), path)
+            (self.own(comp).plus(&after), link(words, rest))
         } else {
             let i = c.members[0];
             self.node(i)
         };
-        self.memo.insert(comp, result.clone());
+        self.memo[comp] = Some(result.clone());
         result
     }
 
     /// A node outside any loop: its cost and the costliest of its ways on.
-    fn node(&mut self, i: usize) -> (Amount, Vec<String>) {
+    fn node(&mut self, i: usize) -> (Amount, Path) {
         let own = self.units[i][self.m].clone();
-        let best = self
+        let (after, rest) = self
             .ways(i, None)
             .into_iter()
             .reduce(|a, b| if b.0.is_more_than(&a.0) { b } else { a })
-            .unwrap_or((Amount::ZERO, Vec::new()));
-        let mut path = vec![self.name(i).to_string()];
-        if !best.1.is_empty() {
-            path.push("->".into());
+            .unwrap_or((Amount::ZERO, None));
+        let mut words = vec![self.name(i).to_string()];
+        if rest.is_some() {
+            words.push("->".into());
         }
-        path.extend(best.1);
-        (own.plus(&best.0), path)
+        (own.plus(&after), link(words, rest))
     }
 
     /// Each way a run may go on from node `i` (leaving component `inside`, when
     /// given), with what it costs from there: a fork's branches together (a `next`
     /// list, or a route case that names several nodes), any other edge on its own.
-    fn ways(&mut self, i: usize, inside: Option<usize>) -> Vec<(Amount, Vec<String>)> {
+    fn ways(&mut self, i: usize, inside: Option<usize>) -> Vec<(Amount, Path)> {
         let node = &self.spec.nodes[i];
         if node.kind.get_ref().ends_run() && !node.kind_unknown {
             return Vec::new();
@@ -246,18 +314,18 @@ impl Walk<'_> {
             }
             match self.comp_named(e.target.get_ref()) {
                 Some(to) => ways.push(self.from(to)),
-                None => ways.push((Amount::ZERO, Vec::new())),
+                None => ways.push((Amount::ZERO, None)),
             }
         }
         ways
     }
 
     /// Parallel branches from `starts`: every branch's nodes, then on from the join.
-    fn region(&mut self, starts: &[crate::spec::Sp<String>]) -> (Amount, Vec<String>) {
+    fn region(&mut self, starts: &[crate::spec::Sp<String>]) -> (Amount, Path) {
         let Ok(region) = crate::region::region_of(self.spec, starts) else {
             return (
                 Amount::unbounded("parallel branches that do not meet"),
-                Vec::new(),
+                None,
             );
         };
         let mut sum = Amount::ZERO;
@@ -265,12 +333,7 @@ impl Walk<'_> {
         for branch in &region.branches {
             let mut names = Vec::new();
             for name in branch {
-                let Some(i) = self
-                    .spec
-                    .nodes
-                    .iter()
-                    .position(|n| n.name.get_ref() == *name)
-                else {
+                let Some(i) = self.spec.node_index(name) else {
                     continue;
                 };
                 sum = sum.plus(&self.units[i][self.m].times(self.loops.times(i)));
@@ -278,13 +341,14 @@ impl Walk<'_> {
             }
             shown.push(names.join(", "));
         }
-        let join = region.join.to_string();
-        let after = match self.comp_named(&join) {
+        let (after, rest) = match self.comp_named(region.join) {
             Some(c) => self.from(c),
-            None => (Amount::ZERO, Vec::new()),
+            None => (Amount::ZERO, None),
         };
-        let mut path = vec![format!("[{}]", shown.join(" | ")), "->".into()];
-        path.extend(after.1);
-        (sum.plus(&after.0), path)
+        let mut words = vec![format!("[{}]", shown.join(" | "))];
+        if rest.is_some() {
+            words.push("->".into());
+        }
+        (sum.plus(&after), link(words, rest))
     }
 }
