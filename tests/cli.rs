@@ -326,6 +326,55 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
 }
 
 #[test]
+fn validate_reads_a_graph_from_standard_input() {
+    let text = std::fs::read_to_string("graphs/remember.toml").unwrap();
+    let out = switchyard(&["validate", "-"]).stdin(&text).run().code(0);
+    assert_eq!(out.stdout, "<stdin>: ok (3 nodes, 3 state fields)\n");
+    let out = switchyard(&["validate", "-"])
+        .stdin("[graph]\nname = \"x\"\n")
+        .run()
+        .code(3);
+    assert!(
+        out.stderr
+            .starts_with("error: `[graph]` has no `entry`\n  --> <stdin>:1:1\n"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn help_is_wrapped_to_the_terminal_and_the_manual_has_exit_status_and_environment() {
+    for (columns, widest) in [("60", 60), ("200", 200)] {
+        let out = switchyard(&["run", "--help"])
+            .env("COLUMNS", columns)
+            .run()
+            .code(0);
+        let longest = out.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(longest <= widest, "{longest} > {widest}:\n{}", out.stdout);
+    }
+    let narrow = switchyard(&["run", "--help"])
+        .env("COLUMNS", "60")
+        .run()
+        .code(0)
+        .stdout;
+    let wide = switchyard(&["run", "--help"])
+        .env("COLUMNS", "200")
+        .run()
+        .code(0)
+        .stdout;
+    assert!(narrow.lines().count() > wide.lines().count());
+    let page = switchyard(&["man"]).run().code(0).stdout;
+    for section in [
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        "\\fBCLICOLOR_FORCE\\fR",
+        "\\fBSWITCHYARD_STORE\\fR",
+    ] {
+        assert!(page.contains(section), "{section} is missing:\n{page}");
+    }
+}
+
+#[test]
 fn help_shows_examples() {
     let out = switchyard(&["state", "set", "--help"]).run().code(0);
     assert!(
@@ -378,6 +427,19 @@ fn color_is_for_terminals_or_when_asked() {
         })
         .collect::<String>();
     assert_eq!(stripped, plain);
+    // CLICOLOR_FORCE paints off a terminal too, unless NO_COLOR says otherwise;
+    // CLICOLOR=0 alone changes nothing off a terminal.
+    let with = |vars: &[(&str, &str)]| {
+        let mut cmd = switchyard(&["validate", "tests/fixtures/check/err_dead_end.toml"]);
+        for (k, v) in vars {
+            cmd = cmd.env(k, v);
+        }
+        cmd.run().code(3).stderr
+    };
+    assert_eq!(with(&[("CLICOLOR_FORCE", "1")]), painted);
+    assert_eq!(with(&[("CLICOLOR_FORCE", "0")]), plain);
+    assert_eq!(with(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
+    assert_eq!(with(&[("CLICOLOR", "0")]), plain);
     // The command's own error line too.
     let out = switchyard(&[
         "state", "--thread", "nope", "--store", "memory", "--color", "always",

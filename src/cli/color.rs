@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// When to colour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum ColorChoice {
-    /// On a terminal, unless `NO_COLOR` is set.
+    /// On a terminal, unless `NO_COLOR` is set (or `CLICOLOR=0`); with
+    /// `CLICOLOR_FORCE` (not `0`), off a terminal too.
     Auto,
     Always,
     Never,
@@ -23,8 +24,12 @@ pub(crate) fn set(choice: ColorChoice) {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            // As anstream reads them: NO_COLOR first, then CLICOLOR_FORCE, CLICOLOR.
+            let set = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+            let no_color = set("NO_COLOR").is_some();
+            let force = set("CLICOLOR_FORCE").is_some_and(|v| v != "0");
+            let off = set("CLICOLOR").is_some_and(|v| v == "0");
+            !no_color && (force || (!off && std::io::stderr().is_terminal()))
         }
     };
     ON.store(on, Ordering::Relaxed);

@@ -10,7 +10,8 @@ use switchyard::{Sources, Validation, validate_file};
 
 #[derive(clap::Args)]
 pub(crate) struct ValidateArgs {
-    /// Graph files to check.
+    /// Graph files to check; `-` reads one from standard input (its prompt and schema
+    /// paths then resolve against the working directory).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// How to print the diagnostics.
@@ -41,7 +42,25 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     for path in &files {
         let mut sources = Sources::new();
         // A file that cannot be read is reported, and the others are still checked.
-        let mut v = match validate_file(path, &mut sources) {
+        let read = if path.as_os_str() == "-" {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?;
+            Ok(switchyard::validate_str(
+                std::path::Path::new("<stdin>"),
+                &text,
+                &mut sources,
+            ))
+        } else {
+            validate_file(path, &mut sources)
+        };
+        let shown = if path.as_os_str() == "-" {
+            PathBuf::from("<stdin>")
+        } else {
+            path.clone()
+        };
+        let path = &shown;
+        let mut v = match read {
             Ok(v) => v,
             Err(e) => {
                 unreadable = true;

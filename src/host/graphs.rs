@@ -99,9 +99,10 @@ struct State {
 }
 
 struct FileState {
-    /// Ends with whether the file validated: an invalid one is checked at every poll
-    /// (a prompt file it lacks may have appeared), a valid one only when its files
-    /// change.
+    /// Of the files it read and the files it names that were missing (so that one
+    /// appearing is a change); ends with `:taken` for a file whose graph name another
+    /// file serves, checked at every poll (it serves once the other goes). Any other
+    /// file, valid or not, is checked again only when its files change.
     digest: String,
     deps: Vec<PathBuf>,
     id: String,
@@ -233,7 +234,7 @@ impl Graphs {
                 .get(file)
                 .map(|(_, d)| d.clone())
                 .unwrap_or_else(|| vec![file.clone()]);
-            let digest = digest(&deps) + ":valid";
+            let digest = digest(&deps);
             if known.get(file).is_some_and(|(d, _)| *d == digest) {
                 continue;
             }
@@ -273,6 +274,18 @@ impl Graphs {
         let mut deps: Vec<PathBuf> = sources.names().iter().map(PathBuf::from).collect();
         if deps.is_empty() {
             deps.push(path.to_path_buf());
+        }
+        // The files it names that are not there: one appearing is a change to check
+        // it again for.
+        if let Ok(v) = &validation
+            && let Some(spec) = &v.spec
+        {
+            for named in spec.named_files() {
+                let file = spec.resolve(named);
+                if !file.exists() && !deps.contains(&file) {
+                    deps.push(file);
+                }
+            }
         }
         // The digest of the bytes that were checked, not of a second read: an edit
         // between the two would otherwise never be loaded.
@@ -336,7 +349,6 @@ impl Graphs {
             .get(&id)
             .filter(|g| g.path != path)
             .map(|g| g.path.clone());
-        let valid = outcome.is_ok() && taken.is_none();
         let logged = s.files.get(path).and_then(|f| f.logged.clone());
         let problems = match (&outcome, &taken) {
             (_, Some(other)) => Some(problems_of_error(
@@ -353,7 +365,11 @@ impl Graphs {
         s.files.insert(
             path.to_path_buf(),
             FileState {
-                digest: if valid { digest + ":valid" } else { digest },
+                digest: if taken.is_some() {
+                    digest + ":taken"
+                } else {
+                    digest
+                },
                 deps,
                 id: id.clone(),
                 logged: problems.as_ref().map(|p| p.rendered.clone()),

@@ -126,6 +126,42 @@ impl GraphSpec {
             || !self.budget.is_empty()
     }
 
+    /// Every file the graph names (prompts, schemas, subgraphs, a price file), as
+    /// written: what a server watches for besides the graph file.
+    pub fn named_files(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for f in &self.state {
+            out.extend(f.schema.iter().map(|s| s.get_ref().as_str()));
+        }
+        if let Some(Prices::File(p)) = &self.llm.prices {
+            out.push(p.get_ref());
+        }
+        for n in &self.nodes {
+            match &n.body {
+                KindSpec::Llm(l) => {
+                    out.extend(
+                        [&l.prompt, &l.system, &l.schema]
+                            .into_iter()
+                            .flatten()
+                            .map(|s| s.get_ref().as_str()),
+                    );
+                    out.extend(
+                        l.pseudo_tools
+                            .iter()
+                            .filter_map(|p| p.schema.as_ref())
+                            .map(|s| s.get_ref().as_str()),
+                    );
+                }
+                KindSpec::Interrupt(i) => {
+                    out.extend(i.resume_schema.iter().map(|s| s.get_ref().as_str()))
+                }
+                KindSpec::Graph(g) => out.extend(g.graph.iter().map(|s| s.get_ref().as_str())),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Resolves a path written in the graph against its root.
     pub fn resolve(&self, path: &str) -> PathBuf {
         self.root.join(path)

@@ -940,3 +940,41 @@ async fn a_reload_moves_the_threads_the_edit_leaves_alone_and_pins_the_others() 
         "one"
     );
 }
+
+/// A graph file that does not validate is checked again when a file it reads or names
+/// changes (a missing prompt appearing), not at every poll.
+#[test]
+fn an_invalid_graph_is_checked_again_only_when_its_files_change() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("asks.toml"),
+        r#"[graph]
+name = "asks"
+entry = "plan"
+
+[state.note]
+type = "object?"
+
+[nodes.plan]
+kind = "llm_structured"
+prompt = "prompt.j2"
+schema = "thought.json"
+output = "note"
+next = "END"
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("thought.json"),
+        r#"{"type": "object", "properties": {"idea": {"type": "string"}}, "required": ["idea"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let graphs = switchyard::host::Graphs::load(vec![dir.path().to_path_buf()]);
+    assert!(graphs.get("asks").unwrap().current.is_none());
+    assert_eq!(graphs.reload(), 0, "nothing changed: not checked again");
+    assert_eq!(graphs.reload(), 0);
+    std::fs::write(dir.path().join("prompt.j2"), "Plan.\n").unwrap();
+    assert_eq!(graphs.reload(), 1, "the missing prompt appeared");
+    assert!(graphs.get("asks").unwrap().current.is_some());
+    assert_eq!(graphs.reload(), 0);
+}
