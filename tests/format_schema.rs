@@ -68,3 +68,52 @@ fn rejects_misspelt_keys_and_kinds() {
         );
     }
 }
+
+/// Every graph file of the repository (the examples and every fixture but the broken
+/// ones) as taplo, the editors' TOML checker from npm, checks it against the format's
+/// schema: no false errors. The files beside them that are not graphs (a price file)
+/// are left out.
+#[test]
+fn taplo_finds_no_false_error_in_any_graph_file() {
+    let taplo = root().join("node_modules/.bin/taplo");
+    assert!(
+        taplo.exists(),
+        "`{}` is missing: run `bash .ci/setup` (npm ci)",
+        taplo.display()
+    );
+    fn graphs(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                graphs(&path, out);
+            } else if name.ends_with(".toml") && !name.starts_with("err_") && name != "prices.toml"
+            {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = examples()
+        .into_iter()
+        .map(|p| root().join(p))
+        .collect::<Vec<_>>();
+    graphs(&root().join("tests/fixtures"), &mut paths);
+    assert!(paths.len() > 80, "only {} graph files", paths.len());
+    let schema = format!(
+        "file://{}",
+        root().join("schemas/graph-file.schema.json").display()
+    );
+    let out = std::process::Command::new(&taplo)
+        .arg("check")
+        .arg("--schema")
+        .arg(&schema)
+        .args(&paths)
+        .current_dir(root())
+        .output()
+        .expect("taplo runs");
+    assert!(
+        out.status.success(),
+        "taplo finds errors:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
