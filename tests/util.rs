@@ -66,6 +66,12 @@ impl Cmd {
     pub(crate) fn run(self) -> Output {
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
             .args(&self.args)
+            // What the caller's shell sets must not change what a test sees: the help's
+            // width, colour.
+            .env_remove("COLUMNS")
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR")
+            .env_remove("CLICOLOR_FORCE")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(root())
             .stdin(Stdio::piped())

@@ -30,7 +30,7 @@ Success: a file is valid, a run reached a finalize node or END.
 The command failed: a file could not be read or written, a run failed.
 .TP
 \fB2\fR
-The command line was wrong, or a run's \fB\-\-input\fR or \fB\-\-context\fR was refused before anything was saved.
+The command line was wrong, or a run\(aqs \fB\-\-input\fR or \fB\-\-context\fR was refused before anything was saved.
 .TP
 \fB3\fR
 A graph file is invalid (its diagnostics are printed).
@@ -46,10 +46,10 @@ The run was stopped at a node boundary; resume it.
 The store when \fB\-\-store\fR is not given (default \fBsqlite:.switchyard/checkpoints.db\fR).
 .TP
 \fBSWITCHYARD_DURABILITY\fR, \fBSWITCHYARD_COMPRESS\fR
-SQLite's durability and compression when the flags are not given.
+SQLite\(aqs durability and compression when the flags are not given.
 .TP
 \fBOPENAI_BASE_URL\fR, \fBOPENAI_API_KEY\fR
-The model endpoint and its key (a graph's \fB[llm] base_url_env\fR and \fBapi_key_env\fR name others).
+The model endpoint and its key (a graph\(aqs \fB[llm] base_url_env\fR and \fBapi_key_env\fR name others).
 .TP
 \fBNO_COLOR\fR
 When set and not empty, no colour (before \fBCLICOLOR_FORCE\fR).
@@ -85,7 +85,8 @@ pub(crate) fn man(args: ManArgs, cli: clap::Command) -> anyhow::Result<u8> {
         .with_context(|| format!("cannot write the pages into `{}`", dir.display()))?;
     // The main page ends with what clap does not know: exit codes and the environment.
     let main = dir.join("switchyard.1");
-    let mut page = std::fs::read(&main)?;
+    let mut page =
+        std::fs::read(&main).with_context(|| format!("cannot read `{}`", main.display()))?;
     page.extend_from_slice(SECTIONS.as_bytes());
     std::fs::write(&main, page).with_context(|| format!("cannot write `{}`", main.display()))?;
     let mut pages: Vec<String> = std::fs::read_dir(&dir)?

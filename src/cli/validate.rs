@@ -39,20 +39,22 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut unreadable = false;
+    if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        eprintln!("error: `-` (standard input) can be given once");
+        return Ok(exit::USAGE);
+    }
     for path in &files {
         let mut sources = Sources::new();
         // A file that cannot be read is reported, and the others are still checked.
-        let read = if path.as_os_str() == "-" {
+        let read: anyhow::Result<Validation> = if path.as_os_str() == "-" {
             let mut text = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?;
-            Ok(switchyard::validate_str(
-                std::path::Path::new("<stdin>"),
-                &text,
-                &mut sources,
-            ))
+                .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))
+                .map(|_| {
+                    switchyard::validate_str(std::path::Path::new("<stdin>"), &text, &mut sources)
+                })
         } else {
-            validate_file(path, &mut sources)
+            validate_file(path, &mut sources).map_err(anyhow::Error::from)
         };
         let shown = if path.as_os_str() == "-" {
             PathBuf::from("<stdin>")
@@ -64,10 +66,7 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
             Ok(v) => v,
             Err(e) => {
                 unreadable = true;
-                let chain: Vec<String> = anyhow::Error::from(e)
-                    .chain()
-                    .map(ToString::to_string)
-                    .collect();
+                let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
                 let message = chain.join(": ");
                 match format {
                     ReportFormat::Text => {

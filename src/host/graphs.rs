@@ -275,14 +275,13 @@ impl Graphs {
         if deps.is_empty() {
             deps.push(path.to_path_buf());
         }
-        // The files it names that are not there: one appearing is a change to check
-        // it again for.
+        // Every file it names, read or not (missing, refused, a subgraph's own): one
+        // that appears or changes is a change to check it again for.
         if let Ok(v) = &validation
             && let Some(spec) = &v.spec
         {
-            for named in spec.named_files() {
-                let file = spec.resolve(named);
-                if !file.exists() && !deps.contains(&file) {
+            for file in named_files(spec, 0) {
+                if !deps.contains(&file) {
                     deps.push(file);
                 }
             }
@@ -485,15 +484,48 @@ fn digest_of(sources: &Sources, files: &[PathBuf]) -> String {
     let mut h = Sha256::new();
     for (i, f) in files.iter().enumerate() {
         h.update(f.as_os_str().as_encoded_bytes());
-        match sources.names().get(i) {
+        // A file the check read is hashed as it read it; one it did not (missing,
+        // refused) as the disk has it now, as a poll hashes it, so the two agree.
+        let read = sources
+            .names()
+            .get(i)
+            .filter(|n| Path::new(n) == f.as_path());
+        match read {
             Some(_) => {
                 h.update(b"\x01");
                 h.update(sources.text(i).as_bytes());
             }
-            None => h.update(b"\x00"),
+            None => match std::fs::read(f) {
+                Ok(bytes) => {
+                    h.update(b"\x01");
+                    h.update(&bytes);
+                }
+                Err(_) => h.update(b"\x00"),
+            },
         }
     }
     format!("{:x}", h.finalize())
+}
+
+/// The files a graph names, resolved, and those its subgraphs name in turn (a few
+/// levels down: a graph that includes itself is refused by the checker).
+fn named_files(spec: &crate::spec::GraphSpec, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for named in spec.named_files() {
+        let file = spec.resolve(named);
+        let is_graph = spec.nodes.iter().any(|n| {
+            matches!(&n.body, crate::spec::KindSpec::Graph(g) if g.graph.as_ref().is_some_and(|p| p.get_ref() == named))
+        });
+        if is_graph
+            && depth < 8
+            && let Ok(text) = std::fs::read_to_string(&file)
+            && let Some(child) = crate::load::load_str(&file, &text, &mut Sources::new()).spec
+        {
+            out.extend(named_files(&child, depth + 1));
+        }
+        out.push(file);
+    }
+    out
 }
 
 /// A digest of the files' contents (a missing file counts as missing).

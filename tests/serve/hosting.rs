@@ -977,4 +977,16 @@ next = "END"
     assert_eq!(graphs.reload(), 1, "the missing prompt appeared");
     assert!(graphs.get("asks").unwrap().current.is_some());
     assert_eq!(graphs.reload(), 0);
+    // A file it names that is there but refused (not JSON): mended, it is seen.
+    std::fs::write(dir.path().join("thought.json"), "{ not json").unwrap();
+    assert_eq!(graphs.reload(), 1);
+    assert!(graphs.get("asks").unwrap().problems.is_some());
+    assert_eq!(graphs.reload(), 0, "still broken, not checked again");
+    std::fs::write(
+        dir.path().join("thought.json"),
+        r#"{"type": "object", "properties": {"idea": {"type": "string"}}, "required": ["idea"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    assert_eq!(graphs.reload(), 1, "the schema was mended");
+    assert!(graphs.get("asks").unwrap().problems.is_none());
 }

@@ -99,11 +99,12 @@ pub fn cost(spec: &GraphSpec, sources: &mut Sources) -> CostReport {
             budget: budgets[m].as_ref().map(|(b, _)| *b),
         })
         .collect();
-    let loops = analysis
-        .loops
-        .comps
-        .iter()
-        .filter(|c| c.cyclic)
+    // In file order (by each loop's first node), whatever order the walk found them in.
+    let mut cyclic: Vec<&loops::Component> =
+        analysis.loops.comps.iter().filter(|c| c.cyclic).collect();
+    cyclic.sort_by_key(|c| c.members[0]);
+    let loops = cyclic
+        .into_iter()
         .map(|c| LoopBound {
             nodes: c
                 .members
