@@ -165,7 +165,9 @@ fn class_of(kind: NodeKind) -> &'static str {
         NodeKind::Finalize => "finalize",
         NodeKind::Set => "set",
         NodeKind::Fail => "fail",
-        NodeKind::Graph => "graph",
+        // Not `graph`: a keyword of Mermaid's flowchart grammar, which Mermaid 11 refuses
+        // as a class name (`classDef graph ...`), so the whole drawing failed to parse.
+        NodeKind::Graph => "child_graph",
     }
 }
 
