@@ -725,20 +725,10 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// read again here; one gone since counts no dollars).
 fn budget(spec: &GraphSpec) -> super::Budget {
     let b = &spec.budget;
-    let prices = match &spec.llm.prices {
-        None => Default::default(),
-        Some(crate::spec::Prices::Table(t)) => {
-            t.iter().map(|(m, p)| (m.get_ref().clone(), *p)).collect()
-        }
-        Some(crate::spec::Prices::File(path)) => {
-            std::fs::read_to_string(spec.resolve(path.get_ref()))
-                .ok()
-                .and_then(|text| crate::spec::parse_prices(&text).ok())
-                .unwrap_or_default()
-                .into_iter()
-                .collect()
-        }
-    };
+    let prices = crate::check::cost::prices(spec)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     super::Budget {
         tokens: b.tokens.as_ref().map(|n| *n.get_ref()),
         model_calls: b.model_calls.as_ref().map(|n| *n.get_ref()),

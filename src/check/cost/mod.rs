@@ -178,8 +178,9 @@ fn analyse(spec: &GraphSpec, sources: &mut Sources, depth: usize) -> Analysis {
 }
 
 /// The graph's prices by model: none when it gives none; `Err` why a price file
-/// cannot be used.
-fn prices(spec: &GraphSpec) -> Result<Option<HashMap<String, Price>>, String> {
+/// cannot be used. The compiler reads them here too, so the runner counts dollars by
+/// the prices the checker saw.
+pub(crate) fn prices(spec: &GraphSpec) -> Result<Option<HashMap<String, Price>>, String> {
     Ok(Some(match &spec.llm.prices {
         None => return Ok(None),
         Some(Prices::Table(t)) => t.iter().map(|(m, p)| (m.get_ref().clone(), *p)).collect(),
