@@ -1,12 +1,14 @@
+use super::picture::{Mark, Picture};
 use super::{Stroke, colours, label_lines, reachability, stroke};
 use crate::spec::{GraphSpec, NodeKind};
-use crate::topology::{Topology, Vertex};
+use crate::topology::Vertex;
 use std::fmt::Write;
 
 /// The graph as Graphviz DOT.
 pub fn dot(spec: &GraphSpec) -> String {
-    let topo = Topology::build(spec);
-    let reachable = reachability(&topo);
+    let picture = Picture::build(spec);
+    let topo = &picture.topo;
+    let reachable = reachability(topo);
     let name = spec
         .graph
         .name
@@ -21,8 +23,20 @@ pub fn dot(spec: &GraphSpec) -> String {
     );
     out.push_str("  node [fontname=\"Helvetica\", fontsize=11];\n");
     out.push_str("  edge [fontname=\"Helvetica\", fontsize=9];\n");
-    for ix in topo.graph.node_indices() {
-        let id = vertex_id(&topo, spec, ix);
+    for (mark, what) in picture.marks.iter().enumerate() {
+        let id = mark_id(&picture, spec, mark);
+        let ix = match what {
+            Mark::Vertex(ix) => *ix,
+            // A black bar as wide as its branches, as UML draws a fork or a join.
+            Mark::Fork { branches, .. } | Mark::Join { branches, .. } => {
+                let _ = writeln!(
+                    out,
+                    "  {id} [label=\"\", shape=box, style=filled, fillcolor=\"#111827\", color=\"#111827\", width={:.1}, height=0.06, fixedsize=true];",
+                    0.9 * *branches as f64
+                );
+                continue;
+            }
+        };
         let attrs = match &topo.graph[ix] {
             Vertex::Start => "label=\"START\", shape=circle, style=filled, fillcolor=\"#111827\", fontcolor=white, width=0.6".to_string(),
             Vertex::End => "label=\"END\", shape=doublecircle, style=filled, fillcolor=\"#111827\", fontcolor=white, width=0.5".to_string(),
@@ -80,7 +94,7 @@ pub fn dot(spec: &GraphSpec) -> String {
         };
         let _ = writeln!(out, "  {id} [{attrs}];");
     }
-    for edge in super::drawn_edges(&topo) {
+    for edge in &picture.edges {
         let mut attrs = Vec::new();
         if let Some(label) = edge.label() {
             attrs.push(format!("label={}", quote(&label)));
@@ -94,8 +108,8 @@ pub fn dot(spec: &GraphSpec) -> String {
         if let Some(c) = colour {
             attrs.push(format!("color=\"{c}\", fontcolor=\"{c}\""));
         }
-        let from = vertex_id(&topo, spec, edge.from);
-        let to = vertex_id(&topo, spec, edge.to);
+        let from = mark_id(&picture, spec, edge.from);
+        let to = mark_id(&picture, spec, edge.to);
         if attrs.is_empty() {
             let _ = writeln!(out, "  {from} -> {to};");
         } else {
@@ -150,11 +164,14 @@ pub fn dot(spec: &GraphSpec) -> String {
     out
 }
 
-fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) -> String {
-    match &topo.graph[ix] {
+fn mark_id(picture: &Picture, spec: &GraphSpec, mark: usize) -> String {
+    match &picture.marks[mark] {
         // Apart from the nodes: a missing target may share a node's name.
-        Vertex::Missing(n) => quote(&format!("__missing__{n}")),
-        _ => quote(topo.wire_id(spec, ix)),
+        Mark::Vertex(ix) => match &picture.topo.graph[*ix] {
+            Vertex::Missing(n) => quote(&format!("__missing__{n}")),
+            _ => quote(picture.topo.wire_id(spec, *ix)),
+        },
+        _ => quote(&picture.id(spec, mark)),
     }
 }
 

@@ -4,11 +4,17 @@
 //! each row ordered to keep edges short (a few barycentre sweeps), then spaced out.
 //! Plain and deterministic: the same file always gets the same picture.
 
-use petgraph::Direction;
-use petgraph::graph::NodeIndex;
-use petgraph::visit::EdgeRef;
-
-use crate::topology::Topology;
+/// What is laid out: `count` marks (the first is where the graph starts, `end` the one
+/// that goes on the last row) and the edges between them, in the order written.
+pub(crate) struct Shape<'a> {
+    pub count: usize,
+    pub start: usize,
+    pub end: usize,
+    pub edges: &'a [(usize, usize)],
+    /// The height of each edge's label (0 for none): rows are spaced so that the label
+    /// of an edge fits between the rows its last stretch joins.
+    pub label_heights: &'a [f64],
+}
 
 /// Where a vertex goes: the centre of its box, and the box's size.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -38,59 +44,58 @@ pub(crate) struct Layout {
 /// How wide the stand-in of an edge passing through a row is.
 const PASSING_WIDTH: f64 = 12.0;
 
-/// The places of the topology's vertices, by index, for boxes of the given sizes.
-pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
-    let n = topo.graph.node_count();
-    let back = back_edges(topo);
-    let forward = |e: &petgraph::graph::EdgeReference<'_, crate::topology::Link>| {
-        !back.contains(&e.id().index()) && e.source() != e.target()
-    };
+/// The places of the marks, by index, for boxes of the given sizes.
+pub(crate) fn layout(shape: &Shape<'_>, sizes: &[(f64, f64)]) -> Layout {
+    let n = shape.count;
+    let back = back_edges(shape);
+    let forward: Vec<(usize, usize, usize)> = shape
+        .edges
+        .iter()
+        .enumerate()
+        .filter(|(i, (from, to))| !back.contains(i) && from != to)
+        .map(|(i, (from, to))| (i, *from, *to))
+        .collect();
+    let mut out_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (_, from, to) in &forward {
+        out_of[*from].push(*to);
+    }
 
     // Ranks: the longest path from a source over the forward edges, in topological order.
     let mut indegree = vec![0usize; n];
-    for e in topo.graph.edge_references().filter(forward) {
-        indegree[e.target().index()] += 1;
+    for (_, _, to) in &forward {
+        indegree[*to] += 1;
     }
     let mut rank = vec![0usize; n];
-    let mut ready: Vec<NodeIndex> = topo
-        .graph
-        .node_indices()
-        .filter(|ix| indegree[ix.index()] == 0)
-        .collect();
+    let mut ready: Vec<usize> = (0..n).filter(|v| indegree[*v] == 0).collect();
     // START first, then by index: a stable order.
-    ready.sort_by_key(|ix| (*ix != topo.start, ix.index()));
+    ready.sort_by_key(|v| (*v != shape.start, *v));
     ready.reverse();
-    while let Some(ix) = ready.pop() {
-        let mut next: Vec<NodeIndex> = Vec::new();
-        for e in topo.graph.edges_directed(ix, Direction::Outgoing) {
-            if !forward(&e) {
-                continue;
-            }
-            let t = e.target();
-            rank[t.index()] = rank[t.index()].max(rank[ix.index()] + 1);
-            indegree[t.index()] -= 1;
-            if indegree[t.index()] == 0 {
-                next.push(t);
+    while let Some(v) = ready.pop() {
+        let mut next: Vec<usize> = Vec::new();
+        for t in &out_of[v] {
+            rank[*t] = rank[*t].max(rank[v] + 1);
+            indegree[*t] -= 1;
+            if indegree[*t] == 0 {
+                next.push(*t);
             }
         }
-        next.sort_by_key(|ix| std::cmp::Reverse(ix.index()));
+        next.sort_by_key(|v| std::cmp::Reverse(*v));
         ready.extend(next);
     }
     // END on the last row.
     let deepest = (0..n)
-        .filter(|i| *i != topo.end.index())
+        .filter(|i| *i != shape.end)
         .map(|i| rank[i])
         .max()
         .unwrap_or(0);
-    rank[topo.end.index()] = rank[topo.end.index()].max(deepest);
+    rank[shape.end] = rank[shape.end].max(deepest);
 
     // Vertices to order: the real ones, then a stand-in per row an edge passes through.
     let mut row_of: Vec<usize> = rank.clone();
     let mut width_of: Vec<f64> = sizes.iter().map(|s| s.0).collect();
     let mut links: Vec<(usize, usize)> = Vec::new();
     let mut chains: Vec<(usize, Vec<usize>)> = Vec::new();
-    for e in topo.graph.edge_references().filter(forward) {
-        let (from, to) = (e.source().index(), e.target().index());
+    for (id, from, to) in forward.iter().copied() {
         let mut last = from;
         let mut chain = Vec::new();
         for r in rank[from] + 1..rank[to] {
@@ -103,7 +108,7 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
         }
         links.push((last, to));
         if !chain.is_empty() {
-            chains.push((e.id().index(), chain));
+            chains.push((id, chain));
         }
     }
     let m = row_of.len();
@@ -176,8 +181,17 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
         };
         n
     ];
+    // The gap above each row: wider where a tall label goes in.
+    let mut gap_above = vec![GAP_Y; rows];
+    for (id, _, to) in &forward {
+        let r = rank[*to];
+        gap_above[r] = gap_above[r].max(shape.label_heights[*id] + 28.0);
+    }
     let mut y = 0.0;
-    for row in &order {
+    for (r, row) in order.iter().enumerate() {
+        if r > 0 {
+            y += gap_above[r];
+        }
         let height = row
             .iter()
             .filter(|v| **v < n)
@@ -197,7 +211,7 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
             }
             x += w + GAP_X;
         }
-        y += height + GAP_Y;
+        y += height;
     }
     let bends = chains
         .into_iter()
@@ -210,49 +224,43 @@ pub(crate) fn layout(topo: &Topology, sizes: &[(f64, f64)]) -> Layout {
     }
 }
 
-/// A vertex on the depth-first walk: its outgoing edges (id, target) and the next one.
-type Walk = (NodeIndex, Vec<(usize, NodeIndex)>, usize);
+/// A mark on the depth-first walk: its outgoing edges (id, target) and the next one.
+type Walk = (usize, Vec<(usize, usize)>, usize);
 
 /// The edges (by index) that close a loop: found by a depth-first walk from START
-/// (then from any vertex it did not reach), an edge to a vertex still on the walk's
-/// path goes back. The walk takes each vertex's edges in the order they were written
-/// (petgraph's own walk takes them newest first), so which edge of a loop is drawn
-/// going back follows the file.
-fn back_edges(topo: &Topology) -> std::collections::HashSet<usize> {
-    let n = topo.graph.node_count();
+/// (then from any mark it did not reach), an edge to a mark still on the walk's path
+/// goes back. The walk takes each mark's edges in the order they were written, so
+/// which edge of a loop is drawn going back follows the file.
+fn back_edges(shape: &Shape<'_>) -> std::collections::HashSet<usize> {
+    let n = shape.count;
+    let mut out_of: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (id, (from, to)) in shape.edges.iter().enumerate() {
+        out_of[*from].push((id, *to));
+    }
     // 0 unseen, 1 on the path, 2 done.
     let mut state = vec![0u8; n];
     let mut back = std::collections::HashSet::new();
-    let roots = std::iter::once(topo.start).chain(topo.graph.node_indices());
+    let roots = std::iter::once(shape.start).chain(0..n);
     for root in roots {
-        if state[root.index()] != 0 {
+        if state[root] != 0 {
             continue;
         }
-        // An explicit stack of (vertex, its outgoing edges in order, next to look at).
+        // An explicit stack of (mark, its outgoing edges in order, next to look at).
         let mut stack: Vec<Walk> = Vec::new();
-        let edges_of = |ix: NodeIndex| -> Vec<(usize, NodeIndex)> {
-            let mut v: Vec<(usize, NodeIndex)> = topo
-                .graph
-                .edges_directed(ix, Direction::Outgoing)
-                .map(|e| (e.id().index(), e.target()))
-                .collect();
-            v.sort();
-            v
-        };
-        state[root.index()] = 1;
-        stack.push((root, edges_of(root), 0));
+        state[root] = 1;
+        stack.push((root, out_of[root].clone(), 0));
         while let Some((_, edges, next)) = stack.last_mut() {
             if *next == edges.len() {
-                let (ix, _, _) = stack.pop().expect("not empty");
-                state[ix.index()] = 2;
+                let (v, _, _) = stack.pop().expect("not empty");
+                state[v] = 2;
                 continue;
             }
             let (id, to) = edges[*next];
             *next += 1;
-            match state[to.index()] {
+            match state[to] {
                 0 => {
-                    state[to.index()] = 1;
-                    stack.push((to, edges_of(to), 0));
+                    state[to] = 1;
+                    stack.push((to, out_of[to].clone(), 0));
                 }
                 1 => {
                     back.insert(id);

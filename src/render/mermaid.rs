@@ -1,3 +1,4 @@
+use super::picture::{Mark, Picture};
 use super::{Stroke, colours, label_lines, reachability, stroke};
 use crate::spec::{GraphSpec, NodeKind};
 use crate::topology::{Topology, Vertex};
@@ -5,16 +6,32 @@ use std::fmt::Write;
 
 /// The graph as a Mermaid flowchart.
 pub fn mermaid(spec: &GraphSpec) -> String {
-    let topo = Topology::build(spec);
-    let reachable = reachability(&topo);
+    let picture = Picture::build(spec);
+    let topo = &picture.topo;
+    let reachable = reachability(topo);
     let mut out = String::new();
     if let Some(name) = &spec.graph.name {
         let _ = writeln!(out, "---\ntitle: {}\n---", name.get_ref());
     }
     out.push_str("flowchart TD\n");
     let mut classes: Vec<(String, &str)> = Vec::new();
-    for ix in topo.graph.node_indices() {
-        let id = vertex_id(&topo, spec, ix);
+    for (mark, what) in picture.marks.iter().enumerate() {
+        let id = mark_id(&picture, spec, mark);
+        let ix = match what {
+            Mark::Vertex(ix) => *ix,
+            // Mermaid's own fork and join bars (Mermaid 11.3 and later), solid as in
+            // UML (its theme draws them pale).
+            Mark::Fork { .. } | Mark::Join { .. } => {
+                let shape = if matches!(what, Mark::Fork { .. }) {
+                    "fork"
+                } else {
+                    "join"
+                };
+                let _ = writeln!(out, "  {id}@{{ shape: {shape}, label: \" \" }}");
+                classes.push((id, "bar"));
+                continue;
+            }
+        };
         let shape = match &topo.graph[ix] {
             Vertex::Start => {
                 classes.push((id.clone(), "terminal"));
@@ -55,7 +72,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
     }
     // Mermaid styles a link by its position in the file: the coloured ones are noted.
     let mut link_styles: Vec<(usize, &str)> = Vec::new();
-    for (i, edge) in super::drawn_edges(&topo).iter().enumerate() {
+    for (i, edge) in picture.edges.iter().enumerate() {
         let (s, colour) = stroke(edge.kind);
         let arrow = match s {
             Stroke::Solid => "-->",
@@ -65,8 +82,8 @@ pub fn mermaid(spec: &GraphSpec) -> String {
         if let Some(c) = colour {
             link_styles.push((i, c));
         }
-        let from = vertex_id(&topo, spec, edge.from);
-        let to = vertex_id(&topo, spec, edge.to);
+        let from = mark_id(&picture, spec, edge.from);
+        let to = mark_id(&picture, spec, edge.to);
         match edge.label() {
             Some(label) => {
                 let _ = writeln!(out, "  {from} {arrow}|\"{}\"| {to}", text(&label));
@@ -146,6 +163,7 @@ pub fn mermaid(spec: &GraphSpec) -> String {
         }
     }
     out.push_str("  classDef terminal fill:#111827,stroke:#111827,color:#fff\n");
+    out.push_str("  classDef bar fill:#111827,stroke:#111827\n");
     out.push_str("  classDef unreachable stroke:#dc2626,stroke-dasharray:5 5\n");
     out.push_str(
         "  classDef missing fill:#fff,stroke:#dc2626,color:#dc2626,stroke-dasharray:5 5\n",
@@ -171,7 +189,22 @@ fn class_of(kind: NodeKind) -> &'static str {
     }
 }
 
-/// Mermaid ids may not be keywords (`end`), so every node id is prefixed.
+/// Mermaid ids may not be keywords (`end`), so every id is prefixed.
+fn mark_id(picture: &Picture, spec: &GraphSpec, mark: usize) -> String {
+    match &picture.marks[mark] {
+        Mark::Vertex(ix) => vertex_id(&picture.topo, spec, *ix),
+        Mark::Fork { node, case, .. } => bar_id("fork", node, case),
+        Mark::Join { node, case, .. } => bar_id("join", node, case),
+    }
+}
+
+fn bar_id(what: &str, node: &str, case: &Option<String>) -> String {
+    match case {
+        Some(c) => format!("{what}_{}__{}", id_text(node), id_text(c)),
+        None => format!("{what}_{}", id_text(node)),
+    }
+}
+
 fn vertex_id(topo: &Topology, spec: &GraphSpec, ix: petgraph::graph::NodeIndex) -> String {
     match &topo.graph[ix] {
         Vertex::Start => "start_".into(),

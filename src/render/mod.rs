@@ -3,14 +3,17 @@
 //! guessed or simulated. Nodes are shaped and coloured by kind, route edges carry their
 //! case names (`default` for a route's default), edges are drawn and coloured by kind
 //! (error, timeout, pseudo tool, limit, finish), parallel edges drawn alike are one
-//! arrow, START and END stand out, interrupt nodes stand out, and unreachable nodes
+//! arrow, branches that run together leave a fork bar and meet at a join bar, START and
+//! END stand out, interrupt nodes stand out, and unreachable nodes
 //! and unknown targets are flagged.
 
 mod details;
 mod dot;
 mod json;
+mod labels;
 mod layout;
 mod mermaid;
+mod picture;
 mod svg;
 
 pub use details::details;
@@ -116,47 +119,6 @@ fn stroke(kind: LinkKind) -> (Stroke, Option<&'static str>) {
         LinkKind::Finish => (Stroke::Dotted, Some("#6b7280")),
         _ => (Stroke::Solid, None),
     }
-}
-
-/// An edge as drawn: the topology's edges between the same two vertices drawn the same
-/// way are one arrow whose label lists their cases (`allow / confirm`), so labels do
-/// not lie on top of each other. START -> limit is left out: it is how the checker
-/// sees that a limit can fire anywhere, and drawn it would only be noise.
-struct Drawn {
-    from: petgraph::graph::NodeIndex,
-    to: petgraph::graph::NodeIndex,
-    kind: LinkKind,
-    labels: Vec<String>,
-}
-
-impl Drawn {
-    fn label(&self) -> Option<String> {
-        (!self.labels.is_empty()).then(|| self.labels.join(" / "))
-    }
-}
-
-fn drawn_edges(topo: &Topology) -> Vec<Drawn> {
-    use petgraph::visit::EdgeRef;
-    let mut out: Vec<Drawn> = Vec::new();
-    for edge in topo.graph.edge_references() {
-        let link = edge.weight();
-        if link.kind == LinkKind::Limit && edge.source() == topo.start {
-            continue;
-        }
-        let same = out.iter_mut().find(|d| {
-            d.from == edge.source() && d.to == edge.target() && stroke(d.kind) == stroke(link.kind)
-        });
-        match same {
-            Some(d) => d.labels.extend(link.label.clone()),
-            None => out.push(Drawn {
-                from: edge.source(),
-                to: edge.target(),
-                kind: link.kind,
-                labels: link.label.iter().cloned().collect(),
-            }),
-        }
-    }
-    out
 }
 
 /// Reachability of each vertex, by vertex index.

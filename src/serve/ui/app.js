@@ -412,9 +412,15 @@ function stepList(steps, earlier, drawing) {
       const el = drawing.querySelector(`.node[data-node="${CSS.escape(node)}"]`);
       if (el) el.classList.add("visited", ...(node === at ? ["current"] : []));
     }
+    const edge = (from, to) => drawing.querySelector(`.edge[data-from="${CSS.escape(from)}"][data-to="${CSS.escape(to)}"]`);
     for (const [from, to] of taken) {
-      const el = drawing.querySelector(`.edge[data-from="${CSS.escape(from)}"][data-to="${CSS.escape(to)}"]`);
+      const el = edge(from, to);
       if (el) el.classList.add("taken");
+      // Branches that run together leave through a fork bar and meet at a join bar.
+      for (const first of el ? [] : drawing.querySelectorAll(`.edge[data-from="${CSS.escape(from)}"]`)) {
+        const second = first.dataset.to.startsWith("__") && edge(first.dataset.to, to);
+        if (second) first.classList.add("taken"), second.classList.add("taken");
+      }
     }
     visited.clear();
     taken.length = 0;
