@@ -81,3 +81,22 @@ fn json_diagnostics_carry_positions() {
         )
     );
 }
+
+/// Settings OpenAI's models refuse are warned of (the graph stays valid): each once,
+/// at the model that refuses it.
+#[test]
+fn settings_a_provider_refuses_are_warned_of() {
+    let mut sources = Sources::new();
+    let v = validate_file(
+        "tests/fixtures/check/warn_refused_setting.toml".as_ref(),
+        &mut sources,
+    )
+    .unwrap();
+    assert!(v.is_valid());
+    let rendered: String = v
+        .diagnostics
+        .iter()
+        .map(|d| d.render(&sources) + "\n")
+        .collect();
+    insta::assert_snapshot!("warn_refused_setting", rendered);
+}

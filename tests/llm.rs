@@ -951,6 +951,11 @@ async fn streaming_emits_text_deltas_as_they_arrive() {
     );
     let seen = server.seen();
     assert_eq!(seen[0].body["stream"], json!(true));
+    // Switchyard names itself, so a provider's logs and rate limits can tell it apart.
+    assert_eq!(
+        seen[0].header("user-agent"),
+        Some(concat!("switchyard/", env!("CARGO_PKG_VERSION")))
+    );
     assert_eq!(
         seen[0].body["stream_options"],
         json!({ "include_usage": true })
@@ -963,10 +968,37 @@ async fn a_stream_that_breaks_off_is_retried() {
     let server = Server::start(vec![cut, full_stream()]).await;
     let ran = run(graph("stream"), openai(&server), json!({ "goal": "g" })).await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
-    // The broken-off delta was already out; the second try streams again.
+    // The broken-off delta was already out: the retry says it is void, and the second
+    // try streams the reply from its start.
+    let seen: Vec<String> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TextDelta { text, .. } => Some(text.clone()),
+            Event::LlmRetry {
+                node,
+                attempt,
+                error,
+                wait_ms,
+                discard,
+            } => {
+                assert!(*wait_ms <= 1_000, "{wait_ms}");
+                Some(format!(
+                    "retry {node} after attempt {attempt} ({error}), discard {discard}"
+                ))
+            }
+            _ => None,
+        })
+        .collect();
     assert_eq!(
-        deltas(&ran.events),
-        [PIECES[0], PIECES[0], PIECES[1], PIECES[2]]
+        seen,
+        [
+            PIECES[0],
+            "retry plan after attempt 1 (the connection to the server failed: the stream ended before the reply was complete), discard true",
+            PIECES[0],
+            PIECES[1],
+            PIECES[2]
+        ]
     );
     assert_eq!(server.seen().len(), 2);
 }
@@ -1023,6 +1055,43 @@ async fn float_token_counts_are_read() {
         })
         .collect();
     assert_eq!(tokens, [(12, 0)]);
+}
+
+/// Anthropic's OpenAI-compatible endpoint ignores `response_format` and answers with
+/// the JSON in a fence; other servers put words around it. The JSON is taken out and
+/// checked against the schema like any reply: one request each, no correction.
+#[tokio::test]
+async fn json_in_a_fence_or_among_words_is_taken_and_checked() {
+    for text in [
+        format!("```json\n{VALID}\n```"),
+        format!("Here is the action:\n\n{VALID}\n\nLet me know."),
+    ] {
+        let server = Server::start(vec![completion(&text, 12, 7)]).await;
+        let ran = run(graph("plan"), openai(&server), json!({ "goal": "g" })).await;
+        assert_eq!(
+            ran.outcome.unwrap(),
+            finished("done", "click Search", 2),
+            "{text}"
+        );
+        assert_eq!(server.seen().len(), 1);
+    }
+    // Found, but not fitting the schema: corrected like any reply that does not fit.
+    let server = Server::start(vec![
+        completion("```json\n{\"id\": \"a1\"}\n```", 1, 1),
+        completion(VALID, 1, 1),
+    ])
+    .await;
+    let ran = run(graph("plan"), openai(&server), json!({ "goal": "g" })).await;
+    assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
+    let seen = server.seen();
+    let correction = seen[1].body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        correction.starts_with("That reply is not valid: the reply does not fit the schema:"),
+        "{correction}"
+    );
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ mod policy;
 mod routes;
 pub(crate) mod schema_path;
 mod set_types;
+mod settings;
 mod sources;
 mod strict;
 mod subgraph;
@@ -54,6 +55,7 @@ pub(crate) fn check(spec: &GraphSpec, sources: &mut Sources) -> Vec<Diagnostic> 
     map::check(&mut cx);
     parallel::check(&mut cx);
     strict::check(&mut cx);
+    settings::check(&mut cx);
     let field_schemas = types::field_schemas(&cx);
     dataflow::check(&mut cx, &field_schemas);
     routes::check(&mut cx, &field_schemas);

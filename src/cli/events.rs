@@ -241,6 +241,21 @@ fn human(event: &Event, out: &mut Vec<u8>) -> std::io::Result<()> {
             "      {node}: called {tool} in {duration_ms} ms (attempt {attempt}){}",
             if *is_error { ", error" } else { "" }
         ),
+        Event::LlmRetry {
+            node,
+            attempt,
+            error,
+            wait_ms,
+            discard,
+        } => write!(
+            out,
+            "      {node}: attempt {attempt} failed ({error}); trying again in {wait_ms} ms{}",
+            if *discard {
+                ", the text above void"
+            } else {
+                ""
+            }
+        ),
         Event::LlmFallback { node, reason } => {
             write!(out, "      {node}: took its fallback ({reason})")
         }

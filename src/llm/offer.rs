@@ -174,8 +174,7 @@ impl Offer {
         if text.is_empty() {
             return Err("the reply is empty".into());
         }
-        let value: Json =
-            serde_json::from_str(text).map_err(|e| format!("the reply is not JSON: {e}"))?;
+        let value = json_in(text).map_err(|e| format!("the reply is not JSON: {e}"))?;
         check(validator, &value).map_err(|e| format!("the reply does not fit the schema: {e}"))?;
         Ok(Verdict {
             output: value,
@@ -257,8 +256,71 @@ impl Offer {
     }
 }
 
+/// The JSON a reply holds: the whole text, else the first fenced block (```json ...```)
+/// that is JSON, else the text from its first `{` (or `[`) to its last `}` (or `]`).
+/// Models that ignore `response_format` (Anthropic's OpenAI-compatible endpoint, many
+/// local servers) answer with JSON in a fence or with words around it; what is found is
+/// checked against the schema like any reply. The error is the whole text's.
+pub(crate) fn json_in(text: &str) -> Result<Json, serde_json::Error> {
+    let whole = match serde_json::from_str(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        // The fence's info string (`json`) runs to the end of its line.
+        let body = after.find('\n').map_or("", |n| &after[n + 1..]);
+        let Some(close) = body.find("```") else {
+            break;
+        };
+        if let Ok(v) = serde_json::from_str(&body[..close]) {
+            return Ok(v);
+        }
+        rest = &body[close + 3..];
+    }
+    for (open, close) in [('{', '}'), ('[', ']')] {
+        if let (Some(a), Some(b)) = (text.find(open), text.rfind(close))
+            && a < b
+            && let Ok(v) = serde_json::from_str(&text[a..=b])
+        {
+            return Ok(v);
+        }
+    }
+    Err(whole)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn json_is_found_in_a_fence_or_among_words() {
+        let found = |t: &str| json_in(t).ok();
+        assert_eq!(found(r#"{"a": 1}"#), Some(json!({"a": 1})));
+        assert_eq!(
+            found("```json\n{\"answer\": \"yes\"}\n```"),
+            Some(json!({"answer": "yes"}))
+        );
+        assert_eq!(
+            found("Here it is:\n```\n[1, 2]\n```\nAnything else?"),
+            Some(json!([1, 2]))
+        );
+        // A fence that is not JSON is passed over for the next.
+        assert_eq!(
+            found("```python\nprint(1)\n```\n```json\n{\"b\": true}\n```"),
+            Some(json!({"b": true}))
+        );
+        assert_eq!(
+            found(r#"Sure! {"kind": "click", "target": "Search"} Hope that helps."#),
+            Some(json!({"kind": "click", "target": "Search"}))
+        );
+        assert_eq!(found("no JSON here"), None);
+        assert_eq!(found("```json\n{\"cut\": \n```"), None);
+        assert_eq!(
+            json_in("nope").unwrap_err().to_string(),
+            "expected ident at line 1 column 2"
+        );
+    }
     use super::*;
     use crate::llm::ToolCall;
 

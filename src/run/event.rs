@@ -59,6 +59,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<Json>,
     },
+    /// A request to the model failed on its way (a connection dropped, a stream cut
+    /// off, a 429 or a 5xx) and is sent again after `wait_ms`. With `discard`, the
+    /// failed attempt had streamed text (`TextDelta`s) that is now void: a reader that
+    /// showed it takes it back, and the next attempt's text starts the reply anew.
+    LlmRetry {
+        node: Arc<str>,
+        /// The attempt that failed; the next is this one plus one.
+        attempt: u32,
+        error: String,
+        wait_ms: u64,
+        discard: bool,
+    },
     /// Every try of an LLM node failed and its `fallback` gave the output.
     LlmFallback {
         node: Arc<str>,

@@ -105,6 +105,7 @@ impl Tracer {
         let (failed, last) = (failures.clone(), last_error.clone());
         tokio::spawn(async move {
             let client = reqwest::Client::builder()
+                .user_agent(crate::USER_AGENT)
                 .build()
                 .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
             while let Some(first) = queued.recv().await {

@@ -2310,3 +2310,106 @@ async fn a_negative_count_or_a_wrong_method_is_refused_in_words() {
         )
     );
 }
+
+/// A reply whose stream breaks off is asked for again: on `messages-tuple` the text the
+/// dead attempt streamed is taken back (a `remove` of its message id, as LangChain
+/// takes a message back), so `useStream`, joining the chunks with LangGraph's own SDK,
+/// ends with the second attempt's reply alone; the `custom` stream says `llm_retry`.
+#[tokio::test]
+async fn a_reply_streamed_again_after_a_cut_never_shows_the_dead_attempts_text() {
+    let chunk = |content: &str| {
+        json!({
+            "id": "chatcmpl-cut", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{ "index": 0, "delta": { "role": "assistant", "content": content }, "finish_reason": null }]
+        })
+        .to_string()
+    };
+    let model = Llm::start(vec![
+        Answer::Stream(vec![chunk("Your notes s"), chunk("ay: ship on")]),
+        Answer::Reply(Reply {
+            content: Some("Nothing to read.".into()),
+            tool_calls: Vec::new(),
+        }),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let s = serve(&["graphs/chat_agent.toml"])
+        .env("OPENAI_BASE_URL", model.url())
+        .env("OPENAI_API_KEY", "test")
+        .env("CHAT_AGENT_WORKSPACE", ws.path().to_str().unwrap())
+        .start()
+        .await;
+    let h = s.http();
+    h.post("/threads", json!({ "thread_id": "r" })).await;
+    let r = h
+        .post(
+            "/threads/r/runs/stream",
+            json!({ "assistant_id": "chat_agent", "input": say("What do my notes say?"), "stream_mode": ["messages-tuple", "custom"] }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let events = r.events();
+    let tuples: Vec<Json> = events
+        .iter()
+        .filter(|(event, ..)| event == "messages")
+        .map(|(_, data, _)| data.clone())
+        .collect();
+    // What was sent: the dead attempt's two chunks, their removal, the new reply.
+    let sent: Vec<(String, String)> = tuples
+        .iter()
+        .map(|t| {
+            (
+                t[0]["type"].as_str().unwrap().to_string(),
+                t[0]["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let id = tuples[0][0]["id"].clone();
+    assert!(tuples.iter().all(|t| t[0]["id"] == id), "{tuples:#?}");
+    assert_eq!(
+        sent[..3],
+        [
+            ("AIMessageChunk".to_string(), "Your notes s".to_string()),
+            ("AIMessageChunk".to_string(), "ay: ship on".to_string()),
+            ("remove".to_string(), String::new()),
+        ]
+    );
+    let joined = crate::serve::sdk::node_script("message_tuples.cjs", &Json::from(tuples)).await;
+    assert_eq!(
+        joined,
+        json!([{ "id": id, "type": "ai", "content": "Nothing to read.", "tool_calls": [] }])
+    );
+    let retries: Vec<Json> = events
+        .iter()
+        .filter(|(event, data, _)| event == "custom" && data["event"] == "llm_retry")
+        .map(|(_, data, _)| {
+            json!([
+                data["node"],
+                data["attempt"],
+                data["discard"],
+                data["error"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        retries,
+        [json!([
+            "agent",
+            1,
+            true,
+            "the connection to the server failed: the stream ended before the reply was complete"
+        ])]
+    );
+    // The thread holds the reply once, under the id it streamed with.
+    let state = h.get("/threads/r/state").await.json();
+    let last = state["values"]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&last["content"], &last["id"]),
+        (&json!("Nothing to read."), &id)
+    );
+}

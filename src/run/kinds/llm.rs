@@ -386,12 +386,15 @@ pub(super) async fn send(
     let policy = cx.node.retry.clone().unwrap_or_else(default_retry);
     let timeout = cx.node.timeout.unwrap_or(cx.graph.llm.timeout);
     let tap = key.map(|key| std::sync::Mutex::new(FieldTap::new(key)));
+    // Whether this attempt has streamed text a reader may have shown.
+    let streamed = std::sync::atomic::AtomicBool::new(false);
     let sink = |text: &str| {
         let text = match &tap {
             Some(t) => t.lock().unwrap_or_else(|p| p.into_inner()).push(text),
             None => text.to_string(),
         };
         if !text.is_empty() {
+            streamed.store(true, std::sync::atomic::Ordering::Relaxed);
             cx.emit(|| Event::TextDelta {
                 node: cx.node.name.clone(),
                 text,
@@ -421,8 +424,17 @@ pub(super) async fn send(
                 if asked > MAX_RETRY_AFTER {
                     return Err((e, attempt));
                 }
+                let wait = backoff(&policy, attempt).max(asked);
+                let discard = streamed.swap(false, std::sync::atomic::Ordering::Relaxed);
+                cx.emit(|| Event::LlmRetry {
+                    node: cx.node.name.clone(),
+                    attempt,
+                    error: e.to_string(),
+                    wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    discard,
+                });
                 tokio::select! {
-                    () = tokio::time::sleep(backoff(&policy, attempt).max(asked)) => {}
+                    () = tokio::time::sleep(wait) => {}
                     () = cx.stop.asked() => return Err((LlmError::Stopped, attempt)),
                 }
             }

@@ -253,6 +253,15 @@ impl Translator {
                         });
                         self.chatting = true;
                     }
+                    // The text a failed attempt streamed is taken back as LangChain
+                    // takes a message back: a `remove` of its id (useStream drops it,
+                    // and the next attempt's chunks start the message anew).
+                    Event::LlmRetry { discard: true, .. } if self.streamed => {
+                        let id = self.message_id();
+                        out.push(Mode::Messages, "messages", || {
+                            json!([{ "type": "remove", "id": id, "content": "" }, self.meta()])
+                        });
+                    }
                     Event::LlmInvocation {
                         node,
                         model,
@@ -408,6 +417,8 @@ impl Translator {
     /// it streamed, nor the run's input.
     fn whole_messages(&mut self, entry: &LogEntry, out: &mut Parts) {
         match &entry.event {
+            // A failed attempt's text is void: the next partial holds the new one's.
+            Event::LlmRetry { discard: true, .. } => self.partial.1.clear(),
             Event::TextDelta { text, .. } => {
                 let id = self.message_id();
                 if self.partial.0 != id {

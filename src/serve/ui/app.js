@@ -513,6 +513,9 @@ async function follow(run) {
               detail(() => h("details", { class: "reply" }, h("summary", { text: "Reply" }), h("pre", { text })));
             }
             break;
+          case "llm_retry":
+            detail(`model attempt ${data.attempt} failed (${data.error}); trying again in ${data.wait_ms} ms`);
+            break;
           case "tool_call":
             detail(`tool ${data.server}/${data.tool}(${JSON.stringify(data.arguments)})${data.is_error ? " failed" : ""}, ${data.duration_ms} ms`);
             break;
