@@ -21,3 +21,4 @@ mod serve;
 mod store;
 mod telemetry;
 mod util;
+mod wheel;
