@@ -2,6 +2,7 @@
 //! API (see `llm/server.rs`): small graphs in `tests/fixtures/llm/`, driven through the
 //! library `Runner`, asserting state, events and the requests the server received.
 
+mod anthropic;
 pub(crate) mod server;
 
 use crate::util::root;

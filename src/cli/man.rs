@@ -51,6 +51,9 @@ SQLite\(aqs durability and compression when the flags are not given.
 \fBOPENAI_BASE_URL\fR, \fBOPENAI_API_KEY\fR
 The model endpoint and its key (a graph\(aqs \fB[llm] base_url_env\fR and \fBapi_key_env\fR name others).
 .TP
+\fBANTHROPIC_BASE_URL\fR, \fBANTHROPIC_API_KEY\fR
+The same for a graph whose \fB[llm] provider\fR is \fBanthropic\fR.
+.TP
 \fBNO_COLOR\fR
 When set and not empty, no colour (before \fBCLICOLOR_FORCE\fR).
 .TP

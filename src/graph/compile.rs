@@ -122,11 +122,22 @@ pub(crate) fn compile(
         });
     }
 
+    // Anthropic's Messages API is reached through its own variables, as its SDKs do.
+    let anthropic = spec
+        .llm
+        .provider
+        .as_ref()
+        .is_some_and(|p| p.get_ref() == "anthropic");
+    let (default_url_env, default_key_env) = if anthropic {
+        ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")
+    } else {
+        ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+    };
     let api_key_env = spec
         .llm
         .api_key_env
         .clone()
-        .unwrap_or_else(|| "OPENAI_API_KEY".into());
+        .unwrap_or_else(|| default_key_env.into());
     let servers: Vec<Server> = spec
         .servers
         .iter()
@@ -362,7 +373,7 @@ pub(crate) fn compile(
             .llm
             .base_url_env
             .clone()
-            .unwrap_or_else(|| "OPENAI_BASE_URL".into()),
+            .unwrap_or_else(|| default_url_env.into()),
         api_key_env,
         temperature: spec.llm.temperature,
         timeout: spec

@@ -8,11 +8,14 @@
 //!
 //! - [`OpenAiClient`]: any OpenAI-compatible endpoint, through async-openai, one HTTP
 //!   request per call, the key kept out of every error.
+//! - [`AnthropicClient`]: Anthropic's Messages API (`provider = "anthropic"`), a
+//!   schema'd reply through a tool the model must call.
 //! - [`RecordingClient`] wraps a client and saves each answered request as an
 //!   [`Exchange`] (JSON lines); [`ReplayClient`] answers from such a file.
 //! - [`llm_client`] picks and wires them from a graph and [`LlmOptions`] (the CLI's
 //!   `--record`, `--replay` and `--stream`).
 
+mod anthropic;
 mod client;
 pub(crate) mod content;
 mod embed;
@@ -31,6 +34,7 @@ mod request;
 pub(crate) mod tap;
 mod wire;
 
+pub use anthropic::{ANTHROPIC_BASE_URL, AnthropicClient};
 pub use client::{DeltaSink, LlmClient, NoLlm};
 pub use embed::Embeddings;
 pub use error::{LlmError, SetupError};

@@ -325,7 +325,7 @@ impl LlmClient for OpenAiClient {
 }
 
 /// A `response_format` name: letters, digits, `_` and `-`, at most 64.
-fn schema_name(node: &str) -> String {
+pub(super) fn schema_name(node: &str) -> String {
     let name: String = node
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
@@ -348,7 +348,7 @@ fn failure_message(body: &str) -> String {
     }
 }
 
-fn excerpt(text: &str) -> String {
+pub(super) fn excerpt(text: &str) -> String {
     let text = text.trim();
     match text.char_indices().nth(300) {
         Some((i, _)) => format!("{}...", &text[..i]),
@@ -358,7 +358,7 @@ fn excerpt(text: &str) -> String {
 
 /// A transport error with its causes, which say what actually failed (refused,
 /// reset, DNS).
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

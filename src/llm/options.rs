@@ -24,8 +24,9 @@ pub struct LlmOptions {
 /// The LLM client for runs of `graph`:
 ///
 /// - with `replay`: a [`ReplayClient`] of that file (no network, no key needed);
-/// - otherwise an [`OpenAiClient`] for the endpoint in the environment variables the
-///   graph's `[llm]` names (`base_url_env`, `api_key_env`), wrapped in a
+/// - otherwise an [`OpenAiClient`] (an [`super::AnthropicClient`] for `provider =
+///   "anthropic"`) for the endpoint in the environment variables the graph's `[llm]`
+///   names (`base_url_env`, `api_key_env`), wrapped in a
 ///   [`RecordingClient`] with `record`;
 /// - a graph without `llm_structured` nodes gets [`NoLlm`] (unless recording or
 ///   replaying), so its runs need no endpoint;
@@ -36,7 +37,14 @@ pub fn llm_client(graph: &Graph, options: &LlmOptions) -> Result<Arc<dyn LlmClie
         (Some(path), None) => Arc::new(ReplayClient::open(path)?),
         (None, record) => {
             let uses_llm = graph.nodes.iter().any(|n| matches!(n.body, Body::Llm(_)));
-            let inner: Arc<dyn LlmClient> = if uses_llm || record.is_some() {
+            let inner: Arc<dyn LlmClient> = if (uses_llm || record.is_some())
+                && graph.llm.provider == crate::spec::Provider::Anthropic
+            {
+                Arc::new(super::AnthropicClient::from_env(
+                    &graph.llm.base_url_env,
+                    &graph.llm.api_key_env,
+                )?)
+            } else if uses_llm || record.is_some() {
                 Arc::new(OpenAiClient::from_env(
                     &graph.llm.base_url_env,
                     &graph.llm.api_key_env,

@@ -17,11 +17,20 @@ pub enum Provider {
     Vllm,
     LlamaCpp,
     LiteLlm,
+    /// Anthropic's own Messages API (`/v1/messages`), not its OpenAI-compatible one.
+    Anthropic,
 }
 
 impl Provider {
-    pub const NAMES: [&'static str; 6] =
-        ["openai", "azure", "ollama", "vllm", "llamacpp", "litellm"];
+    pub const NAMES: [&'static str; 7] = [
+        "openai",
+        "azure",
+        "ollama",
+        "vllm",
+        "llamacpp",
+        "litellm",
+        "anthropic",
+    ];
 
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
@@ -31,6 +40,7 @@ impl Provider {
             "vllm" => Provider::Vllm,
             "llamacpp" => Provider::LlamaCpp,
             "litellm" => Provider::LiteLlm,
+            "anthropic" => Provider::Anthropic,
             _ => return None,
         })
     }
