@@ -1425,11 +1425,21 @@ async fn a_servers_progress_notifications_become_events() {
         .filter_map(|e| match e {
             Event::ToolProgress {
                 server,
+                node,
+                tool,
                 progress,
                 total,
                 ..
             } => {
-                assert_eq!(server, "everything");
+                // Told by the progress token of the call it reports on.
+                assert_eq!(
+                    (server.as_str(), node.as_deref(), tool.as_deref()),
+                    (
+                        "everything",
+                        Some("work"),
+                        Some("trigger-long-running-operation")
+                    )
+                );
                 Some((progress, total))
             }
             _ => None,

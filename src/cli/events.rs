@@ -281,6 +281,8 @@ fn human(event: &Event, out: &mut Vec<u8>) -> std::io::Result<()> {
         }
         Event::ToolProgress {
             server,
+            node,
+            tool,
             progress,
             total,
             message,
@@ -290,7 +292,16 @@ fn human(event: &Event, out: &mut Vec<u8>) -> std::io::Result<()> {
                 .as_deref()
                 .map(|m| format!(": {m}"))
                 .unwrap_or_default();
-            write!(out, "      {server} progress {progress}{of}{says}")
+            match (node, tool) {
+                (Some(node), Some(tool)) => write!(
+                    out,
+                    "      {node}: {server}/{tool} progress {progress}{of}{says}"
+                ),
+                (None, Some(tool)) => {
+                    write!(out, "      {server}/{tool} progress {progress}{of}{says}")
+                }
+                _ => write!(out, "      {server} progress {progress}{of}{says}"),
+            }
         }
         Event::SignIn { server, url } => {
             write!(

@@ -14,10 +14,11 @@ use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, FormElicitationCapability, Implementation, ListRootsResult,
-    ProgressNotificationParam, ProtocolVersion, Root, RootsCapabilities,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, Root, RootsCapabilities,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value as Json, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,6 +47,9 @@ pub(crate) struct Asking {
     pub(crate) in_flight: usize,
     /// A question came while several calls were in flight.
     pub(crate) ambiguous: bool,
+    /// The calls in flight by the progress token each was sent with: the node that
+    /// made it and the tool, which its progress notifications are told by.
+    pub(crate) calls: HashMap<ProgressToken, (Option<Arc<str>>, String)>,
 }
 
 impl Handler {
@@ -145,8 +149,18 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
+        let (node, tool) = self
+            .asking
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .calls
+            .get(&params.progress_token)
+            .cloned()
+            .map_or((None, None), |(node, tool)| (node, Some(tool)));
         self.events.emit(Event::ToolProgress {
             server: self.server.clone(),
+            node,
+            tool,
             progress: params.progress,
             total: params.total,
             message: params.message,

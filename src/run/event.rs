@@ -101,9 +101,12 @@ pub enum Event {
         pid: Option<u32>,
         restart: u32,
     },
-    /// A server's progress notification for a call it is working on.
+    /// A server's progress notification for a call it is working on: the node that
+    /// made the call and its tool (none for a notification no call in flight sent).
     ToolProgress {
         server: String,
+        node: Option<Arc<str>>,
+        tool: Option<String>,
         progress: f64,
         total: Option<f64>,
         message: Option<String>,

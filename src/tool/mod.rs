@@ -14,6 +14,8 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct ToolRequest {
     pub server: Server,
+    /// The node that makes the call, which its progress events name.
+    pub node: Option<std::sync::Arc<str>>,
     pub tool: String,
     pub arguments: Json,
     pub timeout: Option<Duration>,
@@ -45,6 +47,7 @@ impl ToolRequest {
     ) -> Self {
         ToolRequest {
             server,
+            node: None,
             tool: tool.into(),
             arguments,
             timeout: None,

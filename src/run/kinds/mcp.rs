@@ -134,6 +134,7 @@ pub(super) async fn call(
 ) -> Result<Result<ToolReply, ToolError>, ()> {
     let server = &cx.graph.servers[body.server];
     let mut request = ToolRequest {
+        node: Some(cx.node.name.clone()),
         timeout: cx.node.timeout,
         answer: cx.answer.clone(),
         ..ToolRequest::new(server.clone(), tool.to_string(), arguments, idempotency_key)
