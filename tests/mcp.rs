@@ -103,7 +103,7 @@ fn drain(rx: &mut UnboundedReceiver<Event>) -> Vec<Event> {
     out
 }
 
-/// The server events without stderr lines and with pids blanked.
+/// The server events without stderr lines and with pids and durations blanked.
 fn lifecycle(events: &[Event]) -> Vec<Event> {
     events
         .iter()
@@ -115,6 +115,7 @@ fn lifecycle(events: &[Event]) -> Vec<Event> {
                 server: server.clone(),
                 pid: None,
                 restart: *restart,
+                duration_ms: 0,
             },
             other => other.clone(),
         })
@@ -130,6 +131,7 @@ fn started(server: &str, restart: u32) -> Event {
         server: server.into(),
         pid: None,
         restart,
+        duration_ms: 0,
     }
 }
 
@@ -531,7 +533,8 @@ async fn streamable_http_transport() {
             Event::ServerStarted {
                 server: "everything".into(),
                 pid: None,
-                restart: 0
+                restart: 0,
+                duration_ms: 0,
             },
             stopped("everything")
         ]

@@ -1,9 +1,13 @@
-//! OpenTelemetry traces over OTLP/HTTP: `switchyard run --otlp URL` against a receiver
-//! on 127.0.0.1 (the scripted HTTP server, answering 200), what arrives decoded with
-//! the official OTLP definitions (`opentelemetry-proto`'s JSON mapping): one span per
-//! run, node, model call and tool call, named and attributed by the GenAI conventions.
+//! OpenTelemetry traces over OTLP: `switchyard run --otlp URL` against a receiver on
+//! 127.0.0.1 (the scripted HTTP server, answering 200), what arrives decoded with the
+//! official OTLP definitions (`opentelemetry-proto`: protobuf, the default, and the JSON
+//! mapping): one span per run, node, model call, tool call and server start, named,
+//! kinded and attributed by the GenAI conventions. `phoenix.rs`: the same runs exported
+//! to Arize Phoenix, a real tracing backend, and read back through its API.
 
 use crate::llm::server::{Answer, Server, completion};
+
+pub(crate) mod phoenix;
 use crate::util::switchyard;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -45,6 +49,15 @@ async fn traced_server(otlp: &Server) -> crate::serve::server::Serve {
 
 /// Runs the traced graph with `extra` flags, the model answering from `llm`.
 async fn run_traced(llm: &Server, extra: &[&str]) -> crate::util::Output {
+    run_traced_with(llm, extra, &[]).await
+}
+
+/// [`run_traced`] with environment variables set.
+pub(crate) async fn run_traced_with(
+    llm: &Server,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> crate::util::Output {
     let mut args = vec![
         "run",
         "tests/fixtures/telemetry/traced.toml",
@@ -56,23 +69,39 @@ async fn run_traced(llm: &Server, extra: &[&str]) -> crate::util::Output {
         "memory",
     ];
     args.extend_from_slice(extra);
-    let cmd = switchyard(&args).env("OPENAI_BASE_URL", llm.url());
+    let mut cmd = switchyard(&args).env("OPENAI_BASE_URL", llm.url());
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
     tokio::task::spawn_blocking(move || cmd.run())
         .await
         .unwrap()
 }
 
-/// The spans of every export, as a tree: name, status, then attributes.
+/// An export as it arrived: protobuf (OTLP's default) or OTLP JSON, as its content
+/// type says.
+fn decode(seen: &crate::llm::server::Seen) -> ExportTraceServiceRequest {
+    match seen.header("content-type") {
+        Some("application/x-protobuf") => {
+            <ExportTraceServiceRequest as prost::Message>::decode(seen.raw.as_slice())
+                .unwrap_or_else(|e| panic!("not OTLP protobuf: {e}"))
+        }
+        Some("application/json") => serde_json::from_value(seen.body.clone())
+            .unwrap_or_else(|e| panic!("not OTLP JSON ({e}): {}", seen.body)),
+        other => panic!("an export of content type {other:?}"),
+    }
+}
+
+/// The spans of every export, as a tree: name, kind, status, then attributes and
+/// events.
 fn tree(collector: &Server) -> String {
     let mut spans: Vec<Span> = Vec::new();
     for seen in collector.seen() {
         assert_eq!(seen.path, "/v1/traces");
-        assert_eq!(seen.header("content-type"), Some("application/json"));
-        let request: ExportTraceServiceRequest = serde_json::from_value(seen.body.clone())
-            .unwrap_or_else(|e| panic!("not OTLP JSON ({e}): {}", seen.body));
+        let request = decode(&seen);
         for resource in request.resource_spans {
             let service = resource.resource.unwrap().attributes;
-            assert_eq!(service[0].key, "service.name");
+            assert!(service.iter().any(|a| a.key == "service.name"));
             for scope in resource.scope_spans {
                 assert_eq!(scope.scope.unwrap().name, "switchyard");
                 spans.extend(scope.spans);
@@ -95,7 +124,14 @@ fn tree(collector: &Server) -> String {
             .iter()
             .filter(|s| s.parent_span_id == parent)
             .collect();
-        children.sort_by_key(|s| (s.start_time_unix_nano, s.name.clone()));
+        // A run's nodes in the order they ran; a node's calls and server starts by
+        // name (their start times are their end less a duration in whole ms, which
+        // can put a call that began first after a server start it waited for).
+        if depth == 0 || depth == 1 {
+            children.sort_by_key(|s| (s.start_time_unix_nano, s.name.clone()));
+        } else {
+            children.sort_by_key(|s| s.name.clone());
+        }
         for s in children {
             let status = s.status.as_ref().map_or(0, |st| st.code);
             out.push_str(&format!(
@@ -110,9 +146,33 @@ fn tree(collector: &Server) -> String {
                     Some(Value::IntValue(v)) => v.to_string(),
                     Some(Value::BoolValue(v)) => v.to_string(),
                     Some(Value::DoubleValue(v)) => v.to_string(),
+                    Some(Value::ArrayValue(v)) => format!(
+                        "{:?}",
+                        v.values
+                            .iter()
+                            .filter_map(|x| match &x.value {
+                                Some(Value::StringValue(s)) => Some(s.clone()),
+                                _ => None,
+                            })
+                            .collect::<Vec<_>>()
+                    ),
                     other => format!("{other:?}"),
                 };
+                // What changes from run to run.
+                let value = match a.key.as_str() {
+                    "server.port" | "process.pid" => "<varies>".to_string(),
+                    _ => value,
+                };
                 out.push_str(&format!("{}  . {} = {value}\n", "  ".repeat(depth), a.key));
+            }
+            for e in &s.events {
+                let attributes: Vec<String> = e.attributes.iter().map(|a| a.key.clone()).collect();
+                out.push_str(&format!(
+                    "{}  ! {} ({})\n",
+                    "  ".repeat(depth),
+                    e.name,
+                    attributes.join(", ")
+                ));
             }
             print(spans, &s.span_id, depth + 1, out);
         }
@@ -123,7 +183,12 @@ fn tree(collector: &Server) -> String {
 
 #[tokio::test]
 async fn a_run_is_traced_with_a_span_per_run_node_model_call_and_tool_call() {
-    let llm = Server::start(vec![completion(r#"{"text": "four"}"#, 12, 3)]).await;
+    // The model's server is busy once: the retry is an event of the node's span.
+    let llm = Server::start(vec![
+        crate::llm::server::failure(503, "busy", &[("retry-after", "0")]),
+        completion(r#"{"text": "four"}"#, 12, 3),
+    ])
+    .await;
     let otlp = collector(1).await;
     let base = otlp.url().trim_end_matches("/v1").to_string();
     let out = run_traced(&llm, &["--otlp", &base]).await.code(0);
@@ -137,21 +202,85 @@ async fn content_goes_into_spans_only_when_asked_and_a_collector_that_is_down_co
     let llm = Server::start(vec![completion(r#"{"text": "four"}"#, 12, 3)]).await;
     let otlp = collector(1).await;
     let url = otlp.url().replace("/v1", "/v1/traces");
-    run_traced(&llm, &["--otlp", &url, "--otlp-content"])
-        .await
-        .code(0);
+    // OTLP's JSON this time, with the standard variables' headers and resource.
+    run_traced_with(
+        &llm,
+        &["--otlp", &url, "--otlp-content"],
+        &[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "x-tenant=acme,authorization=Bearer%20t0k",
+            ),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment=test,service.name=agents",
+            ),
+        ],
+    )
+    .await
+    .code(0);
+    let seen = &otlp.seen()[0];
+    assert_eq!(seen.header("content-type"), Some("application/json"));
+    assert_eq!(
+        (seen.header("x-tenant"), seen.header("authorization")),
+        (Some("acme"), Some("Bearer t0k"))
+    );
+    assert_eq!(
+        seen.header("user-agent"),
+        Some(concat!("switchyard/", env!("CARGO_PKG_VERSION")))
+    );
+    let resource: Vec<(String, String)> = decode(seen).resource_spans[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes
+        .iter()
+        .filter_map(|a| match a.value.as_ref().and_then(|v| v.value.clone()) {
+            Some(Value::StringValue(v)) if !a.key.starts_with("telemetry.sdk") => {
+                Some((a.key.clone(), v))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut resource = resource;
+    resource.sort();
+    assert_eq!(
+        resource,
+        [
+            ("deployment.environment".to_string(), "test".to_string()),
+            ("service.name".to_string(), "agents".to_string()),
+            (
+                "service.version".to_string(),
+                env!("CARGO_PKG_VERSION").to_string()
+            ),
+        ]
+    );
     let text = tree(&otlp);
     assert!(
         text.contains(r#". gen_ai.input.messages = "[{\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"content\":\"Answer in a word: 2 + 2?\"}]}]""#),
         "{text}"
     );
     assert!(
-        text.contains(r#". gen_ai.output.messages = "[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"{\\\"text\\\": \\\"four\\\"}\"}]}]""#),
+        text.contains(r#". gen_ai.output.messages = "[{\"role\":\"assistant\",\"parts\":[{\"type\":\"text\",\"content\":\"{\\\"text\\\": \\\"four\\\"}\"}],\"finish_reason\":\"stop\"}]""#),
         "{text}"
     );
     assert!(
         text.contains(r#". gen_ai.tool.call.arguments = "{\"message\":\"four\"}""#),
         "{text}"
+    );
+
+    // A protocol of another name is refused before anything runs.
+    let out = run_traced_with(
+        &llm,
+        &["--otlp", "http://127.0.0.1:9"],
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "pigeon")],
+    )
+    .await
+    .code(1);
+    assert_eq!(
+        out.stderr,
+        "error: OTEL_EXPORTER_OTLP_PROTOCOL is `pigeon`: traces go by `http/protobuf`, `http/json` or `grpc`\n"
     );
 
     // Nothing listens there: the run is not held up, and says so once it ends.
@@ -246,8 +375,7 @@ async fn runs_that_end_during_a_slow_export_are_sent_together() {
         .seen()
         .iter()
         .map(|seen| {
-            let request: ExportTraceServiceRequest =
-                serde_json::from_value(seen.body.clone()).unwrap();
+            let request = decode(seen);
             let mut threads: Vec<String> = request
                 .resource_spans
                 .into_iter()

@@ -264,6 +264,7 @@ fn human(event: &Event, out: &mut Vec<u8>) -> std::io::Result<()> {
             server,
             pid,
             restart,
+            ..
         } => {
             let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
             if *restart == 0 {

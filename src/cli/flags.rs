@@ -82,8 +82,10 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
 /// Where traces go, for `run`, `resume` and `serve` alike.
 #[derive(clap::Args, Debug)]
 pub(crate) struct TraceArgs {
-    /// Export OpenTelemetry traces over OTLP/HTTP to this collector (a base URL, or
-    /// one ending in `/v1/traces`); without it, `OTEL_EXPORTER_OTLP_ENDPOINT` when set.
+    /// Export OpenTelemetry traces over OTLP to this collector (a base URL, or one
+    /// ending in `/v1/traces`; over gRPC its address); without it,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` when set. `OTEL_EXPORTER_OTLP_PROTOCOL` chooses
+    /// `http/protobuf` (default), `http/json` or `grpc`.
     #[arg(long, value_name = "URL")]
     pub(crate) otlp: Option<String>,
     /// Put prompts, replies and tool arguments into the spans (and the model events).
@@ -92,8 +94,9 @@ pub(crate) struct TraceArgs {
 }
 
 impl TraceArgs {
-    pub(crate) fn resolve(&self) -> Option<switchyard::telemetry::TraceOptions> {
+    pub(crate) fn resolve(&self) -> anyhow::Result<Option<switchyard::telemetry::TraceOptions>> {
         switchyard::telemetry::TraceOptions::resolve(self.otlp.as_deref(), self.otlp_content)
+            .map_err(anyhow::Error::msg)
     }
 }
 

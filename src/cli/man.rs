@@ -54,6 +54,9 @@ The model endpoint and its key (a graph\(aqs \fB[llm] base_url_env\fR and \fBapi
 \fBANTHROPIC_BASE_URL\fR, \fBANTHROPIC_API_KEY\fR
 The same for a graph whose \fB[llm] provider\fR is \fBanthropic\fR.
 .TP
+\fBOTEL_EXPORTER_OTLP_ENDPOINT\fR, \fBOTEL_EXPORTER_OTLP_PROTOCOL\fR, \fBOTEL_EXPORTER_OTLP_HEADERS\fR, \fBOTEL_SERVICE_NAME\fR, \fBOTEL_RESOURCE_ATTRIBUTES\fR
+Where traces go when \fB\-\-otlp\fR is not given, how (\fBhttp/protobuf\fR, \fBhttp/json\fR or \fBgrpc\fR), with which headers, under which service name and resource.
+.TP
 \fBNO_COLOR\fR
 When set and not empty, no colour (before \fBCLICOLOR_FORCE\fR).
 .TP

@@ -199,7 +199,7 @@ impl Session {
         let file = graph.path.clone();
         let root = graph.root.clone();
         let llm_options = common.llm();
-        let trace = common.trace.resolve();
+        let trace = common.trace.resolve()?;
         let llm = switchyard::llm::llm_client(&graph, &llm_options)?;
         // The cache lives beside the checkpoints (with `--store none`, nowhere).
         let mut runner = Runner::new(Arc::new(graph), store.clone())

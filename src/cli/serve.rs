@@ -115,7 +115,7 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let store_arg = args.sqlite.apply(&args.store);
-    let trace = args.trace.resolve();
+    let trace = args.trace.resolve()?;
     let watch = (!args.no_watch).then_some(args.watch);
     let api_key = api_key(&args)?;
     // Refused before anything is loaded or opened.

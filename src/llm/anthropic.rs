@@ -172,6 +172,10 @@ impl LlmClient for AnthropicClient {
         }
         message.finish()
     }
+
+    fn endpoint(&self) -> Option<String> {
+        Some(self.base_url.clone())
+    }
 }
 
 /// The Messages API request for `request`, and the name of the tool that carries a
@@ -396,6 +400,8 @@ fn reply(message: &Json, output_tool: Option<&str>) -> Result<LlmReply, LlmError
     streamed.tokens_in = message["usage"]["input_tokens"].as_u64().unwrap_or(0);
     streamed.tokens_out = message["usage"]["output_tokens"].as_u64().unwrap_or(0);
     streamed.done = true;
+    streamed.id = message["id"].as_str().map(str::to_string);
+    streamed.model = message["model"].as_str().map(str::to_string);
     streamed.finish()
 }
 
@@ -410,6 +416,8 @@ struct Streamed {
     tokens_in: u64,
     tokens_out: u64,
     done: bool,
+    id: Option<String>,
+    model: Option<String>,
 }
 
 enum Block {
@@ -427,6 +435,8 @@ impl Streamed {
             tokens_in: 0,
             tokens_out: 0,
             done: false,
+            id: None,
+            model: None,
         }
     }
 
@@ -465,6 +475,8 @@ impl Streamed {
     fn push(&mut self, event: &Json) -> Result<Option<String>, String> {
         match event["type"].as_str() {
             Some("message_start") => {
+                self.id = event["message"]["id"].as_str().map(str::to_string);
+                self.model = event["message"]["model"].as_str().map(str::to_string);
                 let usage = &event["message"]["usage"];
                 self.tokens_in = usage["input_tokens"].as_u64().unwrap_or(0);
                 self.tokens_out = usage["output_tokens"].as_u64().unwrap_or(0);
@@ -557,6 +569,8 @@ impl Streamed {
             finish_reason: finish_reason(self.stop.as_deref(), called),
             tokens_in: self.tokens_in,
             tokens_out: self.tokens_out,
+            id: self.id,
+            model: self.model,
         })
     }
 }

@@ -17,6 +17,12 @@ pub trait LlmClient: Send + Sync {
         request: &LlmRequest,
         deltas: DeltaSink<'_>,
     ) -> Result<LlmReply, LlmError>;
+
+    /// The endpoint's base URL, its query left out (for traces); none for a client
+    /// that reaches no server (a replay, a double).
+    fn endpoint(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The client used when none was configured: every call fails with a clear message.

@@ -322,6 +322,10 @@ impl LlmClient for OpenAiClient {
         }
         assembler.finish()
     }
+
+    fn endpoint(&self) -> Option<String> {
+        Some(self.base_url.clone())
+    }
 }
 
 /// A `response_format` name: letters, digits, `_` and `-`, at most 64.

@@ -90,4 +90,8 @@ impl LlmClient for StreamAll {
         };
         self.0.complete(&request, deltas).await
     }
+
+    fn endpoint(&self) -> Option<String> {
+        self.0.endpoint()
+    }
 }

@@ -70,4 +70,8 @@ impl LlmClient for RecordingClient {
         self.append(&Exchange::new(request, reply.clone(), seen))?;
         Ok(reply)
     }
+
+    fn endpoint(&self) -> Option<String> {
+        self.inner.endpoint()
+    }
 }

@@ -18,6 +18,11 @@ pub struct LlmReply {
     pub finish_reason: Option<String>,
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// The reply's id and the model that wrote it, as the server said (for traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// One function call the model made.

@@ -16,6 +16,8 @@ use serde_json::Value as Json;
 pub(crate) struct Completion {
     choices: Option<Vec<Choice>>,
     usage: Option<Usage>,
+    id: Option<String>,
+    model: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -113,6 +115,8 @@ impl Completion {
             finish_reason: choice.finish_reason,
             tokens_in,
             tokens_out,
+            id: self.id.filter(|i| !i.is_empty()),
+            model: self.model.filter(|m| !m.is_empty()),
         })
     }
 }
@@ -137,6 +141,8 @@ fn call_id(i: usize) -> String {
 pub(crate) struct Chunk {
     choices: Option<Vec<ChunkChoice>>,
     usage: Option<Usage>,
+    id: Option<String>,
+    model: Option<String>,
     /// A server that fails mid-stream sends `{ "error": { "message" } }` as an event.
     error: Option<Json>,
 }
@@ -170,6 +176,8 @@ pub(crate) struct Assembler {
     calls: Vec<(u32, ToolCall)>,
     finish_reason: Option<String>,
     usage: (u64, u64),
+    id: Option<String>,
+    model: Option<String>,
 }
 
 impl Assembler {
@@ -177,6 +185,12 @@ impl Assembler {
     pub(crate) fn push(&mut self, chunk: Chunk) -> Option<String> {
         if let Some(u) = &chunk.usage {
             self.usage = tokens(Some(u));
+        }
+        if self.id.is_none() {
+            self.id = chunk.id.filter(|i| !i.is_empty());
+        }
+        if self.model.is_none() {
+            self.model = chunk.model.filter(|m| !m.is_empty());
         }
         let mut text = String::new();
         // Only the first choice is read: requests never ask for more than one.
@@ -243,6 +257,8 @@ impl Assembler {
                 .collect(),
             refusal: (!self.refusal.is_empty()).then_some(self.refusal),
             finish_reason: self.finish_reason,
+            id: self.id,
+            model: self.model,
             tokens_in: self.usage.0,
             tokens_out: self.usage.1,
         })

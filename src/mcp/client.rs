@@ -164,6 +164,7 @@ impl McpClient {
             }
             state.restarts += 1;
         }
+        let started = std::time::Instant::now();
         let session = Arc::new(
             Session::connect(server, &self.root, &self.events, self.handshake_timeout).await?,
         );
@@ -173,6 +174,7 @@ impl McpClient {
             server: server.name.clone(),
             pid: session.pid,
             restart: state.restarts,
+            duration_ms: started.elapsed().as_millis() as u64,
         });
         Ok(session)
     }

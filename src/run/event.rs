@@ -58,6 +58,20 @@ pub enum Event {
         /// The model's answer: its text, or the tools it called (with content only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<Json>,
+        /// Which server the endpoint is (`[llm] provider`: `openai`, `anthropic`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
+        /// The endpoint's base URL (its query left out: it may hold a key).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        endpoint: Option<String>,
+        /// The reply's id and the model that wrote it, as the server said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
+        /// Why the reply ended: `stop`, `length`, `tool_calls`, `content_filter`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
     },
     /// A request to the model failed on its way (a connection dropped, a stream cut
     /// off, a 429 or a 5xx) and is sent again after `wait_ms`. With `discard`, the
@@ -89,6 +103,10 @@ pub enum Event {
         /// content: [`super::Runner::with_llm_content`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Json>,
+        /// The call's id: the model's for a call it asked for, else the call's
+        /// idempotency key (`THREAD/RUN/STEP/CALL`).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        call_id: String,
     },
     TextDelta {
         node: Arc<str>,
@@ -100,6 +118,9 @@ pub enum Event {
         server: String,
         pid: Option<u32>,
         restart: u32,
+        /// How long the start and the handshake took.
+        #[serde(default)]
+        duration_ms: u64,
     },
     /// A server's progress notification for a call it is working on: the node that
     /// made the call and its tool (none for a notification no call in flight sent).

@@ -63,6 +63,10 @@ impl LlmClient for MeteredLlm {
         }
         Ok(reply)
     }
+
+    fn endpoint(&self) -> Option<String> {
+        self.inner.endpoint()
+    }
 }
 
 /// The tool client, counting each call that was sent (answered or not: a tool may

@@ -1,25 +1,51 @@
-//! OpenTelemetry traces of runs, exported over OTLP/HTTP (JSON): a span per run, node,
-//! model call and tool call, named and attributed as the GenAI semantic conventions say
-//! (`invoke_agent`, `chat`, `execute_tool`; `gen_ai.usage.input_tokens`, ...). Off
-//! unless asked for (`--otlp URL`, or `OTEL_EXPORTER_OTLP_ENDPOINT`). Spans are made
-//! from the run's events ([`Spans`]), so the runner knows nothing of tracing; they are
-//! queued when each run ends and sent by a task of their own, so a slow collector never slows a
-//! run. Prompt and completion content go into spans only when asked (`content`).
+//! OpenTelemetry traces of runs, exported over OTLP by the OpenTelemetry project's own
+//! exporter (`opentelemetry-otlp`): HTTP with protobuf (the default) or JSON, or gRPC,
+//! as `OTEL_EXPORTER_OTLP_PROTOCOL` says, with the other standard variables (headers,
+//! timeout, resource attributes). A span per run, node, model call, tool call and MCP
+//! server start, named and attributed as the GenAI semantic conventions say
+//! (`invoke_agent`, `chat`, `execute_tool`; `gen_ai.usage.input_tokens`, ...), a model
+//! request's retries as events of its node's span. Off unless asked for (`--otlp URL`,
+//! or `OTEL_EXPORTER_OTLP_ENDPOINT`). Spans are made from the run's events ([`Spans`]),
+//! so the runner knows nothing of tracing; they are queued when each run ends and sent
+//! by a task of their own, so a slow collector never slows a run. Prompt and completion
+//! content go into spans only when asked (`content`).
 
+mod export;
 mod spans;
 
-pub use spans::{Span, Spans};
+pub use spans::{Kind, Span, SpanEvent, Spans};
 
 use crate::run::Event;
-use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How traces travel (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// OTLP/HTTP, protobuf: the standard's default.
+    HttpProtobuf,
+    HttpJson,
+    Grpc,
+}
+
+impl Protocol {
+    fn parse(s: &str) -> Option<Protocol> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "http/protobuf" => Protocol::HttpProtobuf,
+            "http/json" => Protocol::HttpJson,
+            "grpc" => Protocol::Grpc,
+            _ => return None,
+        })
+    }
+}
 
 /// Where traces go and what they carry.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceOptions {
-    /// The URL spans are posted to (`.../v1/traces`).
+    /// Where spans are sent: the traces URL (`.../v1/traces`) over HTTP, the
+    /// collector's address over gRPC.
     pub endpoint: String,
+    pub protocol: Protocol,
     /// Prompts, replies and tool arguments go into spans.
     pub content: bool,
     /// `service.name` of the resource.
@@ -29,22 +55,54 @@ pub struct TraceOptions {
 impl TraceOptions {
     /// From `--otlp URL` when given, else the standard environment variables:
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the URL as it is), or
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base, `/v1/traces` added); none without either.
-    /// `OTEL_SERVICE_NAME` names the service (`switchyard` by default).
-    pub fn resolve(flag: Option<&str>, content: bool) -> Option<TraceOptions> {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base, `/v1/traces` added over HTTP); none
+    /// without either. `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` or
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` choose the protocol (`http/protobuf` when unset);
+    /// `OTEL_SERVICE_NAME`, else a `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, names
+    /// the service (`switchyard` by default). A protocol of another name is an error.
+    pub fn resolve(flag: Option<&str>, content: bool) -> Result<Option<TraceOptions>, String> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let endpoint = match flag {
-            Some(url) => traces_url(url),
+        let protocol = match [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ]
+        .into_iter()
+        .find_map(|k| env(k).map(|v| (k, v)))
+        {
+            Some((k, v)) => Protocol::parse(&v).ok_or_else(|| {
+                format!("{k} is `{v}`: traces go by `http/protobuf`, `http/json` or `grpc`")
+            })?,
+            None => Protocol::HttpProtobuf,
+        };
+        let base = match flag {
+            Some(url) => Some((url.to_string(), false)),
             None => match env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-                Some(url) => url,
-                None => traces_url(&env("OTEL_EXPORTER_OTLP_ENDPOINT")?),
+                Some(url) => Some((url, true)),
+                None => env("OTEL_EXPORTER_OTLP_ENDPOINT").map(|u| (u, false)),
             },
         };
-        Some(TraceOptions {
+        let Some((url, whole)) = base else {
+            return Ok(None);
+        };
+        let endpoint = if whole || protocol == Protocol::Grpc {
+            url
+        } else {
+            traces_url(&url)
+        };
+        let service = env("OTEL_SERVICE_NAME")
+            .or_else(|| {
+                env("OTEL_RESOURCE_ATTRIBUTES")?.split(',').find_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    (k.trim() == "service.name").then(|| v.trim().to_string())
+                })
+            })
+            .unwrap_or_else(|| "switchyard".into());
+        Ok(Some(TraceOptions {
             endpoint,
+            protocol,
             content,
-            service: env("OTEL_SERVICE_NAME").unwrap_or_else(|| "switchyard".into()),
-        })
+            service,
+        }))
     }
 }
 
@@ -104,10 +162,8 @@ impl Tracer {
         let (out, mut queued) = tokio::sync::mpsc::channel::<Outgoing>(EXPORT_QUEUE);
         let (failed, last) = (failures.clone(), last_error.clone());
         tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .user_agent(crate::USER_AGENT)
-                .build()
-                .map_err(|e| format!("cannot make an HTTP client for traces: {e}"));
+            // Made on the runtime: gRPC's channel is driven by a task of it.
+            let exporter = export::Exporter::new(&options);
             while let Some(first) = queued.recv().await {
                 // The runs waiting, up to a batch; a flush answered once what came
                 // before it is sent.
@@ -133,8 +189,8 @@ impl Tracer {
                     };
                 }
                 if !batch.is_empty() {
-                    let sent = match &client {
-                        Ok(c) => export(c, &options, &batch).await,
+                    let sent = match &exporter {
+                        Ok(e) => e.export(batch).await,
                         Err(e) => Err(e.clone()),
                     };
                     if let Err(e) = sent {
@@ -167,14 +223,14 @@ impl Tracer {
             self.observe(&format!("{key}/{node}"), inner);
             return;
         }
-        let ended = self.lock().event(key, now_ms(), event);
+        let ended = self.lock().event(key, now_ns(), event);
         self.queue(ended);
     }
 
     /// The run under `key` is over: a run that ended without its last event (a store
     /// error) is closed and sent all the same, and nothing of it is kept.
     pub fn end(&self, key: &str) {
-        let ended = self.lock().end(key, now_ms());
+        let ended = self.lock().end(key, now_ns());
         self.queue(ended);
     }
 
@@ -229,44 +285,8 @@ impl Tracer {
     }
 }
 
-/// Posts one run's spans; why it failed.
-async fn export(
-    client: &reqwest::Client,
-    options: &TraceOptions,
-    spans: &[Span],
-) -> Result<(), String> {
-    let body = json!({
-        "resourceSpans": [{
-            "resource": { "attributes": [
-                { "key": "service.name", "value": { "stringValue": options.service } },
-                { "key": "service.version", "value": { "stringValue": env!("CARGO_PKG_VERSION") } },
-            ] },
-            "scopeSpans": [{
-                "scope": { "name": "switchyard", "version": env!("CARGO_PKG_VERSION") },
-                "spans": spans.iter().map(Span::to_otlp).collect::<Vec<_>>(),
-            }],
-        }],
-    });
-    let response = client
-        .post(&options.endpoint)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .map_err(|e| format!("cannot send traces to {}: {e}", options.endpoint))?;
-    if !response.status().is_success() {
-        return Err(format!(
-            "the collector at {} answered {}",
-            options.endpoint,
-            response.status()
-        ));
-    }
-    Ok(())
-}
-
-fn now_ms() -> u64 {
+fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

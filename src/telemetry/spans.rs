@@ -6,66 +6,47 @@ use crate::run::Event;
 use serde_json::{Value as Json, json};
 use std::collections::HashMap;
 
-/// A finished span, in OTLP's JSON mapping (ids as hex, times as strings of nanoseconds).
+/// A finished span: ids, times in nanoseconds since the Unix epoch, the GenAI
+/// conventions' name, kind and attributes (values as JSON: strings, numbers, booleans,
+/// lists of strings), and the events that happened in it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Span {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     pub parent: Option<[u8; 8]>,
     pub name: String,
-    pub start_ms: u64,
-    pub end_ms: u64,
+    pub kind: Kind,
+    pub start_ns: u64,
+    pub end_ns: u64,
     pub attributes: Vec<(&'static str, Json)>,
+    pub events: Vec<SpanEvent>,
     /// An error's message: the span's status is ERROR.
     pub error: Option<String>,
 }
 
-impl Span {
-    pub fn to_otlp(&self) -> Json {
-        let attributes: Vec<Json> = self
-            .attributes
-            .iter()
-            .map(|(k, v)| json!({ "key": k, "value": any_value(v) }))
-            .collect();
-        let mut span = json!({
-            "traceId": hex::encode(self.trace_id),
-            "spanId": hex::encode(self.span_id),
-            "name": self.name,
-            // INTERNAL for the run and its nodes, CLIENT for calls out of the process.
-            "kind": if self.name.starts_with("chat ") || self.name.starts_with("execute_tool ") { 3 } else { 1 },
-            "startTimeUnixNano": (self.start_ms * 1_000_000).to_string(),
-            "endTimeUnixNano": (self.end_ms.max(self.start_ms) * 1_000_000).to_string(),
-            "attributes": attributes,
-            "status": match &self.error {
-                Some(m) => json!({ "code": 2, "message": m }),
-                None => json!({ "code": 0 }),
-            },
-        });
-        if let Some(p) = self.parent {
-            span["parentSpanId"] = json!(hex::encode(p));
-        }
-        span
-    }
+/// A span's kind, as the GenAI conventions give them: CLIENT for a request to a
+/// model's server, INTERNAL for the run, its nodes and tool executions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Internal,
+    Client,
 }
 
-/// An attribute value in OTLP's JSON mapping (integers as strings, as protobuf's JSON
-/// form writes 64-bit numbers).
-fn any_value(v: &Json) -> Json {
-    match v {
-        Json::Bool(b) => json!({ "boolValue": b }),
-        Json::Number(n) if n.is_i64() || n.is_u64() => json!({ "intValue": n.to_string() }),
-        Json::Number(n) => json!({ "doubleValue": n.as_f64() }),
-        Json::String(s) => json!({ "stringValue": s }),
-        other => json!({ "stringValue": other.to_string() }),
-    }
+/// Something that happened in a span (a retried model request).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanEvent {
+    pub name: &'static str,
+    pub at_ns: u64,
+    pub attributes: Vec<(&'static str, Json)>,
 }
 
 /// A span still open.
 struct Open {
     id: [u8; 8],
     name: String,
-    start_ms: u64,
+    start_ns: u64,
     attributes: Vec<(&'static str, Json)>,
+    events: Vec<SpanEvent>,
 }
 
 /// The spans of one run so far.
@@ -92,9 +73,9 @@ impl Spans {
         }
     }
 
-    /// Takes one event of the run under `key`, arrived at `at_ms`; the run's spans when
+    /// Takes one event of the run under `key`, arrived at `at_ns`; the run's spans when
     /// it has ended (or paused, or stopped).
-    pub fn event(&mut self, key: &str, at_ms: u64, event: &Event) -> Option<Vec<Span>> {
+    pub fn event(&mut self, key: &str, at_ns: u64, event: &Event) -> Option<Vec<Span>> {
         if let Event::RunStarted {
             thread,
             graph,
@@ -102,7 +83,7 @@ impl Spans {
             resumed,
         } = event
         {
-            let earlier = self.close(key, at_ms, None);
+            let earlier = self.close(key, at_ns, None);
             self.runs.insert(
                 key.to_string(),
                 RunTrace {
@@ -110,7 +91,8 @@ impl Spans {
                     run: Open {
                         id: new_id(),
                         name: format!("invoke_agent {graph}"),
-                        start_ms: at_ms,
+                        start_ns: at_ns,
+                        events: Vec::new(),
                         attributes: vec![
                             ("gen_ai.operation.name", json!("invoke_agent")),
                             ("gen_ai.agent.name", json!(graph)),
@@ -133,7 +115,8 @@ impl Spans {
                     Open {
                         id: new_id(),
                         name: format!("node {node}"),
-                        start_ms: at_ms,
+                        start_ns: at_ns,
+                        events: Vec::new(),
                         attributes: vec![
                             ("switchyard.node", json!(&**node)),
                             ("switchyard.step", json!(step)),
@@ -146,7 +129,7 @@ impl Spans {
                     if *skipped {
                         open.attributes.push(("switchyard.skipped", json!(true)));
                     }
-                    let span = finish(trace.trace_id, Some(trace.run.id), open, at_ms, None);
+                    let span = finish(trace.trace_id, Some(trace.run.id), open, at_ns, None);
                     trace.done.push(span);
                 }
             }
@@ -161,7 +144,7 @@ impl Spans {
                         trace.trace_id,
                         Some(trace.run.id),
                         open,
-                        at_ms,
+                        at_ns,
                         Some(message.clone()),
                     );
                     trace.done.push(span);
@@ -177,16 +160,39 @@ impl Spans {
                 attempt,
                 messages,
                 reply,
+                provider,
+                endpoint,
+                response_id,
+                response_model,
+                finish_reason,
             } => {
                 let mut attributes = vec![
                     ("gen_ai.operation.name", json!("chat")),
                     ("gen_ai.request.model", json!(model)),
                     ("gen_ai.usage.input_tokens", json!(tokens_in)),
                     ("gen_ai.usage.output_tokens", json!(tokens_out)),
+                ];
+                if let Some(p) = provider {
+                    attributes.push(("gen_ai.provider.name", json!(provider_name(p))));
+                }
+                if let Some((host, port)) = endpoint.as_deref().and_then(address) {
+                    attributes.push(("server.address", json!(host)));
+                    attributes.push(("server.port", json!(port)));
+                }
+                if let Some(id) = response_id {
+                    attributes.push(("gen_ai.response.id", json!(id)));
+                }
+                if let Some(m) = response_model {
+                    attributes.push(("gen_ai.response.model", json!(m)));
+                }
+                if let Some(f) = finish_reason {
+                    attributes.push(("gen_ai.response.finish_reasons", json!([f])));
+                }
+                attributes.extend([
                     ("switchyard.cache_hit", json!(cache_hit)),
                     ("switchyard.attempt", json!(attempt)),
                     ("switchyard.node", json!(&**node)),
-                ];
+                ]);
                 if self.content {
                     if let Some(m) = messages {
                         let input: Vec<Json> = m.iter().map(input_message).collect();
@@ -198,7 +204,7 @@ impl Spans {
                     if let Some(r) = reply {
                         attributes.push((
                             "gen_ai.output.messages",
-                            json!(output_messages(r).to_string()),
+                            json!(output_messages(r, finish_reason.as_deref()).to_string()),
                         ));
                     }
                 }
@@ -208,9 +214,63 @@ impl Spans {
                     span_id: new_id(),
                     parent: Some(parent),
                     name: format!("chat {model}"),
-                    start_ms: at_ms.saturating_sub(*latency_ms),
-                    end_ms: at_ms,
+                    kind: Kind::Client,
+                    start_ns: at_ns.saturating_sub(latency_ms.saturating_mul(1_000_000)),
+                    end_ns: at_ns,
                     attributes,
+                    events: Vec::new(),
+                    error: None,
+                });
+            }
+            Event::LlmRetry {
+                node,
+                attempt,
+                error,
+                wait_ms,
+                discard,
+            } => {
+                if let Some(open) = trace.nodes.get_mut(&**node) {
+                    open.events.push(SpanEvent {
+                        name: "gen_ai.request.retry",
+                        at_ns,
+                        attributes: vec![
+                            ("switchyard.attempt", json!(attempt)),
+                            ("switchyard.error", json!(error)),
+                            ("switchyard.wait_ms", json!(wait_ms)),
+                            ("switchyard.discard", json!(discard)),
+                        ],
+                    });
+                }
+            }
+            Event::ServerStarted {
+                server,
+                pid,
+                restart,
+                duration_ms,
+            } => {
+                let mut attributes = vec![
+                    ("switchyard.mcp.server", json!(server)),
+                    ("switchyard.mcp.restart", json!(restart)),
+                ];
+                if let Some(pid) = pid {
+                    attributes.push(("process.pid", json!(pid)));
+                }
+                // Under the node that needed the server, when one node runs (a server
+                // starts when a node first calls it); else under the run.
+                let parent = match trace.nodes.values().collect::<Vec<_>>().as_slice() {
+                    [node] => node.id,
+                    _ => trace.run.id,
+                };
+                trace.done.push(Span {
+                    trace_id: trace.trace_id,
+                    span_id: new_id(),
+                    parent: Some(parent),
+                    name: format!("start_server {server}"),
+                    kind: Kind::Internal,
+                    start_ns: at_ns.saturating_sub(duration_ms.saturating_mul(1_000_000)),
+                    end_ns: at_ns,
+                    attributes,
+                    events: Vec::new(),
                     error: None,
                 });
             }
@@ -222,15 +282,20 @@ impl Spans {
                 duration_ms,
                 attempt,
                 is_error,
+                call_id,
                 ..
             } => {
                 let mut attributes = vec![
                     ("gen_ai.operation.name", json!("execute_tool")),
                     ("gen_ai.tool.name", json!(tool)),
+                    ("gen_ai.tool.type", json!("extension")),
                     ("switchyard.mcp.server", json!(server)),
                     ("switchyard.attempt", json!(attempt)),
                     ("switchyard.node", json!(&**node)),
                 ];
+                if !call_id.is_empty() {
+                    attributes.push(("gen_ai.tool.call.id", json!(call_id)));
+                }
                 if self.content {
                     attributes.push(("gen_ai.tool.call.arguments", json!(arguments.to_string())));
                 }
@@ -240,9 +305,11 @@ impl Spans {
                     span_id: new_id(),
                     parent: Some(parent),
                     name: format!("execute_tool {tool}"),
-                    start_ms: at_ms.saturating_sub(*duration_ms),
-                    end_ms: at_ms,
+                    kind: Kind::Internal,
+                    start_ns: at_ns.saturating_sub(duration_ms.saturating_mul(1_000_000)),
+                    end_ns: at_ns,
                     attributes,
+                    events: Vec::new(),
                     error: is_error.then(|| "the tool answered with an error".to_string()),
                 });
             }
@@ -255,7 +322,7 @@ impl Spans {
             Event::RunFinished { status, .. } => {
                 let status = status.to_string();
                 let error = (status == "failed").then(|| "the run failed".to_string());
-                return self.close(key, at_ms, Some((status, error)));
+                return self.close(key, at_ns, Some((status, error)));
             }
             _ => {}
         }
@@ -264,7 +331,7 @@ impl Spans {
 
     /// Ends the run under `key` if it is still open (it ended without its last event):
     /// its spans, the run's marked as an error.
-    pub fn end(&mut self, key: &str, at_ms: u64) -> Option<Vec<Span>> {
+    pub fn end(&mut self, key: &str, at_ns: u64) -> Option<Vec<Span>> {
         // The run's subgraph children (`key/node`, deeper ones first) end with it: a
         // child that failed sent no last event of its own.
         let prefix = format!("{key}/");
@@ -282,7 +349,7 @@ impl Spans {
                 "ended".to_string(),
                 Some("the run ended without finishing".to_string()),
             );
-            spans.extend(self.close(&k, at_ms, Some(how)).into_iter().flatten());
+            spans.extend(self.close(&k, at_ns, Some(how)).into_iter().flatten());
         }
         (!spans.is_empty()).then_some(spans)
     }
@@ -296,6 +363,8 @@ impl Spans {
             | Event::NodeFinished { .. }
             | Event::NodeFailed { .. }
             | Event::LlmInvocation { .. }
+            | Event::LlmRetry { .. }
+            | Event::ServerStarted { .. }
             | Event::ToolCall { .. }
             | Event::Interrupted { .. }
             | Event::RunFinished { .. } => true,
@@ -307,15 +376,15 @@ impl Spans {
     fn close(
         &mut self,
         key: &str,
-        at_ms: u64,
+        at_ns: u64,
         how: Option<(String, Option<String>)>,
     ) -> Option<Vec<Span>> {
         let mut trace = self.runs.remove(key)?;
         let run_id = trace.run.id;
         let mut open: Vec<Open> = trace.nodes.drain().map(|(_, o)| o).collect();
-        open.sort_by_key(|o| o.start_ms);
+        open.sort_by_key(|o| o.start_ns);
         for node in open {
-            let span = finish(trace.trace_id, Some(run_id), node, at_ms, None);
+            let span = finish(trace.trace_id, Some(run_id), node, at_ns, None);
             trace.done.push(span);
         }
         let (status, error) = how.unwrap_or_else(|| ("unknown".into(), None));
@@ -323,7 +392,7 @@ impl Spans {
             .run
             .attributes
             .push(("switchyard.status", json!(status)));
-        let run = finish(trace.trace_id, None, trace.run, at_ms, error);
+        let run = finish(trace.trace_id, None, trace.run, at_ns, error);
         trace.done.insert(0, run);
         Some(trace.done)
     }
@@ -358,8 +427,8 @@ fn input_message(m: &Json) -> Json {
 }
 
 /// The model's answer as the conventions' output messages (a cache hit's output as
-/// the text it stands for).
-fn output_messages(reply: &Json) -> Json {
+/// the text it stands for), with why it finished, which the conventions require.
+fn output_messages(reply: &Json, finish_reason: Option<&str>) -> Json {
     let mut parts = Vec::new();
     match reply.get("content") {
         Some(Json::String(text)) => parts.push(json!({ "type": "text", "content": text })),
@@ -374,14 +443,33 @@ fn output_messages(reply: &Json) -> Json {
     {
         parts.push(json!({ "type": "tool_call", "name": call.get("name"), "arguments": call.get("arguments") }));
     }
-    json!([{ "role": "assistant", "parts": parts }])
+    json!([{
+        "role": "assistant",
+        "parts": parts,
+        "finish_reason": finish_reason.unwrap_or("stop"),
+    }])
+}
+
+/// `gen_ai.provider.name` as the conventions spell the providers Switchyard knows
+/// (the others by their own names).
+fn provider_name(provider: &str) -> &str {
+    match provider {
+        "azure" => "azure.ai.openai",
+        other => other,
+    }
+}
+
+/// The host and port of an endpoint's URL (the scheme's port when it names none).
+fn address(url: &str) -> Option<(String, u16)> {
+    let url = reqwest::Url::parse(url).ok()?;
+    Some((url.host_str()?.to_string(), url.port_or_known_default()?))
 }
 
 fn finish(
     trace_id: [u8; 16],
     parent: Option<[u8; 8]>,
     open: Open,
-    end_ms: u64,
+    end_ns: u64,
     error: Option<String>,
 ) -> Span {
     Span {
@@ -389,9 +477,11 @@ fn finish(
         span_id: open.id,
         parent,
         name: open.name,
-        start_ms: open.start_ms,
-        end_ms,
+        kind: Kind::Internal,
+        start_ns: open.start_ns,
+        end_ns: end_ns.max(open.start_ns),
         attributes: open.attributes,
+        events: open.events,
         error,
     }
 }
@@ -446,7 +536,7 @@ mod tests {
                 "invoke_agent parent"
             ]
         );
-        assert!(ended.iter().all(|s| s.end_ms == 9 && s.error.is_some()));
+        assert!(ended.iter().all(|s| s.end_ns == 9 && s.error.is_some()));
         assert_eq!(spans.runs.keys().collect::<Vec<_>>(), ["other"]);
     }
 

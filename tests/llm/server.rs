@@ -140,6 +140,8 @@ pub(crate) struct Seen {
     pub(crate) path: String,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) body: Json,
+    /// The body's bytes (a protobuf body is not JSON).
+    pub(crate) raw: Vec<u8>,
 }
 
 impl Seen {
@@ -207,6 +209,7 @@ async fn serve(
             path,
             headers: headers.clone(),
             body: parsed.clone(),
+            raw: body.clone(),
         });
         let answer = match script.lock().unwrap().pop_front() {
             Some(Answer::Reply(r)) => r.answer(&parsed),

@@ -550,6 +550,11 @@ fn from_cache(
         attempt: 1,
         messages: None,
         reply: cx.llm_content.then(|| output.clone()),
+        provider: None,
+        endpoint: None,
+        response_id: None,
+        response_model: None,
+        finish_reason: None,
     });
     Some(done(body, Verdict { output, pseudo }, 0))
 }
@@ -573,6 +578,11 @@ pub(super) fn invoked(
         attempt,
         messages: cx.llm_content.then(|| request.messages.clone()),
         reply: cx.llm_content.then(|| reply_content(reply)),
+        provider: Some(cx.graph.llm.provider.name().to_string()),
+        endpoint: cx.llm.endpoint(),
+        response_id: reply.id.clone(),
+        response_model: reply.model.clone(),
+        finish_reason: reply.finish_reason.clone(),
     });
 }
 

@@ -51,7 +51,16 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
         if let Some(i) = cx.item_index {
             idempotency_key.push_str(&format!("/{i}"));
         }
-        let reply = match self::call(cx, body, &tool, arguments, idempotency_key, &mut audits).await
+        let reply = match self::call(
+            cx,
+            body,
+            &tool,
+            arguments,
+            idempotency_key,
+            None,
+            &mut audits,
+        )
+        .await
         {
             Ok(reply) => reply,
             Err(()) => {
@@ -130,6 +139,7 @@ pub(super) async fn call(
     tool: &str,
     arguments: Json,
     idempotency_key: String,
+    call_id: Option<&str>,
     audits: &mut Vec<(crate::graph::FieldId, Arc<Json>)>,
 ) -> Result<Result<ToolReply, ToolError>, ()> {
     let server = &cx.graph.servers[body.server];
@@ -185,6 +195,7 @@ pub(super) async fn call(
                 Ok(r) => r.content.clone(),
                 Err(e) => json!({ "error": e.message }),
             }),
+            call_id: call_id.map_or_else(|| request.idempotency_key.clone(), str::to_string),
         });
         if let Some(audit) = body.audit {
             let record = json!({

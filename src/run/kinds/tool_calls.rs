@@ -65,7 +65,7 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody, field: FieldId) -> Step
         };
         let arguments = c.get("args").cloned().unwrap_or_else(|| json!({}));
         let key = format!("{}/{}/{}/{i}", cx.run.thread, cx.run.run, cx.run.step);
-        match call(cx, body, tool, arguments, key, &mut audits).await {
+        match call(cx, body, tool, arguments, key, Some(id), &mut audits).await {
             Err(()) => {
                 return Step::Abandoned {
                     tokens: 0,
