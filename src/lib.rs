@@ -58,7 +58,4 @@ pub use check::cost::{Amount, CostReport, LoopBound, MEASURES, Worst, cost};
 pub use diagnostic::{Diagnostic, Severity};
 pub use pipeline::{LoadError, Validation, compile, load_graph, validate_file, validate_str};
 pub use source::Sources;
-
-/// What Switchyard calls itself to the servers it talks to (models, MCP servers, trace
-/// collectors): `switchyard/<version>`, so their logs and rate limits can tell it apart.
-pub const USER_AGENT: &str = concat!("switchyard/", env!("CARGO_PKG_VERSION"));
+pub use tool::USER_AGENT;

@@ -1088,6 +1088,7 @@ fn conformance_oauth() {
         "auth/resource-mismatch",
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",
+        "auth/cross-app-access-complete-flow",
     ] {
         let checks = conformance_report(scenario);
         insta::assert_snapshot!(scenario.replace('/', "_"), checks.join("\n"));
@@ -1113,7 +1114,8 @@ fn a_scope_that_granting_does_not_satisfy_is_refused_with_why() {
 
 /// A graph's `[servers.x.oauth]` settings, with their `${...}` read from the
 /// environment, reach the flow: the client-credentials grant with a secret (HTTP Basic)
-/// and with a signed assertion, and a pre-registered client's authorization code.
+/// and with a signed assertion, a pre-registered client's authorization code, and
+/// cross-app access (an identity assertion from the person's identity provider).
 #[test]
 fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
     let fixtures = root().join("tests/fixtures/mcp/oauth");
@@ -1137,6 +1139,11 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
             "pre_registered.toml",
             "auth/pre-registration",
             "pre-registration-auth SUCCESS Client correctly used pre-registered credentials when server does not support DCR",
+        ),
+        (
+            "identity_assertion.toml",
+            "auth/cross-app-access-complete-flow",
+            "complete-flow-jwt-bearer SUCCESS Successfully verified client auth, ID-JAG claims, and exchanged for access token",
         ),
     ] {
         let env = [
@@ -1901,4 +1908,58 @@ fn a_person_signs_in_at_the_url_the_run_gives_and_the_run_goes_on() {
             );
         }
     }
+}
+
+/// Schemas real servers list: a required property with a default is filled in when the
+/// graph leaves it out (as the server would), and a reference to a schema on the
+/// network is not fetched: the call is made, that part unchecked, and `validate
+/// --online` warns of it.
+#[test]
+fn a_required_default_is_filled_in_and_a_remote_ref_left_unchecked() {
+    need_npm_packages();
+    let out = switchyard(&[
+        "validate",
+        "--online",
+        "tests/fixtures/mcp/odd_schemas.toml",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(
+        out.stdout,
+        "tests/fixtures/mcp/odd_schemas.toml: ok (3 nodes, 2 state fields)\n"
+    );
+    assert_eq!(
+        out.stderr,
+        r#"warning: the inputSchema of `remote` refers to `https://schemas.example.com/place.json`, which is not fetched
+   --> tests/fixtures/mcp/odd_schemas.toml:30:8
+   |
+30 | tool = "remote"
+   |        ^^^^^^^^ what it stands for is not checked before a call
+   |
+   = help: the server checks it; the rest of the schema is checked as usual
+
+"#
+    );
+    let dir = temp_dir("odd-schemas");
+    let store = format!("sqlite:{}", dir.join("c.db").display());
+    switchyard(&[
+        "run",
+        "tests/fixtures/mcp/odd_schemas.toml",
+        "--thread",
+        "t",
+        "--store",
+        &store,
+    ])
+    .run()
+    .code(0);
+    let state = switchyard(&["state", "--thread", "t", "--store", &store]).run();
+    let state: Json = serde_json::from_str(&state.code(0).stdout).unwrap();
+    // What each server got, as it answered it.
+    assert_eq!(
+        (&state["state"]["shot"], &state["state"]["remote"]),
+        (
+            &json!({ "filename": "page.png", "type": "png" }),
+            &json!({ "where": { "city": "Paris" }, "n": 2 })
+        )
+    );
 }

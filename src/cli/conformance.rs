@@ -30,6 +30,15 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
         scopes: Vec::new(),
         // The suite's name for this client, taken by servers that accept one.
         client_metadata_url: Some("https://conformance-test.local/client-metadata.json".into()),
+        // Cross-app access: the person's ID token and their identity provider.
+        identity: match (said("idp_id_token"), said("idp_token_endpoint")) {
+            (Some(id_token), Some(token_endpoint)) => Some(switchyard::spec::IdentityAssertion {
+                token_endpoint,
+                client_id: said("idp_client_id"),
+                id_token,
+            }),
+            _ => None,
+        },
     };
     let server = Server {
         name: "conformance".into(),

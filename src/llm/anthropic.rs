@@ -54,7 +54,7 @@ impl AnthropicClient {
         }
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
-            .user_agent(crate::USER_AGENT)
+            .user_agent(crate::tool::USER_AGENT)
             .build()
             .map_err(|e| SetupError::Http(e.to_string()))?;
         Ok(AnthropicClient {

@@ -74,7 +74,7 @@ impl OpenAiClient {
         // that one is used.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
-            .user_agent(crate::USER_AGENT)
+            .user_agent(crate::tool::USER_AGENT)
             .build()
             .map_err(|e| SetupError::Http(e.to_string()))?;
         // Org and project come from nowhere but here: async-openai would otherwise read

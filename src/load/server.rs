@@ -207,6 +207,9 @@ fn read_oauth(
     let signing_algorithm = t.str("signing_algorithm", diags);
     let scopes = t.strings("scopes", diags);
     let client_metadata_url = t.str("client_metadata_url", diags);
+    let id_token = t.str("id_token", diags);
+    let idp_token_endpoint = t.str("idp_token_endpoint", diags);
+    let idp_client_id = t.str("idp_client_id", diags);
     t.finish(
         &[
             "grant",
@@ -216,6 +219,9 @@ fn read_oauth(
             "signing_algorithm",
             "scopes",
             "client_metadata_url",
+            "id_token",
+            "idp_token_endpoint",
+            "idp_client_id",
         ],
         diags,
     );
@@ -228,16 +234,59 @@ fn read_oauth(
     };
     let client_credentials = match &grant {
         Some(g) if g.get_ref() == "client_credentials" => true,
-        Some(g) if g.get_ref() == "authorization_code" => false,
+        Some(g) if ["authorization_code", "identity_assertion"].contains(&g.get_ref().as_str()) => {
+            false
+        }
         Some(g) => {
             problem(
                 g.span(),
                 format!("unknown grant `{}` in {}", g.get_ref(), t.what),
-                "`grant` is `authorization_code` (the default) or `client_credentials`",
+                "`grant` is `authorization_code` (the default), `client_credentials` or `identity_assertion`",
             );
             false
         }
         None => false,
+    };
+    let identity_assertion = grant
+        .as_ref()
+        .is_some_and(|g| g.get_ref() == "identity_assertion");
+    let identity = if identity_assertion {
+        match (&id_token, &idp_token_endpoint, &client_id, &client_secret) {
+            (Some(token), Some(endpoint), Some(_), Some(_)) => {
+                Some(crate::spec::IdentityAssertion {
+                    token_endpoint: endpoint.get_ref().clone(),
+                    client_id: idp_client_id.as_ref().map(|c| c.get_ref().clone()),
+                    id_token: token.get_ref().clone(),
+                })
+            }
+            _ => {
+                problem(
+                    t.span.clone(),
+                    format!(
+                        "the `identity_assertion` grant in {} needs `id_token`, `idp_token_endpoint`, `client_id` and `client_secret`",
+                        t.what
+                    ),
+                    "`id_token = \"${IDP_ID_TOKEN}\"` (the person's ID token), the identity provider's `idp_token_endpoint`, and this client's `client_id` and `client_secret` at the authorization server",
+                );
+                None
+            }
+        }
+    } else {
+        if let Some(k) = id_token
+            .as_ref()
+            .or(idp_token_endpoint.as_ref())
+            .or(idp_client_id.as_ref())
+        {
+            problem(
+                k.span(),
+                format!(
+                    "the identity provider's settings in {} need `grant = \"identity_assertion\"`",
+                    t.what
+                ),
+                "`id_token`, `idp_token_endpoint` and `idp_client_id` are for cross-app access",
+            );
+        }
+        None
     };
     if let Some((k, _)) = headers
         .iter()
@@ -332,5 +381,6 @@ fn read_oauth(
         signing_algorithm: signing_algorithm.map(Sp::into_inner),
         scopes: scopes.into_iter().map(Sp::into_inner).collect(),
         client_metadata_url: client_metadata_url.map(Sp::into_inner),
+        identity,
     }
 }

@@ -229,8 +229,9 @@ impl McpClient {
                 help,
             });
         };
-        schema.check(&server.name, &request.arguments)?;
-        let arguments = request.arguments.as_object().cloned().unwrap_or_default();
+        let arguments = schema.with_defaults(&request.arguments);
+        schema.check(&server.name, &arguments)?;
+        let arguments = arguments.as_object().cloned().unwrap_or_default();
         let result = match session.call(request, arguments, timeout).await {
             Err(e @ McpError::Gone { .. }) => {
                 self.forget(&server.name, &session, &e.to_string()).await;

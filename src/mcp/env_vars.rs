@@ -68,6 +68,16 @@ pub(crate) fn expand_server(
                         .map(|s| expand(s, lookup).map_err(|m| fail("oauth.scopes", m)))
                         .collect::<Result<_, _>>()?,
                     client_metadata_url: one("client_metadata_url", &oauth.client_metadata_url)?,
+                    identity: match &oauth.identity {
+                        Some(i) => Some(crate::spec::IdentityAssertion {
+                            token_endpoint: expand(&i.token_endpoint, lookup)
+                                .map_err(|m| fail("oauth.idp_token_endpoint", m))?,
+                            client_id: one("idp_client_id", &i.client_id)?,
+                            id_token: expand(&i.id_token, lookup)
+                                .map_err(|m| fail("oauth.id_token", m))?,
+                        }),
+                        None => None,
+                    },
                 }
             },
         },

@@ -4,7 +4,7 @@
 //! state, like `'fast'`) must fit the tool's `inputSchema`. A tool with an
 //! `outputSchema` types the field its result is written to.
 
-use super::tool_schema::{compile, problems};
+use super::tool_schema::{ToolSchema, compile, problems, remote_refs};
 use crate::diagnostic::Diagnostic;
 use crate::graph::Graph;
 use crate::spec::{GraphSpec, KindSpec, Sp, ToolCall, ValueTable};
@@ -93,6 +93,26 @@ pub async fn check_online(
                 );
                 continue;
             };
+            let remote = remote_refs(&info.input_schema);
+            if !remote.is_empty() {
+                out.push(
+                    Diagnostic::warning(
+                        "unchecked-ref",
+                        spec.file,
+                        tool.span(),
+                        format!(
+                            "the inputSchema of `{t}` refers to {}, which is not fetched",
+                            remote
+                                .iter()
+                                .map(|r| format!("`{r}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                    .label("what it stands for is not checked before a call")
+                    .help("the server checks it; the rest of the schema is checked as usual"),
+                );
+            }
             if let Some(call) = call {
                 check_arguments(spec, tool, call, info, &mut out);
                 check_output(spec, call, info, node.map.is_some(), &mut out);
@@ -184,6 +204,8 @@ fn check_arguments(
             None => return,
         },
     };
+    // As a call is made: a required property left out that has a default is given it.
+    let arguments = ToolSchema::new(info.clone()).with_defaults(&arguments);
     for p in problems(&validator, &arguments) {
         let top = p
             .path

@@ -55,6 +55,36 @@ impl ToolSchema {
         }
     }
 
+    /// The arguments with each required top-level property they leave out that has a
+    /// `default` in the schema given it. Servers list such properties as required
+    /// (@playwright/mcp's `browser_take_screenshot` its `type`) and fill them in
+    /// themselves; the check would otherwise refuse a call that leaves them out.
+    pub fn with_defaults(&self, arguments: &Json) -> Json {
+        let mut arguments = arguments.clone();
+        let (Json::Object(given), Some(props)) = (
+            &mut arguments,
+            self.info
+                .input_schema
+                .get("properties")
+                .and_then(Json::as_object),
+        ) else {
+            return arguments;
+        };
+        let required = self
+            .info
+            .input_schema
+            .get("required")
+            .and_then(Json::as_array);
+        for name in required.into_iter().flatten().filter_map(Json::as_str) {
+            if !given.contains_key(name)
+                && let Some(default) = props.get(name).and_then(|p| p.get("default"))
+            {
+                given.insert(name.to_string(), default.clone());
+            }
+        }
+        arguments
+    }
+
     /// Checks arguments against the tool's `inputSchema`.
     pub fn check(&self, server: &str, arguments: &Json) -> Result<(), McpError> {
         let validator = self
@@ -80,12 +110,50 @@ impl ToolSchema {
 }
 
 /// Compiles a tool's `inputSchema`, whatever draft it declares (draft 2020-12 when it
-/// declares none). References to other documents are not fetched.
+/// declares none). References to other documents are not fetched: the parts they
+/// stand for go unchecked ([`remote_refs`] names them, for `validate --online`),
+/// rather than the whole tool being refused.
 pub fn compile(schema: &Json) -> Result<jsonschema::Validator, String> {
     if !schema.is_object() {
         return Err(format!("expected an object, got `{schema}`"));
     }
-    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+    let mut local = schema.clone();
+    let mut dropped = Vec::new();
+    drop_remote_refs(&mut local, &mut dropped);
+    jsonschema::validator_for(&local).map_err(|e| e.to_string())
+}
+
+/// The references of a schema to other documents (`"$ref":
+/// "https://example.com/place.json"`), which are not fetched.
+pub(super) fn remote_refs(schema: &Json) -> Vec<String> {
+    let mut local = schema.clone();
+    let mut dropped = Vec::new();
+    drop_remote_refs(&mut local, &mut dropped);
+    dropped
+}
+
+/// Takes out every `$ref` that names another document (one not starting with `#`),
+/// keeping what stands beside it.
+fn drop_remote_refs(schema: &mut Json, dropped: &mut Vec<String>) {
+    match schema {
+        Json::Object(o) => {
+            if let Some(Json::String(r)) = o.get("$ref")
+                && !r.starts_with('#')
+            {
+                dropped.push(r.clone());
+                o.remove("$ref");
+            }
+            for v in o.values_mut() {
+                drop_remote_refs(v, dropped);
+            }
+        }
+        Json::Array(items) => {
+            for v in items {
+                drop_remote_refs(v, dropped);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Every way `arguments` misses the schema, each with its JSON pointer. Arguments must
@@ -206,6 +274,43 @@ mod tests {
             ..echo().info
         });
         untyped.check_result("s", &json!(42)).unwrap();
+    }
+
+    #[test]
+    fn required_properties_with_defaults_are_filled_and_remote_refs_left_unchecked() {
+        let shot = ToolSchema::new(ToolInfo {
+            name: "shot".into(),
+            description: String::new(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "type": { "enum": ["png", "jpeg"], "default": "png" },
+                    "name": { "type": "string" },
+                },
+                "required": ["type"],
+            }),
+            output_schema: None,
+        });
+        assert_eq!(shot.with_defaults(&json!({})), json!({ "type": "png" }));
+        assert_eq!(
+            shot.with_defaults(&json!({ "type": "jpeg" })),
+            json!({ "type": "jpeg" })
+        );
+        let remote = json!({
+            "type": "object",
+            "properties": {
+                "where": { "$ref": "https://schemas.example.com/place.json" },
+                "back": { "$ref": "#/properties/where" },
+                "n": { "type": "integer" },
+            },
+        });
+        assert_eq!(
+            remote_refs(&remote),
+            ["https://schemas.example.com/place.json"]
+        );
+        let v = compile(&remote).unwrap();
+        assert!(v.is_valid(&json!({ "where": { "anything": 1 }, "n": 2 })));
+        assert!(!v.is_valid(&json!({ "n": "two" })));
     }
 
     #[test]

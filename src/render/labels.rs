@@ -157,8 +157,14 @@ mod tests {
             p.place(&[(50.0, 50.0), (100.0, 50.0)], (10.0, 10.0)),
             (100.0, 50.0)
         );
-        // Now that place is taken too: nowhere free, so the first candidate.
-        assert_eq!(p.place(&[(100.0, 50.0)], (10.0, 10.0)), (100.0, 50.0));
+        // Now that place is taken too: the same, moved aside by half a label and more.
+        assert_eq!(p.place(&[(100.0, 50.0)], (10.0, 10.0)), (111.0, 50.0));
         assert_eq!(p.boxes().len(), 3);
+        // Nowhere free at all: the first candidate.
+        let mut full = Placer::new(vec![Rect::centred(0.0, 0.0, 1e6, 1e6)]);
+        assert_eq!(
+            full.place(&[(5.0, 5.0), (9.0, 9.0)], (10.0, 10.0)),
+            (5.0, 5.0)
+        );
     }
 }

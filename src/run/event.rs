@@ -58,19 +58,21 @@ pub enum Event {
         /// The model's answer: its text, or the tools it called (with content only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<Json>,
+        // For traces, in the process only (not written: each run's event log and every
+        // `--json` line would carry them for no reader of theirs).
         /// Which server the endpoint is (`[llm] provider`: `openai`, `anthropic`, ...).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip)]
         provider: Option<String>,
         /// The endpoint's base URL (its query left out: it may hold a key).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip)]
         endpoint: Option<String>,
         /// The reply's id and the model that wrote it, as the server said.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip)]
         response_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip)]
         response_model: Option<String>,
         /// Why the reply ended: `stop`, `length`, `tool_calls`, `content_filter`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip)]
         finish_reason: Option<String>,
     },
     /// A request to the model failed on its way (a connection dropped, a stream cut
@@ -104,8 +106,8 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Json>,
         /// The call's id: the model's for a call it asked for, else the call's
-        /// idempotency key (`THREAD/RUN/STEP/CALL`).
-        #[serde(default, skip_serializing_if = "String::is_empty")]
+        /// idempotency key (`THREAD/RUN/STEP/CALL`). For traces, in the process only.
+        #[serde(skip)]
         call_id: String,
     },
     TextDelta {
@@ -118,8 +120,8 @@ pub enum Event {
         server: String,
         pid: Option<u32>,
         restart: u32,
-        /// How long the start and the handshake took.
-        #[serde(default)]
+        /// How long the start and the handshake took. For traces, in the process only.
+        #[serde(skip)]
         duration_ms: u64,
     },
     /// A server's progress notification for a call it is working on: the node that

@@ -263,6 +263,22 @@ pub struct OAuth {
     /// An HTTPS URL naming this client (SEP-991), used as its client ID where the
     /// authorization server accepts one.
     pub client_metadata_url: Option<String>,
+    /// `identity_assertion` (cross-app access, SEP-990): a person's ID token from
+    /// their identity provider, exchanged there for an identity assertion (ID-JAG,
+    /// RFC 8693) that the authorization server takes as a JWT bearer grant (RFC 7523)
+    /// from this client (`client_id`, `client_secret`); no browser, no sign-in.
+    pub identity: Option<IdentityAssertion>,
+}
+
+/// Where a person's ID token is exchanged for an identity assertion.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct IdentityAssertion {
+    /// The identity provider's token endpoint.
+    pub token_endpoint: String,
+    /// This client at the identity provider.
+    pub client_id: Option<String>,
+    /// The person's ID token (`${VAR}`: from the environment).
+    pub id_token: String,
 }
 
 /// The secret and the key shown as set or not, never as they are: a `Debug` print of a
@@ -278,6 +294,13 @@ impl std::fmt::Debug for OAuth {
             .field("signing_algorithm", &self.signing_algorithm)
             .field("scopes", &self.scopes)
             .field("client_metadata_url", &self.client_metadata_url)
+            .field(
+                "identity",
+                &self
+                    .identity
+                    .as_ref()
+                    .map(|i| (&i.token_endpoint, &i.client_id, "<hidden>")),
+            )
             .finish()
     }
 }

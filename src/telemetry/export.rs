@@ -41,7 +41,13 @@ impl Exporter {
                 .with_endpoint(&options.endpoint)
                 .with_timeout(TIMEOUT)
                 // Ours, not the exporter's; `OTEL_EXPORTER_OTLP_HEADERS` go on top.
-                .with_headers([("User-Agent".to_string(), crate::USER_AGENT.to_string())].into())
+                .with_headers(
+                    [(
+                        "User-Agent".to_string(),
+                        crate::tool::USER_AGENT.to_string(),
+                    )]
+                    .into(),
+                )
                 .build(),
         };
         let mut inner = built

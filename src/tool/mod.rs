@@ -10,6 +10,10 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What Switchyard calls itself to the servers it talks to (models, MCP servers, trace
+/// collectors): `switchyard/<version>`, so their logs and rate limits can tell it apart.
+pub const USER_AGENT: &str = concat!("switchyard/", env!("CARGO_PKG_VERSION"));
+
 /// One tool call.
 #[derive(Debug, Clone)]
 pub struct ToolRequest {

@@ -574,6 +574,17 @@ pub(crate) fn trace(events: &[Json]) -> Vec<String> {
                 "server_died" => format!("  server_died {}", s(&e["server"])),
                 // The reason names the model's address, which changes from run to run.
                 "llm_fallback" => format!("  fallback {}", s(&e["node"])),
+                // So does the error; the wait is jittered.
+                "llm_retry" => format!(
+                    "  retry {} after attempt {}{}",
+                    s(&e["node"]),
+                    e["attempt"],
+                    if e["discard"] == json!(true) {
+                        " (discard)"
+                    } else {
+                        ""
+                    }
+                ),
                 "node_failed" => format!(
                     "  failed{}: {}",
                     if e["handled"] == json!(true) {

@@ -1,7 +1,6 @@
 //! Getting a token for one server: discovery seeded by its challenge, then the grant
 //! the graph's settings choose; and a wider one when the server wants more scope.
 
-use super::assertion;
 use super::callback::Callback;
 use crate::mcp::event_sink::EventSink;
 use crate::run::Event;
@@ -47,6 +46,8 @@ pub(super) struct Authorization {
     /// than another registration and grant.
     failed: Option<(std::time::Instant, String)>,
 }
+
+mod grants;
 
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -129,8 +130,8 @@ impl Authorization {
         manager.set_metadata(metadata.clone());
         let scopes = if self.settings.scopes.is_empty() {
             let mut scopes = manager.select_scopes(None, &[]);
-            if self.settings.client_credentials {
-                // Refresh tokens are for a person's grant.
+            if self.settings.client_credentials || self.settings.identity.is_some() {
+                // Refresh tokens are for a person's grant in the browser.
                 scopes.retain(|s| s != "offline_access");
             }
             // A grant again (the token expired or was revoked) keeps the wider
@@ -144,7 +145,13 @@ impl Authorization {
         } else {
             self.settings.scopes.clone()
         };
-        let token = if self.settings.client_credentials {
+        let token = if let Some(identity) = &self.settings.identity {
+            let token = self
+                .identity_assertion(identity, &metadata, &scopes)
+                .await?;
+            self.token = Some(token.clone());
+            token
+        } else if self.settings.client_credentials {
             let token = self.client_credentials(&metadata, &scopes).await?;
             self.token = Some(token.clone());
             token
@@ -191,7 +198,13 @@ impl Authorization {
             return Ok(None);
         }
         self.upgrades += 1;
-        let token = if self.settings.client_credentials {
+        let token = if let Some(identity) = self.settings.identity.clone() {
+            let token = self
+                .identity_assertion(&identity, &metadata, &wider)
+                .await?;
+            self.token = Some(token.clone());
+            token
+        } else if self.settings.client_credentials {
             let token = self.client_credentials(&metadata, &wider).await?;
             self.token = Some(token.clone());
             token
@@ -381,130 +394,5 @@ impl Authorization {
                 SIGN_IN_WAIT.as_secs() / 60
             ))
         })
-    }
-
-    /// The client-credentials grant (RFC 6749 4.4) for `scopes`, the client
-    /// authenticated by a signed assertion or its secret (HTTP Basic unless the server
-    /// offers only the secret in the body).
-    async fn client_credentials(
-        &self,
-        metadata: &AuthorizationMetadata,
-        scopes: &[String],
-    ) -> Result<String, String> {
-        let id = self.settings.client_id.as_deref().unwrap_or_default();
-        // The secret or the assertion goes over HTTPS only, or between two loopback
-        // addresses (a server on this machine), as rmcp's own grant requires.
-        let loopback = |u: &reqwest::Url| {
-            u.host_str().is_some_and(|h| {
-                h == "localhost"
-                    || h.trim_matches(['[', ']'])
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-            })
-        };
-        let endpoint = reqwest::Url::parse(&metadata.token_endpoint).map_err(|_| {
-            format!(
-                "the token endpoint `{}` is not a URL",
-                metadata.token_endpoint
-            )
-        })?;
-        let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
-        if endpoint.scheme() != "https"
-            && !(endpoint.scheme() == "http" && loopback(&endpoint) && loopback(&server))
-        {
-            return Err(format!(
-                "the token endpoint `{}` is not HTTPS; the client's credentials are not sent there",
-                metadata.token_endpoint
-            ));
-        }
-        // The resource indicator (RFC 8707) names the server, not its query.
-        let mut resource = server;
-        resource.set_query(None);
-        resource.set_fragment(None);
-        // Built whole before anything is awaited: the serializer is not `Send`.
-        let (body, request) = {
-            let mut form = form_urlencoded::Serializer::new(String::new());
-            form.append_pair("grant_type", "client_credentials");
-            form.append_pair("resource", resource.as_str());
-            if !scopes.is_empty() {
-                form.append_pair("scope", &scopes.join(" "));
-            }
-            let mut request = self.http.post(&metadata.token_endpoint);
-            if let Some(key) = &self.settings.private_key {
-                // The audience is the authorization server's issuer (RFC 7523 3, as
-                // RFC 8414 names it), not its token endpoint.
-                let audience = metadata
-                .issuer
-                .clone()
-                .ok_or("the authorization server's metadata names no issuer, which a client assertion is addressed to")?;
-                let algorithm = self
-                    .settings
-                    .signing_algorithm
-                    .as_deref()
-                    .unwrap_or("ES256");
-                let jwt = assertion::sign(key, algorithm, id, &audience)?;
-                form.append_pair("client_id", id);
-                form.append_pair(
-                    "client_assertion_type",
-                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-                );
-                form.append_pair("client_assertion", &jwt);
-            } else if let Some(secret) = &self.settings.client_secret {
-                let offered = |m: &str| {
-                    metadata
-                        .additional_fields
-                        .get("token_endpoint_auth_methods_supported")
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
-                };
-                if offered("client_secret_post") && !offered("client_secret_basic") {
-                    form.append_pair("client_id", id);
-                    form.append_pair("client_secret", secret);
-                } else {
-                    // RFC 6749 2.3.1: both form-encoded before they are joined.
-                    let encode =
-                        |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                    request = request.basic_auth(encode(id), Some(encode(secret)));
-                }
-            }
-            (form.finish(), request)
-        };
-        let response = request
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("the token endpoint cannot be reached: {}", e.without_url()))?;
-        let status = response.status();
-        let body: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
-        if !status.is_success() {
-            let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-            return Err(format!(
-                "the client-credentials grant was refused ({status}): {} {}",
-                said("error"),
-                said("error_description")
-            )
-            .trim_end()
-            .to_string());
-        }
-        let kind = body
-            .get("token_type")
-            .and_then(|t| t.as_str())
-            .unwrap_or("");
-        if !kind.eq_ignore_ascii_case("bearer") {
-            return Err(format!(
-                "the token endpoint gave a `{kind}` token, not a bearer token"
-            ));
-        }
-        body.get("access_token")
-            .and_then(|t| t.as_str())
-            .map(str::to_string)
-            .ok_or_else(|| "the token endpoint's answer has no access_token".to_string())
     }
 }

@@ -4,7 +4,7 @@
 //! answers 401; its challenge (`WWW-Authenticate`, with the resource-metadata URL and
 //! the scope it wants) then drives discovery and the grant, in the middle of the
 //! request, which is sent again with the token. A 403 `insufficient_scope` later asks
-//! for the wider scope the same way, a bounded number of times. Two grants:
+//! for the wider scope the same way, a bounded number of times. Three grants:
 //!
 //! - the authorization code with PKCE (rmcp's support: metadata discovery, client
 //!   registration by a pre-registered ID, a client-ID metadata document or dynamic
@@ -15,6 +15,9 @@
 //!   handshake's time limit waits too).
 //! - client credentials (a machine's own grant), with a client secret (HTTP Basic, or
 //!   in the body where only that is offered) or a signed assertion (`private_key_jwt`).
+//! - cross-app access (SEP-990): a person's ID token exchanged at their identity
+//!   provider for an identity assertion, which the authorization server takes from
+//!   this client as a JWT bearer grant.
 //!
 //! Tokens and secrets live in this process's memory only: never in events,
 //! checkpoints or messages.

@@ -42,7 +42,7 @@ impl Authorizing {
         // endpoint's answer carries the code), and none waited on forever, since the
         // server's other requests wait for the grant.
         let oauth_http = reqwest::Client::builder()
-            .user_agent(crate::USER_AGENT)
+            .user_agent(crate::tool::USER_AGENT)
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(std::time::Duration::from_secs(10))
             .timeout(std::time::Duration::from_secs(30))
@@ -112,7 +112,7 @@ impl Authorizing {
 /// and no idle connections kept (a reused one can stall ~40 ms on delayed ACKs).
 fn mcp_http() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
-        .user_agent(crate::USER_AGENT)
+        .user_agent(crate::tool::USER_AGENT)
         .pool_max_idle_per_host(0)
         .redirect(reqwest::redirect::Policy::custom(|attempt| {
             let keeps_body = matches!(

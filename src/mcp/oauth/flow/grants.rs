@@ -1,0 +1,226 @@
+//! The grants that need no person: client credentials (RFC 6749 4.4) and cross-app
+//! access (SEP-990: an identity assertion from the person's identity provider, taken
+//! as a JWT bearer grant), and the token request both make.
+
+use super::Authorization;
+use crate::mcp::oauth::assertion;
+use rmcp::transport::auth::AuthorizationMetadata;
+
+impl Authorization {
+    /// The client-credentials grant (RFC 6749 4.4) for `scopes`, the client
+    /// authenticated by a signed assertion or its secret (HTTP Basic unless the server
+    /// offers only the secret in the body).
+    pub(super) async fn client_credentials(
+        &self,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<String, String> {
+        let resource = self.resource()?;
+        let mut pairs = vec![
+            ("grant_type", "client_credentials".to_string()),
+            ("resource", resource),
+        ];
+        if !scopes.is_empty() {
+            pairs.push(("scope", scopes.join(" ")));
+        }
+        let body = self
+            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .await
+            .map_err(|e| e.replace("{grant}", "the client-credentials grant"))?;
+        bearer(&body)
+    }
+
+    /// Cross-app access (SEP-990): the person's ID token exchanged at their identity
+    /// provider for an identity assertion grant (ID-JAG, RFC 8693 token exchange)
+    /// addressed to the authorization server, which takes it as a JWT bearer grant
+    /// (RFC 7523) from this client, authenticated with its secret.
+    pub(super) async fn identity_assertion(
+        &self,
+        identity: &crate::spec::IdentityAssertion,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<String, String> {
+        let resource = self.resource()?;
+        let audience = metadata
+            .issuer
+            .clone()
+            .ok_or("the authorization server's metadata names no issuer, which an identity assertion is addressed to")?;
+        let mut pairs = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange".to_string(),
+            ),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:id-jag".to_string(),
+            ),
+            ("audience", audience),
+            ("resource", resource),
+            ("subject_token", identity.id_token.clone()),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:id_token".to_string(),
+            ),
+        ];
+        if let Some(id) = &identity.client_id {
+            pairs.push(("client_id", id.clone()));
+        }
+        if !scopes.is_empty() {
+            pairs.push(("scope", scopes.join(" ")));
+        }
+        let exchanged = self
+            .token_request(metadata, &identity.token_endpoint, pairs, false)
+            .await
+            .map_err(|e| e.replace("{grant}", "the identity provider's token exchange"))?;
+        let assertion = exchanged
+            .get("access_token")
+            .and_then(|t| t.as_str())
+            .ok_or("the identity provider's token exchange gave no access_token")?
+            .to_string();
+        let mut pairs = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string(),
+            ),
+            ("assertion", assertion),
+        ];
+        if !scopes.is_empty() {
+            pairs.push(("scope", scopes.join(" ")));
+        }
+        let body = self
+            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .await
+            .map_err(|e| e.replace("{grant}", "the JWT bearer grant of the identity assertion"))?;
+        bearer(&body)
+    }
+
+    /// The resource indicator (RFC 8707): the server's URL without its query.
+    fn resource(&self) -> Result<String, String> {
+        let mut resource = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
+        resource.set_query(None);
+        resource.set_fragment(None);
+        Ok(resource.to_string())
+    }
+
+    /// A token request to `endpoint` with these form fields, this client
+    /// authenticated when `authenticate` (by a signed assertion or its secret); the
+    /// answer's JSON. An error's `{grant}` is for the caller to name.
+    async fn token_request(
+        &self,
+        metadata: &AuthorizationMetadata,
+        endpoint: &str,
+        pairs: Vec<(&str, String)>,
+        authenticate: bool,
+    ) -> Result<serde_json::Value, String> {
+        let id = self.settings.client_id.as_deref().unwrap_or_default();
+        // Credentials and tokens go over HTTPS only, or between two loopback
+        // addresses (a server on this machine), as rmcp's own grant requires.
+        let loopback = |u: &reqwest::Url| {
+            u.host_str().is_some_and(|h| {
+                h == "localhost"
+                    || h.trim_matches(['[', ']'])
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            })
+        };
+        let url = reqwest::Url::parse(endpoint)
+            .map_err(|_| format!("the token endpoint `{endpoint}` is not a URL"))?;
+        let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
+        if url.scheme() != "https"
+            && !(url.scheme() == "http" && loopback(&url) && loopback(&server))
+        {
+            return Err(format!(
+                "the token endpoint `{endpoint}` is not HTTPS; the client's credentials are not sent there"
+            ));
+        }
+        // Built whole before anything is awaited: the serializer is not `Send`.
+        let (body, request) = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &pairs {
+                form.append_pair(k, v);
+            }
+            let mut request = self.http.post(endpoint);
+            if !authenticate {
+            } else if let Some(key) = &self.settings.private_key {
+                // The audience is the authorization server's issuer (RFC 7523 3, as
+                // RFC 8414 names it), not its token endpoint.
+                let audience = metadata
+                .issuer
+                .clone()
+                .ok_or("the authorization server's metadata names no issuer, which a client assertion is addressed to")?;
+                let algorithm = self
+                    .settings
+                    .signing_algorithm
+                    .as_deref()
+                    .unwrap_or("ES256");
+                let jwt = assertion::sign(key, algorithm, id, &audience)?;
+                form.append_pair("client_id", id);
+                form.append_pair(
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                );
+                form.append_pair("client_assertion", &jwt);
+            } else if let Some(secret) = &self.settings.client_secret {
+                let offered = |m: &str| {
+                    metadata
+                        .additional_fields
+                        .get("token_endpoint_auth_methods_supported")
+                        .and_then(|v| v.as_array())
+                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
+                };
+                if offered("client_secret_post") && !offered("client_secret_basic") {
+                    form.append_pair("client_id", id);
+                    form.append_pair("client_secret", secret);
+                } else {
+                    // RFC 6749 2.3.1: both form-encoded before they are joined.
+                    let encode =
+                        |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                    request = request.basic_auth(encode(id), Some(encode(secret)));
+                }
+            }
+            (form.finish(), request)
+        };
+        let response = request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("the token endpoint cannot be reached: {}", e.without_url()))?;
+        let status = response.status();
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
+        if !status.is_success() {
+            let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            return Err(format!(
+                "{{grant}} was refused ({status}): {} {}",
+                said("error"),
+                said("error_description")
+            )
+            .trim_end()
+            .to_string());
+        }
+        Ok(body)
+    }
+}
+
+/// The bearer token of a token endpoint's answer.
+fn bearer(body: &serde_json::Value) -> Result<String, String> {
+    let kind = body
+        .get("token_type")
+        .and_then(|t| t.as_str())
+        .unwrap_or("");
+    if !kind.eq_ignore_ascii_case("bearer") {
+        return Err(format!(
+            "the token endpoint gave a `{kind}` token, not a bearer token"
+        ));
+    }
+    body.get("access_token")
+        .and_then(|t| t.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| "the token endpoint's answer has no access_token".to_string())
+}
