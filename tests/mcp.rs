@@ -646,6 +646,7 @@ fn http(name: &str, url: String, headers: Vec<(String, String)>) -> Server {
             oauth: Default::default(),
         },
         roots: Vec::new(),
+        sampling: false,
     }
 }
 
@@ -660,6 +661,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
             cwd: root(),
         },
         roots: Vec::new(),
+        sampling: false,
     }
 }
 
@@ -1962,4 +1964,53 @@ fn a_required_default_is_filled_in_and_a_remote_ref_left_unchecked() {
             &json!({ "where": { "city": "Paris" }, "n": 2 })
         )
     );
+}
+
+/// A server the graph lets ask (`sampling = true`) is told the client samples, and its
+/// request is answered by the graph's model (the scripted OpenAI-compatible server):
+/// the system prompt, the message, the token limit and the temperature it asked for.
+#[tokio::test]
+async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
+    need_npm_packages();
+    let model =
+        crate::llm::server::Server::start(vec![crate::llm::server::completion("Teal.", 20, 2)])
+            .await;
+    let dir = temp_dir("sampling");
+    let store = format!("sqlite:{}", dir.join("c.db").display());
+    let cmd = switchyard(&[
+        "run",
+        "tests/fixtures/mcp/sampling.toml",
+        "--thread",
+        "t",
+        "--store",
+        &store,
+    ])
+    .env("OPENAI_BASE_URL", model.url())
+    .env("OPENAI_API_KEY", "k");
+    tokio::task::spawn_blocking(move || cmd.run().code(0))
+        .await
+        .unwrap();
+    let seen = model.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (
+            &seen[0].body["model"],
+            &seen[0].body["messages"],
+            &seen[0].body["max_completion_tokens"],
+            &seen[0].body["temperature"],
+        ),
+        (
+            &json!("graph-model"),
+            &json!([
+                { "role": "system", "content": "You are a helpful test server." },
+                { "role": "user", "content": "Resource trigger-sampling-request context: Name a colour." },
+            ]),
+            &json!(30),
+            &json!(0.7),
+        )
+    );
+    let state = switchyard(&["state", "--thread", "t", "--store", &store]).run();
+    let state: Json = serde_json::from_str(&state.code(0).stdout).unwrap();
+    let answer = state["state"]["answer"].to_string();
+    assert!(answer.contains("Teal."), "{answer}");
 }

@@ -48,6 +48,7 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
             oauth,
         },
         roots: Vec::new(),
+        sampling: false,
     };
     let client = super::mcp_client(&std::env::current_dir()?);
     let result = super::runtime()?.block_on(async {

@@ -201,6 +201,7 @@ impl Session {
         let llm_options = common.llm();
         let trace = common.trace.resolve()?;
         let llm = switchyard::llm::llm_client(&graph, &llm_options)?;
+        let (sampling_llm, sampling_model) = (llm.clone(), graph.llm.model.clone());
         // The cache lives beside the checkpoints (with `--store none`, nowhere).
         let mut runner = Runner::new(Arc::new(graph), store.clone())
             .with_cache(store.clone())
@@ -213,6 +214,11 @@ impl Session {
         if let Some(tx) = runner.event_sender() {
             tools = tools.with_events(tx);
         }
+        // The servers the graph lets ask for completions get the run's model.
+        tools.set_sampler(Some(switchyard::mcp::Sampler {
+            llm: sampling_llm,
+            model: sampling_model,
+        }));
         let runner = runner.with_tools(Arc::new(tools));
         let mut carried = Vec::new();
         if let Some(n) = common.max_steps {

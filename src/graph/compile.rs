@@ -143,6 +143,7 @@ pub(crate) fn compile(
         .iter()
         .map(|s| Server {
             name: s.name.get_ref().clone(),
+            sampling: s.sampling,
             // Absolute and without `..`: a root goes to the server as a `file://` URI.
             roots: s
                 .roots

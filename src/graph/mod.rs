@@ -498,6 +498,8 @@ pub struct Server {
     /// The directories given to the server as its MCP roots (absolute); none: the
     /// client declares no roots.
     pub roots: Vec<std::path::PathBuf>,
+    /// The server may ask the graph's model for completions (MCP sampling).
+    pub sampling: bool,
 }
 
 #[derive(Clone, Debug)]

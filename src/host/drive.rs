@@ -258,6 +258,11 @@ impl Host {
         let tools = self.inner.tools.checkout(&run.thread, &graph).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         tools.set_events(Some(tx.clone()));
+        // The servers the graph lets ask for completions get the run's model.
+        tools.set_sampler(Some(crate::mcp::Sampler {
+            llm: llm.clone(),
+            model: graph.llm.model.clone(),
+        }));
         // A stateless run's thread goes when the run ends, so its checkpoints would be
         // written only to be deleted: it runs on a store that keeps none (but shares
         // the server's LLM cache), and its events carry what streams and `wait` show.

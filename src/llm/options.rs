@@ -36,7 +36,9 @@ pub fn llm_client(graph: &Graph, options: &LlmOptions) -> Result<Arc<dyn LlmClie
         (Some(_), Some(_)) => return Err(SetupError::RecordAndReplay),
         (Some(path), None) => Arc::new(ReplayClient::open(path)?),
         (None, record) => {
-            let uses_llm = graph.nodes.iter().any(|n| matches!(n.body, Body::Llm(_)));
+            // A server that may ask for completions (MCP sampling) is answered by it too.
+            let uses_llm = graph.nodes.iter().any(|n| matches!(n.body, Body::Llm(_)))
+                || graph.servers.iter().any(|s| s.sampling);
             let inner: Arc<dyn LlmClient> = if (uses_llm || record.is_some())
                 && graph.llm.provider == crate::spec::Provider::Anthropic
             {

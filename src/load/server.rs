@@ -24,7 +24,7 @@ pub(super) fn read_server(
     );
     let builtin = t.str("builtin", diags);
     let others: Vec<&str> = [
-        "command", "url", "args", "env", "cwd", "headers", "oauth", "roots",
+        "command", "url", "args", "env", "cwd", "headers", "oauth", "roots", "sampling",
     ]
     .into_iter()
     .filter(|k| t.has(k))
@@ -46,6 +46,7 @@ pub(super) fn read_server(
         None => OAuth::default(),
     };
     let roots = t.strings("roots", diags);
+    let sampling = t.bool("sampling", diags).unwrap_or(false);
     let description = t
         .str("description", diags)
         .map(Sp::into_inner)
@@ -64,6 +65,7 @@ pub(super) fn read_server(
             "headers",
             "oauth",
             "roots",
+            "sampling",
             "description",
             "builtin",
         ],
@@ -100,6 +102,7 @@ pub(super) fn read_server(
             transport: Transport::Store,
             description,
             roots: Vec::new(),
+            sampling: false,
         });
     }
     if let (Some(span), true) = (&oauth_span, url.is_none()) {
@@ -190,6 +193,7 @@ pub(super) fn read_server(
         transport,
         description,
         roots,
+        sampling,
     })
 }
 

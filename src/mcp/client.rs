@@ -38,6 +38,7 @@ pub struct McpClient {
     call_timeout: Duration,
     handshake_timeout: Duration,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    sampler: super::sampling::SamplerSlot,
 }
 
 /// One server's place in the client: its live session, if any, and its restarts.
@@ -66,6 +67,7 @@ impl McpClient {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             slots: Mutex::new(HashMap::new()),
+            sampler: Default::default(),
         }
     }
 
@@ -99,6 +101,12 @@ impl McpClient {
     /// already running.
     pub fn set_events(&self, tx: Option<UnboundedSender<Event>>) {
         self.events.set(tx);
+    }
+
+    /// Who answers the sampling requests of the servers a graph lets ask
+    /// (`sampling = true`): the run's model. Changed for each run, like the events.
+    pub fn set_sampler(&self, sampler: Option<super::sampling::Sampler>) {
+        self.sampler.set(sampler);
     }
 
     /// How many servers have a live session now.
@@ -166,7 +174,14 @@ impl McpClient {
         }
         let started = std::time::Instant::now();
         let session = Arc::new(
-            Session::connect(server, &self.root, &self.events, self.handshake_timeout).await?,
+            Session::connect(
+                server,
+                &self.root,
+                &self.events,
+                self.handshake_timeout,
+                server.sampling.then(|| self.sampler.clone()),
+            )
+            .await?,
         );
         state.started = true;
         state.session = Some(session.clone());

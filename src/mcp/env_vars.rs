@@ -87,6 +87,7 @@ pub(crate) fn expand_server(
         name: server.name.clone(),
         transport,
         roots: server.roots.clone(),
+        sampling: server.sampling,
     })
 }
 
@@ -225,6 +226,7 @@ mod tests {
                 },
             },
             roots: Vec::new(),
+            sampling: false,
         };
         assert_eq!(
             expand_server(&server, &env).unwrap_err().to_string(),

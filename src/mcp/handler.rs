@@ -32,6 +32,8 @@ pub(crate) struct Handler {
     pub(crate) tools_changed: Arc<AtomicBool>,
     /// Elicitations: the answer the next one gets, and what one asked without one.
     pub(crate) asking: Arc<std::sync::Mutex<Asking>>,
+    /// Who answers the server's sampling requests, when the graph lets it ask.
+    sampler: Option<super::sampling::SamplerSlot>,
 }
 
 /// A session's elicitations (see [`Handler`]).
@@ -53,13 +55,19 @@ pub(crate) struct Asking {
 }
 
 impl Handler {
-    pub(crate) fn new(server: &str, roots: &[std::path::PathBuf], events: &EventSink) -> Self {
+    pub(crate) fn new(
+        server: &str,
+        roots: &[std::path::PathBuf],
+        events: &EventSink,
+        sampler: Option<super::sampling::SamplerSlot>,
+    ) -> Self {
         Handler {
             server: server.to_string(),
             events: events.clone(),
             roots: roots.to_vec(),
             tools_changed: Arc::new(AtomicBool::new(false)),
             asking: Arc::default(),
+            sampler,
         }
     }
 }
@@ -73,7 +81,32 @@ impl ClientHandler for Handler {
         // Forms a person answers: the run pauses for them (URLs are not opened).
         info.capabilities.elicitation =
             Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+        if self.sampler.is_some() {
+            info.capabilities.sampling = Some(Default::default());
+        }
         info
+    }
+
+    // Sampling is deprecated in the protocol's newest draft (SEP-2577), but servers of
+    // today's versions still ask for it (server-everything's `trigger-sampling-request`).
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let Some(sampler) = &self.sampler else {
+            return Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >());
+        };
+        let params = serde_json::to_value(&params)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let answer = sampler
+            .answer(&self.server, params)
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        serde_json::from_value(answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
     }
 
     fn create_elicitation(

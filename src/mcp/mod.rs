@@ -18,6 +18,7 @@ mod handler;
 mod oauth;
 mod online;
 mod reply;
+mod sampling;
 mod session;
 mod tool_schema;
 
@@ -27,6 +28,7 @@ pub use client::{
 };
 pub use error::{ArgumentProblem, McpError};
 pub use online::check_online;
+pub use sampling::Sampler;
 pub use tool_schema::{
     ToolSchema, compile as compile_schema, example_arguments, problems as argument_problems,
 };

@@ -67,12 +67,13 @@ impl Session {
         root: &Path,
         events: &EventSink,
         handshake_timeout: Duration,
+        sampler: Option<super::sampling::SamplerSlot>,
     ) -> Result<Session, McpError> {
         let written = server;
         let server = &super::env_vars::expand_server(server, &|k| std::env::var(k).ok())?;
         let name = server.name.clone();
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        let handler = Handler::new(&name, &server.roots, events);
+        let handler = Handler::new(&name, &server.roots, events, sampler);
         let tools_changed = handler.tools_changed.clone();
         let asking = handler.asking.clone();
         // Set while a person signs in to the server (OAuth): the handshake's time limit

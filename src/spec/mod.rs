@@ -214,6 +214,9 @@ pub struct ServerSpec {
     /// Directories the server is told it may work in (MCP roots), relative to the
     /// graph's root.
     pub roots: Vec<Sp<String>>,
+    /// `sampling = true`: the server may ask the graph's model for completions (MCP
+    /// sampling), which it then declares.
+    pub sampling: bool,
 }
 
 /// The tools of the builtin `store` server (`crate::run::StoreTools`).

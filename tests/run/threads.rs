@@ -1109,6 +1109,7 @@ async fn the_builtin_stores_search_ranks_by_meaning_with_an_index() {
         name: "memory".into(),
         transport: ServerTransport::Store,
         roots: Vec::new(),
+        sampling: false,
     };
     let call = |tool: &str, args: serde_json::Value| {
         ToolRequest::new(server.clone(), tool, args, "t/0/1/1")
