@@ -110,6 +110,30 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
     lines.join("\n")
 }
 
+/// The slowest case of a corpus, printed when `SWITCHYARD_CORPUS_TIMES` is set: how
+/// the corpus's cases are measured against their one-second bound (docs/performance.md;
+/// a measurement, not an assertion: times depend on the machine).
+#[derive(Default)]
+struct Slowest(std::time::Duration, String);
+
+impl Slowest {
+    fn note(&mut self, took: std::time::Duration, what: impl FnOnce() -> String) {
+        if took > self.0 {
+            *self = Slowest(took, what());
+        }
+    }
+
+    fn report(&self, corpus: &str, cases: usize) {
+        if std::env::var_os("SWITCHYARD_CORPUS_TIMES").is_some() {
+            eprintln!(
+                "{corpus}: {cases} cases, the slowest {:.1} ms ({})",
+                self.0.as_secs_f64() * 1000.0,
+                self.1
+            );
+        }
+    }
+}
+
 #[test]
 fn mutated_examples_never_panic() {
     let graphs = examples();
@@ -117,10 +141,12 @@ fn mutated_examples_never_panic() {
     let mut rng = Rng(0x5717_c4a2_d00d_f00d);
     let per_graph = 3000 / graphs.len();
     let mut diagnosed = 0;
+    let mut slowest = Slowest::default();
     for path in &graphs {
         let text = std::fs::read_to_string(root().join(path)).unwrap();
         for round in 0..per_graph {
             let mutated = mutate(&mut rng, &text);
+            let started = std::time::Instant::now();
             let outcome = std::panic::catch_unwind(|| {
                 let mut sources = Sources::new();
                 let v = validate_str(path, &mutated, &mut sources);
@@ -134,12 +160,16 @@ fn mutated_examples_never_panic() {
                 }
                 !v.diagnostics.is_empty()
             });
+            slowest.note(started.elapsed(), || {
+                format!("{} round {round}", path.display())
+            });
             match outcome {
                 Ok(had_diagnostics) => diagnosed += usize::from(had_diagnostics),
                 Err(_) => panic!("{} round {round} panicked on:\n{mutated}", path.display()),
             }
         }
     }
+    slowest.report("mutated examples", per_graph * graphs.len());
     // Most mutations break something; if none were diagnosed the mutator is broken.
     assert!(
         diagnosed > per_graph * graphs.len() / 2,
@@ -292,7 +322,9 @@ fn hostile_generated_graphs_end_in_diagnostics() {
         .stack_size(2 << 20)
         .spawn(move || {
             let mut rng = Rng(0x0dd_ba11_cafe_f00d);
+            let mut slowest = Slowest::default();
             for case in 0..250 {
+                let started = std::time::Instant::now();
                 let (graph, prompt, outside) = hostile_graph(&mut rng);
                 std::fs::write(&prompt_path, &prompt).unwrap();
                 let mut sources = Sources::new();
@@ -311,7 +343,9 @@ fn hostile_generated_graphs_end_in_diagnostics() {
                     (outside || !shown.contains("root:x:0:0")) && !shown.contains("PATH="),
                     "case {case} quoted a file outside its root:\n{shown}"
                 );
+                slowest.note(started.elapsed(), || format!("case {case}"));
             }
+            slowest.report("hostile generated graphs", 250);
         })
         .unwrap()
         .join()
