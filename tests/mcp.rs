@@ -2014,3 +2014,49 @@ async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
     let answer = state["state"]["answer"].to_string();
     assert!(answer.contains("Teal."), "{answer}");
 }
+
+/// A resource and a prompt, read by `mcp_call` nodes as tools are called (`tool =
+/// "resources/read"`, `tool = "prompts/get"`): the resource as an embedded text
+/// resource is written, the prompt as its chat messages.
+#[test]
+fn a_node_reads_a_resource_and_gets_a_prompt() {
+    need_npm_packages();
+    switchyard(&["validate", "--online", "tests/fixtures/mcp/read.toml"])
+        .run()
+        .code(0);
+    let dir = temp_dir("read");
+    let store = format!("sqlite:{}", dir.join("c.db").display());
+    switchyard(&[
+        "run",
+        "tests/fixtures/mcp/read.toml",
+        "--thread",
+        "t",
+        "--store",
+        &store,
+        "--input",
+        r#"{"id": "7", "city": "Lyon"}"#,
+    ])
+    .run()
+    .code(0);
+    let state = switchyard(&["state", "--thread", "t", "--store", &store]).run();
+    let state: Json = serde_json::from_str(&state.code(0).stdout).unwrap();
+    let doc = &state["state"]["doc"];
+    assert_eq!(
+        (&doc["uri"], &doc["mime_type"]),
+        (
+            &json!("demo://resource/dynamic/text/7"),
+            &json!("text/plain")
+        )
+    );
+    assert!(
+        doc["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource 7: This is a plaintext resource created at "),
+        "{doc}"
+    );
+    assert_eq!(
+        state["state"]["prompt"],
+        json!([{ "role": "user", "content": "What's weather in Lyon?" }])
+    );
+}

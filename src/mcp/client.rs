@@ -230,6 +230,27 @@ impl McpClient {
         let server = &request.server;
         let timeout = request.timeout.unwrap_or(self.call_timeout);
         let session = self.session(server).await?;
+        // A resource or a prompt, read as a tool is called (names MCP tools do not
+        // have: they take no `/`).
+        if matches!(request.tool.as_str(), "resources/read" | "prompts/get") {
+            let read = match session
+                .read(&request.tool, &request.arguments, timeout)
+                .await
+            {
+                Err(e @ McpError::Gone { .. }) => {
+                    self.forget(&server.name, &session, &e.to_string()).await;
+                    return Err(e);
+                }
+                other => other?,
+            };
+            let content = super::reply::read_value(&server.name, &request.tool, read, &self.blobs)?;
+            return Ok(ToolReply {
+                structured: false,
+                content,
+                is_error: false,
+                text: None,
+            });
+        }
         let mut tools = session.tools(false, timeout).await?;
         if tools.get(&request.tool).is_none() {
             // The server may have added tools since it was listed.

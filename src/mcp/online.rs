@@ -66,7 +66,8 @@ pub async fn check_online(
         };
         for (tool, call) in names {
             let t = tool.get_ref();
-            if t.contains("{{") || t.contains("{%") {
+            // A template, or a resource or prompt read (no tool of the server's).
+            if t.contains("{{") || t.contains("{%") || t == "resources/read" || t == "prompts/get" {
                 continue;
             }
             let Some(info) = tools.iter().find(|i| &i.name == t) else {

@@ -53,6 +53,44 @@ pub(crate) fn reply_value(
     Ok((value, is_error))
 }
 
+/// What a `resources/read` (its `contents`: each as an embedded resource is, text or a
+/// blob reference; one gives its value, several their list) or a `prompts/get` (its
+/// `messages`, each `{role, content}` with text content as its text) gives the state.
+pub(crate) fn read_value(
+    server: &str,
+    what: &str,
+    result: Json,
+    blobs: &BlobStore,
+) -> Result<Json, McpError> {
+    if what == "resources/read" {
+        let contents: Vec<Json> = result
+            .get("contents")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| json!({ "type": "resource", "resource": c }))
+            .collect();
+        return Ok(reply_value(server, json!({ "content": contents }), blobs)?.0);
+    }
+    let messages = result
+        .get("messages")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let content = match m.get("content") {
+                Some(part) if part.get("type").and_then(Json::as_str) == Some("text") => {
+                    part.get("text").cloned().unwrap_or(Json::Null)
+                }
+                Some(part) => part_value(server, part, blobs)?,
+                None => Json::Null,
+            };
+            Ok(json!({ "role": m.get("role"), "content": content }))
+        })
+        .collect::<Result<Vec<_>, McpError>>()?;
+    Ok(Json::Array(messages))
+}
+
 /// The text parts of a result's `content`, joined by newlines, as a model reads a
 /// tool's answer; none when it has no text part.
 pub(crate) fn text_of(result: &Json) -> Option<String> {

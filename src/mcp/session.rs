@@ -13,6 +13,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 
+mod requests;
+
 /// The `_meta` key of a call's idempotency key (see `ToolRequest::idempotency_key`).
 pub(crate) const IDEMPOTENCY_KEY: &str = "switchyard/idempotencyKey";
 /// The `_meta` key of the fencing token of the thread's claim a call is made under (see
@@ -432,74 +434,6 @@ impl Session {
             o.insert("structuredContent".into(), structured);
         }
         Ok(value)
-    }
-
-    /// Sends a `tools/call` and waits for its result, as rmcp's `call_tool` does, but
-    /// keeps the progress token rmcp gave it while it is in flight, so that the
-    /// server's progress notifications name the node and the tool. A call given up
-    /// (a timeout, a stop) is cancelled at the server, as rmcp cancels its own.
-    async fn send_call(
-        &self,
-        request: &crate::tool::ToolRequest,
-        params: CallToolRequestParams,
-    ) -> Result<rmcp::model::CallToolResult, ServiceError> {
-        use rmcp::model::{
-            CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult,
-        };
-        let peer = self.service.peer().clone();
-        let call = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer
-            .send_cancellable_request(call, rmcp::service::PeerRequestOptions::no_options())
-            .await?;
-        // Until dropped: the call is known by its token; a call not answered is cancelled.
-        struct InFlight {
-            peer: rmcp::Peer<RoleClient>,
-            asking: Arc<std::sync::Mutex<super::handler::Asking>>,
-            token: rmcp::model::ProgressToken,
-            unanswered: Option<rmcp::model::RequestId>,
-        }
-        impl Drop for InFlight {
-            fn drop(&mut self) {
-                let mut asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
-                asking.calls.remove(&self.token);
-                drop(asking);
-                if let Some(id) = self.unanswered.take()
-                    && let Ok(runtime) = tokio::runtime::Handle::try_current()
-                {
-                    let peer = self.peer.clone();
-                    runtime.spawn(async move {
-                        let _ = peer
-                            .notify_cancelled(CancelledNotificationParam::new(
-                                Some(id),
-                                Some("request abandoned by the caller".into()),
-                            ))
-                            .await;
-                    });
-                }
-            }
-        }
-        self.asking
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .calls
-            .insert(
-                handle.progress_token.clone(),
-                (request.node.clone(), request.tool.clone()),
-            );
-        let mut in_flight = InFlight {
-            peer,
-            asking: self.asking.clone(),
-            token: handle.progress_token.clone(),
-            unanswered: Some(handle.id.clone()),
-        };
-        let result = handle.await_response().await;
-        in_flight.unanswered = None;
-        match result? {
-            ServerResult::CallToolResult(result) => Ok(result),
-            // A result with nothing in it (a server that answers `{}`) is an empty one.
-            ServerResult::EmptyResult(_) => Ok(rmcp::model::CallToolResult::default()),
-            _ => Err(ServiceError::UnexpectedResponse),
-        }
     }
 
     /// Ends the session: closes the connection; a child gets its stdin closed, then
