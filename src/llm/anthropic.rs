@@ -10,7 +10,7 @@
 //! streamed one from its server-sent events.
 
 use super::http::retry_after;
-use super::openai::{error_chain, excerpt, schema_name};
+use super::openai::{endpoint_from_env, error_chain, excerpt, schema_name};
 use super::redact::Redactor;
 use super::{
     DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, SetupError, ToolCall, ToolChoice,
@@ -68,27 +68,9 @@ impl AnthropicClient {
     /// A client for the endpoint named by `base_url_var` (Anthropic's when unset) and
     /// the key in `key_var`.
     pub fn from_env(base_url_var: &str, key_var: &str) -> Result<Self, SetupError> {
-        let base_url = match std::env::var(base_url_var) {
-            Ok(u) if u.trim().is_empty() => {
-                return Err(SetupError::EmptyUrl {
-                    var: base_url_var.into(),
-                });
-            }
-            Ok(u) => u,
-            Err(_) => ANTHROPIC_BASE_URL.to_string(),
-        };
-        let trimmed = base_url.trim();
-        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
-            return Err(SetupError::BadUrl {
-                var: base_url_var.into(),
-                url: match trimmed.split_once('?') {
-                    Some((b, _)) => format!("{b}?[redacted]"),
-                    None => trimmed.to_string(),
-                },
-            });
-        }
+        let base_url = endpoint_from_env(base_url_var, ANTHROPIC_BASE_URL)?;
         let key = std::env::var(key_var).unwrap_or_default();
-        Self::new(trimmed, &key, key_var)
+        Self::new(&base_url, &key, key_var)
     }
 
     /// The endpoint's `/v1/messages` (a base URL that already ends in `/v1` is taken

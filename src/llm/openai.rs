@@ -108,30 +108,9 @@ impl OpenAiClient {
         key_var: &str,
         provider: Provider,
     ) -> Result<Self, SetupError> {
-        let base_url = match std::env::var(base_url_var) {
-            // Set but empty is a mistake (a template that left it blank), not a wish
-            // for the public endpoint.
-            Ok(u) if u.trim().is_empty() => {
-                return Err(SetupError::EmptyUrl {
-                    var: base_url_var.into(),
-                });
-            }
-            Ok(u) => u,
-            Err(_) => DEFAULT_BASE_URL.to_string(),
-        };
-        let trimmed = base_url.trim();
-        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
-            return Err(SetupError::BadUrl {
-                var: base_url_var.into(),
-                // Its query may hold a token: never shown.
-                url: match trimmed.split_once('?') {
-                    Some((b, _)) => format!("{b}?[redacted]"),
-                    None => trimmed.to_string(),
-                },
-            });
-        }
+        let base_url = endpoint_from_env(base_url_var, DEFAULT_BASE_URL)?;
         let key = std::env::var(key_var).unwrap_or_default();
-        Self::for_provider(trimmed, &key, key_var, provider)
+        Self::for_provider(&base_url, &key, key_var, provider)
     }
 
     pub fn base_url(&self) -> &str {
@@ -326,6 +305,33 @@ impl LlmClient for OpenAiClient {
     fn endpoint(&self) -> Option<String> {
         Some(self.base_url.clone())
     }
+}
+
+/// The endpoint `base_url_var` names (`default` when it is unset), trimmed: an
+/// `http://` or `https://` URL. Set but empty is a mistake (a template that left it
+/// blank), not a wish for the public endpoint.
+pub(super) fn endpoint_from_env(base_url_var: &str, default: &str) -> Result<String, SetupError> {
+    let base_url = match std::env::var(base_url_var) {
+        Ok(u) if u.trim().is_empty() => {
+            return Err(SetupError::EmptyUrl {
+                var: base_url_var.into(),
+            });
+        }
+        Ok(u) => u,
+        Err(_) => default.to_string(),
+    };
+    let trimmed = base_url.trim();
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+        return Err(SetupError::BadUrl {
+            var: base_url_var.into(),
+            // Its query may hold a token: never shown.
+            url: match trimmed.split_once('?') {
+                Some((b, _)) => format!("{b}?[redacted]"),
+                None => trimmed.to_string(),
+            },
+        });
+    }
+    Ok(trimmed.to_string())
 }
 
 /// A `response_format` name: letters, digits, `_` and `-`, at most 64.
