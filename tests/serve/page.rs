@@ -378,3 +378,12 @@ async fn a_reloaded_graphs_page_lists_what_the_edit_changed() {
     {"step":"console","problems":[]}
     "#);
 }
+
+/// Branches that run together are drawn through a fork and a join bar, and the edges a
+/// run took are highlighted through them.
+#[tokio::test]
+async fn a_run_through_parallel_branches_is_highlighted_through_the_bars() {
+    let s = serve(&["tests/fixtures/render/forks.toml"]).start().await;
+    let lines = browse("forks.mjs", &s.url).await;
+    insta::assert_snapshot!(lines.join("\n"));
+}

@@ -449,12 +449,18 @@ function stepList(steps, earlier, drawing) {
       else (where === "detail" ? $(".detail", step.el) : step.el).append(...[make(item)].flat());
       changed();
     },
-    /// The node at work, and the edge taken to it.
+    /// The node at work (and, for the run's first, the edge from START to it).
     highlight(node) {
       visited.add(node);
-      if (!taken.some(([f, t]) => f === last && t === node)) taken.push([last, node]);
+      if (last === "__start__") this.route(last, node);
       at = node;
       last = node;
+      changed();
+    },
+    /// An edge the run took, as its `route_taken` event says: parallel branches take
+    /// several from one node, which the order of the nodes alone cannot tell.
+    route(from, to) {
+      if (!taken.some(([f, t]) => f === from && t === to)) taken.push([from, to]);
       changed();
     },
   };
@@ -520,6 +526,7 @@ async function follow(run) {
             detail(`tool ${data.server}/${data.tool}(${JSON.stringify(data.arguments)})${data.is_error ? " failed" : ""}, ${data.duration_ms} ms`);
             break;
           case "route_taken":
+            list.route(data.from, data.to);
             detail(`route → ${data.to}${data.case ? ` (case ${data.case})` : ""}`);
             break;
           case "node_failed":
