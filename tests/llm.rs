@@ -940,6 +940,45 @@ fn deltas(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// Each model call's tokens (in, out).
+pub(crate) fn tokens(events: &[Event]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LlmInvocation {
+                tokens_in,
+                tokens_out,
+                ..
+            } => Some((*tokens_in, *tokens_out)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The streamed text and the retries between, in order (a retry's wait is jittered:
+/// only checked to be short).
+pub(crate) fn deltas_and_retries(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::TextDelta { text, .. } => Some(text.clone()),
+            Event::LlmRetry {
+                node,
+                attempt,
+                error,
+                wait_ms,
+                discard,
+            } => {
+                assert!(*wait_ms <= 1_000, "{wait_ms}");
+                Some(format!(
+                    "retry {node} after attempt {attempt} ({error}), discard {discard}"
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn streaming_emits_text_deltas_as_they_arrive() {
     let server = Server::start(vec![full_stream()]).await;
@@ -971,26 +1010,7 @@ async fn a_stream_that_breaks_off_is_retried() {
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
     // The broken-off delta was already out: the retry says it is void, and the second
     // try streams the reply from its start.
-    let seen: Vec<String> = ran
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::TextDelta { text, .. } => Some(text.clone()),
-            Event::LlmRetry {
-                node,
-                attempt,
-                error,
-                wait_ms,
-                discard,
-            } => {
-                assert!(*wait_ms <= 1_000, "{wait_ms}");
-                Some(format!(
-                    "retry {node} after attempt {attempt} ({error}), discard {discard}"
-                ))
-            }
-            _ => None,
-        })
-        .collect();
+    let seen = deltas_and_retries(&ran.events);
     assert_eq!(
         seen,
         [
@@ -1043,19 +1063,7 @@ async fn float_token_counts_are_read() {
     .await;
     let ran = run(graph("plan"), openai(&server), json!({ "goal": "g" })).await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
-    let tokens: Vec<(u64, u64)> = ran
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::LlmInvocation {
-                tokens_in,
-                tokens_out,
-                ..
-            } => Some((*tokens_in, *tokens_out)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(tokens, [(12, 0)]);
+    assert_eq!(tokens(&ran.events), [(12, 0)]);
 }
 
 /// Anthropic's OpenAI-compatible endpoint ignores `response_format` and answers with

@@ -558,18 +558,30 @@ impl Streamed {
 }
 
 /// Server-sent events cut out of the bytes as they come: the `data` of each event
-/// (`event:` lines are left: every data payload names its own type).
+/// (`event:` lines are left: every data payload names its own type). Bytes are kept
+/// until their event is whole, so a character split between two chunks of the stream
+/// is read whole; an event ends at a blank line, `\n` or `\r\n`.
 #[derive(Default)]
 struct Events {
-    buffer: String,
+    buffer: Vec<u8>,
 }
 
 impl Events {
     fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buffer.push_str(&String::from_utf8_lossy(bytes));
+        self.buffer.extend_from_slice(bytes);
         let mut out = Vec::new();
-        while let Some(end) = self.buffer.find("\n\n") {
-            let event: String = self.buffer.drain(..end + 2).collect();
+        while let Some(end) = self
+            .buffer
+            .windows(2)
+            .enumerate()
+            .find_map(|(i, w)| match w {
+                b"\n\n" => Some(i + 2),
+                b"\n\r" if self.buffer.get(i + 2) == Some(&b'\n') => Some(i + 3),
+                _ => None,
+            })
+        {
+            let event: Vec<u8> = self.buffer.drain(..end).collect();
+            let event = String::from_utf8_lossy(&event);
             let data: Vec<&str> = event
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
@@ -697,5 +709,15 @@ mod tests {
             e.push(b": \"ping\"}\n\nevent: x\ndata: 1\n\ndata: [DONE]\n\n"),
             ["{\"type\": \"ping\"}", "1"]
         );
+    }
+
+    #[test]
+    fn a_character_split_between_chunks_is_read_whole_and_crlf_ends_events() {
+        let mut e = Events::default();
+        let text = "data: {\"text\": \"café\"}\r\n\r\n".as_bytes();
+        // The `é` is two bytes: the chunk ends between them.
+        let cut = text.iter().position(|b| *b == 0xc3).unwrap() + 1;
+        assert!(e.push(&text[..cut]).is_empty());
+        assert_eq!(e.push(&text[cut..]), ["{\"text\": \"café\"}"]);
     }
 }

@@ -265,8 +265,9 @@ impl McpClient {
                 help,
             });
         };
-        let arguments = schema.with_defaults(&request.arguments);
-        schema.check(&server.name, &arguments)?;
+        let filled = schema.with_defaults(&request.arguments);
+        let arguments = filled.as_ref().unwrap_or(&request.arguments);
+        schema.check(&server.name, arguments)?;
         let arguments = arguments.as_object().cloned().unwrap_or_default();
         let result = match session.call(request, arguments, timeout).await {
             Err(e @ McpError::Gone { .. }) => {

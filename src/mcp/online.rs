@@ -206,7 +206,9 @@ fn check_arguments(
         },
     };
     // As a call is made: a required property left out that has a default is given it.
-    let arguments = ToolSchema::new(info.clone()).with_defaults(&arguments);
+    let arguments = ToolSchema::new(info.clone())
+        .with_defaults(&arguments)
+        .unwrap_or(arguments);
     for p in problems(&validator, &arguments) {
         let top = p
             .path

@@ -56,33 +56,28 @@ impl ToolSchema {
     }
 
     /// The arguments with each required top-level property they leave out that has a
-    /// `default` in the schema given it. Servers list such properties as required
-    /// (@playwright/mcp's `browser_take_screenshot` its `type`) and fill them in
-    /// themselves; the check would otherwise refuse a call that leaves them out.
-    pub fn with_defaults(&self, arguments: &Json) -> Json {
-        let mut arguments = arguments.clone();
-        let (Json::Object(given), Some(props)) = (
-            &mut arguments,
-            self.info
-                .input_schema
-                .get("properties")
-                .and_then(Json::as_object),
-        ) else {
-            return arguments;
-        };
-        let required = self
-            .info
-            .input_schema
-            .get("required")
-            .and_then(Json::as_array);
-        for name in required.into_iter().flatten().filter_map(Json::as_str) {
-            if !given.contains_key(name)
-                && let Some(default) = props.get(name).and_then(|p| p.get("default"))
-            {
-                given.insert(name.to_string(), default.clone());
-            }
+    /// `default` in the schema given it; none when nothing is to be filled (the
+    /// arguments stand as they are, not copied). Servers list such properties as
+    /// required (@playwright/mcp's `browser_take_screenshot` its `type`) and fill them
+    /// in themselves; the check would otherwise refuse a call that leaves them out.
+    pub fn with_defaults(&self, arguments: &Json) -> Option<Json> {
+        let given = arguments.as_object()?;
+        let props = self.info.input_schema.get("properties")?.as_object()?;
+        let required = self.info.input_schema.get("required")?.as_array()?;
+        let missing: Vec<(&str, &Json)> = required
+            .iter()
+            .filter_map(Json::as_str)
+            .filter(|name| !given.contains_key(*name))
+            .filter_map(|name| Some((name, props.get(name)?.get("default")?)))
+            .collect();
+        if missing.is_empty() {
+            return None;
         }
-        arguments
+        let mut filled = given.clone();
+        for (name, default) in missing {
+            filled.insert(name.to_string(), default.clone());
+        }
+        Some(Json::Object(filled))
     }
 
     /// Checks arguments against the tool's `inputSchema`.
@@ -291,11 +286,11 @@ mod tests {
             }),
             output_schema: None,
         });
-        assert_eq!(shot.with_defaults(&json!({})), json!({ "type": "png" }));
         assert_eq!(
-            shot.with_defaults(&json!({ "type": "jpeg" })),
-            json!({ "type": "jpeg" })
+            shot.with_defaults(&json!({})),
+            Some(json!({ "type": "png" }))
         );
+        assert_eq!(shot.with_defaults(&json!({ "type": "jpeg" })), None);
         let remote = json!({
             "type": "object",
             "properties": {

@@ -48,19 +48,7 @@ async fn a_schemad_reply_comes_as_the_input_of_the_tool_the_model_must_call() {
     )
     .await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
-    let tokens: Vec<(u64, u64)> = ran
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::LlmInvocation {
-                tokens_in,
-                tokens_out,
-                ..
-            } => Some((*tokens_in, *tokens_out)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(tokens, [(31, 12)]);
+    assert_eq!(super::tokens(&ran.events), [(31, 12)]);
     let seen = server.seen();
     assert_eq!(seen[0].path, "/v1/messages");
     assert_eq!(seen[0].header("x-api-key"), Some(KEY));
@@ -109,26 +97,11 @@ async fn a_streamed_reply_shows_its_json_as_it_is_written_and_errors_keep_their_
     let streaming: Arc<dyn LlmClient> = Arc::new(Streaming(anthropic(&server)));
     let ran = run(graph("anthropic"), streaming, json!({ "goal": "find it" })).await;
     assert_eq!(ran.outcome.unwrap(), finished("done", "click Search", 2));
-    let seen: Vec<String> = ran
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::TextDelta { text, .. } => Some(text.clone()),
-            Event::LlmRetry {
-                attempt,
-                error,
-                discard,
-                ..
-            } => Some(format!(
-                "retry after {attempt}: {error} (discard {discard})"
-            )),
-            _ => None,
-        })
-        .collect();
+    let seen = super::deltas_and_retries(&ran.events);
     assert_eq!(
         seen,
         [
-            "retry after 1: the server answered 529: Overloaded (overloaded_error) (discard false)",
+            "retry plan after attempt 1 (the server answered 529: Overloaded (overloaded_error)), discard false",
             "{\"id\":\"a1\",\"kind\":",
             "\"click\",\"target\":\"Search\"}"
         ]
