@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use switchyard::llm::{AnthropicClient, LlmClient};
-use switchyard::run::Event;
 
 fn anthropic(server: &Server) -> Arc<dyn LlmClient> {
     Arc::new(AnthropicClient::new(server.url(), KEY, "TEST_KEY").expect("client"))
