@@ -50,6 +50,7 @@ pub mod spec;
 pub mod store;
 mod suggestion;
 pub mod telemetry;
+pub mod testing;
 pub mod tool;
 mod topology;
 mod value;

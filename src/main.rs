@@ -24,6 +24,8 @@ fn main() -> ExitCode {
         Command::Prune(args) => cli::block_on(cli::inspect::prune(args)),
         Command::Diff(args) => cli::block_on(cli::diff::diff(args)),
         Command::Serve(args) => cli::serve::serve(args),
+        Command::Test(args) => cli::test::test(args),
+        Command::New(args) => cli::new::new(args),
         Command::Completions(args) => cli::man::completions(args, Cli::command()),
         Command::Man(args) => cli::man::man(args, Cli::command()),
     };

@@ -173,3 +173,17 @@ impl Object for JsonView {
         write!(f, "{}", self.get())
     }
 }
+
+/// Text that is JSON becomes that JSON; other text stays a string.
+pub(crate) fn text_value(text: &str) -> Json {
+    let trimmed = text.trim();
+    let looks_like_json = trimmed.starts_with(['{', '[', '"'])
+        || trimmed == "true"
+        || trimmed == "false"
+        || trimmed == "null"
+        || trimmed.parse::<f64>().is_ok();
+    if looks_like_json && let Ok(v) = serde_json::from_str::<Json>(trimmed) {
+        return v;
+    }
+    Json::String(text.to_string())
+}

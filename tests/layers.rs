@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     // The interpreter.
     &["run"],
     // What consumes a run: traces, and the MCP client behind the tool port.
-    &["telemetry", "mcp"],
+    &["telemetry", "mcp", "testing"],
     // The adapters: many clients at once, then HTTP.
     &["host"],
     &["serve"],

@@ -20,5 +20,6 @@ mod seeds_tools;
 mod serve;
 mod store;
 mod telemetry;
+mod testing;
 mod util;
 mod wheel;

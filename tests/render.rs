@@ -62,7 +62,9 @@ fn every_drawing() -> Vec<serde_json::Value> {
         for path in entries {
             if path.is_dir() {
                 walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "toml") {
+            } else if path.extension().is_some_and(|e| e == "toml")
+                && !switchyard::testing::is_test_file(&path)
+            {
                 out.push(path);
             }
         }

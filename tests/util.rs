@@ -23,9 +23,11 @@ pub(crate) fn files(dir: &str, prefix: &str, suffix: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The example graphs in `graphs/`.
+/// The example graphs in `graphs/` (their tests, `*.test.toml`, left out).
 pub(crate) fn examples() -> Vec<PathBuf> {
-    files("graphs", "", ".toml")
+    let mut graphs = files("graphs", "", ".toml");
+    graphs.retain(|p| !p.to_string_lossy().ends_with(".test.toml"));
+    graphs
 }
 
 /// A `switchyard` invocation, run from the repository root.

@@ -45,6 +45,18 @@ pub(crate) enum Command {
         after_help = "Examples:\n  switchyard run graphs/tool_agent.toml --input '{\"user_message\": \"Write a haiku to haiku.txt\"}'\n  switchyard run graphs/reason_act_observe.toml --input @input.json --thread t1 --json\n  switchyard run graph.toml --store none --max-steps 20"
     )]
     Run(super::run::RunArgs),
+    /// Run a graph's test cases (`X.test.toml` beside it) offline: scripted model
+    /// replies, tool results and answers; the path, routes, outcome and state expected.
+    #[command(
+        after_help = "Examples:\n  switchyard test graphs/\n  switchyard test graphs/tool_agent.toml --case ask_human\n  switchyard test graphs/ --coverage --junit report.xml\n  switchyard test graphs/tool_agent.test.toml --update"
+    )]
+    Test(super::test::TestArgs),
+    /// Start a new graph from a template: the graph, its prompts and schemas, its
+    /// tests, and for `tool-agent` an MCP tool server in Python or TypeScript.
+    #[command(
+        after_help = "Examples:\n  switchyard new support --template chat\n  switchyard new refunds --template workflow --dir graphs\n  switchyard new orders --template tool-agent --lang ts"
+    )]
+    New(super::new::NewArgs),
     /// Continue a paused thread: answer its interrupt, or go on after a stop.
     #[command(
         after_help = "Examples:\n  switchyard resume --thread t1 --payload '{\"reference\": \"a1\", \"confirmed\": true}'\n  switchyard resume --thread t1\n  switchyard resume --thread t1 --at 12 --payload @answer.json"

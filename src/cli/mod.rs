@@ -12,10 +12,12 @@ mod events;
 mod flags;
 pub(crate) mod inspect;
 pub(crate) mod man;
+pub(crate) mod new;
 pub(crate) mod render;
 pub(crate) mod run;
 pub(crate) mod serve;
 mod store;
+pub(crate) mod test;
 pub(crate) mod tools;
 pub(crate) mod validate;
 

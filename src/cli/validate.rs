@@ -45,6 +45,39 @@ pub(crate) fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     }
     for path in &files {
         let mut sources = Sources::new();
+        // A graph's tests are checked against the graph they test.
+        if switchyard::testing::is_test_file(path) {
+            match switchyard::testing::check_file(path, &mut sources) {
+                Ok(diagnostics) => {
+                    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+                    invalid |= errors > 0;
+                    match format {
+                        ReportFormat::Text => {
+                            let mut err = std::io::stderr().lock();
+                            for d in &diagnostics {
+                                writeln!(err, "{}", super::color::diagnostics(&d.render(&sources)))?;
+                            }
+                            if errors == 0 {
+                                writeln!(out, "{}: ok (test file)", path.display())?;
+                            } else {
+                                let s = if errors == 1 { "" } else { "s" };
+                                writeln!(err, "{}: {errors} error{s}", path.display())?;
+                            }
+                        }
+                        ReportFormat::Json => reports.push(serde_json::json!({
+                            "file": path.display().to_string(),
+                            "valid": errors == 0,
+                            "diagnostics": diagnostics.iter().map(|d| d.to_json(&sources)).collect::<Vec<_>>(),
+                        })),
+                    }
+                }
+                Err(e) => {
+                    unreadable = true;
+                    eprintln!("error: {e}");
+                }
+            }
+            continue;
+        }
         // A file that cannot be read is reported, and the others are still checked.
         let read: anyhow::Result<Validation> = if path.as_os_str() == "-" {
             let mut text = String::new();

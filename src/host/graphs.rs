@@ -466,6 +466,8 @@ fn graph_files(roots: &[PathBuf]) -> Vec<PathBuf> {
                 let mut found: Vec<PathBuf> = entries
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+                    // A graph's tests beside it are no graph.
+                    .filter(|p| !crate::testing::is_test_file(p))
                     .collect();
                 found.sort();
                 out.extend(found);

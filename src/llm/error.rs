@@ -30,6 +30,9 @@ pub enum LlmError {
     /// A replayed run asked for something the recording does not hold.
     #[error("replay: {0}")]
     Replay(String),
+    /// A test case (`switchyard test`) scripts no reply for this request.
+    #[error("{0}")]
+    Scripted(String),
     /// A recording could not be written.
     #[error("recording: {0}")]
     Record(String),

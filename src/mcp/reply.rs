@@ -110,7 +110,7 @@ fn part_value(server: &str, part: &Json, blobs: &BlobStore) -> Result<Json, McpE
     match kind {
         "text" => {
             let text = str_of("text").ok_or_else(|| bad(server, "a text part has no `text`"))?;
-            Ok(text_value(text))
+            Ok(crate::value::text_value(text))
         }
         "image" | "audio" => {
             let data = str_of("data")
@@ -187,20 +187,6 @@ fn unblob(server: &str, v: &mut Json, blobs: &BlobStore) -> Result<(), McpError>
         _ => {}
     }
     Ok(())
-}
-
-/// Text that is JSON becomes that JSON; other text stays a string.
-fn text_value(text: &str) -> Json {
-    let trimmed = text.trim();
-    let looks_like_json = trimmed.starts_with(['{', '[', '"'])
-        || trimmed == "true"
-        || trimmed == "false"
-        || trimmed == "null"
-        || trimmed.parse::<f64>().is_ok();
-    if looks_like_json && let Ok(v) = serde_json::from_str::<Json>(trimmed) {
-        return v;
-    }
-    Json::String(text.to_string())
 }
 
 fn decode(server: &str, data: &str, what: &str) -> Result<Vec<u8>, McpError> {

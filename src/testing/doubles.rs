@@ -1,0 +1,360 @@
+//! The model and the tools as a case scripts them: each node's replies and each tool's
+//! results handed out in order, what was left unused told at the end.
+
+use super::file::{CaseSpec, ReplySpec, ToolSpec};
+use crate::graph::Server;
+use crate::llm::{DeltaSink, LlmClient, LlmError, LlmReply, LlmRequest, ToolCall};
+use crate::tool::{ToolClient, ToolError, ToolInfo, ToolReply, ToolRequest};
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// Replies per node, each handed out once, in order.
+pub(crate) struct ScriptedLlm {
+    replies: Mutex<BTreeMap<String, Queue<LlmReply>>>,
+    /// Requests the script had no reply for: the case fails even when the graph
+    /// handles the error (an `on_error` route), as the script, not the graph, ran out.
+    overruns: Mutex<Vec<String>>,
+}
+
+struct Queue<T> {
+    items: Vec<T>,
+    used: usize,
+}
+
+impl ScriptedLlm {
+    pub(crate) fn new(case: &CaseSpec) -> Self {
+        let mut replies: BTreeMap<String, Queue<LlmReply>> = BTreeMap::new();
+        for r in &case.reply {
+            let q = replies.entry(r.node.get_ref().clone()).or_insert(Queue {
+                items: Vec::new(),
+                used: 0,
+            });
+            let n = q.items.len() + 1;
+            q.items.push(reply_of(r, n));
+        }
+        ScriptedLlm {
+            replies: Mutex::new(replies),
+            overruns: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// What the script lacked (requests it had no reply for), then what the run left
+    /// unused (`1 of the 2 replies ...`), for every node.
+    pub(crate) fn unused(&self) -> Vec<String> {
+        let overruns = self
+            .overruns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
+        overruns
+            .into_iter()
+            .chain(
+                replies
+                    .iter()
+                    .filter(|(_, q)| q.used < q.items.len())
+                    .map(|(node, q)| {
+                        left_over(
+                            q.items.len() - q.used,
+                            q.items.len(),
+                            ["reply", "replies"],
+                            &format!("scripted for node `{node}`"),
+                            "asked for",
+                        )
+                    }),
+            )
+            .collect()
+    }
+}
+
+fn reply_of(r: &ReplySpec, n: usize) -> LlmReply {
+    let content = match (&r.json, &r.text) {
+        (Some(j), _) => Some(j.to_string()),
+        (None, Some(t)) => Some(t.clone()),
+        (None, None) => None,
+    };
+    let tool_calls: Vec<ToolCall> = r
+        .tool_calls
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: format!("call_{}_{n}_{}", r.node.get_ref(), i + 1),
+            name: c.name.clone(),
+            arguments: c.arguments.to_string(),
+        })
+        .collect();
+    let finish_reason = if !tool_calls.is_empty() {
+        "tool_calls"
+    } else if r.refusal.is_some() {
+        "content_filter"
+    } else {
+        "stop"
+    };
+    LlmReply {
+        content,
+        tool_calls,
+        refusal: r.refusal.clone(),
+        finish_reason: Some(finish_reason.into()),
+        tokens_in: 0,
+        tokens_out: 0,
+        id: None,
+        model: None,
+    }
+}
+
+#[async_trait::async_trait]
+impl LlmClient for ScriptedLlm {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: DeltaSink<'_>,
+    ) -> Result<LlmReply, LlmError> {
+        let node = &*request.node;
+        let reply = {
+            let mut replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
+            let overrun = match replies.get_mut(node) {
+                Some(q) if q.used < q.items.len() => {
+                    q.used += 1;
+                    Ok(q.items[q.used - 1].clone())
+                }
+                Some(q) => Err(format!(
+                    "node `{node}` asked the model a {} time, and the case scripts {} {} for it",
+                    ordinal(q.items.len() + 1),
+                    q.items.len(),
+                    if q.items.len() == 1 {
+                        "reply"
+                    } else {
+                        "replies"
+                    }
+                )),
+                None => Err(format!(
+                    "node `{node}` asked the model, and the case scripts no reply for it (add a `[[case.reply]]` with `node = \"{node}\"`)"
+                )),
+            };
+            match overrun {
+                Ok(reply) => reply,
+                Err(message) => {
+                    self.overruns
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(message.clone());
+                    return Err(LlmError::Scripted(message));
+                }
+            }
+        };
+        if request.stream
+            && let Some(text) = &reply.content
+        {
+            deltas(text);
+        }
+        Ok(reply)
+    }
+}
+
+/// `the reply WHERE was never DONE`, `the 2 replies ... were ...`, `1 of the 2
+/// replies ... was ...`: what a case scripted and its run left unused.
+pub(crate) fn left_over(
+    left: usize,
+    of: usize,
+    what: [&str; 2],
+    place: &str,
+    done: &str,
+) -> String {
+    let verb = if left == 1 { "was" } else { "were" };
+    let place = if place.is_empty() {
+        String::new()
+    } else {
+        format!(" {place}")
+    };
+    match (left, of) {
+        (1, 1) => format!("the {}{place} {verb} never {done}", what[0]),
+        (l, o) if l == o => format!("the {l} {}{place} {verb} never {done}", what[1]),
+        (l, o) => format!("{l} of the {o} {}{place} {verb} never {done}", what[1]),
+    }
+}
+
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// Results per tool, each handed out once, in order; the tools each server lists.
+pub(crate) struct ScriptedTools {
+    listed: HashMap<String, Vec<ToolInfo>>,
+    results: Mutex<BTreeMap<String, Queue<ToolSpec>>>,
+    /// Calls the script had no result for, or whose arguments or server it did not
+    /// expect: the case fails whatever the graph made of the error.
+    overruns: Mutex<Vec<String>>,
+}
+
+impl ScriptedTools {
+    pub(crate) fn new(case: &CaseSpec, listed: HashMap<String, Vec<ToolInfo>>) -> Self {
+        let mut results: BTreeMap<String, Queue<ToolSpec>> = BTreeMap::new();
+        for t in &case.tool {
+            results
+                .entry(t.tool.get_ref().clone())
+                .or_insert(Queue {
+                    items: Vec::new(),
+                    used: 0,
+                })
+                .items
+                .push(t.clone());
+        }
+        ScriptedTools {
+            listed,
+            results: Mutex::new(results),
+            overruns: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn unused(&self) -> Vec<String> {
+        let overruns = self
+            .overruns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let results = self.results.lock().unwrap_or_else(|e| e.into_inner());
+        overruns
+            .into_iter()
+            .chain(
+                results
+                    .iter()
+                    .filter(|(_, q)| q.used < q.items.len())
+                    .map(|(tool, q)| {
+                        left_over(
+                            q.items.len() - q.used,
+                            q.items.len(),
+                            ["result", "results"],
+                            &format!("scripted for tool `{tool}`"),
+                            "called for",
+                        )
+                    }),
+            )
+            .collect()
+    }
+}
+
+fn refused(message: String) -> ToolError {
+    ToolError {
+        message,
+        transient: false,
+        asked: None,
+        unsent: false,
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolClient for ScriptedTools {
+    async fn list_tools(&self, server: &Server) -> Result<Vec<ToolInfo>, ToolError> {
+        self.listed.get(&server.name).cloned().ok_or_else(|| {
+            refused(format!(
+                "the test file lists no tools for server `{0}`: add `[servers.{0}] tools = ...`",
+                server.name
+            ))
+        })
+    }
+
+    async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
+        self.answer(request).map_err(|message| {
+            self.overruns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(message.clone());
+            refused(message)
+        })?
+    }
+}
+
+impl ScriptedTools {
+    /// The scripted answer to a call (itself a tool's error or success), or what is
+    /// wrong with the call as the script sees it.
+    fn answer(&self, request: &ToolRequest) -> Result<Result<ToolReply, ToolError>, String> {
+        let tool = &request.tool;
+        let scripted = {
+            let mut results = self.results.lock().unwrap_or_else(|e| e.into_inner());
+            match results.get_mut(tool) {
+                Some(q) if q.used < q.items.len() => {
+                    q.used += 1;
+                    q.items[q.used - 1].clone()
+                }
+                Some(q) => {
+                    return Err(format!(
+                        "tool `{tool}` was called a {} time, and the case scripts {} {} for it",
+                        ordinal(q.items.len() + 1),
+                        q.items.len(),
+                        if q.items.len() == 1 {
+                            "result"
+                        } else {
+                            "results"
+                        }
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "tool `{tool}` was called, and the case scripts no result for it (add a `[[case.tool]]` with `tool = \"{tool}\"`)"
+                    ));
+                }
+            }
+        };
+        if let Some(s) = &scripted.server
+            && s.get_ref() != &request.server.name
+        {
+            return Err(format!(
+                "tool `{tool}` was called on server `{}`, and the case scripts its result for server `{}`",
+                request.server.name,
+                s.get_ref()
+            ));
+        }
+        if let Some(expected) = &scripted.arguments
+            && expected != &request.arguments
+        {
+            return Err(format!(
+                "tool `{tool}` was called with {}, and the case expects {expected}",
+                request.arguments
+            ));
+        }
+        if let (Some(error), true) = (&scripted.error, scripted.transient) {
+            return Ok(Err(ToolError {
+                message: error.clone(),
+                transient: true,
+                asked: None,
+                unsent: false,
+            }));
+        }
+        Ok(Ok(match (scripted.result, scripted.error) {
+            (_, Some(error)) => ToolReply {
+                content: Json::String(error.clone()),
+                is_error: true,
+                text: Some(error),
+                structured: false,
+            },
+            (result, None) => {
+                let result = result.unwrap_or(Json::Null);
+                let text = match &result {
+                    Json::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                // A text result reads as a real server's text part does: JSON text is
+                // its value.
+                let result = match &result {
+                    Json::String(s) => crate::value::text_value(s),
+                    _ => result,
+                };
+                ToolReply {
+                    structured: !result.is_string(),
+                    content: result,
+                    is_error: false,
+                    text: Some(text),
+                }
+            }
+        }))
+    }
+}
