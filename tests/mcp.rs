@@ -2060,3 +2060,27 @@ fn a_node_reads_a_resource_and_gets_a_prompt() {
         json!([{ "role": "user", "content": "What's weather in Lyon?" }])
     );
 }
+
+/// A graph given by a path relative to another folder than its own starts its stdio
+/// server all the same: the server's relative command is resolved against the graph's
+/// root and made absolute before the child starts there.
+#[test]
+fn a_relative_server_command_starts_from_any_working_directory() {
+    let root = crate::util::root();
+    let workspace = tempfile::tempdir().unwrap();
+    let graph = std::path::Path::new(root.file_name().unwrap()).join("graphs/tool_agent.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["tools", graph.to_str().unwrap(), "--format", "json"])
+        .env("TOOL_AGENT_WORKSPACE", workspace.path())
+        .current_dir(root.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[0]["server"], "fs");
+    assert!(listed[0]["tools"].as_array().unwrap().len() > 5);
+}

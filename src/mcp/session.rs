@@ -498,8 +498,10 @@ fn resolve_command(command: &str, root: &Path, env: &[(String, String)]) -> Opti
         return Some(path.to_path_buf());
     }
     if path.components().count() > 1 {
+        // Absolute: the child starts in the graph's root, where a path relative to the
+        // working directory (a graph given as `main/graphs/x.toml`) would miss.
         let p = root.join(path);
-        return p.exists().then_some(p);
+        return p.exists().then(|| std::path::absolute(&p).unwrap_or(p));
     }
     let search = env
         .iter()
