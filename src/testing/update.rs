@@ -46,7 +46,7 @@ pub(crate) fn updated(text: &str, results: &[CaseResult]) -> String {
             for f in fields {
                 match a.state.get(&f).and_then(value_of) {
                     Some(v) => {
-                        state.insert(&f, Item::Value(v));
+                        state.insert(&f, Item::Value(one_per_line(v)));
                     }
                     // TOML has no null: a field the run left empty moves to `cleared`.
                     None => {
@@ -125,6 +125,22 @@ fn set_or_remove(t: &mut dyn toml_edit::TableLike, key: &str, value: Option<&str
         None => {
             t.remove(key);
         }
+    }
+}
+
+/// A long list (a conversation's messages) with an item to a line, as a person would
+/// write it; a short one as it is.
+fn one_per_line(v: Value) -> Value {
+    match v {
+        Value::Array(mut a) if a.len() > 1 && a.to_string().len() > 80 => {
+            for item in a.iter_mut() {
+                item.decor_mut().set_prefix("\n  ");
+            }
+            a.set_trailing("\n");
+            a.set_trailing_comma(true);
+            Value::Array(a)
+        }
+        other => other,
     }
 }
 
