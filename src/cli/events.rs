@@ -9,7 +9,6 @@
 
 use super::now_ms;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 use switchyard::run::Event;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -24,11 +23,22 @@ const FLUSH_AFTER: Duration = Duration::from_millis(20);
 const FLUSH_AT: usize = 64 << 10;
 
 /// What each NDJSON line carries besides its event: the thread and the run, from the
-/// run's `run_started` (its first event).
-#[derive(Default)]
+/// run's `run_started` (its first event). Both are written out once, when they change,
+/// and copied into each line as bytes: an event line costs its event, not its envelope.
 struct Envelope {
-    thread: Option<Arc<str>>,
-    run: Option<u64>,
+    /// `{"v":1,"ts":`.
+    head: Vec<u8>,
+    /// `,"thread":"t1","run":0` (both null before the run starts).
+    tail: Vec<u8>,
+}
+
+impl Default for Envelope {
+    fn default() -> Self {
+        Envelope {
+            head: format!("{{\"v\":{EVENTS_VERSION},\"ts\":").into_bytes(),
+            tail: b",\"thread\":null,\"run\":null".to_vec(),
+        }
+    }
 }
 
 impl Envelope {
@@ -37,19 +47,18 @@ impl Envelope {
     /// once. Nothing is appended for an event that cannot be written as JSON.
     fn line(&mut self, e: &Event, out: &mut Vec<u8>) {
         if let Event::RunStarted { thread, run, .. } = e {
-            self.thread = Some(thread.clone());
-            self.run = Some(*run);
+            let mut tail = b",\"thread\":".to_vec();
+            if serde_json::to_writer(&mut tail, &**thread).is_ok() {
+                tail.extend_from_slice(b",\"run\":");
+                tail.extend_from_slice(itoa::Buffer::new().format(*run).as_bytes());
+                self.tail = tail;
+            }
         }
         let start = out.len();
         let written = (|| {
-            write!(
-                out,
-                "{{\"v\":{EVENTS_VERSION},\"ts\":{},\"thread\":",
-                now_ms()
-            )?;
-            serde_json::to_writer(&mut *out, &self.thread)?;
-            write!(out, ",\"run\":")?;
-            serde_json::to_writer(&mut *out, &self.run)?;
+            out.extend_from_slice(&self.head);
+            out.extend_from_slice(itoa::Buffer::new().format(now_ms()).as_bytes());
+            out.extend_from_slice(&self.tail);
             match e {
                 // Its thread and run are the envelope's, already written.
                 Event::RunStarted { graph, resumed, .. } => {
