@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Prune(args) => cli::block_on(cli::inspect::prune(args)),
         Command::Diff(args) => cli::block_on(cli::diff::diff(args)),
         Command::Serve(args) => cli::serve::serve(args),
+        Command::Lsp(args) => cli::lsp::lsp(args),
         Command::Completions(args) => cli::man::completions(args, Cli::command()),
         Command::Man(args) => cli::man::man(args, Cli::command()),
     };
