@@ -202,7 +202,8 @@ impl Server {
                     self.dirty.remove(&uri);
                     if let Some(doc) = self.docs.remove(&uri) {
                         let mut out = std::mem::take(&mut self.outbox);
-                        self.clear(&uri, doc.foreign, &mut out);
+                        out.push(publish_params(uri, Vec::new(), None));
+                        self.clear(doc.foreign, &mut out);
                         self.outbox = out;
                     }
                 }
@@ -246,7 +247,7 @@ impl Server {
                 let version = if target == uri { version } else { None };
                 out.push(publish_params(target, diagnostics, version));
             }
-            self.clear(&uri, gone, &mut out);
+            self.clear(gone, &mut out);
             for params in out {
                 send(
                     connection,
@@ -256,10 +257,9 @@ impl Server {
         }
     }
 
-    /// Empty diagnostics for `uri` and the other files it had published for; other
-    /// open documents still publishing for one of those are left alone.
-    fn clear(&self, uri: &Url, foreign: Vec<Url>, out: &mut Vec<PublishDiagnosticsParams>) {
-        out.push(publish_params(uri.clone(), Vec::new(), None));
+    /// Empty diagnostics for other files a document had published for; those another
+    /// open document still publishes for are left alone.
+    fn clear(&self, foreign: Vec<Url>, out: &mut Vec<PublishDiagnosticsParams>) {
         for f in foreign {
             if !self.docs.values().any(|d| d.foreign.contains(&f)) {
                 out.push(publish_params(f, Vec::new(), None));

@@ -31,6 +31,8 @@ impl Client {
         self.conn.sender.send(n.into()).unwrap();
     }
 
+    /// The answer to a request; any diagnostics published meanwhile are a failure (a
+    /// request changes nothing).
     #[track_caller]
     fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
@@ -39,6 +41,7 @@ impl Client {
         self.conn.sender.send(req.into()).unwrap();
         loop {
             match self.recv() {
+                Message::Notification(n) => panic!("published while answering: {n:?}"),
                 Message::Response(r) if r.id == id => {
                     if let Some(e) = r.error {
                         return json!({ "error": e.message, "code": e.code });
