@@ -161,7 +161,12 @@ impl Server {
     fn notification(&mut self, n: Notification) {
         match n.method.as_str() {
             DidOpenTextDocument::METHOD => {
-                if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params) {
+                if let Ok(p) = serde_json::from_value::<lsp::DidOpenTextDocumentParams>(n.params)
+                    // A client that sends every file it opens: only TOML is a graph
+                    // (a prompt checked as TOML would bury its own diagnostics).
+                    && (p.text_document.language_id == "toml"
+                        || p.text_document.uri.path().ends_with(".toml"))
+                {
                     let doc = p.text_document;
                     let old = self.docs.remove(&doc.uri);
                     self.docs.insert(
