@@ -177,10 +177,7 @@ fn want(before: &str, table: &[&str]) -> Option<Want> {
         .rfind('=')
         .map(|eq| {
             let k = prefix[..eq].trim_end();
-            let start = k
-                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .map_or(0, |i| i + 1);
-            &k[start..]
+            &k[word_start(k)..]
         })
         .unwrap_or("");
     let first_key = before
@@ -216,10 +213,7 @@ fn want(before: &str, table: &[&str]) -> Option<Want> {
         return None;
     };
     // The word being typed, and what stands before it.
-    let word_start = code
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
-    let lead = code[..word_start].trim_end();
+    let lead = code[..word_start(code)].trim_end();
     if lead.ends_with('|') {
         Some(Want::Filter)
     } else if lead.ends_with(['.', '\'', '"']) {
@@ -227,6 +221,14 @@ fn want(before: &str, table: &[&str]) -> Option<Want> {
     } else {
         Some(Want::Field)
     }
+}
+
+/// Where the name that `s` ends with starts (its length when it ends otherwise).
+fn word_start(s: &str) -> usize {
+    s.char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 #[cfg(test)]
@@ -266,5 +268,8 @@ mod tests {
         assert_eq!(want("output = \"", &node), Some(Want::Field));
         assert_eq!(want("description = \"the ", &node), None);
         assert_eq!(want("next = \"a\" # \"", &node), None);
+        // Regression: a name after a multi-byte character was cut inside it.
+        assert_eq!(want("only_if = \"é", &node), Some(Want::Field));
+        assert_eq!(want("nëxt = \"", &node), None);
     }
 }

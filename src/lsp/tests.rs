@@ -433,3 +433,23 @@ fn no_question_panics_on_any_prefix_of_a_graph() {
         }
     }
 }
+
+#[test]
+fn no_question_panics_at_any_position_among_multibyte_characters() {
+    let text = DEMO
+        .replace("'n='", "'n=é✓' ~ é")
+        .replace("Count a step.", "Count ✓ é step.")
+        .replace("[state.answer]", "[state.answer]\n# ✓é = \"é|é\"");
+    let a = Analysis::for_path(Path::new("/nowhere/demo.toml"), &text);
+    let lines = LineIndex::new(&text);
+    for (offset, _) in text.char_indices() {
+        let pos = lines.position(offset);
+        let _ = a.hover(pos);
+        let _ = a.definition(pos);
+        let _ = a.completion(pos);
+        let _ = a.prepare_rename(pos);
+        let _ = a.code_actions(Range::new(pos, pos));
+        // Past the end of the line, in UTF-16 units.
+        let _ = a.completion(Position::new(pos.line, pos.character + 1));
+    }
+}
