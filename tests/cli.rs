@@ -302,6 +302,7 @@ fn completions_and_the_man_page_come_from_the_command_definitions() {
             "switchyard-diff.1",
             "switchyard-fork.1",
             "switchyard-history.1",
+            "switchyard-lsp.1",
             "switchyard-man.1",
             "switchyard-prune.1",
             "switchyard-render.1",
