@@ -9,7 +9,7 @@ impl Analysis {
     /// The quick fixes of the graph's diagnostics that touch `range`.
     pub fn code_actions(&self, range: Range) -> Vec<CodeAction> {
         let lines = self.lines();
-        let mut seen: HashMap<usize, ()> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         let ours = self
             .validation
@@ -28,7 +28,7 @@ impl Analysis {
             let Some(word) = misspelt(&self.text, &span, &d.message, suggestion) else {
                 continue;
             };
-            if seen.insert(word.start, ()).is_some() {
+            if !seen.insert(word.start) {
                 continue;
             }
             let old = &self.text[word.clone()];
