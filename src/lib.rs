@@ -27,7 +27,8 @@
 //! turns a run's events into OpenTelemetry traces. [`host`] is the adapter that serves
 //! many clients (graphs reloaded as their files change, a queue of runs per thread,
 //! MCP servers kept per thread) and [`serve`] puts it behind the LangGraph Agent
-//! Server API over HTTP; the `switchyard` binary's `cli/` puts the library on the
+//! Server API over HTTP; [`lsp`] answers an editor's questions about a graph file
+//! from the same load -> check; the `switchyard` binary's `cli/` puts the library on the
 //! command line. The library never prints.
 
 mod check;
@@ -39,6 +40,7 @@ mod jinja;
 mod json_schema;
 pub mod llm;
 mod load;
+pub mod lsp;
 pub mod mcp;
 mod pipeline;
 mod region;

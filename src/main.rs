@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => cli::serve::serve(args),
         Command::Test(args) => cli::test::test(args),
         Command::New(args) => cli::new::new(args),
+        Command::Lsp(args) => cli::lsp::lsp(args),
         Command::Completions(args) => cli::man::completions(args, Cli::command()),
         Command::Man(args) => cli::man::man(args, Cli::command()),
     };

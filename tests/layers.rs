@@ -30,8 +30,8 @@ const LAYERS: &[&[&str]] = &[
     &["run"],
     // What consumes a run: traces, and the MCP client behind the tool port.
     &["telemetry", "mcp", "testing"],
-    // The adapters: many clients at once, then HTTP.
-    &["host"],
+    // The adapters: many clients at once, an editor's language server, then HTTP.
+    &["host", "lsp"],
     &["serve"],
 ];
 

@@ -10,6 +10,7 @@ mod hardening;
 mod language;
 mod layers;
 mod llm;
+mod lsp;
 mod mcp;
 mod no_panic;
 mod postgres;

@@ -16,7 +16,7 @@ mod routes;
 pub(crate) mod schema_path;
 mod set_types;
 mod settings;
-mod sources;
+pub(crate) mod sources;
 mod strict;
 mod subgraph;
 pub(crate) mod types;

@@ -80,6 +80,11 @@ pub(crate) enum Command {
         after_help = "Examples:\n  switchyard serve graphs/\n  switchyard serve graphs/ --listen 0.0.0.0:2024 --api-key-env SWITCHYARD_API_KEY\n  switchyard serve graphs/tool_agent.toml --store memory --cors http://localhost:5173\n  switchyard serve graphs/ --store 'postgresql://switchyard@db.internal/agents'"
     )]
     Serve(super::serve::ServeArgs),
+    /// A language server for graph files over standard input and output: the same
+    /// diagnostics as `validate`, with hover, go to definition, completion, rename,
+    /// symbols and quick fixes (editors/README.md sets up Neovim, Helix, Zed, VS Code).
+    #[command(after_help = "Examples:\n  switchyard lsp\n  switchyard lsp --stdio")]
+    Lsp(super::lsp::LspArgs),
     /// Print a shell's completion script for `switchyard`.
     #[command(
         after_help = "Examples:\n  switchyard completions bash > ~/.local/share/bash-completion/completions/switchyard\n  switchyard completions zsh > ~/.zfunc/_switchyard\n  switchyard completions fish > ~/.config/fish/completions/switchyard.fish"

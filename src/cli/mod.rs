@@ -11,6 +11,7 @@ pub(crate) mod diff;
 mod events;
 mod flags;
 pub(crate) mod inspect;
+pub(crate) mod lsp;
 pub(crate) mod man;
 pub(crate) mod new;
 pub(crate) mod render;
