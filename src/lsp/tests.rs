@@ -126,6 +126,34 @@ fn a_toml_file_that_is_no_graph_gets_no_diagnostics() {
     assert_eq!(a.diagnostics(), vec![(a.uri().clone(), Vec::new())]);
 }
 
+/// A graph's test file (`X.test.toml`) gets the test checks' diagnostics, against the
+/// graph beside it, as `switchyard validate X.test.toml` prints them.
+#[test]
+fn a_test_file_is_checked_against_its_graph() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/testing/triage.test.toml");
+    let text = "[[case]]\nname = \"a\"\n[[case.reply]]\nnode = \"clasify\"\njson = {}\n";
+    let a = Analysis::for_path(&path, text);
+    let d = a.diagnostics();
+    assert_eq!(d.len(), 1);
+    let messages: Vec<(&str, u32)> = d[0]
+        .1
+        .iter()
+        .map(|d| (d.message.as_str(), d.range.start.line))
+        .collect();
+    assert_eq!(
+        messages,
+        [(
+            "the graph has no node `clasify`\nno such node\nhelp: did you mean `classify`?",
+            3
+        )]
+    );
+    // A test file that does not parse: one diagnostic, no crash.
+    let a = Analysis::for_path(&path, "[[case]\n");
+    assert_eq!(a.diagnostics()[0].1.len(), 1);
+    assert_eq!(a.hover(Position::new(0, 2)), None);
+}
+
 #[test]
 fn hover_names_nodes_fields_constants_kinds_and_filters() {
     let a = demo();

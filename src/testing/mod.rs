@@ -102,21 +102,34 @@ struct Fine {
     warnings: Vec<Diagnostic>,
 }
 
+/// Checks test-file text as if it were the file at `path` (an editor's unsaved
+/// buffer): the diagnostics of the test file and of its graph, when it has problems.
+pub fn check_text(path: &Path, text: &str, sources: &mut Sources) -> Vec<Diagnostic> {
+    match checked(path, text.to_string(), sources) {
+        Checked::Problems(d) => d,
+        Checked::Fine(fine) => fine.warnings,
+    }
+}
+
 fn read_checked(path: &Path, sources: &mut Sources) -> Result<Checked, SuiteError> {
     let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
         path: path.display().to_string(),
         source,
     })?;
+    Ok(checked(path, text, sources))
+}
+
+fn checked(path: &Path, text: String, sources: &mut Sources) -> Checked {
     let read = file::read(path, &text, sources);
     let Some(spec) = read.spec else {
-        return Ok(Checked::Problems(read.diagnostics));
+        return Checked::Problems(read.diagnostics);
     };
     let graph_path = file::graph_path(path, &spec);
     let v = match crate::pipeline::validate_file(&graph_path, sources) {
         Ok(v) => v,
         Err(e) => {
             let span = spec.graph.as_ref().map_or(0..0, toml::Spanned::span);
-            return Ok(Checked::Problems(vec![
+            return Checked::Problems(vec![
                 Diagnostic::error(
                     "test-graph",
                     read.file,
@@ -128,30 +141,46 @@ fn read_checked(path: &Path, sources: &mut Sources) -> Result<Checked, SuiteErro
                 )
                 .label("this graph")
                 .help("name it with `graph = \"FILE.toml\"`, relative to the test file"),
-            ]));
+            ]);
         }
     };
     let valid = v.is_valid();
     let Some(graph_spec) = v.spec else {
-        return Ok(Checked::Problems(v.diagnostics));
+        return Checked::Problems(v.diagnostics);
     };
     if !valid {
-        return Ok(Checked::Problems(v.diagnostics));
+        let errors = v.diagnostics.iter().filter(|d| d.is_error()).count();
+        let mut d = v.diagnostics;
+        d.push(
+            Diagnostic::error(
+                "test-graph",
+                read.file,
+                spec.graph.as_ref().map_or(0..0, toml::Spanned::span),
+                format!(
+                    "the graph under test, `{}`, has {errors} error{}",
+                    graph_path.display(),
+                    if errors == 1 { "" } else { "s" }
+                ),
+            )
+            .label("this graph")
+            .help("its cases run once `switchyard validate` passes it"),
+        );
+        return Checked::Problems(d);
     }
     let mut diagnostics = check::check(read.file, path, &spec, &graph_spec);
     let listed = listed_tools(read.file, path, &spec, &mut diagnostics);
     diagnostic::sort(&mut diagnostics);
     if diagnostics.iter().any(Diagnostic::is_error) {
-        return Ok(Checked::Problems(diagnostics));
+        return Checked::Problems(diagnostics);
     }
-    Ok(Checked::Fine(Box::new(Fine {
+    Checked::Fine(Box::new(Fine {
         text,
         spec,
         graph_spec,
         graph_path,
         listed,
         warnings: diagnostics,
-    })))
+    }))
 }
 
 /// The tools each `[servers.x]` lists, read from its file or table; a file that does
