@@ -48,6 +48,10 @@ enum Want {
     Kind,
     Field,
     Filter,
+    /// A key at the start of a line: those the table takes (the format's schema).
+    Key,
+    /// An `mcp_call`'s `tool`: the server's tools, as `switchyard tools` listed them.
+    Tool,
 }
 
 impl Analysis {
@@ -80,8 +84,80 @@ impl Analysis {
                 .iter()
                 .map(|(name, doc)| item(name, CompletionItemKind::FUNCTION, "filter", doc))
                 .collect(),
+            Some(Want::Key) => {
+                let written = table.map_or(Vec::new(), |h| self.written_keys(h));
+                super::keys::keys(&table_keys)
+                    .into_iter()
+                    .filter(|(k, _)| !written.contains(k))
+                    .map(|(k, doc)| item(k, CompletionItemKind::PROPERTY, "key", doc))
+                    .collect()
+            }
+            Some(Want::Tool) => {
+                self.tool_items(table.and_then(|h| h.named("nodes")).map(|(n, _)| n))
+            }
             None => Vec::new(),
         }
+    }
+
+    /// The keys already written in the table under `header`.
+    fn written_keys(&self, header: &super::outline::Header) -> Vec<&str> {
+        let rest = &self.text[header.line.end.min(self.text.len())..];
+        rest.lines()
+            .skip(1)
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .filter_map(|l| {
+                let (k, _) = l.split_once('=')?;
+                let k = k.trim();
+                k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    .then_some(k)
+            })
+            .collect()
+    }
+
+    /// The tools of the server the node `node` calls, from `NAME.tools.json` beside the
+    /// graph: what `switchyard tools NAME.toml --format json` printed (the file a
+    /// graph's tests read too). None when there is no such file.
+    fn tool_items(&self, node: Option<&str>) -> Vec<CompletionItem> {
+        let Ok(path) = self.uri.to_file_path() else {
+            return Vec::new();
+        };
+        let listed = path.with_extension("tools.json");
+        let Some(servers) = std::fs::read_to_string(&listed)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        else {
+            return Vec::new();
+        };
+        let server = node
+            .and_then(|n| self.validation.spec.as_ref()?.node(n))
+            .and_then(|n| match &n.body {
+                crate::spec::KindSpec::Mcp(m) => m.server.as_ref().map(|s| s.get_ref().clone()),
+                _ => None,
+            });
+        let mut out = Vec::new();
+        for s in servers.as_array().into_iter().flatten() {
+            let name = s.get("server").and_then(serde_json::Value::as_str);
+            if server.is_some() && name != server.as_deref() {
+                continue;
+            }
+            for t in s
+                .get("tools")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(tool) = t.get("name").and_then(serde_json::Value::as_str) {
+                    let doc = t
+                        .get("description")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("");
+                    let detail = format!("tool of `{}`", name.unwrap_or("?"));
+                    out.push(item(tool, CompletionItemKind::FUNCTION, &detail, doc));
+                }
+            }
+        }
+        out
     }
 
     fn node_items(&self) -> Vec<CompletionItem> {
@@ -165,11 +241,20 @@ fn want(before: &str, table: &[&str]) -> Option<Want> {
         }
     }
     let Some((quote, _)) = open else {
-        // A key at the start of a line of `[nodes.x.set]`: the field it writes.
+        // A key at the start of a line of `[nodes.x.set]`: the field it writes; of
+        // another table, a key the table takes.
         let key = before.trim_start();
         let is_key = key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        return (is_key && table.last() == Some(&"set") && table.first() == Some(&"nodes"))
-            .then_some(Want::Field);
+        if !is_key || table.is_empty() {
+            return None;
+        }
+        return Some(
+            if table.last() == Some(&"set") && table.first() == Some(&"nodes") {
+                Want::Field
+            } else {
+                Want::Key
+            },
+        );
     };
     let typed = &before[quote + 1..];
     let prefix = before[..quote].trim_end();
@@ -191,6 +276,10 @@ fn want(before: &str, table: &[&str]) -> Option<Want> {
     }
     if key == "kind" {
         return Some(Want::Kind);
+    }
+    // A tool named as it is (a template picks one from the state).
+    if key == "tool" && !typed.contains('{') {
+        return Some(Want::Tool);
     }
     if FIELD_KEYS.contains(&key) && table.first() != Some(&"servers") {
         return Some(Want::Field);

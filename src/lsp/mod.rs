@@ -14,6 +14,7 @@ mod complete;
 mod docs;
 mod hover;
 mod index;
+mod keys;
 mod lines;
 mod outline;
 mod symbols;

@@ -154,6 +154,27 @@ fn a_test_file_is_checked_against_its_graph() {
     assert_eq!(a.hover(Position::new(0, 2)), None);
 }
 
+/// An `mcp_call`'s `tool` completes with its server's tools, from the listing
+/// `switchyard tools --format json` wrote beside the graph (`NAME.tools.json`).
+#[test]
+fn a_tool_completes_from_the_listing_beside_the_graph() {
+    let graph = Path::new(env!("CARGO_MANIFEST_DIR")).join("graphs/tool_agent.toml");
+    let text = std::fs::read_to_string(&graph)
+        .unwrap()
+        .replace("tool = \"{{ call.tool }}\"", "tool = \"read_\"");
+    let a = Analysis::for_path(&graph, &text);
+    let labels: Vec<String> = a
+        .completion(at(&text, "tool = \"read_^"))
+        .into_iter()
+        .map(|i| i.label)
+        .collect();
+    assert!(labels.contains(&"read_text_file".to_string()), "{labels:?}");
+    assert!(labels.contains(&"write_file".to_string()), "{labels:?}");
+    // Without a listing beside the graph, nothing is offered.
+    let a = Analysis::for_path(Path::new("/nowhere/tool_agent.toml"), &text);
+    assert_eq!(a.completion(at(&text, "tool = \"read_^")), Vec::new());
+}
+
 #[test]
 fn hover_names_nodes_fields_constants_kinds_and_filters() {
     let a = demo();
@@ -320,6 +341,12 @@ fn completion_offers_what_the_place_takes() {
         labels(DEMO, "description = \"Count a ^step"),
         Vec::<String>::new()
     );
+    // A key at the start of a line: those the table takes, less those written.
+    let typing = DEMO.replace("[nodes.done]\n", "[nodes.done]\non_\n");
+    let keys = labels(&typing, "[nodes.done]\non_^");
+    assert!(keys.contains(&"on_error".to_string()), "{keys:?}");
+    assert!(keys.contains(&"prompt".to_string()), "{keys:?}");
+    assert!(!keys.contains(&"kind".to_string()), "{keys:?}");
     let a = demo();
     let items = a.completion(at(DEMO, "if count < ^LIMIT"));
     assert_eq!(items[0].kind, Some(CompletionItemKind::FIELD));
