@@ -186,40 +186,47 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn case(&mut self, dir: &Path, case: &CaseSpec) {
-        if let Some(input) = &case.input {
-            match input.get_ref() {
-                Json::Object(fields) => {
-                    for k in fields.keys() {
-                        if self.graph.field(k).is_none() {
-                            let known: Vec<&str> = self
-                                .graph
-                                .state
-                                .iter()
-                                .map(|f| f.name.get_ref().as_str())
-                                .collect();
-                            let hint = did_you_mean(k, known.iter().copied())
-                                .map(|s| format!("did you mean `{s}`?"));
-                            self.out.push(
-                                Diagnostic::error(
-                                    "test-unknown-name",
-                                    self.file,
-                                    input.span(),
-                                    format!("the input names `{k}`, and the graph has no such state field"),
-                                )
-                                .label("this input")
-                                .help_opt(hint),
-                            );
-                        }
+    /// An input (of the case, or of a later turn): a table of declared state fields.
+    fn input(&mut self, input: &Spanned<Json>) {
+        match input.get_ref() {
+            Json::Object(fields) => {
+                for k in fields.keys() {
+                    if self.graph.field(k).is_none() {
+                        let known: Vec<&str> = self
+                            .graph
+                            .state
+                            .iter()
+                            .map(|f| f.name.get_ref().as_str())
+                            .collect();
+                        let hint = did_you_mean(k, known.iter().copied())
+                            .map(|s| format!("did you mean `{s}`?"));
+                        self.out.push(
+                            Diagnostic::error(
+                                "test-unknown-name",
+                                self.file,
+                                input.span(),
+                                format!(
+                                    "the input names `{k}`, and the graph has no such state field"
+                                ),
+                            )
+                            .label("this input")
+                            .help_opt(hint),
+                        );
                     }
                 }
-                _ => self.error(
-                    "test-input",
-                    input.span(),
-                    "the input is not a table of state fields".into(),
-                    "write `input = { field = value }`",
-                ),
             }
+            _ => self.error(
+                "test-input",
+                input.span(),
+                "the input is not a table of state fields".into(),
+                "write `input = { field = value }`",
+            ),
+        }
+    }
+
+    fn case(&mut self, dir: &Path, case: &CaseSpec) {
+        for input in case.input.iter().chain(&case.turns) {
+            self.input(input);
         }
         if let Some(context) = &case.context
             && !context.get_ref().is_object()

@@ -43,6 +43,10 @@ pub(crate) struct CaseSpec {
     #[serde(default)]
     pub context: Option<Spanned<Json>>,
     pub max_steps: Option<u64>,
+    /// Inputs of later runs on the same thread, each started when the run before has
+    /// ended (or waits with no answer left): a chat's next messages.
+    #[serde(default)]
+    pub turns: Vec<Spanned<Json>>,
     pub recording: Option<Spanned<String>>,
     #[serde(default)]
     pub reply: Vec<ReplySpec>,

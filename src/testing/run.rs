@@ -72,6 +72,10 @@ pub(crate) async fn run_case(
         .as_ref()
         .map_or_else(|| Json::Object(Default::default()), |i| i.get_ref().clone());
     let mut answers = case.answer.iter();
+    // Later turns: each a new run on the thread once the one before has ended or
+    // waits with no answer left (a chat's next message, which drops a pending question
+    // as LangGraph's server does).
+    let mut turns = case.turns.iter();
     let mut go = Go::Start(input);
     loop {
         let result = runner.run(thread, go).await;
@@ -84,16 +88,15 @@ pub(crate) async fn run_case(
             }) => {
                 actual.outcome = outcome;
                 actual.response = response;
-                break;
             }
             Ok(Outcome::Stopped { .. }) => {
                 actual.outcome = "stopped".into();
-                break;
+                actual.response = None;
             }
             Ok(Outcome::Interrupted { node, .. }) => match answers.next() {
                 None => {
                     actual.outcome = "interrupted".into();
-                    break;
+                    actual.response = None;
                 }
                 Some(a) => {
                     if let Some(n) = &a.node
@@ -107,6 +110,7 @@ pub(crate) async fn run_case(
                         break;
                     }
                     go = Go::resume(a.payload.clone());
+                    continue;
                 }
             },
             Err(e) => {
@@ -114,6 +118,10 @@ pub(crate) async fn run_case(
                 actual.error = Some(e.to_string());
                 break;
             }
+        }
+        match turns.next() {
+            Some(turn) => go = Go::Restart(turn.get_ref().clone()),
+            None => break,
         }
     }
     if let Ok((state, _)) = runner.threads().state(thread, None).await {
