@@ -2015,6 +2015,68 @@ async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
     assert!(answer.contains("Teal."), "{answer}");
 }
 
+/// A server's sampling request that offers the model a tool (MCP sampling with tools,
+/// through the official TypeScript SDK, which sends `tools` only to a client that
+/// declared `sampling.tools`): the model's call goes back as a `tool_use`, the server's
+/// `tool_result` reaches the model as a tool message, and its final text is the answer.
+#[tokio::test]
+async fn a_sampling_request_with_tools_runs_the_models_tool_loop() {
+    need_npm_packages();
+    let model = crate::llm::server::Server::start(vec![
+        crate::llm::server::tool_call("weather", r#"{"city":"Paris"}"#),
+        crate::llm::server::completion("Sunny in Paris: no umbrella.", 20, 5),
+    ])
+    .await;
+    let dir = temp_dir("sampling-tools");
+    let store = format!("sqlite:{}", dir.join("c.db").display());
+    let cmd = switchyard(&[
+        "run",
+        "tests/fixtures/mcp/sampling_tools.toml",
+        "--thread",
+        "t",
+        "--store",
+        &store,
+    ])
+    .env("OPENAI_BASE_URL", model.url())
+    .env("OPENAI_API_KEY", "k");
+    tokio::task::spawn_blocking(move || cmd.run().code(0))
+        .await
+        .unwrap();
+    let seen = model.seen();
+    assert_eq!(seen.len(), 2);
+    // First: the tool offered, the model free to call it.
+    assert_eq!(
+        (
+            &seen[0].body["messages"],
+            &seen[0].body["tools"][0]["function"]["name"],
+            &seen[0].body["tool_choice"],
+        ),
+        (
+            &json!([{ "role": "user", "content": "Forecast for Paris?" }]),
+            &json!("weather"),
+            &json!("auto"),
+        )
+    );
+    // Then: the call and its result in the chat API's form, and no tool offered.
+    assert_eq!(
+        seen[1].body["messages"],
+        json!([
+            { "role": "user", "content": "Forecast for Paris?" },
+            { "role": "assistant", "tool_calls": [
+                { "id": "call_a", "type": "function", "function": { "name": "weather", "arguments": "{\"city\":\"Paris\"}" } },
+            ] },
+            { "role": "tool", "tool_call_id": "call_a", "content": "Sunny in Paris" },
+        ])
+    );
+    assert_eq!(seen[1].body.get("tools"), None);
+    let state = switchyard(&["state", "--thread", "t", "--store", &store]).run();
+    let state: Json = serde_json::from_str(&state.code(0).stdout).unwrap();
+    assert_eq!(
+        state["state"]["answer"],
+        json!("Sunny in Paris: no umbrella.")
+    );
+}
+
 /// A resource and a prompt, read by `mcp_call` nodes as tools are called (`tool =
 /// "resources/read"`, `tool = "prompts/get"`): the resource as an embedded text
 /// resource is written, the prompt as its chat messages.

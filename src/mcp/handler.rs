@@ -81,8 +81,12 @@ impl ClientHandler for Handler {
         // Forms a person answers: the run pauses for them (URLs are not opened).
         info.capabilities.elicitation =
             Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+        // Sampling with the tools a server offers the model (`tools`, `toolChoice`);
+        // not `includeContext`, as nothing of other servers' is the model's to read.
         if self.sampler.is_some() {
-            info.capabilities.sampling = Some(Default::default());
+            let mut sampling = rmcp::model::SamplingCapability::default();
+            sampling.tools = Some(Default::default());
+            info.capabilities.sampling = Some(sampling);
         }
         info
     }

@@ -1,8 +1,11 @@
 //! MCP sampling: a server that the graph lets (`[servers.x] sampling = true`) asks for a
 //! completion (`sampling/createMessage`), and the graph's own model answers it, through
 //! the run's LLM client (so a recording, a replay and the key stay what the run uses).
+//! A request may offer the model tools (`tools`, `toolChoice`): the model's calls come
+//! back as `tool_use` blocks, and the server's next request carries their
+//! `tool_result`s, which the model reads as the chat API's tool messages.
 
-use crate::llm::{LlmClient, LlmRequest, ToolChoice};
+use crate::llm::{LlmClient, LlmRequest, ToolChoice, ToolSpec};
 use serde_json::{Value as Json, json};
 use std::sync::{Arc, Mutex};
 
@@ -39,6 +42,28 @@ impl SamplerSlot {
             .complete(&request, &|_| {})
             .await
             .map_err(|e| e.to_string())?;
+        if !reply.tool_calls.is_empty() {
+            // The calls as `tool_use` blocks, after the text the model wrote beside them.
+            let mut content: Vec<Json> = reply
+                .content
+                .iter()
+                .filter(|t| !t.is_empty())
+                .map(|t| json!({ "type": "text", "text": t }))
+                .collect();
+            for c in &reply.tool_calls {
+                let input: Json = serde_json::from_str(&c.arguments)
+                    .map_err(|e| format!("the model's call of `{}` is not JSON: {e}", c.name))?;
+                content.push(
+                    json!({ "type": "tool_use", "id": c.id, "name": c.name, "input": input }),
+                );
+            }
+            return Ok(json!({
+                "role": "assistant",
+                "content": content,
+                "model": reply.model.unwrap_or(request.model),
+                "stopReason": "toolUse",
+            }));
+        }
         Ok(json!({
             "role": "assistant",
             "content": { "type": "text", "text": reply.content.unwrap_or_default() },
@@ -50,6 +75,22 @@ impl SamplerSlot {
             },
         }))
     }
+}
+
+/// The text of a tool result's content blocks (its structured content when it has one),
+/// as the model reads a tool's answer.
+fn result_text(block: &Json) -> String {
+    if let Some(s) = block.get("structuredContent").filter(|s| !s.is_null()) {
+        return s.to_string();
+    }
+    block
+        .get("content")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Json::as_str))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A sampling request as the chat request the graph's model is sent: the system prompt,
@@ -82,6 +123,33 @@ fn request(server: &str, params: &Json, model: Option<&str>) -> Result<LlmReques
             Some(one) => vec![one],
             None => Vec::new(),
         };
+        // The model's calls (`tool_use`, in an assistant message) and their results
+        // (`tool_result`, in a user message) in the chat API's form: an assistant
+        // message with `tool_calls`, then a `tool` message per result.
+        let calls: Vec<Json> = blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Json::as_str) == Some("tool_use"))
+            .map(|b| {
+                json!({
+                    "id": b.get("id").cloned().unwrap_or(Json::Null),
+                    "type": "function",
+                    "function": {
+                        "name": b.get("name").cloned().unwrap_or(Json::Null),
+                        "arguments": b.get("input").map_or_else(|| "{}".to_string(), Json::to_string),
+                    },
+                })
+            })
+            .collect();
+        for b in blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Json::as_str) == Some("tool_result"))
+        {
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": b.get("toolUseId").cloned().unwrap_or(Json::Null),
+                "content": result_text(b),
+            }));
+        }
         let parts: Vec<Json> = blocks
             .into_iter()
             .filter_map(|b| match b.get("type").and_then(Json::as_str) {
@@ -97,19 +165,59 @@ fn request(server: &str, params: &Json, model: Option<&str>) -> Result<LlmReques
                 _ => None,
             })
             .collect();
+        if !calls.is_empty() {
+            let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+            let text = (!text.is_empty()).then(|| text.join("\n"));
+            messages.push(json!({ "role": "assistant", "content": text, "tool_calls": calls }));
+            continue;
+        }
+        if parts.is_empty() {
+            // A message of tool results only: they are in as tool messages.
+            continue;
+        }
         let content = match parts.as_slice() {
             [one] if one["type"] == "text" => one["text"].clone(),
             _ => Json::Array(parts),
         };
         messages.push(json!({ "role": role, "content": content }));
     }
+    // The tools offered, unless the server says the model may call none now.
+    let mode = params.pointer("/toolChoice/mode").and_then(Json::as_str);
+    let tools: Vec<ToolSpec> = if mode == Some("none") {
+        Vec::new()
+    } else {
+        params
+            .get("tools")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                Some(ToolSpec {
+                    name: t.get("name")?.as_str()?.to_string(),
+                    description: t
+                        .get("description")
+                        .and_then(Json::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    parameters: t
+                        .get("inputSchema")
+                        .cloned()
+                        .unwrap_or_else(|| json!({ "type": "object" })),
+                })
+            })
+            .collect()
+    };
     Ok(LlmRequest {
         node: format!("sampling:{server}").into(),
         model,
         messages,
         schema: None,
-        tools: Vec::new(),
-        tool_choice: ToolChoice::Auto,
+        tool_choice: if mode == Some("required") && !tools.is_empty() {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        },
+        tools,
         temperature: params.get("temperature").and_then(Json::as_f64),
         stream: false,
         strict: true,
@@ -183,5 +291,45 @@ mod tests {
         .unwrap();
         assert_eq!(r.model, "claude-3");
         assert!(request("s", &json!({}), None).is_err());
+    }
+
+    /// The second request of a tool loop: the tools offered, the model's call as a
+    /// `tool_use` and its `tool_result`, in the chat API's form.
+    #[test]
+    fn a_sampling_request_with_tools_and_their_results() {
+        let params = json!({
+            "messages": [
+                { "role": "user", "content": { "type": "text", "text": "Weather in Paris?" } },
+                { "role": "assistant", "content": [
+                    { "type": "text", "text": "Looking." },
+                    { "type": "tool_use", "id": "c1", "name": "weather", "input": { "city": "Paris" } },
+                ] },
+                { "role": "user", "content": [
+                    { "type": "tool_result", "toolUseId": "c1", "content": [{ "type": "text", "text": "Sunny" }] },
+                ] },
+            ],
+            "tools": [{ "name": "weather", "description": "The weather", "inputSchema": { "type": "object" } }],
+            "toolChoice": { "mode": "required" },
+            "maxTokens": 50,
+        });
+        let r = request("s", &params, Some("m")).unwrap();
+        assert_eq!(
+            r.messages,
+            [
+                json!({ "role": "user", "content": "Weather in Paris?" }),
+                json!({ "role": "assistant", "content": "Looking.", "tool_calls": [
+                    { "id": "c1", "type": "function", "function": { "name": "weather", "arguments": "{\"city\":\"Paris\"}" } },
+                ] }),
+                json!({ "role": "tool", "tool_call_id": "c1", "content": "Sunny" }),
+            ]
+        );
+        assert_eq!(
+            (r.tools.len(), r.tools[0].name.as_str(), r.tool_choice),
+            (1, "weather", ToolChoice::Required)
+        );
+        // `none`: no tool is offered this time.
+        let mut none = params.clone();
+        none["toolChoice"] = json!({ "mode": "none" });
+        assert!(request("s", &none, Some("m")).unwrap().tools.is_empty());
     }
 }
