@@ -85,7 +85,7 @@ fn a_failing_case_shows_where_the_run_went_another_way() {
         timeless(&out.stdout),
         "tests/fixtures/testing/diverges.test.toml
   FAIL no_reply (T ms)
-    the run failed: node `classify` failed: node `classify` asked the model, and the case scripts no reply for it (add a `[[case.reply]]` with `node = \"classify\"`)
+    against the script: node `classify` asked the model, and the case scripts no reply for it (add a `[[case.reply]]` with `node = \"classify\"`)
 0 passed, 1 failed
 "
     );
@@ -188,22 +188,30 @@ fn update_rewrites_the_expectations_from_the_runs_and_keeps_the_rest() {
         "testing_updated",
         updated.replace(&fixture.display().to_string(), "FIXTURES")
     );
-    // Each case now expects what its run did, a failure and its error included; the
-    // events a case names and the scripted parts a run leaves unused are the author's
-    // to mend, so those cases still fail.
+    // Each case now expects what its run did, except those whose run went against
+    // their script (a reply missing, a call's arguments not the script's): the script
+    // is to mend, so they are not rewritten and still fail; the events a case names and
+    // the scripted parts a run leaves unused are the author's to mend too.
+    assert!(
+        out.stdout.contains("  not updated: no_reply (its run went against its script: mend the script first)\n  not updated: wrong_arguments (its run went against its script: mend the script first)\n"),
+        "{}",
+        out.stdout
+    );
     let out = switchyard(&["test", p]).run().code(1);
     assert_eq!(
         timeless(&out.stdout).replace(p, "FILE"),
         "FILE
   FAIL wrong_way (T ms)
     events: expected event 1 of 1, {\"event\":\"tool_call\",\"tool\":\"create_issue\"}, and no event of the run matches it
-  ok   no_reply (T ms)
+  FAIL no_reply (T ms)
+    against the script: node `classify` asked the model, and the case scripts no reply for it (add a `[[case.reply]]` with `node = \"classify\"`)
   FAIL left_over (T ms)
     1 of the 2 replies scripted for node `classify` was never asked for
     the result scripted for tool `create_issue` was never called for
     the answer was never asked for
-  ok   wrong_arguments (T ms)
-2 passed, 2 failed
+  FAIL wrong_arguments (T ms)
+    against the script: tool `create_issue` was called with {\"title\":\"Crash\"}, and the case expects {\"title\":\"Crash on save\"}
+0 passed, 4 failed
 "
     );
 }
@@ -221,27 +229,29 @@ fn the_junit_report_reads_in_junitparser() {
         "test",
         "tests/fixtures/testing/triage.test.toml",
         "tests/fixtures/testing/diverges.test.toml",
+        "tests/fixtures/testing/mistakes.test.toml",
         "--junit",
         xml.to_str().unwrap(),
     ])
     .run()
-    .code(1);
+    .code(3);
     let script = r#"
 import json, sys
-from junitparser import JUnitXml, Failure
+from junitparser import JUnitXml, Failure, Error
 xml = JUnitXml.fromfile(sys.argv[1])
-out = []
+out = {"tests": xml.tests, "failures": xml.failures, "errors": xml.errors, "suites": []}
 for suite in xml:
     cases = []
     for case in suite:
-        failures = [r for r in case.result if isinstance(r, Failure)]
+        failures = [r for r in case.result if isinstance(r, (Failure, Error))]
         cases.append({
             "name": case.name,
             "classname": case.classname,
+            "kind": type(failures[0]).__name__ if failures else None,
             "failure": failures[0].message if failures else None,
             "text": failures[0].text.splitlines()[-1] if failures else None,
         })
-    out.append({"suite": suite.name, "tests": suite.tests, "failures": suite.failures, "cases": cases})
+    out["suites"].append({"suite": suite.name, "tests": suite.tests, "failures": suite.failures, "errors": suite.errors, "cases": cases})
 print(json.dumps(out, indent=1))
 "#;
     let out = std::process::Command::new(&python)
@@ -381,4 +391,36 @@ fn the_tool_agent_template_s_servers_run_for_real_in_both_languages() {
             .code(0);
         assert_eq!(out.stderr, "", "{name}");
     }
+}
+
+/// The example of docs/testing.md, run as it is written there (its graph and tools file
+/// named by their paths): what the docs show is what the command does.
+#[test]
+fn the_example_in_the_docs_passes() {
+    let doc = std::fs::read_to_string(root().join("docs/testing.md")).unwrap();
+    let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+    let example = &doc[start..start + doc[start..].find("```").unwrap()];
+    let graphs = root().join("graphs");
+    let example = example
+        .replace(
+            "graph = \"tool_agent.toml\"",
+            &format!("graph = \"{}\"", graphs.join("tool_agent.toml").display()),
+        )
+        .replace(
+            "tools = \"tool_agent.tools.json\"",
+            &format!(
+                "tools = \"{}\"",
+                graphs.join("tool_agent.tools.json").display()
+            ),
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("example.test.toml");
+    std::fs::write(&path, example).unwrap();
+    let out = switchyard(&["test", path.to_str().unwrap()]).run();
+    assert_eq!(
+        timeless(&out.stdout).replace(path.to_str().unwrap(), "FILE"),
+        "FILE\n  ok   writes_files (T ms)\n1 passed, 0 failed\n",
+        "{}",
+        out.stderr
+    );
 }

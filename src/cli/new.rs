@@ -130,8 +130,14 @@ pub(crate) fn new(args: NewArgs) -> anyhow::Result<u8> {
         );
         return Ok(exit::FAILED);
     }
-    for (path, text, program) in &planned {
-        write(path, text, *program)?;
+    for (i, (path, text, program)) in planned.iter().enumerate() {
+        if let Err(e) = write(path, text, *program) {
+            // All or nothing: what was written before is taken back.
+            for (written, _, _) in &planned[..i] {
+                let _ = std::fs::remove_file(written);
+            }
+            return Err(e);
+        }
     }
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -59,6 +59,8 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let (mut passed, mut failed, mut invalid) = (0usize, 0usize, false);
     let mut suites = Vec::new();
+    // Test files that could not run, with why: an error of their own in the report.
+    let mut broken: Vec<(PathBuf, String)> = Vec::new();
     let mut matched = false;
     for file in &files {
         let mut sources = Sources::new();
@@ -68,17 +70,32 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<u8> {
                 diagnostics, count, ..
             }) => {
                 invalid = true;
+                let rendered: Vec<String> =
+                    diagnostics.iter().map(|d| d.render(&sources)).collect();
                 let mut err = std::io::stderr().lock();
-                for d in &diagnostics {
-                    writeln!(err, "{}", super::color::diagnostics(&d.render(&sources)))?;
+                for r in &rendered {
+                    writeln!(err, "{}", super::color::diagnostics(r))?;
                 }
                 let s = if count == 1 { "" } else { "s" };
                 writeln!(err, "{}: {count} error{s}", file.display())?;
+                let first = diagnostics
+                    .iter()
+                    .find(|d| d.is_error())
+                    .map(|d| d.message.as_str());
+                broken.push((
+                    file.clone(),
+                    format!(
+                        "{count} error{s}, the first: {}\n{}",
+                        first.unwrap_or_default(),
+                        rendered.join("\n")
+                    ),
+                ));
                 continue;
             }
             Err(e) => {
                 invalid = true;
-                eprintln!("{} {}: {e}", super::color::error_label(), file.display());
+                eprintln!("{} {e}", super::color::error_label());
+                broken.push((file.clone(), e.to_string()));
                 continue;
             }
         };
@@ -116,7 +133,13 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<u8> {
             )?;
         }
         if args.update {
-            let text = suite.updated(&results);
+            let (text, skipped) = suite.updated(&results);
+            for name in &skipped {
+                writeln!(
+                    out,
+                    "  not updated: {name} (its run went against its script: mend the script first)"
+                )?;
+            }
             std::fs::write(&suite.path, text)
                 .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", suite.path.display()))?;
             writeln!(out, "  updated {}", suite.path.display())?;
@@ -141,7 +164,7 @@ pub(crate) fn test(args: TestArgs) -> anyhow::Result<u8> {
     )?;
     out.flush()?;
     if let Some(path) = &args.junit {
-        std::fs::write(path, junit(&suites))
+        std::fs::write(path, junit(&suites, &broken))
             .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", path.display()))?;
     }
     Ok(if invalid {
@@ -162,6 +185,8 @@ fn test_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             walk(p, &mut found);
             found.sort();
             out.extend(found);
+        } else if !p.exists() {
+            return Err(format!("`{}` does not exist", p.display()));
         } else if is_test_file(p) {
             out.push(p.clone());
         } else if p.extension().is_some_and(|e| e == "toml") {
@@ -206,8 +231,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The results as JUnit XML: a testsuite per file, a testcase per case, a failure
-/// holding every difference.
-fn junit(suites: &[(PathBuf, Vec<CaseResult>)]) -> String {
+/// holding every difference; a test file that could not run is a testsuite with an
+/// error, so that a report never looks green for want of it.
+fn junit(suites: &[(PathBuf, Vec<CaseResult>)], broken: &[(PathBuf, String)]) -> String {
     let total: usize = suites.iter().map(|(_, r)| r.len()).sum();
     let failures: usize = suites
         .iter()
@@ -217,9 +243,20 @@ fn junit(suites: &[(PathBuf, Vec<CaseResult>)]) -> String {
         .iter()
         .flat_map(|(_, r)| r.iter().map(|c| c.duration.as_secs_f64()))
         .sum();
+    let errors = broken.len();
     let mut s = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"switchyard test\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"{time:.6}\">\n"
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"switchyard test\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{time:.6}\">\n",
+        total + errors
     );
+    for (path, why) in broken {
+        let name = escape(&path.display().to_string());
+        let first = why.lines().next().unwrap_or_default();
+        s.push_str(&format!(
+            "  <testsuite name=\"{name}\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0\">\n    <testcase name=\"(the test file)\" classname=\"{name}\" time=\"0\">\n      <error message=\"{}\" type=\"invalid\">{}</error>\n    </testcase>\n  </testsuite>\n",
+            escape(first),
+            escape(why)
+        ));
+    }
     for (path, results) in suites {
         let name = escape(&path.display().to_string());
         let failed = results.iter().filter(|c| !c.passed()).count();

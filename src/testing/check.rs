@@ -99,7 +99,7 @@ pub(crate) fn check(
             c.error(
                 "test-case-name",
                 case.name.span(),
-                format!("the case name `{name}` is not letters, digits, `_` and `-`"),
+                format!("the case name `{name}` is not ASCII letters, digits, `_` and `-`"),
                 "a case name is how `--case` and the reports name it",
             );
         } else if !names.insert(name.as_str()) {
@@ -144,17 +144,19 @@ impl<'a> Checker<'a> {
             .collect()
     }
 
-    /// A node name the test gives: known, else an error (none for a graph with
-    /// subgraph nodes, whose children's nodes answer too).
-    fn node(&mut self, name: &Spanned<String>) -> Option<NodeKind> {
+    /// A node name the test gives: known, else an error. A reply may also answer a
+    /// node of a subgraph's child graph (`children`: the graph has subgraph nodes);
+    /// the path, the routes and the answers are the graph's own nodes'.
+    fn node(&mut self, name: &Spanned<String>, children: bool) -> Option<NodeKind> {
         if let Some(n) = self.graph.node(name.get_ref()) {
             return Some(*n.kind.get_ref());
         }
-        let subgraphs = self
-            .graph
-            .nodes
-            .iter()
-            .any(|n| *n.kind.get_ref() == NodeKind::Graph);
+        let subgraphs = children
+            && self
+                .graph
+                .nodes
+                .iter()
+                .any(|n| *n.kind.get_ref() == NodeKind::Graph);
         if !subgraphs {
             let known = self.node_names();
             self.unknown("node", name, known);
@@ -258,7 +260,7 @@ impl<'a> Checker<'a> {
             }
         }
         for reply in &case.reply {
-            let kind = self.node(&reply.node);
+            let kind = self.node(&reply.node, true);
             if let Some(kind) = kind
                 && !matches!(kind, NodeKind::LlmStructured | NodeKind::LlmChat)
             {
@@ -314,7 +316,7 @@ impl<'a> Checker<'a> {
         }
         for answer in &case.answer {
             if let Some(node) = &answer.node {
-                self.node(node);
+                self.node(node, false);
             }
         }
         if let Some(expect) = &case.expect {
@@ -324,7 +326,7 @@ impl<'a> Checker<'a> {
 
     fn expect(&mut self, expect: &ExpectSpec) {
         for step in expect.path.iter().flatten() {
-            self.node(step);
+            self.node(step, false);
         }
         for route in expect.routes.iter().flatten() {
             match Route::parse(route.get_ref()) {
@@ -340,7 +342,7 @@ impl<'a> Checker<'a> {
                             continue;
                         }
                         let spanned = Spanned::new(route.span(), name.clone());
-                        self.node(&spanned);
+                        self.node(&spanned, false);
                     }
                 }
             }
@@ -348,17 +350,15 @@ impl<'a> Checker<'a> {
         for field in expect.state.keys().chain(&expect.cleared) {
             self.field(field);
         }
-        if expect.error.is_some() && expect.outcome.as_deref().is_some_and(|o| o != "error") {
-            self.out.push(Diagnostic::error(
+        if let Some(error) = &expect.error
+            && expect.outcome.as_deref() != Some("error")
+        {
+            self.error(
                 "test-expect",
-                self.file,
-                expect
-                    .path
-                    .as_ref()
-                    .and_then(|p| p.first())
-                    .map_or(0..0, Spanned::span),
-                "`error` is expected of a case whose outcome is `error`".to_string(),
-            ));
+                error.span(),
+                "an `error` is expected of a case whose outcome is `error`".into(),
+                "add `outcome = \"error\"`, or leave `error` out",
+            );
         }
         for e in expect.events.iter().flatten() {
             if !e.get_ref().get("event").is_some_and(Json::is_string) {

@@ -39,31 +39,29 @@ impl ScriptedLlm {
         }
     }
 
-    /// What the script lacked (requests it had no reply for), then what the run left
-    /// unused (`1 of the 2 replies ...`), for every node.
-    pub(crate) fn unused(&self) -> Vec<String> {
-        let overruns = self
-            .overruns
+    /// What the script lacked: the requests it had no reply for.
+    pub(crate) fn overruns(&self) -> Vec<String> {
+        self.overruns
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .clone()
+    }
+
+    /// What the run left unused (`1 of the 2 replies ...`), for every node.
+    pub(crate) fn unused(&self) -> Vec<String> {
         let replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
-        overruns
-            .into_iter()
-            .chain(
-                replies
-                    .iter()
-                    .filter(|(_, q)| q.used < q.items.len())
-                    .map(|(node, q)| {
-                        left_over(
-                            q.items.len() - q.used,
-                            q.items.len(),
-                            ["reply", "replies"],
-                            &format!("scripted for node `{node}`"),
-                            "asked for",
-                        )
-                    }),
-            )
+        replies
+            .iter()
+            .filter(|(_, q)| q.used < q.items.len())
+            .map(|(node, q)| {
+                left_over(
+                    q.items.len() - q.used,
+                    q.items.len(),
+                    ["reply", "replies"],
+                    &format!("scripted for node `{node}`"),
+                    "asked for",
+                )
+            })
             .collect()
     }
 }
@@ -215,29 +213,30 @@ impl ScriptedTools {
         }
     }
 
-    pub(crate) fn unused(&self) -> Vec<String> {
-        let overruns = self
-            .overruns
+    /// What the script lacked or did not expect: calls it had no result for, and
+    /// calls whose arguments or server differ from its.
+    pub(crate) fn overruns(&self) -> Vec<String> {
+        self.overruns
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .clone()
+    }
+
+    /// What the run left unused (`the result scripted for tool ...`), for every tool.
+    pub(crate) fn unused(&self) -> Vec<String> {
         let results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        overruns
-            .into_iter()
-            .chain(
-                results
-                    .iter()
-                    .filter(|(_, q)| q.used < q.items.len())
-                    .map(|(tool, q)| {
-                        left_over(
-                            q.items.len() - q.used,
-                            q.items.len(),
-                            ["result", "results"],
-                            &format!("scripted for tool `{tool}`"),
-                            "called for",
-                        )
-                    }),
-            )
+        results
+            .iter()
+            .filter(|(_, q)| q.used < q.items.len())
+            .map(|(tool, q)| {
+                left_over(
+                    q.items.len() - q.used,
+                    q.items.len(),
+                    ["result", "results"],
+                    &format!("scripted for tool `{tool}`"),
+                    "called for",
+                )
+            })
             .collect()
     }
 }

@@ -107,7 +107,7 @@ pub(crate) struct ExpectSpec {
     pub routes: Option<Vec<Spanned<String>>>,
     pub outcome: Option<String>,
     pub response: Option<String>,
-    pub error: Option<String>,
+    pub error: Option<Spanned<String>>,
     #[serde(default)]
     pub state: std::collections::BTreeMap<Spanned<String>, Json>,
     /// State fields that must be empty (null), which TOML cannot write in `state`.

@@ -335,9 +335,10 @@ impl Suite {
     }
 
     /// The test file's text with each run case's expectations rewritten from its run
-    /// (`--update`): path, routes, outcome, response and error; the state fields and
-    /// events a case names keep their names, their values made the run's.
-    pub fn updated(&self, results: &[CaseResult]) -> String {
+    /// (`--update`): path, routes, outcome, response and error, and the values of the
+    /// state fields a case names (the events it names are its author's, kept); and the
+    /// cases not rewritten because their script ran short.
+    pub fn updated(&self, results: &[CaseResult]) -> (String, Vec<String>) {
         update::updated(&self.text, results)
     }
 }

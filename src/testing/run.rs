@@ -32,6 +32,10 @@ pub struct Actual {
     pub events: Vec<Json>,
     /// Scripted replies, results and answers the run never asked for.
     pub unused: Vec<String>,
+    /// Where the script ran short or did not expect the call: a request it had no
+    /// reply for, a call it had no result for or whose arguments differ. Always a
+    /// failure: the script, not the graph, is at fault.
+    pub overruns: Vec<String>,
 }
 
 /// Runs `case` on `graph`; `dir` is the test file's folder (a recording's path is
@@ -127,6 +131,8 @@ pub(crate) async fn run_case(
     if let Ok((state, _)) = runner.threads().state(thread, None).await {
         actual.state = state;
     }
+    actual.overruns.extend(scripted.overruns());
+    actual.overruns.extend(tools.overruns());
     actual.unused.extend(scripted.unused());
     actual.unused.extend(tools.unused());
     let left = answers.count();

@@ -5,20 +5,30 @@ use super::CaseResult;
 use serde_json::Value as Json;
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value};
 
-/// `text` with the expectations of every case in `results` made what its run did.
-pub(crate) fn updated(text: &str, results: &[CaseResult]) -> String {
+/// `text` with the expectations of every case in `results` made what its run did, and
+/// the cases left as they were because their script ran short (a run that failed for
+/// want of a scripted reply says nothing of the graph: it is the script to mend).
+pub(crate) fn updated(text: &str, results: &[CaseResult]) -> (String, Vec<String>) {
+    let mut skipped: Vec<String> = results
+        .iter()
+        .filter(|r| !r.actual.overruns.is_empty())
+        .map(|r| r.name.clone())
+        .collect();
     let Ok(mut doc) = text.parse::<DocumentMut>() else {
         // The file was read before it ran, so it parses; nothing to rewrite otherwise.
-        return text.to_string();
+        return (text.to_string(), skipped);
     };
     let Some(cases) = doc.get_mut("case").and_then(Item::as_array_of_tables_mut) else {
-        return text.to_string();
+        return (text.to_string(), skipped);
     };
     for case in cases.iter_mut() {
         let name = case.get("name").and_then(Item::as_str).map(str::to_string);
         let Some(result) = results.iter().find(|r| Some(&r.name) == name.as_ref()) else {
             continue;
         };
+        if !result.actual.overruns.is_empty() {
+            continue;
+        }
         if !case.contains_key("expect") {
             let mut t = Table::new();
             t.set_implicit(false);
@@ -28,26 +38,26 @@ pub(crate) fn updated(text: &str, results: &[CaseResult]) -> String {
             continue;
         };
         let a = &result.actual;
-        expect.insert("outcome", Item::Value(a.outcome.as_str().into()));
+        set(expect, "outcome", a.outcome.as_str().into());
         set_or_remove(expect, "response", a.response.as_deref());
         set_or_remove(expect, "error", a.error.as_deref());
-        expect.insert(
+        set(
+            expect,
             "path",
-            Item::Value(Value::Array(lines(a.path.iter().map(String::as_str)))),
+            Value::Array(lines(a.path.iter().map(String::as_str))),
         );
         let routes: Vec<String> = a.routes.iter().map(ToString::to_string).collect();
-        expect.insert(
+        set(
+            expect,
             "routes",
-            Item::Value(Value::Array(lines(routes.iter().map(String::as_str)))),
+            Value::Array(lines(routes.iter().map(String::as_str))),
         );
         let mut cleared: Vec<String> = Vec::new();
         if let Some(state) = expect.get_mut("state").and_then(|s| s.as_table_like_mut()) {
             let fields: Vec<String> = state.iter().map(|(k, _)| k.to_string()).collect();
             for f in fields {
                 match a.state.get(&f).and_then(value_of) {
-                    Some(v) => {
-                        state.insert(&f, Item::Value(one_per_line(v)));
-                    }
+                    Some(v) => set(state, &f, one_per_line(v)),
                     // TOML has no null: a field the run left empty moves to `cleared`.
                     None => {
                         state.remove(&f);
@@ -114,14 +124,21 @@ pub(crate) fn updated(text: &str, results: &[CaseResult]) -> String {
             }
         }
     }
-    doc.to_string()
+    skipped.sort();
+    (doc.to_string(), skipped)
+}
+
+/// Sets `key` to `value`, keeping the comments around the value it had.
+fn set(t: &mut dyn toml_edit::TableLike, key: &str, mut value: Value) {
+    if let Some(old) = t.get(key).and_then(Item::as_value) {
+        *value.decor_mut() = old.decor().clone();
+    }
+    t.insert(key, Item::Value(value));
 }
 
 fn set_or_remove(t: &mut dyn toml_edit::TableLike, key: &str, value: Option<&str>) {
     match value {
-        Some(v) => {
-            t.insert(key, Item::Value(v.into()));
-        }
+        Some(v) => set(t, key, v.into()),
         None => {
             t.remove(key);
         }
