@@ -93,6 +93,31 @@ fn the_server_speaks_over_stdio_and_exits_cleanly() {
     assert!(child.wait().unwrap().success());
 }
 
+/// `exit` without `shutdown` first ends the server with 1, as the protocol asks.
+#[test]
+fn an_exit_without_shutdown_exits_with_one() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(&frame(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "capabilities": {} } })))
+        .unwrap();
+    assert_eq!(read_message(&mut stdout)["id"], 1);
+    for msg in [
+        json!({ "jsonrpc": "2.0", "method": "initialized", "params": {} }),
+        json!({ "jsonrpc": "2.0", "method": "exit" }),
+    ] {
+        stdin.write_all(&frame(&msg)).unwrap();
+    }
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
 #[test]
 fn neovim_gets_the_diagnostics_and_jumps_to_a_definition() {
     let dir = tempfile::tempdir().unwrap();

@@ -36,11 +36,12 @@ pub(crate) struct LspArgs {
 pub(crate) fn lsp(args: LspArgs) -> anyhow::Result<u8> {
     let LspArgs { stdio: _ } = args;
     let (connection, io_threads) = Connection::stdio();
-    serve(&connection)?;
+    let clean = serve(&connection)?;
     // The writer thread ends when the last sender is gone.
     drop(connection);
     io_threads.join()?;
-    Ok(exit::OK)
+    // The protocol: `exit` after `shutdown` is 0, without it 1.
+    Ok(if clean { exit::OK } else { exit::FAILED })
 }
 
 /// What the server offers: full-text sync, and one handler per feature below.
@@ -74,8 +75,9 @@ fn capabilities() -> ServerCapabilities {
     }
 }
 
-/// Answers one client until it says `exit` or goes away.
-fn serve(connection: &Connection) -> anyhow::Result<()> {
+/// Answers one client until it says `exit` or goes away; whether it said `shutdown`
+/// first.
+fn serve(connection: &Connection) -> anyhow::Result<bool> {
     let (id, _params) = connection.initialize_start()?;
     connection.initialize_finish(
         id,
@@ -88,20 +90,25 @@ fn serve(connection: &Connection) -> anyhow::Result<()> {
     while let Ok(first) = connection.receiver.recv() {
         let mut next = Some(first);
         while let Some(msg) = next {
-            if server.handle(connection, msg) == Flow::Exit {
-                return Ok(());
+            match server.handle(connection, msg) {
+                Flow::Go => {}
+                Flow::Exit => return Ok(true),
+                Flow::Abrupt => return Ok(false),
             }
             next = connection.receiver.try_recv().ok();
         }
         server.publish(connection);
     }
-    Ok(())
+    Ok(false)
 }
 
 #[derive(PartialEq, Eq)]
 enum Flow {
     Go,
+    /// `exit` after `shutdown`.
     Exit,
+    /// `exit` without `shutdown`, or the client gone.
+    Abrupt,
 }
 
 /// An open graph document.
@@ -145,13 +152,16 @@ impl Server {
             Message::Request(req) => {
                 // `shutdown` is answered, then `exit` awaited, by lsp-server; a
                 // client that goes away meanwhile ends the server all the same.
-                if connection.handle_shutdown(&req).unwrap_or(true) {
-                    return Flow::Exit;
+                match connection.handle_shutdown(&req) {
+                    Ok(true) => return Flow::Exit,
+                    // Shut down, and the client gone before its `exit`.
+                    Err(_) => return Flow::Exit,
+                    Ok(false) => {}
                 }
                 let response = self.request(&req);
                 send(connection, response.into());
             }
-            Message::Notification(n) if n.method == Exit::METHOD => return Flow::Exit,
+            Message::Notification(n) if n.method == Exit::METHOD => return Flow::Abrupt,
             Message::Notification(n) => self.notification(n),
             Message::Response(_) => {}
         }

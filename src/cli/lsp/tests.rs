@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 /// A client talking to a server on a thread of its own.
 struct Client {
     conn: Connection,
-    server: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    server: Option<std::thread::JoinHandle<anyhow::Result<bool>>>,
     next_id: i32,
 }
 
@@ -77,7 +77,8 @@ impl Client {
     fn shutdown(mut self) {
         assert_eq!(self.request("shutdown", Value::Null), Value::Null);
         self.notify("exit", Value::Null);
-        self.server.take().unwrap().join().unwrap().unwrap();
+        // `exit` after `shutdown`: a clean end.
+        assert!(self.server.take().unwrap().join().unwrap().unwrap());
     }
 }
 
