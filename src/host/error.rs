@@ -55,7 +55,8 @@ impl From<RunError> for HostError {
             | RunError::GraphChanged { .. }
             | RunError::NodeGone { .. }
             | RunError::Fork(_)
-            | RunError::ThreadExists(_) => HostError::Conflict(message),
+            | RunError::ThreadExists(_)
+            | RunError::CannotExpire { .. } => HostError::Conflict(message),
             RunError::UnexpectedPayload { .. }
             | RunError::MissingPayload { .. }
             | RunError::InvalidPayload { .. }

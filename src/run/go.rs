@@ -24,6 +24,10 @@ pub enum Go {
     /// [`Go::Resume`], the run then going to `node` (or `__end__`) rather than where
     /// the answered node's edges send it: `command` with `resume` and `goto`.
     ResumeTo { payload: Option<Json>, node: String },
+    /// Go on from a thread waiting at an interrupt as though the wait for its answer had
+    /// run out, whatever the clock says: the interrupt's `on_timeout` route, as a resume
+    /// after its deadline takes (a scripted timeout of `switchyard test`).
+    Expire,
     /// Nothing to do: the run ends at once, writing nothing, its outcome where the
     /// thread stands (as LangGraph's server takes a resume of an ended thread, or a
     /// run without input on a paused or ended one). The thread must have a checkpoint.

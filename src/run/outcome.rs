@@ -39,6 +39,10 @@ pub enum RunError {
     UnexpectedPayload { thread: String },
     #[error("the interrupt `{node}` needs a payload to resume")]
     MissingPayload { node: String },
+    /// [`Go::Expire`](super::Go::Expire) of a thread that waits at no interrupt with
+    /// an `on_timeout`.
+    #[error("thread `{thread}` waits at no interrupt whose wait can run out ({why})")]
+    CannotExpire { thread: String, why: String },
     #[error("the payload does not fit the resume schema of `{node}`: {errors}")]
     InvalidPayload { node: String, errors: String },
     #[error(

@@ -105,7 +105,9 @@ impl Runner {
             }
             Go::ResumeTo { payload, node } => {
                 let to = self.goto_target(&node)?;
-                let plan = self.prepare_resume(thread, at, payload, false).await?;
+                let plan = self
+                    .prepare_resume(thread, at, payload, false, false)
+                    .await?;
                 let (Plan::Answered { live, .. } | Plan::Continue { live, .. }) = &plan else {
                     return Err(RunError::Goto(format!(
                         "thread `{thread}` waits at an interrupt whose answer goes to a subgraph or whose time ran out; answer it without goto"
@@ -142,7 +144,10 @@ impl Runner {
                     ))),
                 }
             }
-            Go::Resume { payload, force } => self.prepare_resume(thread, at, payload, force).await,
+            Go::Resume { payload, force } => {
+                self.prepare_resume(thread, at, payload, force, false).await
+            }
+            Go::Expire => self.prepare_resume(thread, at, None, false, true).await,
             Go::Stay => {
                 let (live, last, _) = self.recorder.threads.load_live_at(thread, at).await?;
                 let last = last.ok_or_else(|| RunError::UnknownThread(thread.into()))?;
@@ -252,12 +257,14 @@ impl Runner {
         self.graph.goto_target(name).map_err(RunError::Goto)
     }
 
+    /// `expired`: the interrupt's wait ran out ([`Go::Expire`]), whatever its deadline.
     async fn prepare_resume(
         &self,
         thread: &str,
         at: Option<u64>,
         payload: Option<Json>,
         force: bool,
+        expired: bool,
     ) -> Result<Plan, RunError> {
         let threads = &self.recorder.threads;
         let (mut live, last, forked) = threads.load_live_at(thread, at).await?;
@@ -269,6 +276,10 @@ impl Runner {
             Status::Finished | Status::Failed => Err(RunError::NotPaused {
                 thread: thread.into(),
                 status: last.status.name(),
+            }),
+            Status::Stopped | Status::Running if expired => Err(RunError::CannotExpire {
+                thread: thread.into(),
+                why: format!("it is {}", last.status.name()),
             }),
             Status::Stopped | Status::Running => {
                 if payload.is_some() {
@@ -303,7 +314,7 @@ impl Runner {
                     .as_ref()
                     .and_then(|p| p.get("reference"))
                     .map(reference_text);
-                let pending = match wanted {
+                let mut pending = match wanted {
                     Some(r) if pending.reference.as_ref() != Some(&r) => pending
                         .others
                         .iter()
@@ -312,6 +323,19 @@ impl Runner {
                         .unwrap_or(pending),
                     _ => pending,
                 };
+                if expired {
+                    let timed = self.graph.node_id(&pending.node).is_some_and(|id| {
+                        matches!(&self.graph.node(id).body, Body::Interrupt(b) if b.on_timeout.is_some())
+                    });
+                    if !timed {
+                        return Err(RunError::CannotExpire {
+                            thread: thread.into(),
+                            why: format!("`{}` has no `on_timeout`", pending.node),
+                        });
+                    }
+                    // Its deadline is past: the plan takes the `on_timeout` route.
+                    pending.deadline_ms = Some(0);
+                }
                 threads.check_graph(thread, last, Some(&pending), force)?;
                 threads.check_types(thread, &live, force)?;
                 let id =

@@ -317,6 +317,29 @@ impl<'a> Checker<'a> {
         for answer in &case.answer {
             if let Some(node) = &answer.node {
                 self.node(node, false);
+                let timed = self.graph.node(node.get_ref()).is_some_and(|n| {
+                    matches!(&n.body, crate::spec::KindSpec::Interrupt(i) if i.on_timeout.is_some())
+                });
+                if answer.timeout && self.graph.node(node.get_ref()).is_some() && !timed {
+                    self.error(
+                        "test-answer",
+                        node.span(),
+                        format!(
+                            "`{}` has no `on_timeout`: its wait cannot run out",
+                            node.get_ref()
+                        ),
+                        "a `timeout = true` answer lets an interrupt's `on_timeout` route be taken",
+                    );
+                }
+            }
+            if answer.timeout && answer.payload.is_some() {
+                let span = answer.node.as_ref().map_or(0..0, Spanned::span);
+                self.error(
+                    "test-answer",
+                    span,
+                    "an answer is a `payload` or a `timeout`, not both".into(),
+                    "`timeout = true` says no answer came",
+                );
             }
         }
         if let Some(expect) = &case.expect {

@@ -98,6 +98,9 @@ pub(crate) struct ToolSpec {
 pub(crate) struct AnswerSpec {
     pub node: Option<Spanned<String>>,
     pub payload: Option<Json>,
+    /// No answer comes: the interrupt's wait runs out (its `on_timeout` route).
+    #[serde(default)]
+    pub timeout: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

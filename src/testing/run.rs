@@ -113,7 +113,11 @@ pub(crate) async fn run_case(
                         ));
                         break;
                     }
-                    go = Go::resume(a.payload.clone());
+                    go = if a.timeout {
+                        Go::Expire
+                    } else {
+                        Go::resume(a.payload.clone())
+                    };
                     continue;
                 }
             },
