@@ -122,42 +122,29 @@ impl Analysis {
         let Ok(path) = self.uri.to_file_path() else {
             return Vec::new();
         };
-        let listed = path.with_extension("tools.json");
-        let Some(servers) = std::fs::read_to_string(&listed)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        else {
-            return Vec::new();
-        };
         let server = node
             .and_then(|n| self.validation.spec.as_ref()?.node(n))
             .and_then(|n| match &n.body {
                 crate::spec::KindSpec::Mcp(m) => m.server.as_ref().map(|s| s.get_ref().clone()),
                 _ => None,
             });
-        let mut out = Vec::new();
-        for s in servers.as_array().into_iter().flatten() {
-            let name = s.get("server").and_then(serde_json::Value::as_str);
-            if server.is_some() && name != server.as_deref() {
-                continue;
-            }
-            for t in s
-                .get("tools")
-                .and_then(serde_json::Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(tool) = t.get("name").and_then(serde_json::Value::as_str) {
-                    let doc = t
-                        .get("description")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("");
-                    let detail = format!("tool of `{}`", name.unwrap_or("?"));
-                    out.push(item(tool, CompletionItemKind::FUNCTION, &detail, doc));
-                }
-            }
-        }
-        out
+        let listed = path.with_extension("tools.json");
+        crate::testing::tools_listed_in(&listed, server.as_deref())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(server, t)| {
+                let detail = match server {
+                    Some(s) => format!("tool of `{s}`"),
+                    None => "tool".to_string(),
+                };
+                item(
+                    &t.name,
+                    CompletionItemKind::FUNCTION,
+                    &detail,
+                    &t.description,
+                )
+            })
+            .collect()
     }
 
     fn node_items(&self) -> Vec<CompletionItem> {

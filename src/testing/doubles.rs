@@ -118,8 +118,11 @@ impl LlmClient for ScriptedLlm {
                     Ok(q.items[q.used - 1].clone())
                 }
                 Some(q) => Err(format!(
-                    "node `{node}` asked the model a {} time, and the case scripts {} {} for it",
+                    "node `{node}` asked the model a {} time{}, and the case scripts {} {} for it",
                     ordinal(q.items.len() + 1),
+                    refused_because(request)
+                        .map(|why| format!(" (its last reply was refused: {why})"))
+                        .unwrap_or_default(),
                     q.items.len(),
                     if q.items.len() == 1 {
                         "reply"
@@ -171,6 +174,21 @@ pub(crate) fn left_over(
         (l, o) if l == o => format!("the {l} {}{place} {verb} never {done}", what[1]),
         (l, o) => format!("{l} of the {o} {}{place} {verb} never {done}", what[1]),
     }
+}
+
+/// Why the node's previous reply was refused, when the request asks again after one
+/// (the node's correction, the request's last message): a script that runs short
+/// because a reply did not fit says which reply and why.
+fn refused_because(request: &LlmRequest) -> Option<String> {
+    let said = request.messages.last()?.get("content")?.as_str()?;
+    let (problem, _) = said
+        .strip_prefix("That reply is not valid: ")
+        .and_then(|p| p.rsplit_once(". Reply again"))
+        .or_else(|| {
+            said.strip_prefix("Not called: ")
+                .and_then(|p| p.rsplit_once(". Call again"))
+        })?;
+    Some(problem.to_string())
 }
 
 fn ordinal(n: usize) -> String {
@@ -355,5 +373,45 @@ impl ScriptedTools {
                 }
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ToolChoice;
+    use serde_json::json;
+
+    fn asking(last: &str) -> LlmRequest {
+        LlmRequest {
+            node: "plan".into(),
+            model: "m".into(),
+            messages: vec![json!({ "role": "user", "content": last })],
+            schema: None,
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            temperature: None,
+            stream: false,
+            strict: true,
+            parallel_tool_calls: None,
+            sampling: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_request_after_a_refused_reply_says_why_it_was_refused() {
+        assert_eq!(
+            refused_because(&asking(
+                "That reply is not valid: `kind` is missing. Reply again, with the problem fixed."
+            )),
+            Some("`kind` is missing".into())
+        );
+        assert_eq!(
+            refused_because(&asking(
+                "Not called: no tool `x`. Call again, with the problem fixed."
+            )),
+            Some("no tool `x`".into())
+        );
+        assert_eq!(refused_because(&asking("Plan the trip.")), None);
     }
 }

@@ -195,15 +195,20 @@ fn listed_tools(
     let mut listed = HashMap::new();
     for (name, server) in &spec.servers {
         let tools = match server.tools.get_ref() {
-            ToolsSpec::Listed(t) => Ok(t.clone()),
-            ToolsSpec::File(f) => std::fs::read_to_string(dir.join(f))
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str::<Json>(&t).map_err(|e| e.to_string()))
-                .and_then(|j| tools_of(name.get_ref(), j)),
+            ToolsSpec::Listed(t) => t.iter().map(tool_info).collect::<Result<Vec<_>, _>>(),
+            ToolsSpec::File(f) => {
+                tools_listed_in(&dir.join(f), Some(name.get_ref())).and_then(|t| {
+                    if t.is_empty() {
+                        Err(format!("it lists no tools of server `{}`", name.get_ref()))
+                    } else {
+                        Ok(t.into_iter().map(|(_, t)| t).collect())
+                    }
+                })
+            }
         };
         let missing =
             matches!(server.tools.get_ref(), ToolsSpec::File(f) if !dir.join(f).is_file());
-        match tools.and_then(|t| t.iter().map(tool_info).collect::<Result<Vec<_>, _>>()) {
+        match tools {
             Ok(t) => {
                 listed.insert(name.get_ref().clone(), t);
             }
@@ -224,20 +229,37 @@ fn listed_tools(
     listed
 }
 
-/// The tools of `server` in what `switchyard tools --format json` prints (a list of
-/// `{ server, tools }`), or a plain list of tools.
-fn tools_of(server: &str, json: Json) -> Result<Vec<Json>, String> {
+/// The tools a listing file holds (what `switchyard tools --format json` prints, or a
+/// plain list of tools), each with the server that lists it (none in a plain list):
+/// those of `server` alone when it is named. An editor completes tool names from it.
+pub fn tools_listed_in(
+    path: &Path,
+    server: Option<&str>,
+) -> Result<Vec<(Option<String>, ToolInfo)>, String> {
+    let json: Json = std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))?;
     let Json::Array(items) = json else {
         return Err("it is not a JSON list".into());
     };
-    if items.iter().all(|i| i.get("server").is_some()) && !items.is_empty() {
-        return items
-            .into_iter()
-            .find(|i| i.get("server").and_then(Json::as_str) == Some(server))
-            .and_then(|i| i.get("tools").and_then(Json::as_array).cloned())
-            .ok_or_else(|| format!("it lists no tools of server `{server}`"));
+    let mut out = Vec::new();
+    for item in &items {
+        match item.get("server").and_then(Json::as_str) {
+            Some(s) if server.is_none_or(|w| w == s) => {
+                for t in item
+                    .get("tools")
+                    .and_then(Json::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    out.push((Some(s.to_string()), tool_info(t)?));
+                }
+            }
+            Some(_) => {}
+            None => out.push((None, tool_info(item)?)),
+        }
     }
-    Ok(items)
+    Ok(out)
 }
 
 fn tool_info(t: &Json) -> Result<ToolInfo, String> {
