@@ -604,19 +604,7 @@ mod tests {
     use std::sync::Arc;
 
     fn request(messages: Vec<Json>) -> LlmRequest {
-        LlmRequest {
-            node: "plan".into(),
-            model: "claude-sonnet-4-5".into(),
-            messages,
-            schema: None,
-            tools: Vec::new(),
-            tool_choice: ToolChoice::Auto,
-            temperature: None,
-            stream: false,
-            strict: true,
-            parallel_tool_calls: None,
-            sampling: Default::default(),
-        }
+        LlmRequest::new("plan", "claude-sonnet-4-5", messages)
     }
 
     #[test]

@@ -112,23 +112,15 @@ impl LlmClient for ReplayClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ToolChoice, reply_json};
+    use crate::llm::reply_json;
     use serde_json::json;
 
     fn request(goal: &str) -> LlmRequest {
-        LlmRequest {
-            node: "plan".into(),
-            model: "m".into(),
-            messages: vec![json!({ "role": "user", "content": goal })],
-            schema: None,
-            tools: Vec::new(),
-            tool_choice: ToolChoice::Auto,
-            temperature: None,
-            stream: false,
-            strict: true,
-            parallel_tool_calls: None,
-            sampling: Default::default(),
-        }
+        LlmRequest::new(
+            "plan",
+            "m",
+            vec![json!({ "role": "user", "content": goal })],
+        )
     }
 
     fn recording(goals: &[&str]) -> String {

@@ -63,6 +63,25 @@ pub enum ToolChoice {
 }
 
 impl LlmRequest {
+    /// A plain chat request: `messages` to `model`, no schema, no tools, nothing of the
+    /// sampling set, not streamed. Fields are then set as a node needs them
+    /// (`LlmRequest { tools, ..LlmRequest::new(..) }`).
+    pub fn new(node: impl Into<Arc<str>>, model: impl Into<String>, messages: Vec<Json>) -> Self {
+        LlmRequest {
+            node: node.into(),
+            model: model.into(),
+            messages,
+            schema: None,
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            temperature: None,
+            stream: false,
+            strict: true,
+            parallel_tool_calls: None,
+            sampling: Sampling::default(),
+        }
+    }
+
     /// SHA-256 (hex) of what shapes the reply besides the messages: the response schema,
     /// the tools and the tool choice.
     pub fn schema_hash(&self) -> String {

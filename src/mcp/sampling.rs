@@ -208,10 +208,6 @@ fn request(server: &str, params: &Json, model: Option<&str>) -> Result<LlmReques
             .collect()
     };
     Ok(LlmRequest {
-        node: format!("sampling:{server}").into(),
-        model,
-        messages,
-        schema: None,
         tool_choice: if mode == Some("required") && !tools.is_empty() {
             ToolChoice::Required
         } else {
@@ -219,9 +215,6 @@ fn request(server: &str, params: &Json, model: Option<&str>) -> Result<LlmReques
         },
         tools,
         temperature: params.get("temperature").and_then(Json::as_f64),
-        stream: false,
-        strict: true,
-        parallel_tool_calls: None,
         sampling: crate::spec::Sampling {
             max_tokens: params
                 .get("maxTokens")
@@ -238,6 +231,7 @@ fn request(server: &str, params: &Json, model: Option<&str>) -> Result<LlmReques
                 .unwrap_or_default(),
             ..Default::default()
         },
+        ..LlmRequest::new(format!("sampling:{server}"), model, messages)
     })
 }
 

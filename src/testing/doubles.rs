@@ -379,23 +379,14 @@ impl ScriptedTools {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::ToolChoice;
     use serde_json::json;
 
     fn asking(last: &str) -> LlmRequest {
-        LlmRequest {
-            node: "plan".into(),
-            model: "m".into(),
-            messages: vec![json!({ "role": "user", "content": last })],
-            schema: None,
-            tools: Vec::new(),
-            tool_choice: ToolChoice::Auto,
-            temperature: None,
-            stream: false,
-            strict: true,
-            parallel_tool_calls: None,
-            sampling: Default::default(),
-        }
+        LlmRequest::new(
+            "plan",
+            "m",
+            vec![json!({ "role": "user", "content": last })],
+        )
     }
 
     #[test]
