@@ -9,12 +9,17 @@ use serde_json::Value as Json;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-/// Replies per node, each handed out once, in order.
-pub(crate) struct ScriptedLlm {
-    replies: Mutex<BTreeMap<String, Queue<LlmReply>>>,
-    /// Requests the script had no reply for: the case fails even when the graph
-    /// handles the error (an `on_error` route), as the script, not the graph, ran out.
+/// What a case scripts under each name (a node's replies, a tool's results), each
+/// handed out once, in order; and where the run went past the script, for the case to
+/// fail on even when the graph took the error in its stride (an `on_error` route).
+struct Script<T> {
+    queues: Mutex<BTreeMap<String, Queue<T>>>,
     overruns: Mutex<Vec<String>>,
+    /// How the left-over report names an item and its use: `["reply", "replies"]`,
+    /// `node`, `asked for`.
+    what: [&'static str; 2],
+    under: &'static str,
+    done: &'static str,
 }
 
 struct Queue<T> {
@@ -22,47 +27,107 @@ struct Queue<T> {
     used: usize,
 }
 
-impl ScriptedLlm {
-    pub(crate) fn new(case: &CaseSpec) -> Self {
-        let mut replies: BTreeMap<String, Queue<LlmReply>> = BTreeMap::new();
-        for r in &case.reply {
-            let q = replies.entry(r.node.get_ref().clone()).or_insert(Queue {
-                items: Vec::new(),
-                used: 0,
-            });
-            let n = q.items.len() + 1;
-            q.items.push(reply_of(r, n));
+impl<T: Clone> Script<T> {
+    fn new(
+        items: impl IntoIterator<Item = (String, T)>,
+        what: [&'static str; 2],
+        under: &'static str,
+        done: &'static str,
+    ) -> Self {
+        let mut queues: BTreeMap<String, Queue<T>> = BTreeMap::new();
+        for (name, item) in items {
+            queues
+                .entry(name)
+                .or_insert(Queue {
+                    items: Vec::new(),
+                    used: 0,
+                })
+                .items
+                .push(item);
         }
-        ScriptedLlm {
-            replies: Mutex::new(replies),
+        Script {
+            queues: Mutex::new(queues),
             overruns: Mutex::new(Vec::new()),
+            what,
+            under,
+            done,
         }
     }
 
-    /// What the script lacked: the requests it had no reply for.
-    pub(crate) fn overruns(&self) -> Vec<String> {
+    /// The next item scripted under `name`, or how many there were (none: no queue).
+    fn next(&self, name: &str) -> Result<T, Option<usize>> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        match queues.get_mut(name) {
+            Some(q) if q.used < q.items.len() => {
+                q.used += 1;
+                Ok(q.items[q.used - 1].clone())
+            }
+            Some(q) => Err(Some(q.items.len())),
+            None => Err(None),
+        }
+    }
+
+    /// Keeps `message`, where the run went past the script, and gives it back.
+    fn overrun(&self, message: String) -> String {
+        self.overruns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(message.clone());
+        message
+    }
+
+    fn overruns(&self) -> Vec<String> {
         self.overruns
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// What the run left unused (`1 of the 2 replies ...`), for every node.
-    pub(crate) fn unused(&self) -> Vec<String> {
-        let replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
-        replies
+    /// What the run left unused (`1 of the 2 replies scripted for node ...`).
+    fn unused(&self) -> Vec<String> {
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues
             .iter()
             .filter(|(_, q)| q.used < q.items.len())
-            .map(|(node, q)| {
+            .map(|(name, q)| {
                 left_over(
                     q.items.len() - q.used,
                     q.items.len(),
-                    ["reply", "replies"],
-                    &format!("scripted for node `{node}`"),
-                    "asked for",
+                    self.what,
+                    &format!("scripted for {} `{name}`", self.under),
+                    self.done,
                 )
             })
             .collect()
+    }
+}
+
+/// Replies per node.
+pub(crate) struct ScriptedLlm(Script<LlmReply>);
+
+impl ScriptedLlm {
+    pub(crate) fn new(case: &CaseSpec) -> Self {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let replies = case.reply.iter().map(|r| {
+            let n = counts.entry(r.node.get_ref()).or_default();
+            *n += 1;
+            (r.node.get_ref().clone(), reply_of(r, *n))
+        });
+        ScriptedLlm(Script::new(
+            replies,
+            ["reply", "replies"],
+            "node",
+            "asked for",
+        ))
+    }
+
+    /// The requests the script had no reply for.
+    pub(crate) fn overruns(&self) -> Vec<String> {
+        self.0.overruns()
+    }
+
+    pub(crate) fn unused(&self) -> Vec<String> {
+        self.0.unused()
     }
 }
 
@@ -110,41 +175,22 @@ impl LlmClient for ScriptedLlm {
         deltas: DeltaSink<'_>,
     ) -> Result<LlmReply, LlmError> {
         let node = &*request.node;
-        let reply = {
-            let mut replies = self.replies.lock().unwrap_or_else(|e| e.into_inner());
-            let overrun = match replies.get_mut(node) {
-                Some(q) if q.used < q.items.len() => {
-                    q.used += 1;
-                    Ok(q.items[q.used - 1].clone())
-                }
-                Some(q) => Err(format!(
-                    "node `{node}` asked the model a {} time{}, and the case scripts {} {} for it",
-                    ordinal(q.items.len() + 1),
+        let reply = self.0.next(node).map_err(|had| {
+            let message = match had {
+                Some(n) => format!(
+                    "node `{node}` asked the model a {} time{}, and the case scripts {n} {} for it",
+                    ordinal(n + 1),
                     refused_because(request)
                         .map(|why| format!(" (its last reply was refused: {why})"))
                         .unwrap_or_default(),
-                    q.items.len(),
-                    if q.items.len() == 1 {
-                        "reply"
-                    } else {
-                        "replies"
-                    }
-                )),
-                None => Err(format!(
+                    if n == 1 { "reply" } else { "replies" }
+                ),
+                None => format!(
                     "node `{node}` asked the model, and the case scripts no reply for it (add a `[[case.reply]]` with `node = \"{node}\"`)"
-                )),
+                ),
             };
-            match overrun {
-                Ok(reply) => reply,
-                Err(message) => {
-                    self.overruns
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(message.clone());
-                    return Err(LlmError::Scripted(message));
-                }
-            }
-        };
+            LlmError::Scripted(self.0.overrun(message))
+        })?;
         if request.stream
             && let Some(text) = &reply.content
         {
@@ -202,60 +248,32 @@ fn ordinal(n: usize) -> String {
     format!("{n}{suffix}")
 }
 
-/// Results per tool, each handed out once, in order; the tools each server lists.
+/// Results per tool; the tools each server lists.
 pub(crate) struct ScriptedTools {
     listed: HashMap<String, Vec<ToolInfo>>,
-    results: Mutex<BTreeMap<String, Queue<ToolSpec>>>,
-    /// Calls the script had no result for, or whose arguments or server it did not
-    /// expect: the case fails whatever the graph made of the error.
-    overruns: Mutex<Vec<String>>,
+    results: Script<ToolSpec>,
 }
 
 impl ScriptedTools {
     pub(crate) fn new(case: &CaseSpec, listed: HashMap<String, Vec<ToolInfo>>) -> Self {
-        let mut results: BTreeMap<String, Queue<ToolSpec>> = BTreeMap::new();
-        for t in &case.tool {
-            results
-                .entry(t.tool.get_ref().clone())
-                .or_insert(Queue {
-                    items: Vec::new(),
-                    used: 0,
-                })
-                .items
-                .push(t.clone());
-        }
+        let results = case
+            .tool
+            .iter()
+            .map(|t| (t.tool.get_ref().clone(), t.clone()));
         ScriptedTools {
             listed,
-            results: Mutex::new(results),
-            overruns: Mutex::new(Vec::new()),
+            results: Script::new(results, ["result", "results"], "tool", "called for"),
         }
     }
 
-    /// What the script lacked or did not expect: calls it had no result for, and
-    /// calls whose arguments or server differ from its.
+    /// Calls the script had no result for, or whose arguments or server differ from
+    /// its.
     pub(crate) fn overruns(&self) -> Vec<String> {
-        self.overruns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.results.overruns()
     }
 
-    /// What the run left unused (`the result scripted for tool ...`), for every tool.
     pub(crate) fn unused(&self) -> Vec<String> {
-        let results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        results
-            .iter()
-            .filter(|(_, q)| q.used < q.items.len())
-            .map(|(tool, q)| {
-                left_over(
-                    q.items.len() - q.used,
-                    q.items.len(),
-                    ["result", "results"],
-                    &format!("scripted for tool `{tool}`"),
-                    "called for",
-                )
-            })
-            .collect()
+        self.results.unused()
     }
 }
 
@@ -280,13 +298,8 @@ impl ToolClient for ScriptedTools {
     }
 
     async fn call(&self, request: &ToolRequest) -> Result<ToolReply, ToolError> {
-        self.answer(request).map_err(|message| {
-            self.overruns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(message.clone());
-            refused(message)
-        })?
+        self.answer(request)
+            .map_err(|message| refused(self.results.overrun(message)))?
     }
 }
 
@@ -295,32 +308,16 @@ impl ScriptedTools {
     /// wrong with the call as the script sees it.
     fn answer(&self, request: &ToolRequest) -> Result<Result<ToolReply, ToolError>, String> {
         let tool = &request.tool;
-        let scripted = {
-            let mut results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-            match results.get_mut(tool) {
-                Some(q) if q.used < q.items.len() => {
-                    q.used += 1;
-                    q.items[q.used - 1].clone()
-                }
-                Some(q) => {
-                    return Err(format!(
-                        "tool `{tool}` was called a {} time, and the case scripts {} {} for it",
-                        ordinal(q.items.len() + 1),
-                        q.items.len(),
-                        if q.items.len() == 1 {
-                            "result"
-                        } else {
-                            "results"
-                        }
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "tool `{tool}` was called, and the case scripts no result for it (add a `[[case.tool]]` with `tool = \"{tool}\"`)"
-                    ));
-                }
-            }
-        };
+        let scripted = self.results.next(tool).map_err(|had| match had {
+            Some(n) => format!(
+                "tool `{tool}` was called a {} time, and the case scripts {n} {} for it",
+                ordinal(n + 1),
+                if n == 1 { "result" } else { "results" }
+            ),
+            None => format!(
+                "tool `{tool}` was called, and the case scripts no result for it (add a `[[case.tool]]` with `tool = \"{tool}\"`)"
+            ),
+        })?;
         if let Some(s) = &scripted.server
             && s.get_ref() != &request.server.name
         {
