@@ -5,7 +5,7 @@
 use crate::util::root;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 const GRAPH: &str = r#"[graph]
 name = "demo"
@@ -53,16 +53,22 @@ fn read_message(out: &mut impl BufRead) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-#[test]
-fn the_server_speaks_over_stdio_and_exits_cleanly() {
+/// `switchyard lsp` as an editor starts it: the process, its input and its output.
+fn start() -> (Child, ChildStdin, BufReader<ChildStdout>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .arg("lsp")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    (child, stdin, stdout)
+}
+
+#[test]
+fn the_server_speaks_over_stdio_and_exits_cleanly() {
+    let (mut child, mut stdin, mut stdout) = start();
     let uri = "file:///nowhere/demo.toml";
     for msg in [
         json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "capabilities": {} } }),
@@ -96,14 +102,7 @@ fn the_server_speaks_over_stdio_and_exits_cleanly() {
 /// `exit` without `shutdown` first ends the server with 1, as the protocol asks.
 #[test]
 fn an_exit_without_shutdown_exits_with_one() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .arg("lsp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut stdin, mut stdout) = start();
     stdin
         .write_all(&frame(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "capabilities": {} } })))
         .unwrap();

@@ -1966,20 +1966,19 @@ fn a_required_default_is_filled_in_and_a_remote_ref_left_unchecked() {
     );
 }
 
-/// A server the graph lets ask (`sampling = true`) is told the client samples, and its
-/// request is answered by the graph's model (the scripted OpenAI-compatible server):
-/// the system prompt, the message, the token limit and the temperature it asked for.
-#[tokio::test]
-async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
-    need_npm_packages();
-    let model =
-        crate::llm::server::Server::start(vec![crate::llm::server::completion("Teal.", 20, 2)])
-            .await;
-    let dir = temp_dir("sampling");
+/// Runs `tests/fixtures/mcp/NAME.toml` on thread `t` of a SQLite store of its own, the
+/// graph's model a scripted server giving `answers`: what that server was sent, and the
+/// store.
+async fn run_sampling(
+    name: &str,
+    answers: Vec<crate::llm::server::Answer>,
+) -> (Vec<crate::llm::server::Seen>, String) {
+    let model = crate::llm::server::Server::start(answers).await;
+    let dir = temp_dir(name);
     let store = format!("sqlite:{}", dir.join("c.db").display());
     let cmd = switchyard(&[
         "run",
-        "tests/fixtures/mcp/sampling.toml",
+        &format!("tests/fixtures/mcp/{name}.toml"),
         "--thread",
         "t",
         "--store",
@@ -1990,7 +1989,20 @@ async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
     tokio::task::spawn_blocking(move || cmd.run().code(0))
         .await
         .unwrap();
-    let seen = model.seen();
+    (model.seen(), store)
+}
+
+/// A server the graph lets ask (`sampling = true`) is told the client samples, and its
+/// request is answered by the graph's model (the scripted OpenAI-compatible server):
+/// the system prompt, the message, the token limit and the temperature it asked for.
+#[tokio::test]
+async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
+    need_npm_packages();
+    let (seen, store) = run_sampling(
+        "sampling",
+        vec![crate::llm::server::completion("Teal.", 20, 2)],
+    )
+    .await;
     assert_eq!(seen.len(), 1);
     assert_eq!(
         (
@@ -2022,27 +2034,14 @@ async fn a_servers_sampling_request_is_answered_by_the_graphs_model() {
 #[tokio::test]
 async fn a_sampling_request_with_tools_runs_the_models_tool_loop() {
     need_npm_packages();
-    let model = crate::llm::server::Server::start(vec![
-        crate::llm::server::tool_call("weather", r#"{"city":"Paris"}"#),
-        crate::llm::server::completion("Sunny in Paris: no umbrella.", 20, 5),
-    ])
+    let (seen, store) = run_sampling(
+        "sampling_tools",
+        vec![
+            crate::llm::server::tool_call("weather", r#"{"city":"Paris"}"#),
+            crate::llm::server::completion("Sunny in Paris: no umbrella.", 20, 5),
+        ],
+    )
     .await;
-    let dir = temp_dir("sampling-tools");
-    let store = format!("sqlite:{}", dir.join("c.db").display());
-    let cmd = switchyard(&[
-        "run",
-        "tests/fixtures/mcp/sampling_tools.toml",
-        "--thread",
-        "t",
-        "--store",
-        &store,
-    ])
-    .env("OPENAI_BASE_URL", model.url())
-    .env("OPENAI_API_KEY", "k");
-    tokio::task::spawn_blocking(move || cmd.run().code(0))
-        .await
-        .unwrap();
-    let seen = model.seen();
     assert_eq!(seen.len(), 2);
     // First: the tool offered, the model free to call it.
     assert_eq!(
