@@ -801,10 +801,11 @@ async fn a_pseudo_tool_writes_its_arguments_and_routes_to_its_node() {
         }
     );
     assert_eq!(ran.state["call"], json!({ "question": "Which notes?" }));
+    // The route names the pseudo tool that took it.
     assert!(ran.events.contains(&Event::RouteTaken {
         from: "choose".into(),
         to: "ask".into(),
-        case: None
+        case: Some("ask_human".into())
     }));
 }
 

@@ -135,7 +135,7 @@ impl Runner {
                     Ok(applied) => {
                         let next = match (&finish, routed) {
                             (Some(_), _) => None,
-                            (None, Some(t)) => Some((t, None)),
+                            (None, Some((t, case))) => Some((t, Some(case))),
                             (None, None) => {
                                 match route(&self.graph, live, node, self.max_steps()) {
                                     Ok(t) => t,

@@ -33,12 +33,10 @@ impl Coverage {
         let missed_routes = declared
             .iter()
             .filter(|r| {
+                // A declared edge without a case (`next`) is taken whatever case
+                // the route that took it names.
                 !taken.iter().any(|t| {
-                    // An event names the case of a route (a pseudo tool's names none):
-                    // one without is the edge between the two nodes, whichever it is.
-                    t.from == r.from
-                        && t.to == r.to
-                        && (r.case.is_none() || t.case.is_none() || t.case == r.case)
+                    t.from == r.from && t.to == r.to && (r.case.is_none() || t.case == r.case)
                 })
             })
             .cloned()

@@ -21,7 +21,7 @@
 
 use super::Step;
 use super::cx::NodeCx;
-use crate::graph::{LlmBody, Retry, Target};
+use crate::graph::{LlmBody, Retry};
 use crate::llm::offer::{Offer, PseudoSpec, Verdict};
 use crate::llm::tap::FieldTap;
 use crate::run::event::Event;
@@ -601,7 +601,10 @@ fn reply_content(reply: &crate::llm::LlmReply) -> Json {
 }
 
 fn done(body: &LlmBody, verdict: Verdict, tokens: u64) -> Step {
-    let route: Option<Target> = verdict.pseudo.map(|i| body.pseudo_tools[i].to);
+    let route = verdict.pseudo.map(|i| {
+        let p = &body.pseudo_tools[i];
+        (p.to, p.name.clone())
+    });
     let output = Arc::new(verdict.output);
     Step::Done {
         result: output.clone(),

@@ -22,8 +22,9 @@ pub(crate) enum Step {
     Done {
         result: Arc<Json>,
         writes: Vec<(FieldId, Arc<Json>)>,
-        /// A kind that picks its own successor (a pseudo tool, an interrupt timeout).
-        route: Option<Target>,
+        /// A kind that picks its own successor (a pseudo tool), and the case that names
+        /// the route (the pseudo tool's name), as its `route_taken` event tells it.
+        route: Option<(Target, String)>,
         /// A finalize node: the outcome and response.
         finish: Option<(String, Option<String>)>,
         tokens: u64,
