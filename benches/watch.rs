@@ -69,14 +69,18 @@ fn main() {
     };
     let inproc = best(|| bench.in_process());
     report("in process, no reader", inproc, None);
-    let (human, human_bytes) = best_with(|| bench.cli(false));
+    let (human, human_bytes) = best_with(|| bench.cli(0));
     report("switchyard run, human lines", human, Some(inproc));
-    let (json, json_bytes) = best_with(|| bench.cli(true));
+    let (json, json_bytes) = best_with(|| bench.cli(1));
     report("switchyard run --json", json, Some(inproc));
+    let (json2, json2_bytes) = best_with(|| bench.cli(2));
+    report("switchyard run --json=2", json2, Some(inproc));
     println!(
-        "  bytes a step: human {:.0}, --json {:.0}",
+        "  bytes a step: human {:.0}, --json {:.0}, --json=2 {:.0} ({:.2}x --json's)",
         human_bytes as f64 / steps as f64,
-        json_bytes as f64 / steps as f64
+        json_bytes as f64 / steps as f64,
+        json2_bytes as f64 / steps as f64,
+        json2_bytes as f64 / json_bytes as f64
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -222,16 +226,17 @@ impl Bench {
         self.run_in_process(Arc::new(replay))
     }
 
-    /// The run's own time (`duration_ms` of its last event) and the bytes it wrote.
-    fn cli(&self, json: bool) -> (Duration, usize) {
+    /// The run's own time (`duration_ms` of its last event) and the bytes it wrote,
+    /// as lines for people (`json` 0) or in NDJSON format `json`.
+    fn cli(&self, json: u8) -> (Duration, usize) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchyard"));
         cmd.arg("run")
             .arg(&self.graph)
             .args(["--store", "none", "--replay"])
             .arg(&self.recording)
             .args(["--input", &self.input().to_string()]);
-        if json {
-            cmd.arg("--json");
+        if json > 0 {
+            cmd.arg(format!("--json={json}"));
         }
         let out = cmd.stdin(Stdio::null()).output().expect("switchyard run");
         assert!(
@@ -239,14 +244,14 @@ impl Bench {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let events = if json { &out.stdout } else { &out.stderr };
+        let events = if json > 0 { &out.stdout } else { &out.stderr };
         let text = String::from_utf8_lossy(events);
         let last = text
             .lines()
             .rev()
             .find(|l| l.contains("finished"))
             .expect("end");
-        let ms: u64 = if json {
+        let ms: u64 = if json > 0 {
             let v: Json = serde_json::from_str(last).expect("json line");
             v["duration_ms"].as_u64().expect("duration_ms")
         } else {

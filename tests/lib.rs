@@ -2,6 +2,7 @@
 
 mod check_fixtures;
 mod cli;
+mod cli_json;
 mod cli_run;
 mod doubles;
 mod examples;

@@ -138,21 +138,36 @@ pub(crate) fn graphviz_svg(dot: &str, what: &str) -> String {
 /// published format (`schemas/events.schema.json`): every event a test reads is.
 #[track_caller]
 pub(crate) fn event_line(line: &str) -> serde_json::Value {
-    static SCHEMA: std::sync::LazyLock<jsonschema::Validator> = std::sync::LazyLock::new(|| {
-        let text = std::fs::read_to_string(root().join("schemas/events.schema.json"))
-            .expect("events schema");
-        let schema: serde_json::Value = serde_json::from_str(&text).expect("events schema is JSON");
-        jsonschema::draft202012::new(&schema).expect("events schema compiles")
-    });
+    static SCHEMA: std::sync::LazyLock<jsonschema::Validator> =
+        std::sync::LazyLock::new(|| events_schema("schemas/events.schema.json"));
+    checked_line(&SCHEMA, line, "schemas/events.schema.json")
+}
+
+/// One line of `run --json=2`, checked against `schemas/events.v2.schema.json`.
+#[track_caller]
+pub(crate) fn event_line_v2(line: &str) -> serde_json::Value {
+    static SCHEMA: std::sync::LazyLock<jsonschema::Validator> =
+        std::sync::LazyLock::new(|| events_schema("schemas/events.v2.schema.json"));
+    checked_line(&SCHEMA, line, "schemas/events.v2.schema.json")
+}
+
+fn events_schema(path: &str) -> jsonschema::Validator {
+    let text = std::fs::read_to_string(root().join(path)).expect("events schema");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("events schema is JSON");
+    jsonschema::draft202012::new(&schema).expect("events schema compiles")
+}
+
+#[track_caller]
+fn checked_line(schema: &jsonschema::Validator, line: &str, path: &str) -> serde_json::Value {
     let value: serde_json::Value =
         serde_json::from_str(line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
-    let problems: Vec<String> = SCHEMA
+    let problems: Vec<String> = schema
         .iter_errors(&value)
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect();
     assert!(
         problems.is_empty(),
-        "event does not fit schemas/events.schema.json: {line}\n{}",
+        "event does not fit {path}: {line}\n{}",
         problems.join("\n")
     );
     value

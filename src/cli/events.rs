@@ -1,5 +1,5 @@
 //! A run's events as the command line prints them: a line each for people, or NDJSON
-//! lines with an envelope for programs (`--json`, `schemas/events.schema.json`).
+//! lines for programs (`--json`, `--json=2`: `super::ndjson`).
 //!
 //! What a run costs should not be what watching it costs: lines are written into a
 //! buffer, each NDJSON line straight from its event (no JSON tree built first), and the
@@ -7,96 +7,32 @@
 //! 64 KiB, or 20 ms after its first line, whichever comes first: a person watching
 //! sees each line within 20 ms, a fast run makes one write for many lines.
 
-use super::now_ms;
+use super::ndjson::Ndjson;
 use std::io::Write;
 use std::time::Duration;
 use switchyard::run::Event;
 use tokio::sync::mpsc::UnboundedReceiver;
-
-/// The version of the NDJSON event lines (`v`), as `schemas/events.schema.json`
-/// describes them: a change a reader would notice gets a new one.
-const EVENTS_VERSION: u64 = 1;
 
 /// How long a line may wait in the buffer, and how much the buffer holds before it is
 /// written regardless.
 const FLUSH_AFTER: Duration = Duration::from_millis(20);
 const FLUSH_AT: usize = 64 << 10;
 
-/// What each NDJSON line carries besides its event: the thread and the run, from the
-/// run's `run_started` (its first event). Both are written out once, when they change,
-/// and copied into each line as bytes: an event line costs its event, not its envelope.
-struct Envelope {
-    /// `{"v":1,"ts":`.
-    head: Vec<u8>,
-    /// `,"thread":"t1","run":0` (both null before the run starts).
-    tail: Vec<u8>,
-}
-
-impl Default for Envelope {
-    fn default() -> Self {
-        Envelope {
-            head: format!("{{\"v\":{EVENTS_VERSION},\"ts\":").into_bytes(),
-            tail: b",\"thread\":null,\"run\":null".to_vec(),
-        }
-    }
-}
-
-impl Envelope {
-    /// Appends `e` as one NDJSON line to `out`: `v`, `ts` (Unix milliseconds when the
-    /// line was made), `thread` and `run` first, then the event's own fields, each
-    /// once. Nothing is appended for an event that cannot be written as JSON.
-    fn line(&mut self, e: &Event, out: &mut Vec<u8>) {
-        if let Event::RunStarted { thread, run, .. } = e {
-            let mut tail = b",\"thread\":".to_vec();
-            if serde_json::to_writer(&mut tail, &**thread).is_ok() {
-                tail.extend_from_slice(b",\"run\":");
-                tail.extend_from_slice(itoa::Buffer::new().format(*run).as_bytes());
-                self.tail = tail;
-            }
-        }
-        let start = out.len();
-        let written = (|| {
-            out.extend_from_slice(&self.head);
-            out.extend_from_slice(itoa::Buffer::new().format(now_ms()).as_bytes());
-            out.extend_from_slice(&self.tail);
-            match e {
-                // Its thread and run are the envelope's, already written.
-                Event::RunStarted { graph, resumed, .. } => {
-                    write!(out, ",\"event\":\"run_started\",\"graph\":")?;
-                    serde_json::to_writer(&mut *out, graph)?;
-                    write!(out, ",\"resumed\":{resumed}}}")?;
-                }
-                // `{"event":...}` after the envelope: its brace becomes a comma.
-                _ => {
-                    let at = out.len();
-                    serde_json::to_writer(&mut *out, e)?;
-                    out[at] = b',';
-                }
-            }
-            out.push(b'\n');
-            Ok::<_, Box<dyn std::error::Error>>(())
-        })();
-        if written.is_err() {
-            out.truncate(start);
-        }
-    }
-}
-
 /// Prints a run's events as they come: a line each for people on standard error, or
 /// NDJSON on standard output (`--json`); every event also goes to the tracer.
 pub(crate) struct Printer {
-    json: bool,
-    envelope: Envelope,
+    /// The NDJSON format asked for; none: lines for people.
+    json: Option<Ndjson>,
     /// Lines not yet written out.
     buffer: Vec<u8>,
     pub(crate) tracer: Option<switchyard::telemetry::Tracer>,
 }
 
 impl Printer {
-    pub(crate) fn new(json: bool) -> Self {
+    /// A printer of lines for people, or of NDJSON lines in format `json` (1 or 2).
+    pub(crate) fn new(json: Option<u8>) -> Self {
         Printer {
-            json,
-            envelope: Envelope::default(),
+            json: json.map(Ndjson::new),
             buffer: Vec::with_capacity(FLUSH_AT),
             tracer: None,
         }
@@ -137,6 +73,10 @@ impl Printer {
         while let Ok(e) = events.try_recv() {
             self.print(&e);
         }
+        // The run ended or paused: nothing more comes to complete a held line.
+        if let Some(json) = &mut self.json {
+            json.finish(&mut self.buffer);
+        }
         self.flush();
         result
     }
@@ -145,8 +85,8 @@ impl Printer {
         if let Some(t) = &self.tracer {
             t.observe("cli", e);
         }
-        if self.json {
-            self.envelope.line(e, &mut self.buffer);
+        if let Some(json) = &mut self.json {
+            json.line(e, &mut self.buffer);
         } else {
             let start = self.buffer.len();
             if human(e, &mut self.buffer).is_err() {
@@ -163,7 +103,7 @@ impl Printer {
         if self.buffer.is_empty() {
             return;
         }
-        let _ = if self.json {
+        let _ = if self.json.is_some() {
             let mut out = std::io::stdout().lock();
             out.write_all(&self.buffer).and_then(|()| out.flush())
         } else {

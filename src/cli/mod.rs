@@ -13,6 +13,7 @@ mod flags;
 pub(crate) mod inspect;
 pub(crate) mod lsp;
 pub(crate) mod man;
+mod ndjson;
 pub(crate) mod new;
 pub(crate) mod render;
 pub(crate) mod run;

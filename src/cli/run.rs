@@ -68,9 +68,10 @@ struct CommonArgs {
     /// Node executions allowed in this run, instead of the graph's `max_steps`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
-    /// Print events as NDJSON on standard output.
-    #[arg(long)]
-    json: bool,
+    /// Print events as NDJSON on standard output: format 1 (every line whole), or
+    /// `--json=2` (the envelope once, defaults left out: about half the bytes).
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true, default_missing_value = "1", value_parser = clap::value_parser!(u8).range(1..=2))]
+    json: Option<u8>,
     /// Stream LLM replies: text deltas become events as they arrive.
     #[arg(long)]
     stream: bool,
@@ -178,6 +179,7 @@ struct Session {
     printer: Printer,
     file: PathBuf,
     store: StoreArg,
+    /// Events go out as NDJSON (`--json`), not as lines for people.
     json: bool,
     trace: Option<switchyard::telemetry::TraceOptions>,
     /// The flags a printed resume command repeats, so the run goes on as it started
@@ -233,8 +235,10 @@ impl Session {
                 shell_quote(&f.display().to_string())
             ));
         }
-        if common.json {
-            carried.push("--json".into());
+        match common.json {
+            Some(1) => carried.push("--json".into()),
+            Some(v) => carried.push(format!("--json={v}")),
+            None => {}
         }
         Ok(Session {
             runner,
@@ -242,7 +246,7 @@ impl Session {
             printer: Printer::new(common.json),
             file,
             store: common.store(),
-            json: common.json,
+            json: common.json.is_some(),
             trace,
             carried,
         })
