@@ -969,16 +969,25 @@ fn conformance_run(scenario: &str, client: &str, env: &[(&str, String)]) -> (Vec
 }
 
 /// The suite's checks of `scenario` (`<id> <STATUS> <description>`), its stdout and
-/// stderr, and how it exited; nothing asserted.
+/// stderr, and how it exited; nothing asserted. `next:SCENARIO` is a scenario of the
+/// newest suite (`conformance-next` in package.json, 0.2.0-alpha.12), the others
+/// of the stable one (0.1.16).
 fn conformance_raw(
     scenario: &str,
     client: &str,
     env: &[(&str, String)],
 ) -> (Vec<String>, String, String, std::process::ExitStatus) {
     need_npm_packages();
+    let (suite, scenario) = match scenario.strip_prefix("next:") {
+        Some(s) => ("node_modules/conformance-next/dist/index.js", s),
+        None => (
+            "node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            scenario,
+        ),
+    };
     let cwd = temp_dir(&format!("conformance-{scenario}"));
     let out = Command::new(root().join("node_modules/.bin/node"))
-        .arg(root().join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .arg(root().join(suite))
         .args(["client", "--scenario", scenario, "--command", client])
         .current_dir(&cwd)
         .env("NO_COLOR", "1")
@@ -1064,8 +1073,8 @@ fn conformance_sse_retry() {
 /// a tenant path, the 2025-03-26 layouts), client registration (dynamic, pre-registered,
 /// a client-ID metadata document), PKCE, the token endpoint's authentication methods,
 /// scopes (from the challenge, the metadata, a step-up, a bounded retry), resource
-/// indicators, offline access, and the client-credentials grant with a secret and a
-/// signed assertion.
+/// indicators, offline access, the client-credentials grant with a secret and a
+/// signed assertion, cross-app access and a workload's own JWT.
 #[test]
 fn conformance_oauth() {
     for scenario in [
@@ -1091,9 +1100,12 @@ fn conformance_oauth() {
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",
         "auth/cross-app-access-complete-flow",
+        // From the newest suite (0.2.0-alpha.12): a workload's own JWT (SEP-1933).
+        "next:auth/wif-jwt-bearer",
     ] {
         let checks = conformance_report(scenario);
-        insta::assert_snapshot!(scenario.replace('/', "_"), checks.join("\n"));
+        let name = scenario.trim_start_matches("next:").replace('/', "_");
+        insta::assert_snapshot!(name, checks.join("\n"));
     }
 }
 
@@ -1116,8 +1128,9 @@ fn a_scope_that_granting_does_not_satisfy_is_refused_with_why() {
 
 /// A graph's `[servers.x.oauth]` settings, with their `${...}` read from the
 /// environment, reach the flow: the client-credentials grant with a secret (HTTP Basic)
-/// and with a signed assertion, a pre-registered client's authorization code, and
-/// cross-app access (an identity assertion from the person's identity provider).
+/// and with a signed assertion, a pre-registered client's authorization code,
+/// cross-app access (an identity assertion from the person's identity provider), and a
+/// workload's own JWT read from a file (SEP-1933).
 #[test]
 fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
     let fixtures = root().join("tests/fixtures/mcp/oauth");
@@ -1147,6 +1160,11 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
             "auth/cross-app-access-complete-flow",
             "complete-flow-jwt-bearer SUCCESS Successfully verified client auth, ID-JAG claims, and exchanged for access token",
         ),
+        (
+            "workload.toml",
+            "next:auth/wif-jwt-bearer",
+            "wif-assertion-verified SUCCESS Workload JWT assertion verified — signature, audience, and expiry are valid (iss not validated; keypair is run-scoped)",
+        ),
     ] {
         let env = [
             ("SWITCHYARD", env!("CARGO_BIN_EXE_switchyard").to_string()),
@@ -1162,6 +1180,62 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
                 .iter()
                 .any(|c| c.starts_with("valid-bearer-token SUCCESS")),
             "{graph}: {checks:#?}"
+        );
+    }
+}
+
+/// A workload's JWT bearer grant that the authorization server refuses is the
+/// answer: the error says why, and neither the grant nor another grant is tried again
+/// (SEP-1933; the suite warns on either).
+#[test]
+fn a_refused_workload_grant_is_not_tried_again_nor_replaced() {
+    let fixtures = root().join("tests/fixtures/mcp/oauth");
+    let client = format!(
+        "{} {}",
+        root().join("node_modules/.bin/node").display(),
+        fixtures.join("client.mjs").display()
+    );
+    let env = [
+        ("SWITCHYARD", env!("CARGO_BIN_EXE_switchyard").to_string()),
+        (
+            "GRAPH",
+            fixtures.join("workload_refused.toml").display().to_string(),
+        ),
+    ];
+    let (checks, _, stderr, _) = conformance_raw("next:auth/wif-jwt-bearer", &client, &env);
+    assert_eq!(
+        checks,
+        [
+            "prm-pathbased-requested SUCCESS Client requested PRM metadata at path-based location",
+            "authorization-server-metadata SUCCESS Client requested authorization server metadata",
+            "token-request SUCCESS Client requested access token",
+            "wif-assertion-verified SUCCESS Workload JWT assertion verified — signature, audience, and expiry are valid (iss not validated; keypair is run-scoped)",
+        ],
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "error: cannot reach server `api` at `${MCP_URL}`: OAuth: the JWT bearer grant of the workload's token was refused (400 Bad Request): invalid_scope Requested scope is not permitted for this grant\n"
+        ),
+        "{stderr}"
+    );
+}
+
+/// Custom headers (SEP-2243, from the newest suite): a tool's parameters marked
+/// `x-mcp-header` are mirrored as `Mcp-Param-*` headers, encoded where a header
+/// cannot carry them as they are, and left out for a null (an optional parameter
+/// given as null is not sent: its type takes none).
+#[test]
+fn conformance_custom_headers() {
+    let checks = conformance_report("next:http-custom-headers");
+    for id in [
+        "sep-2243-client-supports-custom-headers SUCCESS",
+        "sep-2243-client-base64-unsafe SUCCESS Client sends correct Mcp-Param-NonAscii header (string value)",
+        "sep-2243-client-omit-null SUCCESS",
+    ] {
+        assert!(
+            checks.iter().any(|c| c.starts_with(id)),
+            "no `{id}` in {checks:#?}"
         );
     }
 }

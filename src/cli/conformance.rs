@@ -39,6 +39,8 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
             }),
             _ => None,
         },
+        // Workload identity federation: the JWT the scenario issued this workload.
+        workload: said("valid_jwt").map(switchyard::spec::WorkloadToken::Value),
     };
     let server = Server {
         name: "conformance".into(),
@@ -60,20 +62,42 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
             let answer = scenario.starts_with("elicitation").then(|| {
                 std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
             });
-            // Every tool is called: scenarios check what happens on a call (a
-            // result, more scope asked for, a stream resumed).
-            for t in tools {
+            // The calls the scenario hands out (`toolCalls`: a tool and its arguments),
+            // as a graph's nodes would make them; else every tool, with arguments made
+            // from its schema: scenarios check what happens on a call (a result, more
+            // scope asked for, a stream resumed).
+            let calls: Vec<(String, serde_json::Value)> =
+                match context.get("toolCalls").and_then(|c| c.as_array()) {
+                    Some(calls) => calls
+                        .iter()
+                        .filter_map(|c| {
+                            let name = c.get("name")?.as_str()?.to_string();
+                            let arguments = c.get("arguments").cloned().unwrap_or_default();
+                            Some((name, arguments))
+                        })
+                        .collect(),
+                    None => tools
+                        .iter()
+                        .map(|t| {
+                            (
+                                t.name.clone(),
+                                switchyard::mcp::example_arguments(&t.input_schema),
+                            )
+                        })
+                        .collect(),
+                };
+            for (name, arguments) in calls {
                 let request = ToolRequest {
                     answer: answer.clone(),
                     ..ToolRequest::new(
                         server.clone(),
-                        t.name.clone(),
-                        switchyard::mcp::example_arguments(&t.input_schema),
-                        format!("conformance/{}", t.name),
+                        name.clone(),
+                        arguments,
+                        format!("conformance/{name}"),
                     )
                 };
                 let reply = client.call(&request).await?;
-                println!("{}: {}", t.name, reply.content);
+                println!("{name}: {}", reply.content);
             }
             Ok::<_, switchyard::tool::ToolError>(())
         }

@@ -184,7 +184,16 @@ pub(crate) fn compile(
                 } => ServerTransport::Http {
                     url: url.get_ref().clone(),
                     headers: headers.clone(),
-                    oauth: oauth.clone(),
+                    oauth: {
+                        let mut oauth = (**oauth).clone();
+                        // A token file named relative to the graph is found beside it.
+                        if let Some(crate::spec::WorkloadToken::File { root, .. }) =
+                            &mut oauth.workload
+                        {
+                            root.clone_from(&spec.root);
+                        }
+                        oauth
+                    },
                 },
                 Transport::Store => ServerTransport::Store,
             },

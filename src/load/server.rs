@@ -153,7 +153,7 @@ pub(super) fn read_server(
             Transport::Http {
                 url,
                 headers,
-                oauth,
+                oauth: Box::new(oauth),
             }
         }
         (Some(command), Some(url)) => {
@@ -214,6 +214,8 @@ fn read_oauth(
     let id_token = t.str("id_token", diags);
     let idp_token_endpoint = t.str("idp_token_endpoint", diags);
     let idp_client_id = t.str("idp_client_id", diags);
+    let assertion = t.str("assertion", diags);
+    let assertion_file = t.str("assertion_file", diags);
     t.finish(
         &[
             "grant",
@@ -226,6 +228,8 @@ fn read_oauth(
             "id_token",
             "idp_token_endpoint",
             "idp_client_id",
+            "assertion",
+            "assertion_file",
         ],
         diags,
     );
@@ -238,14 +242,17 @@ fn read_oauth(
     };
     let client_credentials = match &grant {
         Some(g) if g.get_ref() == "client_credentials" => true,
-        Some(g) if ["authorization_code", "identity_assertion"].contains(&g.get_ref().as_str()) => {
+        Some(g)
+            if ["authorization_code", "identity_assertion", "jwt_bearer"]
+                .contains(&g.get_ref().as_str()) =>
+        {
             false
         }
         Some(g) => {
             problem(
                 g.span(),
                 format!("unknown grant `{}` in {}", g.get_ref(), t.what),
-                "`grant` is `authorization_code` (the default), `client_credentials` or `identity_assertion`",
+                "`grant` is `authorization_code` (the default), `client_credentials`, `identity_assertion` or `jwt_bearer`",
             );
             false
         }
@@ -291,6 +298,48 @@ fn read_oauth(
             );
         }
         None
+    };
+    let jwt_bearer = grant.as_ref().is_some_and(|g| g.get_ref() == "jwt_bearer");
+    let workload = match (jwt_bearer, &assertion, &assertion_file) {
+        (true, Some(token), None) => {
+            Some(crate::spec::WorkloadToken::Value(token.get_ref().clone()))
+        }
+        (true, None, Some(path)) => Some(crate::spec::WorkloadToken::File {
+            path: path.get_ref().clone(),
+            root: std::path::PathBuf::new(),
+        }),
+        (true, Some(_), Some(path)) => {
+            problem(
+                path.span(),
+                format!("{} has both `assertion` and `assertion_file`", t.what),
+                "the workload's token is given one way: the token itself, or the file the platform keeps it in",
+            );
+            None
+        }
+        (true, None, None) => {
+            problem(
+                t.span.clone(),
+                format!(
+                    "the `jwt_bearer` grant in {} needs `assertion` or `assertion_file`",
+                    t.what
+                ),
+                "`assertion = \"${WORKLOAD_JWT}\"` (the token itself), or `assertion_file = \"/var/run/secrets/tokens/mcp\"` (read at each grant)",
+            );
+            None
+        }
+        (false, _, _) => {
+            if let Some(k) = assertion.as_ref().or(assertion_file.as_ref()) {
+                problem(
+                    k.span(),
+                    format!(
+                        "a workload's token in {} needs `grant = \"jwt_bearer\"`",
+                        t.what
+                    ),
+                    "`assertion` and `assertion_file` are for workload identity federation",
+                );
+            }
+            None
+        }
     };
     if let Some((k, _)) = headers
         .iter()
@@ -386,5 +435,6 @@ fn read_oauth(
         scopes: scopes.into_iter().map(Sp::into_inner).collect(),
         client_metadata_url: client_metadata_url.map(Sp::into_inner),
         identity,
+        workload,
     }
 }

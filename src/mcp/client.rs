@@ -265,7 +265,7 @@ impl McpClient {
                 help,
             });
         };
-        let filled = schema.with_defaults(&request.arguments);
+        let filled = schema.as_sent(&request.arguments);
         let arguments = filled.as_ref().unwrap_or(&request.arguments);
         schema.check(&server.name, arguments)?;
         let arguments = arguments.as_object().cloned().unwrap_or_default();

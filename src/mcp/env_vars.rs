@@ -78,6 +78,22 @@ pub(crate) fn expand_server(
                         }),
                         None => None,
                     },
+                    workload: match &oauth.workload {
+                        Some(crate::spec::WorkloadToken::Value(v)) => {
+                            Some(crate::spec::WorkloadToken::Value(
+                                expand(v, lookup).map_err(|m| fail("oauth.assertion", m))?,
+                            ))
+                        }
+                        Some(crate::spec::WorkloadToken::File { path, root }) => {
+                            let path = expand(path, lookup)
+                                .map_err(|m| fail("oauth.assertion_file", m))?;
+                            Some(crate::spec::WorkloadToken::File {
+                                path: root.join(path).display().to_string(),
+                                root: root.clone(),
+                            })
+                        }
+                        None => None,
+                    },
                 }
             },
         },
@@ -231,6 +247,47 @@ mod tests {
         assert_eq!(
             expand_server(&server, &env).unwrap_err().to_string(),
             "cannot start server `api`: `oauth.client_secret`: the environment variable `MISSING` is not set (write `${MISSING:-default}` to give a default)"
+        );
+    }
+
+    /// A workload's token file is read from the environment's path, or beside the
+    /// graph when the path is relative.
+    #[test]
+    fn a_workload_token_file_is_found_beside_the_graph_or_where_the_environment_says() {
+        let path_of = |path: &str| {
+            let server = Server {
+                name: "api".into(),
+                transport: ServerTransport::Http {
+                    url: "http://127.0.0.1/mcp".into(),
+                    headers: Vec::new(),
+                    oauth: crate::spec::OAuth {
+                        workload: Some(crate::spec::WorkloadToken::File {
+                            path: path.into(),
+                            root: "/graphs".into(),
+                        }),
+                        ..Default::default()
+                    },
+                },
+                roots: Vec::new(),
+                sampling: false,
+            };
+            match expand_server(&server, &env).map(|s| s.transport) {
+                Ok(ServerTransport::Http { oauth, .. }) => match oauth.workload {
+                    Some(crate::spec::WorkloadToken::File { path, .. }) => Ok(path),
+                    _ => panic!("the token file is gone"),
+                },
+                Ok(_) => panic!("not HTTP"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        assert_eq!(path_of("token.jwt").unwrap(), "/graphs/token.jwt");
+        assert_eq!(
+            path_of("${WORKSPACE}/token.jwt").unwrap(),
+            "/tmp/ws/token.jwt"
+        );
+        assert_eq!(
+            path_of("${TOKEN_FILE}").unwrap_err(),
+            "cannot start server `api`: `oauth.assertion_file`: the environment variable `TOKEN_FILE` is not set (write `${TOKEN_FILE:-default}` to give a default)"
         );
     }
 }

@@ -205,9 +205,10 @@ fn check_arguments(
             None => return,
         },
     };
-    // As a call is made: a required property left out that has a default is given it.
+    // As a call is made: a required property left out that has a default is given it,
+    // an optional one given as null where its type takes none is left out.
     let arguments = ToolSchema::new(info.clone())
-        .with_defaults(&arguments)
+        .as_sent(&arguments)
         .unwrap_or(arguments);
     for p in problems(&validator, &arguments) {
         let top = p

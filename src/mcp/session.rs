@@ -213,7 +213,7 @@ impl Session {
                 });
             }
             Ok(Err(e)) => {
-                let message = format!("{e}{}", tail_note(&stderr_tail));
+                let message = format!("{}{}", readable(&e.to_string()), tail_note(&stderr_tail));
                 return Err(match (&server.transport, &written.transport) {
                     // The URL as the file writes it: its `${...}` values (a token in the
                     // query) stay out of errors, events and checkpoints.
@@ -618,4 +618,21 @@ fn oauth_refusal(e: &ServiceError) -> Option<&str> {
         source = current.source();
     }
     None
+}
+
+/// rmcp wraps an OAuth failure in its transport's error, which names its generic
+/// types ("Send message error Transport [rmcp::transport::worker::...] error: Auth
+/// error: OAuth authorization failed: ..."); the reason is what a person needs.
+fn readable(message: &str) -> String {
+    const AUTH: &str = "OAuth authorization failed: ";
+    match message.find(AUTH) {
+        Some(at) => {
+            let reason = &message[at + AUTH.len()..];
+            let reason = reason
+                .strip_suffix(", when send initialize request")
+                .unwrap_or(reason);
+            format!("OAuth: {reason}")
+        }
+        None => message.to_string(),
+    }
 }

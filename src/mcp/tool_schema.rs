@@ -55,29 +55,60 @@ impl ToolSchema {
         }
     }
 
-    /// The arguments with each required top-level property they leave out that has a
-    /// `default` in the schema given it; none when nothing is to be filled (the
-    /// arguments stand as they are, not copied). Servers list such properties as
-    /// required (@playwright/mcp's `browser_take_screenshot` its `type`) and fill them
-    /// in themselves; the check would otherwise refuse a call that leaves them out.
-    pub fn with_defaults(&self, arguments: &Json) -> Option<Json> {
+    /// The arguments as the call sends them, where they differ from what was given
+    /// (none: they stand as they are, not copied):
+    ///
+    /// - each required top-level property left out that has a `default` in the
+    ///   schema is given it. Servers list such properties as required
+    ///   (@playwright/mcp's `browser_take_screenshot` its `type`) and fill them in
+    ///   themselves; the check would otherwise refuse a call that leaves them out.
+    /// - each optional top-level property given as null whose schema's `type` does not
+    ///   take null is left out: null is how a template or a model says "not given"
+    ///   (the MCP spec's custom headers, SEP-2243, treat null and absent alike), and
+    ///   the check would otherwise refuse the call.
+    pub fn as_sent(&self, arguments: &Json) -> Option<Json> {
         let given = arguments.as_object()?;
         let props = self.info.input_schema.get("properties")?.as_object()?;
-        let required = self.info.input_schema.get("required")?.as_array()?;
+        let required: Vec<&str> = self
+            .info
+            .input_schema
+            .get("required")
+            .and_then(Json::as_array)
+            .map(|r| r.iter().filter_map(Json::as_str).collect())
+            .unwrap_or_default();
         let missing: Vec<(&str, &Json)> = required
             .iter()
-            .filter_map(Json::as_str)
-            .filter(|name| !given.contains_key(*name))
-            .filter_map(|name| Some((name, props.get(name)?.get("default")?)))
+            .filter(|name| !given.contains_key(**name))
+            .filter_map(|name| Some((*name, props.get(*name)?.get("default")?)))
             .collect();
-        if missing.is_empty() {
+        let takes_no_null = |name: &str| {
+            props
+                .get(name)
+                .and_then(|p| p.get("type"))
+                .is_some_and(|t| match t {
+                    Json::String(t) => t != "null",
+                    Json::Array(ts) => !ts.iter().any(|t| t == "null"),
+                    _ => false,
+                })
+        };
+        let nulls: Vec<&String> = given
+            .iter()
+            .filter(|(name, v)| {
+                v.is_null() && !required.contains(&name.as_str()) && takes_no_null(name)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        if missing.is_empty() && nulls.is_empty() {
             return None;
         }
-        let mut filled = given.clone();
-        for (name, default) in missing {
-            filled.insert(name.to_string(), default.clone());
+        let mut sent = given.clone();
+        for name in nulls {
+            sent.shift_remove(name);
         }
-        Some(Json::Object(filled))
+        for (name, default) in missing {
+            sent.insert(name.to_string(), default.clone());
+        }
+        Some(Json::Object(sent))
     }
 
     /// Checks arguments against the tool's `inputSchema`.
@@ -272,7 +303,8 @@ mod tests {
     }
 
     #[test]
-    fn required_properties_with_defaults_are_filled_and_remote_refs_left_unchecked() {
+    fn required_properties_with_defaults_are_filled_optional_nulls_left_out_and_remote_refs_left_unchecked()
+     {
         let shot = ToolSchema::new(ToolInfo {
             name: "shot".into(),
             description: String::new(),
@@ -286,11 +318,33 @@ mod tests {
             }),
             output_schema: None,
         });
+        assert_eq!(shot.as_sent(&json!({})), Some(json!({ "type": "png" })));
+        assert_eq!(shot.as_sent(&json!({ "type": "jpeg" })), None);
+        // An optional property given as null where its type takes none: left out.
         assert_eq!(
-            shot.with_defaults(&json!({})),
-            Some(json!({ "type": "png" }))
+            shot.as_sent(&json!({ "type": "jpeg", "name": null })),
+            Some(json!({ "type": "jpeg" }))
         );
-        assert_eq!(shot.with_defaults(&json!({ "type": "jpeg" })), None);
+        let nullable = ToolSchema::new(ToolInfo {
+            name: "n".into(),
+            description: String::new(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "a": { "type": ["string", "null"] },
+                    "b": { "anyOf": [{ "type": "string" }] },
+                    "c": { "type": "string" },
+                },
+                "required": ["c"],
+            }),
+            output_schema: None,
+        });
+        // Null where the type takes it, where no `type` says, and where required:
+        // sent as given, for the check to judge.
+        assert_eq!(
+            nullable.as_sent(&json!({ "a": null, "b": null, "c": null })),
+            None
+        );
         let remote = json!({
             "type": "object",
             "properties": {

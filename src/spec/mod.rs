@@ -236,8 +236,9 @@ pub enum Transport {
         /// read the environment.
         headers: Vec<(String, String)>,
         /// How to authorize when the server asks for OAuth (`[servers.x.oauth]`);
-        /// none: the authorization-code flow with dynamic registration.
-        oauth: OAuth,
+        /// none: the authorization-code flow with dynamic registration. Boxed: it
+        /// is most of the variant's size, and most servers leave it at its default.
+        oauth: Box<OAuth>,
     },
     /// `builtin = "store"`: the long-term store of the store the run is kept in, as
     /// tools, served in process (`crate::run::StoreTools`).
@@ -271,6 +272,24 @@ pub struct OAuth {
     /// RFC 8693) that the authorization server takes as a JWT bearer grant (RFC 7523)
     /// from this client (`client_id`, `client_secret`); no browser, no sign-in.
     pub identity: Option<IdentityAssertion>,
+    /// `jwt_bearer` (workload identity federation, SEP-1933): a JWT the platform
+    /// issued this workload (a Kubernetes service account token, a cloud's workload
+    /// identity), sent as a JWT bearer grant (RFC 7523); no browser, no secret.
+    pub workload: Option<WorkloadToken>,
+}
+
+/// Where a workload's own JWT comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum WorkloadToken {
+    /// `assertion`: the token itself (`${VAR}`: from the environment).
+    Value(String),
+    /// `assertion_file`: a file the platform keeps the current token in, read at
+    /// each grant (such tokens are short-lived and replaced in place); `path` as
+    /// written, relative to `root`, the graph's folder.
+    File {
+        path: String,
+        root: std::path::PathBuf,
+    },
 }
 
 /// Where a person's ID token is exchanged for an identity assertion.
@@ -303,6 +322,13 @@ impl std::fmt::Debug for OAuth {
                     .identity
                     .as_ref()
                     .map(|i| (&i.token_endpoint, &i.client_id, "<hidden>")),
+            )
+            .field(
+                "workload",
+                &self.workload.as_ref().map(|w| match w {
+                    WorkloadToken::Value(_) => "<hidden>".to_string(),
+                    WorkloadToken::File { path, .. } => format!("file {path}"),
+                }),
             )
             .finish()
     }

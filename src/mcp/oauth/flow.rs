@@ -130,7 +130,10 @@ impl Authorization {
         manager.set_metadata(metadata.clone());
         let scopes = if self.settings.scopes.is_empty() {
             let mut scopes = manager.select_scopes(None, &[]);
-            if self.settings.client_credentials || self.settings.identity.is_some() {
+            if self.settings.client_credentials
+                || self.settings.identity.is_some()
+                || self.settings.workload.is_some()
+            {
                 // Refresh tokens are for a person's grant in the browser.
                 scopes.retain(|s| s != "offline_access");
             }
@@ -149,6 +152,10 @@ impl Authorization {
             let token = self
                 .identity_assertion(identity, &metadata, &scopes)
                 .await?;
+            self.token = Some(token.clone());
+            token
+        } else if let Some(workload) = &self.settings.workload {
+            let token = self.workload(workload, &metadata, &scopes).await?;
             self.token = Some(token.clone());
             token
         } else if self.settings.client_credentials {
@@ -202,6 +209,10 @@ impl Authorization {
             let token = self
                 .identity_assertion(&identity, &metadata, &wider)
                 .await?;
+            self.token = Some(token.clone());
+            token
+        } else if let Some(workload) = self.settings.workload.clone() {
+            let token = self.workload(&workload, &metadata, &wider).await?;
             self.token = Some(token.clone());
             token
         } else if self.settings.client_credentials {

@@ -4,7 +4,7 @@
 //! answers 401; its challenge (`WWW-Authenticate`, with the resource-metadata URL and
 //! the scope it wants) then drives discovery and the grant, in the middle of the
 //! request, which is sent again with the token. A 403 `insufficient_scope` later asks
-//! for the wider scope the same way, a bounded number of times. Three grants:
+//! for the wider scope the same way, a bounded number of times. Four grants:
 //!
 //! - the authorization code with PKCE (rmcp's support: metadata discovery, client
 //!   registration by a pre-registered ID, a client-ID metadata document or dynamic
@@ -18,6 +18,8 @@
 //! - cross-app access (SEP-990): a person's ID token exchanged at their identity
 //!   provider for an identity assertion, which the authorization server takes from
 //!   this client as a JWT bearer grant.
+//! - workload identity federation (SEP-1933): a JWT the platform issued this
+//!   workload, as a JWT bearer grant.
 //!
 //! Tokens and secrets live in this process's memory only: never in events,
 //! checkpoints or messages.

@@ -1,9 +1,11 @@
-//! The grants that need no person: client credentials (RFC 6749 4.4) and cross-app
+//! The grants that need no person: client credentials (RFC 6749 4.4), cross-app
 //! access (SEP-990: an identity assertion from the person's identity provider, taken
-//! as a JWT bearer grant), and the token request both make.
+//! as a JWT bearer grant), a workload's own JWT as a JWT bearer grant (SEP-1933), and
+//! the token request they make.
 
 use super::Authorization;
 use crate::mcp::oauth::assertion;
+use crate::spec::WorkloadToken;
 use rmcp::transport::auth::AuthorizationMetadata;
 
 impl Authorization {
@@ -94,6 +96,46 @@ impl Authorization {
         bearer(&body)
     }
 
+    /// Workload identity federation (SEP-1933): the JWT the platform issued this
+    /// workload, taken by the authorization server as a JWT bearer grant (RFC 7523).
+    /// The client authenticates as configured, or names itself (`client_id`) when it
+    /// has no secret. A refusal is the flow's answer: no other grant is tried.
+    pub(super) async fn workload(
+        &self,
+        token: &WorkloadToken,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<String, String> {
+        let assertion = match token {
+            WorkloadToken::Value(v) => v.trim().to_string(),
+            // Read at each grant: the platform replaces the file as tokens expire.
+            WorkloadToken::File { path, .. } => tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| format!("cannot read the workload's token from `{path}`: {e}"))?
+                .trim()
+                .to_string(),
+        };
+        if assertion.is_empty() {
+            return Err("the workload's token (`assertion`) is empty".into());
+        }
+        let mut pairs = vec![
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:jwt-bearer".to_string(),
+            ),
+            ("assertion", assertion),
+            ("resource", self.resource()?),
+        ];
+        if !scopes.is_empty() {
+            pairs.push(("scope", scopes.join(" ")));
+        }
+        let body = self
+            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .await
+            .map_err(|e| e.replace("{grant}", "the JWT bearer grant of the workload's token"))?;
+        bearer(&body)
+    }
+
     /// The resource indicator (RFC 8707): the server's URL without its query.
     fn resource(&self) -> Result<String, String> {
         let mut resource = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
@@ -177,6 +219,9 @@ impl Authorization {
                         |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
                     request = request.basic_auth(encode(id), Some(encode(secret)));
                 }
+            } else if !id.is_empty() {
+                // A public client (`none`): it names itself.
+                form.append_pair("client_id", id);
             }
             (form.finish(), request)
         };
