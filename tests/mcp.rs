@@ -647,6 +647,7 @@ fn http(name: &str, url: String, headers: Vec<(String, String)>) -> Server {
         },
         roots: Vec::new(),
         sampling: false,
+        protocol: Default::default(),
     }
 }
 
@@ -662,6 +663,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> Server {
         },
         roots: Vec::new(),
         sampling: false,
+        protocol: Default::default(),
     }
 }
 
@@ -1232,6 +1234,57 @@ fn conformance_custom_headers() {
         "sep-2243-client-supports-custom-headers SUCCESS",
         "sep-2243-client-base64-unsafe SUCCESS Client sends correct Mcp-Param-NonAscii header (string value)",
         "sep-2243-client-omit-null SUCCESS",
+    ] {
+        assert!(
+            checks.iter().any(|c| c.starts_with(id)),
+            "no `{id}` in {checks:#?}"
+        );
+    }
+}
+
+/// The newest protocol (2026-07-28, from the newest suite): no `initialize`; a
+/// `server/discover`, then every request carrying its version and metadata; and the
+/// authorization scenarios of that version (the issuer in the redirect, offline
+/// access, a server moving to another authorization server). The suite names the
+/// version, which the conformance client takes as `protocol = "auto"`.
+#[test]
+fn conformance_newest_protocol() {
+    for scenario in [
+        "request-metadata",
+        "http-standard-headers",
+        "tools_call",
+        "auth/iss-supported",
+        "auth/iss-not-advertised",
+        "auth/authorization-server-migration",
+        "auth/offline-access-scope",
+        "auth/offline-access-not-supported",
+    ] {
+        let checks = conformance_report(&format!("next:{scenario}"));
+        assert!(!checks.is_empty(), "{scenario}");
+    }
+}
+
+/// A graph's `protocol = "2026-07-28"` reaches the session: the suite's server of
+/// that version, which has no `initialize`, is listed and checked.
+#[test]
+fn a_graphs_server_speaks_the_protocol_it_names() {
+    let fixtures = root().join("tests/fixtures/mcp");
+    let client = format!(
+        "{} {}",
+        root().join("node_modules/.bin/node").display(),
+        fixtures.join("oauth/client.mjs").display()
+    );
+    let env = [
+        ("SWITCHYARD", env!("CARGO_BIN_EXE_switchyard").to_string()),
+        (
+            "GRAPH",
+            fixtures.join("newest_protocol.toml").display().to_string(),
+        ),
+    ];
+    let checks = conformance_report_of("next:request-metadata", &client, &env);
+    for id in [
+        "sep-2575-http-client-sends-version-header SUCCESS",
+        "sep-2575-client-populates-meta SUCCESS",
     ] {
         assert!(
             checks.iter().any(|c| c.starts_with(id)),

@@ -51,6 +51,11 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
         },
         roots: Vec::new(),
         sampling: false,
+        // The protocol of the scenario's server, as the suite says it.
+        protocol: match std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() {
+            Ok("2025-11-25") | Err(_) => switchyard::spec::Protocol::Initialize,
+            Ok(_) => switchyard::spec::Protocol::Auto,
+        },
     };
     let client = super::mcp_client(&std::env::current_dir()?);
     let result = super::runtime()?.block_on(async {

@@ -144,6 +144,7 @@ pub(crate) fn compile(
         .map(|s| Server {
             name: s.name.get_ref().clone(),
             sampling: s.sampling,
+            protocol: s.protocol,
             // Absolute and without `..`: a root goes to the server as a `file://` URI.
             roots: s
                 .roots

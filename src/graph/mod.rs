@@ -500,6 +500,8 @@ pub struct Server {
     pub roots: Vec<std::path::PathBuf>,
     /// The server may ask the graph's model for completions (MCP sampling).
     pub sampling: bool,
+    /// How a session with the server begins (`protocol`).
+    pub protocol: crate::spec::Protocol,
 }
 
 #[derive(Clone, Debug)]

@@ -24,7 +24,7 @@ pub(super) fn read_server(
     );
     let builtin = t.str("builtin", diags);
     let others: Vec<&str> = [
-        "command", "url", "args", "env", "cwd", "headers", "oauth", "roots", "sampling",
+        "command", "url", "args", "env", "cwd", "headers", "oauth", "roots", "sampling", "protocol",
     ]
     .into_iter()
     .filter(|k| t.has(k))
@@ -47,6 +47,30 @@ pub(super) fn read_server(
     };
     let roots = t.strings("roots", diags);
     let sampling = t.bool("sampling", diags).unwrap_or(false);
+    let protocol = match t.str("protocol", diags) {
+        None => crate::spec::Protocol::default(),
+        Some(p) => match p.get_ref().as_str() {
+            "2025-11-25" => crate::spec::Protocol::Initialize,
+            "2026-07-28" => crate::spec::Protocol::Discover,
+            "auto" => crate::spec::Protocol::Auto,
+            other => {
+                diags.push(
+                    Diagnostic::error(
+                        "server-transport",
+                        file,
+                        p.span(),
+                        format!(
+                            "unknown MCP protocol `{other}` for server `{}`",
+                            name.get_ref()
+                        ),
+                    )
+                    .label("not a protocol Switchyard speaks")
+                    .help("`protocol` is `\"2025-11-25\"` (the default: the `initialize` handshake), `\"2026-07-28\"` (`server/discover`) or `\"auto\"` (the newer, else the older)"),
+                );
+                crate::spec::Protocol::default()
+            }
+        },
+    };
     let description = t
         .str("description", diags)
         .map(Sp::into_inner)
@@ -66,6 +90,7 @@ pub(super) fn read_server(
             "oauth",
             "roots",
             "sampling",
+            "protocol",
             "description",
             "builtin",
         ],
@@ -103,6 +128,7 @@ pub(super) fn read_server(
             description,
             roots: Vec::new(),
             sampling: false,
+            protocol: crate::spec::Protocol::default(),
         });
     }
     if let (Some(span), true) = (&oauth_span, url.is_none()) {
@@ -194,6 +220,7 @@ pub(super) fn read_server(
         description,
         roots,
         sampling,
+        protocol,
     })
 }
 

@@ -104,6 +104,7 @@ pub(crate) fn expand_server(
         transport,
         roots: server.roots.clone(),
         sampling: server.sampling,
+        protocol: server.protocol,
     })
 }
 
@@ -243,6 +244,7 @@ mod tests {
             },
             roots: Vec::new(),
             sampling: false,
+            protocol: Default::default(),
         };
         assert_eq!(
             expand_server(&server, &env).unwrap_err().to_string(),
@@ -270,6 +272,7 @@ mod tests {
                 },
                 roots: Vec::new(),
                 sampling: false,
+                protocol: Default::default(),
             };
             match expand_server(&server, &env).map(|s| s.transport) {
                 Ok(ServerTransport::Http { oauth, .. }) => match oauth.workload {

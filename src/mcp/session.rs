@@ -7,11 +7,13 @@ use super::handler::Handler;
 use super::tool_schema::ToolSchema;
 use crate::graph::{Server, ServerTransport};
 use crate::run::Event;
+use crate::spec::Protocol;
 use crate::tool::ToolInfo;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 
 mod requests;
 
@@ -148,7 +150,7 @@ impl Session {
                         stderr_tail.clone(),
                     ));
                 }
-                let fut = handler.serve(child);
+                let fut = handler.serve_with_lifecycle(child, lifecycle(server.protocol));
                 let serve: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
                     Box::pin(async move { fut.await.map_err(|e| ConnectError::Rmcp(Box::new(e))) });
                 (pid, serve)
@@ -182,6 +184,7 @@ impl Session {
                     .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
                 let (server_name, events, signing_in) =
                     (name.clone(), events.clone(), signing_in.clone());
+                let protocol = server.protocol;
                 let connecting = async move {
                     let served = if oauth_wanted {
                         let client = super::oauth::Authorizing::new(
@@ -193,11 +196,17 @@ impl Session {
                         )
                         .map_err(ConnectError::OAuth)?;
                         handler
-                            .serve(StreamableHttpClientTransport::with_client(client, config))
+                            .serve_with_lifecycle(
+                                StreamableHttpClientTransport::with_client(client, config),
+                                lifecycle(protocol),
+                            )
                             .await
                     } else {
                         handler
-                            .serve(StreamableHttpClientTransport::from_config(config))
+                            .serve_with_lifecycle(
+                                StreamableHttpClientTransport::from_config(config),
+                                lifecycle(protocol),
+                            )
                             .await
                     };
                     served.map_err(|e| ConnectError::Rmcp(Box::new(e)))
@@ -634,5 +643,20 @@ fn readable(message: &str) -> String {
             format!("OAuth: {reason}")
         }
         None => message.to_string(),
+    }
+}
+
+/// How rmcp begins a session in the server's `protocol`.
+fn lifecycle(protocol: Protocol) -> ClientLifecycleMode {
+    let newer = || vec![ProtocolVersion::V_2026_07_28];
+    match protocol {
+        Protocol::Initialize => ClientLifecycleMode::Initialize,
+        Protocol::Discover => ClientLifecycleMode::Discover {
+            preferred_versions: newer(),
+        },
+        Protocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: newer(),
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        },
     }
 }

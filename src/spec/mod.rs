@@ -217,6 +217,25 @@ pub struct ServerSpec {
     /// `sampling = true`: the server may ask the graph's model for completions (MCP
     /// sampling), which it then declares.
     pub sampling: bool,
+    /// `protocol`: how a session with the server begins.
+    pub protocol: Protocol,
+}
+
+/// How a session with an MCP server begins (`[servers.x] protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// `"2025-11-25"` (the default): the `initialize` handshake, which today's
+    /// servers speak.
+    #[default]
+    Initialize,
+    /// `"2026-07-28"`: `server/discover`, then every request carries its protocol
+    /// version and the client's metadata; a server that does not speak it is an error.
+    Discover,
+    /// `"auto"`: `server/discover`, and `initialize` after all when the server
+    /// answers that it does not know the method (or says nothing for 10 s). A server
+    /// that answers any method it does not know with an empty result is taken as
+    /// speaking the newer protocol, and then fails.
+    Auto,
 }
 
 /// The tools of the builtin `store` server (`crate::run::StoreTools`).

@@ -1110,6 +1110,7 @@ async fn the_builtin_stores_search_ranks_by_meaning_with_an_index() {
         transport: ServerTransport::Store,
         roots: Vec::new(),
         sampling: false,
+        protocol: Default::default(),
     };
     let call = |tool: &str, args: serde_json::Value| {
         ToolRequest::new(server.clone(), tool, args, "t/0/1/1")
