@@ -29,6 +29,8 @@ fn main() {
     let bench = Bench {
         rt: tokio::runtime::Builder::new_current_thread()
             .enable_time()
+            // The Postgres store (g) is tokio-postgres: it needs the IO driver.
+            .enable_io()
             .build()
             .expect("runtime"),
         dir: std::env::temp_dir().join(format!("switchyard-bench-{}", std::process::id())),
