@@ -44,12 +44,16 @@ pub(crate) async fn run(cx: &NodeCx<'_>, body: &McpBody) -> Step {
             },
             None => json!({}),
         };
-        let mut idempotency_key = format!(
-            "{}/{}/{}/{call_index}",
-            cx.run.thread, cx.run.run, cx.run.step
-        );
-        if let Some(i) = cx.item_index {
-            idempotency_key.push_str(&format!("/{i}"));
+        // `THREAD/RUN/STEP/CALL[/ITEM]`, made for every call: pieces pushed, not
+        // formatted.
+        let mut idempotency_key = String::with_capacity(cx.run.thread.len() + 24);
+        idempotency_key.push_str(&cx.run.thread);
+        for n in [cx.run.run, cx.run.step, call_index as u64]
+            .into_iter()
+            .chain(cx.item_index.map(|i| i as u64))
+        {
+            idempotency_key.push('/');
+            idempotency_key.push_str(itoa::Buffer::new().format(n));
         }
         let reply = match self::call(
             cx,
