@@ -1857,6 +1857,89 @@ fn an_elicitation_pauses_the_run_and_the_answer_goes_back_to_the_server() {
     assert!(rest.ends_with("/0] / plan, worked\n"), "{}", done.stdout);
 }
 
+/// A tool that asks for input inside its result (SEP-2322, the 2026-07-28 protocol:
+/// `input_required` with an elicitation and a `requestState`), served by the Python
+/// MCP SDK: the run pauses with what it asked, as for an elicitation sent on its own;
+/// on the answer the node runs again, and the call goes back with the answer and the
+/// state as the server sent it. Declined, the server hears that too.
+#[test]
+fn an_input_required_result_pauses_the_run_and_the_answer_goes_back_with_its_state() {
+    assert!(
+        root().join("target/py/bin/python").exists(),
+        "target/py is missing: run `bash .ci/setup` (it installs mcp)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let graph = "tests/fixtures/mcp/ask_again.toml";
+    let paused = switchyard(&["run", graph, "--thread", "m1", "--store", &store, "--json"])
+        .run()
+        .code(4);
+    let asked: Vec<Json> = paused
+        .stdout
+        .lines()
+        .map(crate::util::event_line)
+        .filter(|e| e["event"] == "interrupted")
+        .collect();
+    assert_eq!(
+        crate::util::without_envelope(&asked[0]),
+        json!({
+            "event": "interrupted",
+            "node": "greet",
+            "payload": {
+                "kind": "elicitation",
+                "server": "ask",
+                "tool": "greet",
+                "message": "Who is asking?",
+                "requested_schema": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "minLength": 1 } },
+                    "required": ["name"],
+                },
+            },
+        })
+    );
+    let done = switchyard(&[
+        "resume",
+        "--thread",
+        "m1",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "accept", "content": {"name": "Ada"}}"#,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(
+        done.stdout,
+        "{\"result\":\"hello Ada (state asked-once)\"}\n"
+    );
+
+    switchyard(&["run", graph, "--thread", "m2", "--store", &store])
+        .run()
+        .code(4);
+    let declined = switchyard(&[
+        "resume",
+        "--thread",
+        "m2",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "decline"}"#,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(declined.stdout, "{\"result\":\"no name (decline)\"}\n");
+}
+
+/// Multi round-trip requests (SEP-2322, from the newest suite): the state echoed as
+/// it came, each retry a new request, no state sent where none was given, none
+/// carried into another call, and a result without `resultType` taken as complete.
+#[test]
+fn conformance_multi_round_trip_requests() {
+    let checks = conformance_report("next:sep-2322-client-request-state");
+    assert_eq!(checks.len(), 5, "{checks:#?}");
+}
+
 /// Through the server: the thread keeps its MCP server while paused, and the answer
 /// given with `command: {resume}` reaches it.
 #[tokio::test]

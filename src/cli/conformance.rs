@@ -62,9 +62,11 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
         let result = async {
             let tools = client.list_tools(&server).await?;
             println!("{} tools", tools.len());
-            // A scenario that asks for input: accepted with nothing filled in, which is
-            // what a person does who takes the server's defaults.
-            let answer = scenario.starts_with("elicitation").then(|| {
+            // A scenario that asks for input (an elicitation sent on its own, or in an
+            // `input_required` result, SEP-2322): accepted with nothing filled in,
+            // which is what a person does who takes the server's defaults.
+            let asks = ["elicitation", "sep-2322"];
+            let answer = asks.iter().any(|a| scenario.starts_with(a)).then(|| {
                 std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
             });
             // The calls the scenario hands out (`toolCalls`: a tool and its arguments),

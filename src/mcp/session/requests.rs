@@ -10,6 +10,10 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many `input_required` rounds a tool call goes through before it is given up
+/// (rmcp's own cap): a server that keeps asking does not hold a node for ever.
+const MRTR_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
+
 impl Session {
     /// A `resources/read` of `uri` (`what` = `resources/read`) or a `prompts/get` of
     /// `name` with `arguments` (`prompts/get`): the result as the server sent it.
@@ -87,14 +91,107 @@ impl Session {
     /// keeps the progress token rmcp gave it while it is in flight, so that the
     /// server's progress notifications name the node and the tool. A call given up
     /// (a timeout, a stop) is cancelled at the server, as rmcp cancels its own.
+    ///
+    /// A result that asks for input first (SEP-2322, the 2026-07-28 protocol: an
+    /// `input_required` result with requests and maybe a `requestState`) is answered
+    /// as the same requests sent on their own would be (an elicitation with the run's
+    /// answer, sampling by the graph's model, the roots), and the call is sent again,
+    /// a new request, with the answers and the state echoed as it came, up to
+    /// [`MRTR_ROUNDS`] times. An elicitation no answer meets leaves the call there:
+    /// the run pauses for a person, as for an elicitation sent on its own.
     pub(super) async fn send_call(
         &self,
         request: &crate::tool::ToolRequest,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
     ) -> Result<rmcp::model::CallToolResult, ServiceError> {
-        use rmcp::model::{
-            CallToolRequest, CancelledNotificationParam, ClientRequest, ServerResult,
+        use rmcp::model::ServerResult;
+        for _ in 0..MRTR_ROUNDS {
+            match self.send_call_once(request, params.clone()).await? {
+                ServerResult::CallToolResult(result) => return Ok(result),
+                // A result with nothing in it (a server that answers `{}`) is an empty one.
+                ServerResult::EmptyResult(_) => {
+                    return Ok(rmcp::model::CallToolResult::default());
+                }
+                ServerResult::InputRequiredResult(asked) => {
+                    let answers = self.answer_input_requests(asked.input_requests).await?;
+                    let unanswered = self
+                        .asking
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .asked
+                        .is_some();
+                    if unanswered {
+                        // The caller sees the question and pauses the run.
+                        return Ok(rmcp::model::CallToolResult::default());
+                    }
+                    params.input_responses = (!answers.is_empty()).then_some(answers);
+                    params.request_state = asked.request_state;
+                }
+                _ => return Err(ServiceError::UnexpectedResponse),
+            }
+        }
+        Err(ServiceError::InputRequiredRoundsExceeded {
+            max_rounds: MRTR_ROUNDS,
+        })
+    }
+
+    /// The answers to an `input_required` result's requests, by their keys, each as
+    /// the client's handler answers the same request sent on its own.
+    async fn answer_input_requests(
+        &self,
+        requests: Option<rmcp::model::InputRequests>,
+    ) -> Result<rmcp::model::InputResponses, ServiceError> {
+        use rmcp::ClientHandler;
+        use rmcp::model::InputRequest;
+        let handler = self.service.service();
+        let context = || {
+            rmcp::service::RequestContext::new(
+                rmcp::model::NumberOrString::Number(0),
+                self.service.peer().clone(),
+            )
         };
+        let json = |v: Result<serde_json::Value, serde_json::Error>| {
+            v.map_err(|e| {
+                ServiceError::McpError(rmcp::ErrorData::internal_error(e.to_string(), None))
+            })
+        };
+        let mut answers = rmcp::model::InputResponses::new();
+        for (key, asked) in requests.unwrap_or_default() {
+            let answer = match asked {
+                InputRequest::Elicitation(r) => json(serde_json::to_value(
+                    handler
+                        .create_elicitation(r.params, context())
+                        .await
+                        .map_err(ServiceError::McpError)?,
+                ))?,
+                #[allow(deprecated)]
+                InputRequest::CreateMessage(r) => json(serde_json::to_value(
+                    handler
+                        .create_message(r.params, context())
+                        .await
+                        .map_err(ServiceError::McpError)?,
+                ))?,
+                #[allow(deprecated)]
+                InputRequest::ListRoots(_) => json(serde_json::to_value(
+                    handler
+                        .list_roots(context())
+                        .await
+                        .map_err(ServiceError::McpError)?,
+                ))?,
+                _ => return Err(ServiceError::UnexpectedResponse),
+            };
+            answers.insert(key, answer);
+        }
+        Ok(answers)
+    }
+
+    /// One `tools/call` request and its result, whatever kind.
+    async fn send_call_once(
+        &self,
+        request: &crate::tool::ToolRequest,
+        params: CallToolRequestParams,
+    ) -> Result<rmcp::model::ServerResult, ServiceError> {
+        use rmcp::model::{CallToolRequest, CancelledNotificationParam, ClientRequest};
         let peer = self.service.peer().clone();
         let call = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
@@ -143,11 +240,6 @@ impl Session {
         };
         let result = handle.await_response().await;
         in_flight.unanswered = None;
-        match result? {
-            ServerResult::CallToolResult(result) => Ok(result),
-            // A result with nothing in it (a server that answers `{}`) is an empty one.
-            ServerResult::EmptyResult(_) => Ok(rmcp::model::CallToolResult::default()),
-            _ => Err(ServiceError::UnexpectedResponse),
-        }
+        result
     }
 }
