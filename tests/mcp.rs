@@ -1931,6 +1931,33 @@ fn an_input_required_result_pauses_the_run_and_the_answer_goes_back_with_its_sta
     assert_eq!(declined.stdout, "{\"result\":\"no name (decline)\"}\n");
 }
 
+/// Tool schemas as servers list them (SEP-1613, SEP-2106, from the newest suite): a
+/// `$ref` to another document is never fetched, and a 2020-12 schema is kept whole
+/// (`$schema`, `$defs` with an `$anchor`, `allOf`/`anyOf`, `if`/`then`/`else`,
+/// `additionalProperties`), as the scenario sees it echoed back.
+#[test]
+fn conformance_json_schema() {
+    assert_eq!(
+        conformance_report("next:json-schema-ref-no-deref"),
+        [
+            "sep-2106-no-network-ref-deref SUCCESS Client did not dereference the network-URI $ref in the tool inputSchema"
+        ]
+    );
+    let checks = conformance_report("next:json-schema-2020-12-preservation");
+    for id in [
+        "json-schema-2020-12-client-echo-completed SUCCESS",
+        "json-schema-2020-12-client-$defs-preserved SUCCESS",
+        "sep-2106-client-composition-keywords-preserved SUCCESS",
+        "sep-2106-client-conditional-keywords-preserved SUCCESS",
+        "sep-2106-client-anchor-keyword-preserved SUCCESS",
+    ] {
+        assert!(
+            checks.iter().any(|c| c.starts_with(id)),
+            "no `{id}` in {checks:#?}"
+        );
+    }
+}
+
 /// Multi round-trip requests (SEP-2322, from the newest suite): the state echoed as
 /// it came, each retry a new request, no state sent where none was given, none
 /// carried into another call, and a result without `resultType` taken as complete.

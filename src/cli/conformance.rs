@@ -70,11 +70,26 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
                 std::sync::Arc::new(serde_json::json!({ "action": "accept", "content": {} }))
             });
             // The calls the scenario hands out (`toolCalls`: a tool and its arguments),
-            // as a graph's nodes would make them; else every tool, with arguments made
-            // from its schema: scenarios check what happens on a call (a result, more
-            // scope asked for, a stream resumed).
+            // as a graph's nodes would make them; the calls two scenarios describe
+            // (none: tools are listed and their schemas kept, no `$ref` fetched; the
+            // focal tool's schema echoed back as it was listed); else every tool, with
+            // arguments made from its schema: scenarios check what happens on a call
+            // (a result, more scope asked for, a stream resumed).
+            let schema_of = |name: &str| {
+                tools
+                    .iter()
+                    .find(|t| t.name == name)
+                    .map(|t| t.input_schema.clone())
+            };
             let calls: Vec<(String, serde_json::Value)> =
                 match context.get("toolCalls").and_then(|c| c.as_array()) {
+                    _ if scenario == "json-schema-ref-no-deref" => Vec::new(),
+                    _ if scenario == "json-schema-2020-12-preservation" => {
+                        vec![(
+                            "json_schema_echo".into(),
+                            serde_json::json!({ "schema": schema_of("json_schema_2020_12_tool") }),
+                        )]
+                    }
                     Some(calls) => calls
                         .iter()
                         .filter_map(|c| {
