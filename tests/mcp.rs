@@ -1076,7 +1076,7 @@ fn conformance_sse_retry() {
 /// a client-ID metadata document), PKCE, the token endpoint's authentication methods,
 /// scopes (from the challenge, the metadata, a step-up, a bounded retry), resource
 /// indicators, offline access, the client-credentials grant with a secret and a
-/// signed assertion, cross-app access and a workload's own JWT.
+/// signed assertion, cross-app access, a workload's own JWT, and DPoP.
 #[test]
 fn conformance_oauth() {
     for scenario in [
@@ -1102,8 +1102,11 @@ fn conformance_oauth() {
         "auth/offline-access-scope",
         "auth/offline-access-not-supported",
         "auth/cross-app-access-complete-flow",
-        // From the newest suite (0.2.0-alpha.12): a workload's own JWT (SEP-1933).
+        // From the newest suite (0.2.0-alpha.12): a workload's own JWT (SEP-1933), and
+        // DPoP-bound tokens (SEP-1932), with nonces asked by both servers.
         "next:auth/wif-jwt-bearer",
+        "next:auth/dpop",
+        "next:auth/dpop-nonce",
     ] {
         let checks = conformance_report(scenario);
         let name = scenario.trim_start_matches("next:").replace('/', "_");
@@ -1132,7 +1135,8 @@ fn a_scope_that_granting_does_not_satisfy_is_refused_with_why() {
 /// environment, reach the flow: the client-credentials grant with a secret (HTTP Basic)
 /// and with a signed assertion, a pre-registered client's authorization code,
 /// cross-app access (an identity assertion from the person's identity provider), and a
-/// workload's own JWT read from a file (SEP-1933).
+/// workload's own JWT read from a file (SEP-1933), and a DPoP-bound token that asks
+/// for no setting at all (SEP-1932).
 #[test]
 fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
     let fixtures = root().join("tests/fixtures/mcp/oauth");
@@ -1163,6 +1167,11 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
             "complete-flow-jwt-bearer SUCCESS Successfully verified client auth, ID-JAG claims, and exchanged for access token",
         ),
         (
+            "bound_token.toml",
+            "next:auth/dpop-nonce",
+            "sep-1932-client-rs-nonce SUCCESS On a use_dpop_nonce challenge from the MCP server, the client retries the request with the server-supplied nonce (RFC 9449 §9)",
+        ),
+        (
             "workload.toml",
             "next:auth/wif-jwt-bearer",
             "wif-assertion-verified SUCCESS Workload JWT assertion verified — signature, audience, and expiry are valid (iss not validated; keypair is run-scoped)",
@@ -1177,10 +1186,12 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
             checks.iter().any(|c| c == proof),
             "{graph}: no `{proof}` in {checks:#?}"
         );
+        // The token reached the server: as a bearer token, or (DPoP) bound to a key.
         assert!(
-            checks
-                .iter()
-                .any(|c| c.starts_with("valid-bearer-token SUCCESS")),
+            checks.iter().any(|c| {
+                c.starts_with("valid-bearer-token SUCCESS")
+                    || c.starts_with("sep-1932-client-dpop-auth-scheme SUCCESS")
+            }),
             "{graph}: {checks:#?}"
         );
     }

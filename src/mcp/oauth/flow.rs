@@ -41,12 +41,17 @@ pub(super) struct Authorization {
     /// The scopes the last grant asked for.
     scopes: Vec<String>,
     upgrades: u32,
+    /// The key `token` is bound to (DPoP), when the authorization server took proofs.
+    pub(super) dpop: Option<super::dpop::DpopKey>,
+    /// The nonce the server (the resource server) last asked DPoP proofs to carry.
+    pub(super) server_nonce: Option<String>,
     /// The last flow that failed and when: asked again within `RETRY_AFTER`, the same
     /// answer (requests that waited for it, a stream reconnecting in a loop) rather
     /// than another registration and grant.
     failed: Option<(std::time::Instant, String)>,
 }
 
+mod dpop_code;
 mod grants;
 
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
@@ -73,6 +78,8 @@ impl Authorization {
             token: None,
             scopes: Vec::new(),
             upgrades: 0,
+            dpop: None,
+            server_nonce: None,
             failed: None,
         }
     }
@@ -123,6 +130,8 @@ impl Authorization {
     async fn grant(&mut self, challenge: &str) -> Result<String, String> {
         self.manager = None;
         self.token = None;
+        self.dpop = None;
+        self.server_nonce = None;
         let mut manager = AuthorizationManager::new_allowing_private_addresses(self.url.as_str())
             .await
             .map_err(|e| e.to_string())?;
@@ -167,12 +176,28 @@ impl Authorization {
                 self.callback = Some(Callback::bind().await?);
             }
             let client = self.client(&mut manager, &metadata, &scopes).await?;
-            manager
-                .configure_client(client)
-                .map_err(|e| e.to_string())?;
-            let token = self.code(&manager, &scopes).await?;
-            self.manager = Some(manager);
-            token
+            if super::dpop::offered(&metadata) {
+                // The code is exchanged here, with a proof: rmcp's exchange sends none.
+                let states = rmcp::transport::auth::InMemoryStateStore::new();
+                manager.set_state_store(states.clone());
+                manager
+                    .configure_client(client.clone())
+                    .map_err(|e| e.to_string())?;
+                let key = super::dpop::DpopKey::generate()?;
+                let (token, bound) = self
+                    .code_with_proof(&manager, &client, &metadata, &states, &key, &scopes)
+                    .await?;
+                self.dpop = bound.then_some(key);
+                self.token = Some(token.clone());
+                token
+            } else {
+                manager
+                    .configure_client(client)
+                    .map_err(|e| e.to_string())?;
+                let token = self.code(&manager, &scopes).await?;
+                self.manager = Some(manager);
+                token
+            }
         };
         self.metadata = Some(metadata);
         self.scopes = scopes;
@@ -327,6 +352,25 @@ impl Authorization {
         manager: &AuthorizationManager,
         scopes: &[String],
     ) -> Result<String, String> {
+        let callback = self.sign_in(manager, scopes).await?;
+        manager
+            .exchange_code_for_token_with_issuer(
+                &callback.code,
+                &callback.csrf_token,
+                callback.issuer.as_deref(),
+            )
+            .await
+            .map_err(|e| format!("the token request failed: {e}"))?;
+        manager.get_access_token().await.map_err(|e| e.to_string())
+    }
+
+    /// The authorization endpoint visited as a browser would (its redirect read rather
+    /// than followed, or a person sent there), and the code it sends back.
+    async fn sign_in(
+        &self,
+        manager: &AuthorizationManager,
+        scopes: &[String],
+    ) -> Result<AuthorizationCallback, String> {
         let refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
         let authorize = manager
             .get_authorization_url(&refs)
@@ -358,17 +402,7 @@ impl Authorization {
                 .unwrap_or_default();
             return Err(format!("the sign-in was refused ({error}{said})"));
         }
-        let callback =
-            AuthorizationCallback::from_redirect_url(&location).map_err(|e| e.to_string())?;
-        manager
-            .exchange_code_for_token_with_issuer(
-                &callback.code,
-                &callback.csrf_token,
-                callback.issuer.as_deref(),
-            )
-            .await
-            .map_err(|e| format!("the token request failed: {e}"))?;
-        manager.get_access_token().await.map_err(|e| e.to_string())
+        AuthorizationCallback::from_redirect_url(&location).map_err(|e| e.to_string())
     }
 
     fn redirect(&self) -> Result<&str, String> {

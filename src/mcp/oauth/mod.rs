@@ -21,11 +21,16 @@
 //! - workload identity federation (SEP-1933): a JWT the platform issued this
 //!   workload, as a JWT bearer grant.
 //!
+//! Where the authorization server offers DPoP (RFC 9449), the authorization-code
+//! grant's token is bound to a key of this client's (`dpop`), and every request carries
+//! a proof of it.
+//!
 //! Tokens and secrets live in this process's memory only: never in events,
 //! checkpoints or messages.
 
 mod assertion;
 mod callback;
+mod dpop;
 mod flow;
 mod transport;
 

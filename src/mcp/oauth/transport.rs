@@ -56,11 +56,20 @@ impl Authorizing {
         })
     }
 
-    /// `call` with the current token; on a 401, authorized once and sent again; on a
-    /// 403 for more scope, sent again with a wider grant while that may help.
-    async fn call<T, F, Fut>(&self, given: Option<String>, call: F) -> Result<T, Error>
+    /// `call` (a `method` request to `uri`, with these headers) with the current
+    /// token; on a 401, authorized once and sent again; on a 403 for more scope, sent
+    /// again with a wider grant while that may help; on a DPoP nonce challenge, sent
+    /// again with the nonce.
+    async fn call<T, F, Fut>(
+        &self,
+        method: &str,
+        uri: &str,
+        given: Option<String>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+        call: F,
+    ) -> Result<T, Error>
     where
-        F: Fn(Option<String>) -> Fut,
+        F: Fn(Option<String>, HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
         let mut token = match given {
@@ -68,10 +77,21 @@ impl Authorizing {
             None => self.auth.lock().await.token().await.map_err(refused)?,
         };
         let mut authorized = false;
+        let mut nonce_learned = false;
         // Each round is a grant or a token another request got meanwhile; a server that
         // keeps refusing fresh tokens is not asked forever.
-        for _ in 0..4 {
-            match call(token.clone()).await {
+        for _ in 0..5 {
+            let (bearer, headers) = self
+                .credentials(method, uri, token.as_deref(), headers)
+                .await?;
+            match call(bearer, headers).await {
+                Err(StreamableHttpError::AuthRequired(challenge))
+                    if !nonce_learned
+                        && challenge.www_authenticate_header.contains("use_dpop_nonce") =>
+                {
+                    nonce_learned = true;
+                    self.learn_nonce(uri, token.as_deref()).await?;
+                }
                 Err(StreamableHttpError::AuthRequired(challenge)) if !authorized => {
                     authorized = true;
                     let mut auth = self.auth.lock().await;
@@ -103,6 +123,72 @@ impl Authorizing {
         Err(refused(
             "the server kept refusing the request with fresh tokens".to_string(),
         ))
+    }
+
+    /// The token as rmcp sends it (a bearer token) and the request's headers: for a
+    /// token bound to a DPoP key, no bearer, but `Authorization: DPoP ...` and a fresh
+    /// proof for this request.
+    async fn credentials(
+        &self,
+        method: &str,
+        uri: &str,
+        token: Option<&str>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(Option<String>, HashMap<HeaderName, HeaderValue>), Error> {
+        let auth = self.auth.lock().await;
+        let (Some(key), Some(token)) = (&auth.dpop, token) else {
+            return Ok((token.map(str::to_string), headers.clone()));
+        };
+        let proof = key
+            .proof(method, uri, Some(token), auth.server_nonce.as_deref())
+            .map_err(refused)?;
+        let mut headers = headers.clone();
+        let bad = |_| refused("the token cannot be sent as a header".to_string());
+        let mut value = HeaderValue::from_str(&format!("DPoP {token}")).map_err(bad)?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        headers.insert(
+            HeaderName::from_static("dpop"),
+            HeaderValue::from_str(&proof).map_err(bad)?,
+        );
+        Ok((None, headers))
+    }
+
+    /// The nonce a server asking for one (`use_dpop_nonce`, RFC 9449 §9) sends in its
+    /// 401's `DPoP-Nonce` header, which rmcp's transport does not pass on: learned by
+    /// sending the server an empty request with a proof and the token, which it
+    /// refuses the same way before reading it.
+    async fn learn_nonce(&self, uri: &str, token: Option<&str>) -> Result<(), Error> {
+        let (_, headers) = self
+            .credentials("POST", uri, token, &HashMap::new())
+            .await?;
+        let mut request = self
+            .http
+            .post(uri)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .body("{}");
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let response = request.send().await.map_err(Error::Client)?;
+        let nonce = response
+            .headers()
+            .get("DPoP-Nonce")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        match nonce {
+            Some(nonce) => {
+                self.auth.lock().await.server_nonce = Some(nonce);
+                Ok(())
+            }
+            None => Err(refused(
+                "the server asks for a DPoP nonce (use_dpop_nonce) but sends none".to_string(),
+            )),
+        }
     }
 }
 
@@ -173,16 +259,22 @@ impl StreamableHttpClient for Authorizing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
-        self.call(auth_header, |token| {
-            self.http.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                token,
-                custom_headers.clone(),
-                limits,
-            )
-        })
+        self.call(
+            "POST",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.http.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    headers,
+                    limits,
+                )
+            },
+        )
         .await
     }
 
@@ -193,14 +285,16 @@ impl StreamableHttpClient for Authorizing {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
-        self.call(auth_header, |token| {
-            self.http.delete_session(
-                uri.clone(),
-                session_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
-        })
+        self.call(
+            "DELETE",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.http
+                    .delete_session(uri.clone(), session_id.clone(), token, headers)
+            },
+        )
         .await
     }
 
@@ -232,16 +326,22 @@ impl StreamableHttpClient for Authorizing {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.call(auth_header, |token| {
-            self.http.get_stream_with_max_sse_event_size(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                token,
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
+        self.call(
+            "GET",
+            &uri,
+            auth_header,
+            &custom_headers,
+            |token, headers| {
+                self.http.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    headers,
+                    max_sse_event_size,
+                )
+            },
+        )
         .await
     }
 }
