@@ -1969,6 +1969,66 @@ fn conformance_json_schema() {
     }
 }
 
+/// What a tool's `input_required` result asks that Switchyard cannot give fails the
+/// node with why, not as the server's refusal: a second question in one call (a run
+/// resumes with one answer, and the call starts again from its first round), and a
+/// completion from a server the graph does not let sample.
+#[test]
+fn an_input_required_result_switchyard_cannot_answer_fails_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let graph = |tool: &str| {
+        let path = dir.path().join(format!("{tool}.toml"));
+        std::fs::write(
+            &path,
+            std::fs::read_to_string(root().join("tests/fixtures/mcp/ask_again.toml"))
+                .unwrap()
+                .replace(
+                    "root = \"../../..\"",
+                    &format!("root = {:?}", root().display().to_string()),
+                )
+                .replace("tool = \"greet\"", &format!("tool = {tool:?}")),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let twice = graph("greet_twice");
+    switchyard(&["run", &twice, "--thread", "q", "--store", &store])
+        .run()
+        .code(4);
+    let failed = switchyard(&[
+        "resume",
+        "--thread",
+        "q",
+        "--store",
+        &store,
+        "--payload",
+        r#"{"action": "accept", "content": {"name": "Ada"}}"#,
+    ])
+    .run()
+    .code(1);
+    assert_eq!(
+        failed.stderr.lines().last(),
+        Some(
+            "error: node `greet` failed: server `ask` asked during `greet_twice` for a second person's answer, which Switchyard cannot answer: a run answers one question a call (the call starts again from its first round when the run resumes)"
+        ),
+        "{}",
+        failed.stderr
+    );
+    let summarize = graph("summarize");
+    let failed = switchyard(&["run", &summarize, "--thread", "s", "--store", &store])
+        .run()
+        .code(1);
+    assert_eq!(
+        failed.stderr.lines().last(),
+        Some(
+            "error: node `greet` failed: server `ask` asked during `summarize` for a completion (sampling), which Switchyard cannot answer: the graph does not let it ask (`sampling = true` in its `[servers.x]`)"
+        ),
+        "{}",
+        failed.stderr
+    );
+}
+
 /// Multi round-trip requests (SEP-2322, from the newest suite): the state echoed as
 /// it came, each retry a new request, no state sent where none was given, none
 /// carried into another call, and a result without `resultType` taken as complete.

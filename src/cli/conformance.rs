@@ -94,7 +94,10 @@ pub(crate) fn client(args: ConformanceArgs) -> anyhow::Result<u8> {
                         .iter()
                         .filter_map(|c| {
                             let name = c.get("name")?.as_str()?.to_string();
-                            let arguments = c.get("arguments").cloned().unwrap_or_default();
+                            let arguments = c
+                                .get("arguments")
+                                .cloned()
+                                .unwrap_or_else(|| serde_json::json!({}));
                             Some((name, arguments))
                         })
                         .collect(),

@@ -110,6 +110,18 @@ pub enum McpError {
     Unsent { server: String, tool: String },
     #[error("server `{server}` sent a reply Switchyard cannot use: {message}")]
     BadReply { server: String, message: String },
+    /// A tool's `input_required` result (SEP-2322) asked for something Switchyard
+    /// cannot give: sampling the graph does not allow, a model call that failed, a
+    /// second question in one call.
+    #[error(
+        "server `{server}` asked during `{tool}` for {what}, which Switchyard cannot answer: {message}"
+    )]
+    CannotAnswer {
+        server: String,
+        tool: String,
+        what: String,
+        message: String,
+    },
     #[error("cannot store a blob in `{}`: {source}", dir.display())]
     Blob {
         dir: PathBuf,

@@ -242,9 +242,21 @@ impl Session {
                         // their `${...}` values (a token, a client secret, a key) stay
                         // out of errors, events and checkpoints.
                         let mut message = message.replace(url.as_str(), as_written);
+                        let workload = |o: &crate::spec::OAuth| match &o.workload {
+                            Some(crate::spec::WorkloadToken::Value(v)) => Some(v.clone()),
+                            _ => None,
+                        };
+                        let id_token = |o: &crate::spec::OAuth| {
+                            o.identity.as_ref().map(|i| i.id_token.clone())
+                        };
                         let secrets = [
-                            (&oauth.client_secret, &written_oauth.client_secret),
-                            (&oauth.private_key, &written_oauth.private_key),
+                            (
+                                oauth.client_secret.clone(),
+                                written_oauth.client_secret.clone(),
+                            ),
+                            (oauth.private_key.clone(), written_oauth.private_key.clone()),
+                            (workload(oauth), workload(written_oauth)),
+                            (id_token(oauth), id_token(written_oauth)),
                         ];
                         let secrets = secrets
                             .iter()
@@ -402,7 +414,12 @@ impl Session {
                     timeout,
                 });
             }
-            Ok(r) => r.map_err(|e| self.service_error(e, &format!("`{tool}`"), Some(timeout)))?,
+            Ok(r) => r.map_err(|e| match e {
+                requests::CallError::Service(e) => {
+                    self.service_error(e, &format!("`{tool}`"), Some(timeout))
+                }
+                requests::CallError::Mcp(e) => e,
+            })?,
         };
         drop(in_flight);
         let (asked, ambiguous) = {
@@ -637,9 +654,11 @@ fn readable(message: &str) -> String {
     match message.find(AUTH) {
         Some(at) => {
             let reason = &message[at + AUTH.len()..];
-            let reason = reason
-                .strip_suffix(", when send initialize request")
-                .unwrap_or(reason);
+            // `, when send initialize request`, `..., when send discover request`.
+            let reason = match reason.rfind(", when send ") {
+                Some(end) if reason.ends_with(" request") => &reason[..end],
+                _ => reason,
+            };
             format!("OAuth: {reason}")
         }
         None => message.to_string(),

@@ -6,10 +6,14 @@ back, not kept. Run by the Python MCP SDK (PyPI `mcp` 2.x) over stdio."""
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
     InputRequiredResult,
+    SamplingMessage,
+    TextContent,
 )
 
 server = MCPServer("ask_again")
@@ -39,6 +43,50 @@ async def greet(ctx: Context) -> str | InputRequiredResult:
     if not isinstance(answer, ElicitResult) or answer.action != "accept":
         return f"no name ({getattr(answer, 'action', answer)})"
     return f"hello {answer.content['name']} (state {ctx.request_state})"
+
+
+def question(message: str) -> ElicitRequest:
+    return ElicitRequest(
+        params=ElicitRequestFormParams(
+            message=message,
+            requested_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+        )
+    )
+
+
+@server.tool()
+async def greet_twice(ctx: Context) -> str | InputRequiredResult:
+    """Asks who is asking, then (a second round) who they are asking for."""
+    answers = ctx.input_responses or {}
+    if "who" not in answers:
+        return InputRequiredResult(input_requests={"who": question("Who is asking?")})
+    if "for" not in answers:
+        return InputRequiredResult(
+            input_requests={"for": question("For whom?")}, request_state="round-2"
+        )
+    return "both answered"
+
+
+@server.tool()
+async def summarize(ctx: Context) -> str | InputRequiredResult:
+    """Asks the client's model for a completion inside its result."""
+    answers = ctx.input_responses or {}
+    if "summary" not in answers:
+        return InputRequiredResult(
+            input_requests={
+                "summary": CreateMessageRequest(
+                    params=CreateMessageRequestParams(
+                        messages=[
+                            SamplingMessage(
+                                role="user", content=TextContent(type="text", text="Summarize.")
+                            )
+                        ],
+                        max_tokens=20,
+                    )
+                )
+            }
+        )
+    return "summarized"
 
 
 if __name__ == "__main__":

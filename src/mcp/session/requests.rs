@@ -10,6 +10,18 @@ use serde_json::Value as Json;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why a tool call failed: as rmcp says it, or as Switchyard does.
+pub(super) enum CallError {
+    Service(ServiceError),
+    Mcp(McpError),
+}
+
+impl From<ServiceError> for CallError {
+    fn from(e: ServiceError) -> Self {
+        CallError::Service(e)
+    }
+}
+
 /// How many `input_required` rounds a tool call goes through before it is given up
 /// (rmcp's own cap): a server that keeps asking does not hold a node for ever.
 const MRTR_ROUNDS: usize = rmcp::model::DEFAULT_MRTR_MAX_ROUNDS;
@@ -98,13 +110,16 @@ impl Session {
     /// answer, sampling by the graph's model, the roots), and the call is sent again,
     /// a new request, with the answers and the state echoed as it came, up to
     /// [`MRTR_ROUNDS`] times. An elicitation no answer meets leaves the call there:
-    /// the run pauses for a person, as for an elicitation sent on its own.
+    /// the run pauses for a person, as for an elicitation sent on its own. A run
+    /// resumes with one answer, and the call starts again from its first round, so a
+    /// call that asks a second question is refused rather than asked round after round.
     pub(super) async fn send_call(
         &self,
         request: &crate::tool::ToolRequest,
         mut params: CallToolRequestParams,
-    ) -> Result<rmcp::model::CallToolResult, ServiceError> {
+    ) -> Result<rmcp::model::CallToolResult, CallError> {
         use rmcp::model::ServerResult;
+        let mut questions = 0;
         for _ in 0..MRTR_ROUNDS {
             match self.send_call_once(request, params.clone()).await? {
                 ServerResult::CallToolResult(result) => return Ok(result),
@@ -113,7 +128,20 @@ impl Session {
                     return Ok(rmcp::model::CallToolResult::default());
                 }
                 ServerResult::InputRequiredResult(asked) => {
-                    let answers = self.answer_input_requests(asked.input_requests).await?;
+                    let requests = asked.input_requests.unwrap_or_default();
+                    questions += requests
+                        .values()
+                        .filter(|r| matches!(r, rmcp::model::InputRequest::Elicitation(_)))
+                        .count();
+                    if questions > 1 {
+                        return Err(CallError::Mcp(McpError::CannotAnswer {
+                            server: self.server.clone(),
+                            tool: request.tool.clone(),
+                            what: "a second person's answer".into(),
+                            message: "a run answers one question a call (the call starts again from its first round when the run resumes)".into(),
+                        }));
+                    }
+                    let answers = self.answer_input_requests(request, requests).await?;
                     let unanswered = self
                         .asking
                         .lock()
@@ -127,20 +155,22 @@ impl Session {
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = asked.request_state;
                 }
-                _ => return Err(ServiceError::UnexpectedResponse),
+                _ => return Err(ServiceError::UnexpectedResponse.into()),
             }
         }
         Err(ServiceError::InputRequiredRoundsExceeded {
             max_rounds: MRTR_ROUNDS,
-        })
+        }
+        .into())
     }
 
     /// The answers to an `input_required` result's requests, by their keys, each as
     /// the client's handler answers the same request sent on its own.
     async fn answer_input_requests(
         &self,
-        requests: Option<rmcp::model::InputRequests>,
-    ) -> Result<rmcp::model::InputResponses, ServiceError> {
+        request: &crate::tool::ToolRequest,
+        requests: rmcp::model::InputRequests,
+    ) -> Result<rmcp::model::InputResponses, CallError> {
         use rmcp::ClientHandler;
         use rmcp::model::InputRequest;
         let handler = self.service.service();
@@ -150,35 +180,62 @@ impl Session {
                 self.service.peer().clone(),
             )
         };
-        let json = |v: Result<serde_json::Value, serde_json::Error>| {
-            v.map_err(|e| {
-                ServiceError::McpError(rmcp::ErrorData::internal_error(e.to_string(), None))
+        let cannot = |what: &str, message: String| {
+            CallError::Mcp(McpError::CannotAnswer {
+                server: self.server.clone(),
+                tool: request.tool.clone(),
+                what: what.to_string(),
+                message,
             })
         };
+        let json = |what: &str, v: Result<serde_json::Value, serde_json::Error>| {
+            v.map_err(|e| cannot(what, e.to_string()))
+        };
         let mut answers = rmcp::model::InputResponses::new();
-        for (key, asked) in requests.unwrap_or_default() {
+        for (key, asked) in requests {
             let answer = match asked {
-                InputRequest::Elicitation(r) => json(serde_json::to_value(
-                    handler
-                        .create_elicitation(r.params, context())
-                        .await
-                        .map_err(ServiceError::McpError)?,
-                ))?,
+                InputRequest::Elicitation(r) => json(
+                    "a person's answer",
+                    serde_json::to_value(
+                        handler
+                            .create_elicitation(r.params, context())
+                            .await
+                            .map_err(|e| cannot("a person's answer", e.message.to_string()))?,
+                    ),
+                )?,
                 #[allow(deprecated)]
-                InputRequest::CreateMessage(r) => json(serde_json::to_value(
-                    handler
-                        .create_message(r.params, context())
-                        .await
-                        .map_err(ServiceError::McpError)?,
-                ))?,
+                InputRequest::CreateMessage(r) => json(
+                    "a completion (sampling)",
+                    serde_json::to_value(
+                        handler
+                            .create_message(r.params, context())
+                            .await
+                            .map_err(|e| {
+                                let why = if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND {
+                                    "the graph does not let it ask (`sampling = true` in its `[servers.x]`)".to_string()
+                                } else {
+                                    e.message.to_string()
+                                };
+                                cannot("a completion (sampling)", why)
+                            })?,
+                    ),
+                )?,
                 #[allow(deprecated)]
-                InputRequest::ListRoots(_) => json(serde_json::to_value(
-                    handler
-                        .list_roots(context())
-                        .await
-                        .map_err(ServiceError::McpError)?,
-                ))?,
-                _ => return Err(ServiceError::UnexpectedResponse),
+                InputRequest::ListRoots(_) => json(
+                    "its roots",
+                    serde_json::to_value(
+                        handler
+                            .list_roots(context())
+                            .await
+                            .map_err(|e| cannot("its roots", e.message.to_string()))?,
+                    ),
+                )?,
+                other => {
+                    return Err(cannot(
+                        "something of a kind Switchyard does not know",
+                        serde_json::to_string(&other).unwrap_or_default(),
+                    ));
+                }
             };
             answers.insert(key, answer);
         }

@@ -60,6 +60,7 @@ impl Authorization {
             ("resource", resource.to_string()),
         ];
         let endpoint = metadata.token_endpoint.clone();
+        self.sendable(&endpoint)?;
         let offered = |m: &str| {
             metadata
                 .additional_fields

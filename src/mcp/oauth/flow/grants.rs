@@ -107,17 +107,23 @@ impl Authorization {
         scopes: &[String],
     ) -> Result<String, String> {
         let assertion = match token {
-            WorkloadToken::Value(v) => v.trim().to_string(),
+            WorkloadToken::Value(v) => {
+                if v.trim().is_empty() {
+                    return Err("the workload's token (`assertion`) is empty".into());
+                }
+                v.trim().to_string()
+            }
             // Read at each grant: the platform replaces the file as tokens expire.
-            WorkloadToken::File { path, .. } => tokio::fs::read_to_string(path)
-                .await
-                .map_err(|e| format!("cannot read the workload's token from `{path}`: {e}"))?
-                .trim()
-                .to_string(),
+            WorkloadToken::File { path, .. } => {
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| format!("cannot read the workload's token from `{path}`: {e}"))?;
+                if text.trim().is_empty() {
+                    return Err(format!("the workload's token file `{path}` is empty"));
+                }
+                text.trim().to_string()
+            }
         };
-        if assertion.is_empty() {
-            return Err("the workload's token (`assertion`) is empty".into());
-        }
         let mut pairs = vec![
             (
                 "grant_type",
@@ -134,6 +140,31 @@ impl Authorization {
             .await
             .map_err(|e| e.replace("{grant}", "the JWT bearer grant of the workload's token"))?;
         bearer(&body)
+    }
+
+    /// Whether credentials may go to the token endpoint `endpoint`: over HTTPS only,
+    /// or between two loopback addresses (a server on this machine), as rmcp's own
+    /// grant requires.
+    pub(super) fn sendable(&self, endpoint: &str) -> Result<(), String> {
+        let loopback = |u: &reqwest::Url| {
+            u.host_str().is_some_and(|h| {
+                h == "localhost"
+                    || h.trim_matches(['[', ']'])
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            })
+        };
+        let url = reqwest::Url::parse(endpoint)
+            .map_err(|_| format!("the token endpoint `{endpoint}` is not a URL"))?;
+        let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
+        if url.scheme() != "https"
+            && !(url.scheme() == "http" && loopback(&url) && loopback(&server))
+        {
+            return Err(format!(
+                "the token endpoint `{endpoint}` is not HTTPS; the client's credentials are not sent there"
+            ));
+        }
+        Ok(())
     }
 
     /// The resource indicator (RFC 8707): the server's URL without its query.
@@ -155,26 +186,7 @@ impl Authorization {
         authenticate: bool,
     ) -> Result<serde_json::Value, String> {
         let id = self.settings.client_id.as_deref().unwrap_or_default();
-        // Credentials and tokens go over HTTPS only, or between two loopback
-        // addresses (a server on this machine), as rmcp's own grant requires.
-        let loopback = |u: &reqwest::Url| {
-            u.host_str().is_some_and(|h| {
-                h == "localhost"
-                    || h.trim_matches(['[', ']'])
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-            })
-        };
-        let url = reqwest::Url::parse(endpoint)
-            .map_err(|_| format!("the token endpoint `{endpoint}` is not a URL"))?;
-        let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
-        if url.scheme() != "https"
-            && !(url.scheme() == "http" && loopback(&url) && loopback(&server))
-        {
-            return Err(format!(
-                "the token endpoint `{endpoint}` is not HTTPS; the client's credentials are not sent there"
-            ));
-        }
+        self.sendable(endpoint)?;
         // Built whole before anything is awaited: the serializer is not `Send`.
         let (body, request) = {
             let mut form = form_urlencoded::Serializer::new(String::new());
