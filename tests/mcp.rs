@@ -1197,6 +1197,60 @@ fn a_graphs_oauth_settings_choose_the_grant_and_the_client() {
     }
 }
 
+/// A DPoP-bound token over its life (tests/servers/dpop_server.mjs, an MCP server
+/// and its authorization server that check every proof with `jose`): the first
+/// grant's token expires and is refreshed with a proof; a tool that wants more scope
+/// gets a wider sign-in, also with a proof; every request carries `Authorization:
+/// DPoP` and a proof that verifies.
+#[test]
+fn a_bound_token_is_refreshed_and_widened_with_proofs() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.jsonl");
+    let server = node_server(
+        "tests/servers/dpop_server.mjs",
+        &[("LOG", log.to_str().unwrap())],
+    );
+    let out = switchyard(&[
+        "run",
+        "tests/fixtures/mcp/oauth/bound_token_life.toml",
+        "--store",
+        "none",
+    ])
+    .env("DPOP_URL", &format!("http://127.0.0.1:{}/mcp", server.port))
+    .run()
+    .code(0);
+    assert_eq!(
+        out.stdout, "at-2 read / at-3 read write\n",
+        "{}",
+        out.stderr
+    );
+    let seen: Vec<Json> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mcp = |method: &str, token: &str| json!({ "at": "mcp", "method": method, "scheme": "DPoP", "token": token, "proof": "valid" });
+    let token = |grant: &str| json!({ "at": "token", "grant": grant, "proof": "valid" });
+    assert_eq!(
+        seen,
+        [
+            json!({ "at": "mcp", "token": null }),
+            token("authorization_code"),
+            mcp("initialize", "at-1"),
+            mcp("notifications/initialized", "at-1"),
+            mcp("tools/list", "at-1"),
+            // Expired on its fourth use: refreshed, and the call sent again.
+            mcp("tools/call", "at-1"),
+            token("refresh_token"),
+            mcp("tools/call", "at-2"),
+            // `write` wants scope `write`: a wider grant, and the call sent again.
+            mcp("tools/call", "at-2"),
+            token("authorization_code"),
+            mcp("tools/call", "at-3"),
+        ]
+    );
+}
+
 /// A workload's JWT bearer grant that the authorization server refuses is the
 /// answer: the error says why, and neither the grant nor another grant is tried again
 /// (SEP-1933; the suite warns on either).

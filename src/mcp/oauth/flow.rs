@@ -43,6 +43,10 @@ pub(super) struct Authorization {
     upgrades: u32,
     /// The key `token` is bound to (DPoP), when the authorization server took proofs.
     pub(super) dpop: Option<super::dpop::DpopKey>,
+    /// The DPoP-bound authorization-code grant's state: rmcp's manager (its
+    /// authorization URLs), the PKCE states it keeps, the client, and the refresh
+    /// token, for a wider scope and a refresh with a proof.
+    bound: Option<dpop_code::BoundGrant>,
     /// The nonce the server (the resource server) last asked DPoP proofs to carry.
     pub(super) server_nonce: Option<String>,
     /// The last flow that failed and when: asked again within `RETRY_AFTER`, the same
@@ -79,6 +83,7 @@ impl Authorization {
             scopes: Vec::new(),
             upgrades: 0,
             dpop: None,
+            bound: None,
             server_nonce: None,
             failed: None,
         }
@@ -118,6 +123,12 @@ impl Authorization {
         {
             return Err(why.clone());
         }
+        // A DPoP-bound token that expired is refreshed with a proof (rmcp refreshes
+        // its own bearer tokens); the whole flow only when that fails.
+        if let Some(token) = self.refresh_bound().await {
+            self.token = Some(token.clone());
+            return Ok(token);
+        }
         let result = self.grant(challenge).await;
         self.failed = match &result {
             Err(why) => Some((std::time::Instant::now(), why.clone())),
@@ -131,6 +142,7 @@ impl Authorization {
         self.manager = None;
         self.token = None;
         self.dpop = None;
+        self.bound = None;
         self.server_nonce = None;
         let mut manager = AuthorizationManager::new_allowing_private_addresses(self.url.as_str())
             .await
@@ -184,10 +196,19 @@ impl Authorization {
                     .configure_client(client.clone())
                     .map_err(|e| e.to_string())?;
                 let key = super::dpop::DpopKey::generate()?;
+                let mut grant = dpop_code::BoundGrant {
+                    manager,
+                    states,
+                    client,
+                    refresh: None,
+                };
                 let (token, bound) = self
-                    .code_with_proof(&manager, &client, &metadata, &states, &key, &scopes)
+                    .code_with_proof(&mut grant, &metadata, &key, &scopes)
                     .await?;
-                self.dpop = bound.then_some(key);
+                if bound {
+                    self.dpop = Some(key);
+                    self.bound = Some(grant);
+                }
                 self.token = Some(token.clone());
                 token
             } else {
@@ -242,6 +263,15 @@ impl Authorization {
             token
         } else if self.settings.client_credentials {
             let token = self.client_credentials(&metadata, &wider).await?;
+            self.token = Some(token.clone());
+            token
+        } else if let (Some(mut grant), Some(key)) = (self.bound.take(), self.dpop.take()) {
+            let result = self
+                .code_with_proof(&mut grant, &metadata, &key, &wider)
+                .await;
+            self.bound = Some(grant);
+            self.dpop = Some(key);
+            let (token, _) = result?;
             self.token = Some(token.clone());
             token
         } else {

@@ -1,8 +1,8 @@
-//! The authorization code exchanged for a DPoP-bound token (RFC 9449 §5): rmcp makes
-//! the authorization URL, its PKCE pair and its state, and Switchyard makes the token
-//! request itself, with a proof, since rmcp's exchange cannot carry one. An
-//! authorization server that wants a nonce in the proof (`use_dpop_nonce`, §8) is
-//! asked again with the one it sent.
+//! The authorization code exchanged for a DPoP-bound token (RFC 9449 §5), and the
+//! token refreshed: rmcp makes the authorization URL, its PKCE pair and its state,
+//! and Switchyard makes the token requests itself, with a proof, since rmcp's cannot
+//! carry one. An authorization server that wants a nonce in the proof
+//! (`use_dpop_nonce`, §8) is asked again with the one it sent.
 
 use super::Authorization;
 use crate::mcp::oauth::dpop::DpopKey;
@@ -13,25 +13,34 @@ use rmcp::transport::auth::{
 /// Token requests a nonce challenge may cost: the first, and the one with its nonce.
 const NONCE_TRIES: usize = 2;
 
+/// What a DPoP-bound authorization-code grant keeps for its next token request.
+pub(in crate::mcp::oauth) struct BoundGrant {
+    pub(super) manager: AuthorizationManager,
+    pub(super) states: InMemoryStateStore,
+    pub(super) client: OAuthClientConfig,
+    /// The refresh token of the last answer, when it gave one.
+    pub(super) refresh: Option<String>,
+}
+
 impl Authorization {
     /// The token, and whether it is bound to `key` (`token_type` DPoP; an
     /// authorization server that ignored the proof gives a bearer token).
     pub(super) async fn code_with_proof(
         &self,
-        manager: &AuthorizationManager,
-        client: &OAuthClientConfig,
+        grant: &mut BoundGrant,
         metadata: &AuthorizationMetadata,
-        states: &InMemoryStateStore,
         key: &DpopKey,
         scopes: &[String],
     ) -> Result<(String, bool), String> {
-        let callback = self.sign_in(manager, scopes).await?;
-        let state = states
+        let callback = self.sign_in(&grant.manager, scopes).await?;
+        let state = grant
+            .states
             .load(&callback.csrf_token)
             .await
             .map_err(|e| e.to_string())?
             .ok_or("the sign-in came back with a state this client did not send")?;
-        states
+        grant
+            .states
             .delete(&callback.csrf_token)
             .await
             .map_err(|e| e.to_string())?;
@@ -49,16 +58,56 @@ impl Authorization {
             }
             _ => {}
         }
+        let pairs = vec![
+            ("grant_type", "authorization_code".to_string()),
+            ("code", callback.code.clone()),
+            ("redirect_uri", grant.client.redirect_uri.clone()),
+            ("code_verifier", state.pkce_verifier.clone()),
+        ];
+        let (token, bound, refresh) = self
+            .token_with_proof(metadata, &grant.client, key, pairs)
+            .await?;
+        grant.refresh = refresh;
+        Ok((token, bound))
+    }
+
+    /// A DPoP-bound token refreshed with a proof, when the grant gave a refresh token;
+    /// none when it did not or the refresh was refused (the flow then starts anew).
+    pub(super) async fn refresh_bound(&mut self) -> Option<String> {
+        let (Some(grant), Some(key), Some(metadata)) = (&self.bound, &self.dpop, &self.metadata)
+        else {
+            return None;
+        };
+        let refresh = grant.refresh.clone()?;
+        let pairs = vec![
+            ("grant_type", "refresh_token".to_string()),
+            ("refresh_token", refresh),
+        ];
+        let (token, _, refresh) = self
+            .token_with_proof(metadata, &grant.client, key, pairs)
+            .await
+            .ok()?;
+        if let Some(grant) = &mut self.bound
+            && refresh.is_some()
+        {
+            grant.refresh = refresh;
+        }
+        Some(token)
+    }
+
+    /// A token request with these form fields and a proof: the token, whether it is
+    /// DPoP-bound, and its refresh token.
+    async fn token_with_proof(
+        &self,
+        metadata: &AuthorizationMetadata,
+        client: &OAuthClientConfig,
+        key: &DpopKey,
+        mut pairs: Vec<(&'static str, String)>,
+    ) -> Result<(String, bool, Option<String>), String> {
         let mut resource = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
         resource.set_query(None);
         resource.set_fragment(None);
-        let mut pairs = vec![
-            ("grant_type", "authorization_code".to_string()),
-            ("code", callback.code.clone()),
-            ("redirect_uri", client.redirect_uri.clone()),
-            ("code_verifier", state.pkce_verifier.clone()),
-            ("resource", resource.to_string()),
-        ];
+        pairs.push(("resource", resource.to_string()));
         let endpoint = metadata.token_endpoint.clone();
         self.sendable(&endpoint)?;
         let offered = |m: &str| {
@@ -127,9 +176,13 @@ impl Authorization {
                 if token.is_empty() {
                     return Err("the token endpoint's answer has no access_token".into());
                 }
+                let refresh = Some(said("refresh_token"))
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_string);
                 return Ok((
                     token.to_string(),
                     said("token_type").eq_ignore_ascii_case("dpop"),
+                    refresh,
                 ));
             }
             match asked_nonce {
