@@ -139,6 +139,14 @@ impl Authorization {
 
     /// The whole flow: discovery, then the grant.
     async fn grant(&mut self, challenge: &str) -> Result<String, String> {
+        // A token in the clear could be read on the way: none is got for a server over
+        // plain HTTP elsewhere than this machine (the MCP spec asks for HTTPS).
+        if !grants::token_may_go_to(&self.url) {
+            return Err(
+                "the server asks for OAuth over plain HTTP (not HTTPS, not this machine): no token is sent to it"
+                    .into(),
+            );
+        }
         self.manager = None;
         self.token = None;
         self.dpop = None;

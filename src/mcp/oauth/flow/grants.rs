@@ -146,14 +146,6 @@ impl Authorization {
     /// or between two loopback addresses (a server on this machine), as rmcp's own
     /// grant requires.
     pub(super) fn sendable(&self, endpoint: &str) -> Result<(), String> {
-        let loopback = |u: &reqwest::Url| {
-            u.host_str().is_some_and(|h| {
-                h == "localhost"
-                    || h.trim_matches(['[', ']'])
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-            })
-        };
         let url = reqwest::Url::parse(endpoint)
             .map_err(|_| format!("the token endpoint `{endpoint}` is not a URL"))?;
         let server = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
@@ -280,4 +272,37 @@ fn bearer(body: &serde_json::Value) -> Result<String, String> {
         .and_then(|t| t.as_str())
         .map(str::to_string)
         .ok_or_else(|| "the token endpoint's answer has no access_token".to_string())
+}
+
+/// A URL of this machine (`localhost`, a loopback address).
+pub(super) fn loopback(u: &reqwest::Url) -> bool {
+    u.host_str().is_some_and(|h| {
+        h == "localhost"
+            || h.trim_matches(['[', ']'])
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
+}
+
+/// Whether a token may go to the server at `url`: over HTTPS, or to this machine.
+pub(super) fn token_may_go_to(url: &str) -> bool {
+    reqwest::Url::parse(url).is_ok_and(|u| u.scheme() == "https" || loopback(&u))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_go_over_https_or_to_this_machine_only() {
+        for (url, ok) in [
+            ("https://mcp.example.com/mcp", true),
+            ("http://127.0.0.1:3000/mcp", true),
+            ("http://localhost/mcp", true),
+            ("http://[::1]:8080/mcp", true),
+            ("http://mcp.example.com/mcp", false),
+            ("http://10.0.0.7/mcp", false),
+            ("not a url", false),
+        ] {
+            assert_eq!(super::token_may_go_to(url), ok, "{url}");
+        }
+    }
 }
