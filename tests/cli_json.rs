@@ -8,11 +8,34 @@ use serde_json::{Map, Value as Json, json};
 
 /// Runs `args` with `--json=FORMAT` added; its standard output and exit code.
 fn run(args: &[&str], format: &str) -> (String, i32) {
+    run_with(args, format, &[])
+}
+
+/// `run`, with `env` set.
+fn run_with(args: &[&str], format: &str, env: &[(&str, &str)]) -> (String, i32) {
     let flag = format!("--json={format}");
     let mut all = args.to_vec();
     all.extend(["--thread", "j", "--store", "none", &flag]);
-    let out = switchyard(&all).run();
+    let mut cmd = switchyard(&all);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let out = cmd.run();
     (out.stdout, out.code)
+}
+
+/// Runs `args` in both formats and checks that format 2, filled back out, is
+/// format 1 (times and durations aside); both exit `code`. Format 2's lines.
+#[track_caller]
+fn same_in_both(args: &[&str], code: i32, env: &[(&str, &str)]) -> Vec<Json> {
+    let (one, code_one) = run_with(args, "1", env);
+    let (two, code_two) = run_with(args, "2", env);
+    assert_eq!((code_one, code_two), (code, code), "{args:?}\n{one}\n{two}");
+    let one: Vec<Json> = one.lines().map(|l| steady(event_line(l))).collect();
+    let two: Vec<Json> = two.lines().map(event_line_v2).collect();
+    let filled: Vec<Json> = filled_out(&two).into_iter().map(steady).collect();
+    assert_eq!(filled, one, "{args:?}");
+    two
 }
 
 /// Format 2's lines as format 1 writes them: the envelope on every line, the
@@ -146,13 +169,7 @@ response = "{{ n }}"
         (&["run", &skip, "--input", r#"{"n": 1}"#], 0),
     ];
     for (args, code) in graphs {
-        let (one, code_one) = run(args, "1");
-        let (two, code_two) = run(args, "2");
-        assert_eq!((code_one, code_two), (code, code), "{args:?}\n{one}\n{two}");
-        let one: Vec<Json> = one.lines().map(|l| steady(event_line(l))).collect();
-        let two: Vec<Json> = two.lines().map(event_line_v2).collect();
-        let filled: Vec<Json> = filled_out(&two).into_iter().map(steady).collect();
-        assert_eq!(filled, one, "{args:?}");
+        same_in_both(args, code, &[]);
     }
 
     // Bytes: a long run of small steps, the case the format is for.
@@ -160,6 +177,42 @@ response = "{{ n }}"
     let (two, _) = run(&["run", "tests/fixtures/run/count.toml"], "2");
     let ratio = two.len() as f64 / one.len() as f64;
     assert!(ratio < 0.5, "format 2 is {ratio:.2} of format 1's bytes");
+}
+
+/// A model node's events (`llm_retry`, `llm_invocation`, whose defaults format 2
+/// leaves out), against a scripted OpenAI-compatible server that fails the first
+/// request of each run.
+#[tokio::test]
+async fn json_format_2_says_what_format_1_says_of_a_model_node() {
+    use crate::llm::server::{Server, completion, failure};
+    let reply = r#"{"id":"a1","kind":"click","target":"Search"}"#;
+    let server = Server::start(vec![
+        failure(503, "busy", &[]),
+        completion(reply, 12, 7),
+        failure(503, "busy", &[]),
+        completion(reply, 12, 7),
+    ])
+    .await;
+    let url = server.url().to_string();
+    tokio::task::spawn_blocking(move || {
+        let env = [("OPENAI_BASE_URL", url.as_str()), ("OPENAI_API_KEY", "k")];
+        let args = [
+            "run",
+            "tests/fixtures/llm/plan.toml",
+            "--input",
+            r#"{"goal": "open the docs"}"#,
+        ];
+        let two = same_in_both(&args, 0, &env);
+        // The transport's retry is its own line; the invocation (the node's first
+        // try) leaves its defaults out.
+        let of = |event: &str| two.iter().filter(|e| e["event"] == event).count();
+        assert_eq!((of("llm_retry"), of("llm_invocation")), (1, 1));
+        let invocation = two.iter().find(|e| e["event"] == "llm_invocation").unwrap();
+        assert!(invocation.get("attempt").is_none() && invocation.get("cache_hit").is_none());
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.seen().len(), 4);
 }
 
 #[test]
