@@ -5,13 +5,11 @@
 //! (`use_dpop_nonce`, §8) is asked again with the one it sent.
 
 use super::Authorization;
+use super::grants::Client;
 use crate::mcp::oauth::dpop::DpopKey;
 use rmcp::transport::auth::{
     AuthorizationManager, AuthorizationMetadata, InMemoryStateStore, OAuthClientConfig, StateStore,
 };
-
-/// Token requests a nonce challenge may cost: the first, and the one with its nonce.
-const NONCE_TRIES: usize = 2;
 
 /// What a DPoP-bound authorization-code grant keeps for its next token request.
 pub(in crate::mcp::oauth) struct BoundGrant {
@@ -104,102 +102,29 @@ impl Authorization {
         key: &DpopKey,
         mut pairs: Vec<(&'static str, String)>,
     ) -> Result<(String, bool, Option<String>), String> {
-        let mut resource = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
-        resource.set_query(None);
-        resource.set_fragment(None);
-        pairs.push(("resource", resource.to_string()));
-        let endpoint = metadata.token_endpoint.clone();
-        self.sendable(&endpoint)?;
-        let offered = |m: &str| {
-            metadata
-                .additional_fields
-                .get("token_endpoint_auth_methods_supported")
-                .and_then(|v| v.as_array())
-                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
-        };
-        // As the client registered: its secret in HTTP Basic (or the body, where only
-        // that is offered), or its ID alone for a public client.
-        let basic = match &client.client_secret {
-            Some(secret) if !offered("client_secret_post") || offered("client_secret_basic") => {
-                Some(secret.clone())
-            }
-            Some(secret) => {
-                pairs.push(("client_id", client.client_id.clone()));
-                pairs.push(("client_secret", secret.clone()));
-                None
-            }
-            None => {
-                pairs.push(("client_id", client.client_id.clone()));
-                None
-            }
-        };
-        let mut nonce: Option<String> = None;
-        for _ in 0..NONCE_TRIES {
-            let proof = key.proof("POST", &endpoint, None, nonce.as_deref())?;
-            let body = {
-                let mut form = form_urlencoded::Serializer::new(String::new());
-                for (k, v) in &pairs {
-                    form.append_pair(k, v);
-                }
-                form.finish()
-            };
-            let mut request = self
-                .http
-                .post(&endpoint)
-                .header(
-                    reqwest::header::CONTENT_TYPE,
-                    "application/x-www-form-urlencoded",
-                )
-                .header("DPoP", proof)
-                .body(body);
-            if let Some(secret) = &basic {
-                let encode =
-                    |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                request = request.basic_auth(encode(&client.client_id), Some(encode(secret)));
-            }
-            let response = request.send().await.map_err(|e| {
-                format!("the token endpoint cannot be reached: {}", e.without_url())
-            })?;
-            let status = response.status();
-            let asked_nonce = response
-                .headers()
-                .get("DPoP-Nonce")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body: serde_json::Value = response
-                .json()
-                .await
-                .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
-            let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-            if status.is_success() {
-                let token = said("access_token");
-                if token.is_empty() {
-                    return Err("the token endpoint's answer has no access_token".into());
-                }
-                let refresh = Some(said("refresh_token"))
-                    .filter(|r| !r.is_empty())
-                    .map(str::to_string);
-                return Ok((
-                    token.to_string(),
-                    said("token_type").eq_ignore_ascii_case("dpop"),
-                    refresh,
-                ));
-            }
-            match asked_nonce {
-                Some(n) if said("error") == "use_dpop_nonce" && nonce.is_none() => {
-                    nonce = Some(n);
-                }
-                _ => {
-                    return Err(format!(
-                        "the token request was refused ({status}): {} {}",
-                        said("error"),
-                        said("error_description")
-                    )
-                    .trim_end()
-                    .to_string());
-                }
-            }
+        pairs.push(("resource", self.resource()?));
+        let body = self
+            .token_request(
+                metadata,
+                &metadata.token_endpoint,
+                pairs,
+                Client::Registered(client),
+                Some(key),
+            )
+            .await
+            .map_err(|e| e.replace("{grant}", "the token request"))?;
+        let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+        let token = said("access_token");
+        if token.is_empty() {
+            return Err("the token endpoint's answer has no access_token".into());
         }
-        Err("the token endpoint kept asking for a new DPoP nonce".into())
+        let refresh = Some(said("refresh_token"))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        Ok((
+            token.to_string(),
+            said("token_type").eq_ignore_ascii_case("dpop"),
+            refresh,
+        ))
     }
 }

@@ -5,8 +5,10 @@
 
 use super::Authorization;
 use crate::mcp::oauth::assertion;
+use crate::mcp::oauth::dpop::DpopKey;
 use crate::spec::WorkloadToken;
 use rmcp::transport::auth::AuthorizationMetadata;
+use rmcp::transport::auth::OAuthClientConfig;
 
 impl Authorization {
     /// The client-credentials grant (RFC 6749 4.4) for `scopes`, the client
@@ -26,7 +28,13 @@ impl Authorization {
             pairs.push(("scope", scopes.join(" ")));
         }
         let body = self
-            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .token_request(
+                metadata,
+                &metadata.token_endpoint,
+                pairs,
+                Client::Configured,
+                None,
+            )
             .await
             .map_err(|e| e.replace("{grant}", "the client-credentials grant"))?;
         bearer(&body)
@@ -71,7 +79,13 @@ impl Authorization {
             pairs.push(("scope", scopes.join(" ")));
         }
         let exchanged = self
-            .token_request(metadata, &identity.token_endpoint, pairs, false)
+            .token_request(
+                metadata,
+                &identity.token_endpoint,
+                pairs,
+                Client::Anonymous,
+                None,
+            )
             .await
             .map_err(|e| e.replace("{grant}", "the identity provider's token exchange"))?;
         let assertion = exchanged
@@ -90,7 +104,13 @@ impl Authorization {
             pairs.push(("scope", scopes.join(" ")));
         }
         let body = self
-            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .token_request(
+                metadata,
+                &metadata.token_endpoint,
+                pairs,
+                Client::Configured,
+                None,
+            )
             .await
             .map_err(|e| e.replace("{grant}", "the JWT bearer grant of the identity assertion"))?;
         bearer(&body)
@@ -136,7 +156,13 @@ impl Authorization {
             pairs.push(("scope", scopes.join(" ")));
         }
         let body = self
-            .token_request(metadata, &metadata.token_endpoint, pairs, true)
+            .token_request(
+                metadata,
+                &metadata.token_endpoint,
+                pairs,
+                Client::Configured,
+                None,
+            )
             .await
             .map_err(|e| e.replace("{grant}", "the JWT bearer grant of the workload's token"))?;
         bearer(&body)
@@ -160,7 +186,7 @@ impl Authorization {
     }
 
     /// The resource indicator (RFC 8707): the server's URL without its query.
-    fn resource(&self) -> Result<String, String> {
+    pub(super) fn resource(&self) -> Result<String, String> {
         let mut resource = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
         resource.set_query(None);
         resource.set_fragment(None);
@@ -168,93 +194,145 @@ impl Authorization {
     }
 
     /// A token request to `endpoint` with these form fields, this client
-    /// authenticated when `authenticate` (by a signed assertion or its secret); the
-    /// answer's JSON. An error's `{grant}` is for the caller to name.
-    async fn token_request(
+    /// authenticated as `client` says (by a signed assertion, its secret, or its ID
+    /// alone), and with a DPoP proof of `proof` when given (RFC 9449 §5; a
+    /// `use_dpop_nonce` answer is met once with the nonce it sent, §8); the answer's
+    /// JSON. An error's `{grant}` is for the caller to name.
+    pub(super) async fn token_request(
         &self,
         metadata: &AuthorizationMetadata,
         endpoint: &str,
         pairs: Vec<(&str, String)>,
-        authenticate: bool,
+        client: Client<'_>,
+        proof: Option<&DpopKey>,
     ) -> Result<serde_json::Value, String> {
-        let id = self.settings.client_id.as_deref().unwrap_or_default();
         self.sendable(endpoint)?;
-        // Built whole before anything is awaited: the serializer is not `Send`.
-        let (body, request) = {
-            let mut form = form_urlencoded::Serializer::new(String::new());
-            for (k, v) in &pairs {
-                form.append_pair(k, v);
-            }
-            let mut request = self.http.post(endpoint);
-            if !authenticate {
-            } else if let Some(key) = &self.settings.private_key {
-                // The audience is the authorization server's issuer (RFC 7523 3, as
-                // RFC 8414 names it), not its token endpoint.
-                let audience = metadata
-                .issuer
-                .clone()
-                .ok_or("the authorization server's metadata names no issuer, which a client assertion is addressed to")?;
-                let algorithm = self
-                    .settings
-                    .signing_algorithm
-                    .as_deref()
-                    .unwrap_or("ES256");
-                let jwt = assertion::sign(key, algorithm, id, &audience)?;
-                form.append_pair("client_id", id);
-                form.append_pair(
-                    "client_assertion_type",
-                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-                );
-                form.append_pair("client_assertion", &jwt);
-            } else if let Some(secret) = &self.settings.client_secret {
-                let offered = |m: &str| {
-                    metadata
-                        .additional_fields
-                        .get("token_endpoint_auth_methods_supported")
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
-                };
-                if offered("client_secret_post") && !offered("client_secret_basic") {
-                    form.append_pair("client_id", id);
-                    form.append_pair("client_secret", secret);
-                } else {
-                    // RFC 6749 2.3.1: both form-encoded before they are joined.
-                    let encode =
-                        |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                    request = request.basic_auth(encode(id), Some(encode(secret)));
-                }
-            } else if !id.is_empty() {
-                // A public client (`none`): it names itself.
-                form.append_pair("client_id", id);
-            }
-            (form.finish(), request)
+        let (id, secret, key) = match client {
+            Client::Anonymous => (None, None, None),
+            Client::Configured => (
+                Some(self.settings.client_id.as_deref().unwrap_or_default()),
+                self.settings.client_secret.as_deref(),
+                self.settings.private_key.as_deref(),
+            ),
+            Client::Registered(c) => (Some(c.client_id.as_str()), c.client_secret.as_deref(), None),
         };
-        let response = request
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| format!("the token endpoint cannot be reached: {}", e.without_url()))?;
-        let status = response.status();
-        let body: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
-        if !status.is_success() {
+        let mut nonce: Option<String> = None;
+        loop {
+            // Built whole before anything is awaited: the serializer is not `Send`.
+            let (body, mut request) = {
+                let mut form = form_urlencoded::Serializer::new(String::new());
+                for (k, v) in &pairs {
+                    form.append_pair(k, v);
+                }
+                let mut request = self.http.post(endpoint);
+                match (id, key, secret) {
+                    (None, ..) => {}
+                    (Some(id), Some(key), _) => {
+                        // The audience is the authorization server's issuer (RFC 7523
+                        // 3, as RFC 8414 names it), not its token endpoint.
+                        let audience = metadata
+                            .issuer
+                            .clone()
+                            .ok_or("the authorization server's metadata names no issuer, which a client assertion is addressed to")?;
+                        let algorithm = self
+                            .settings
+                            .signing_algorithm
+                            .as_deref()
+                            .unwrap_or("ES256");
+                        let jwt = assertion::sign(key, algorithm, id, &audience)?;
+                        form.append_pair("client_id", id);
+                        form.append_pair(
+                            "client_assertion_type",
+                            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                        );
+                        form.append_pair("client_assertion", &jwt);
+                    }
+                    (Some(id), None, Some(secret)) => {
+                        let offered = |m: &str| {
+                            metadata
+                                .additional_fields
+                                .get("token_endpoint_auth_methods_supported")
+                                .and_then(|v| v.as_array())
+                                .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(m)))
+                        };
+                        if offered("client_secret_post") && !offered("client_secret_basic") {
+                            form.append_pair("client_id", id);
+                            form.append_pair("client_secret", secret);
+                        } else {
+                            // RFC 6749 2.3.1: both form-encoded before they are joined.
+                            let encode = |s: &str| {
+                                form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
+                            };
+                            request = request.basic_auth(encode(id), Some(encode(secret)));
+                        }
+                    }
+                    // A public client (`none`): it names itself.
+                    (Some(id), None, None) if !id.is_empty() => {
+                        form.append_pair("client_id", id);
+                    }
+                    (Some(_), None, None) => {}
+                }
+                (form.finish(), request)
+            };
+            if let Some(key) = proof {
+                request =
+                    request.header("DPoP", key.proof("POST", endpoint, None, nonce.as_deref())?);
+            }
+            let response = request
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| {
+                    format!("the token endpoint cannot be reached: {}", e.without_url())
+                })?;
+            let status = response.status();
+            let asked_nonce = response
+                .headers()
+                .get("DPoP-Nonce")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body: serde_json::Value = response
+                .json()
+                .await
+                .map_err(|_| format!("the token endpoint answered {status} without JSON"))?;
+            if status.is_success() {
+                return Ok(body);
+            }
             let said = |k: &str| body.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-            return Err(format!(
-                "{{grant}} was refused ({status}): {} {}",
-                said("error"),
-                said("error_description")
-            )
-            .trim_end()
-            .to_string());
+            match asked_nonce {
+                Some(n)
+                    if proof.is_some() && said("error") == "use_dpop_nonce" && nonce.is_none() =>
+                {
+                    nonce = Some(n);
+                }
+                _ => {
+                    return Err(format!(
+                        "{{grant}} was refused ({status}): {} {}",
+                        said("error"),
+                        said("error_description")
+                    )
+                    .trim_end()
+                    .to_string());
+                }
+            }
         }
-        Ok(body)
     }
+}
+
+/// Who a token request is from.
+pub(super) enum Client<'a> {
+    /// Nobody in particular (an identity provider's token exchange).
+    Anonymous,
+    /// The client the graph's settings name (`client_id`, `client_secret` or
+    /// `private_key`).
+    Configured,
+    /// A client registered for this authorization (dynamic registration, a
+    /// client-ID metadata document, or the settings' ID), as rmcp's flow holds it.
+    Registered(&'a OAuthClientConfig),
 }
 
 /// The bearer token of a token endpoint's answer.
