@@ -14,6 +14,8 @@ fn main() {
         .expect("graphs/")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        // The graphs, not their tests (`X.test.toml`), which `switchyard test` runs.
+        .filter(|p| !switchyard::testing::is_test_file(p))
         .map(|p| p.strip_prefix(&root).expect("under root").to_path_buf())
         .collect();
     graphs.sort();

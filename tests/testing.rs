@@ -176,7 +176,8 @@ fn update_rewrites_the_expectations_from_the_runs_and_keeps_the_rest() {
     let path = dir.path().join("diverges.test.toml");
     std::fs::write(&path, &text).unwrap();
     let p = path.to_str().unwrap();
-    let out = switchyard(&["test", p, "--update"]).run().code(0);
+    // Two cases cannot be rewritten (below) and still fail: exit 1.
+    let out = switchyard(&["test", p, "--update"]).run().code(1);
     assert!(
         out.stdout
             .ends_with("0 passed, 4 failed (before the update)\n"),
@@ -422,5 +423,84 @@ fn the_example_in_the_docs_passes() {
         "FILE\n  ok   writes_files (T ms)\n1 passed, 0 failed\n",
         "{}",
         out.stderr
+    );
+}
+
+/// The scripted tools hold calls to what their listing says, as the real client does:
+/// arguments the tool's schema refuses are the node's error before any scripted
+/// result is spent. And an answer scripted for another node than the one the run
+/// waits at is the script's mistake: the case fails and `--update` leaves it as
+/// written.
+#[test]
+fn scripted_tools_refuse_what_the_listing_refuses_and_update_keeps_a_misaimed_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = root().join("tests/fixtures/testing");
+    std::fs::write(
+        dir.path().join("tickets.tools.json"),
+        r#"[{"server": "tickets", "tools": [{"name": "create_issue", "description": "",
+            "input_schema": {"type": "object", "properties": {"title": {"type": "string", "minLength": 20}},
+            "required": ["title"]}}]}]"#,
+    )
+    .unwrap();
+    let case = |name: &str, answer_node: &str| {
+        format!(
+            r#"
+[[case]]
+name = "{name}"
+input = {{ ticket = "The app crashes on save." }}
+
+[[case.reply]]
+node = "classify"
+json = {{ kind = "bug", title = "Crash on save" }}
+
+[[case.answer]]
+node = "{answer_node}"
+payload = {{ ok = true }}
+
+[[case.tool]]
+tool = "create_issue"
+result = {{ id = "T-7" }}
+
+[case.expect]
+outcome = "filed"
+"#
+        )
+    };
+    let text = format!(
+        "graph = {:?}\n\n[servers.tickets]\ntools = \"tickets.tools.json\"\n{}{}",
+        fixture.join("triage.toml").display().to_string(),
+        case("short_title", "approve"),
+        case("misaimed", "classify"),
+    );
+    let path = dir.path().join("triage.test.toml");
+    std::fs::write(&path, &text).unwrap();
+    let p = path.to_str().unwrap();
+    let out = switchyard(&["test", p]).run().code(1);
+    // Without the file's name and the cases' times, which vary.
+    let report: String = out
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| match (l.starts_with("  FAIL"), l.find(" (")) {
+            (true, Some(at)) => format!("{}\n", &l[..at]),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert_eq!(
+        report,
+        "  FAIL short_title\n    the run failed: node `file` failed: the arguments of `create_issue` do not fit its inputSchema: at `/title`: \"Crash on save\" is shorter than 20 characters\n    the result scripted for tool `create_issue` was never called for\n  FAIL misaimed\n    against the script: the run waits at `approve`, and the next answer is for `classify`\n    the result scripted for tool `create_issue` was never called for\n0 passed, 2 failed\n"
+    );
+    let update = switchyard(&["test", p, "--update"]).run().code(1);
+    assert!(
+        update.stdout.contains(
+            "  not updated: misaimed (its run went against its script: mend the script first)\n"
+        ),
+        "{}",
+        update.stdout
+    );
+    let updated = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !updated.contains("the run waits at"),
+        "the misaimed answer's error was pinned:\n{updated}"
     );
 }

@@ -187,7 +187,7 @@ pub(crate) fn compile(
                     headers: headers.clone(),
                     oauth: {
                         let mut oauth = (**oauth).clone();
-                        // A token file named relative to the graph is found beside it.
+                        // A token file named relatively is found from the graph's root, as `cwd` is.
                         if let Some(crate::spec::WorkloadToken::File { root, .. }) =
                             &mut oauth.workload
                         {

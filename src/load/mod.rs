@@ -8,6 +8,7 @@ mod budget;
 mod consts;
 mod node;
 mod reader;
+pub(crate) use reader::article;
 mod sampling;
 mod server;
 

@@ -283,7 +283,8 @@ impl<'a, 'i> Table<'a, 'i> {
     }
 }
 
-fn article(type_str: &str) -> String {
+/// `a thing` or `an item`.
+pub(crate) fn article(type_str: &str) -> String {
     match type_str.chars().next() {
         Some('a' | 'e' | 'i' | 'o' | 'u') => format!("an {type_str}"),
         _ => format!("a {type_str}"),

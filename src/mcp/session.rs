@@ -222,7 +222,7 @@ impl Session {
                 });
             }
             Ok(Err(e)) => {
-                let message = format!("{}{}", readable(&e.to_string()), tail_note(&stderr_tail));
+                let message = format!("{}{}", handshake_failure(&e), tail_note(&stderr_tail));
                 return Err(match (&server.transport, &written.transport) {
                     // The URL as the file writes it: its `${...}` values (a token in the
                     // query) stay out of errors, events and checkpoints.
@@ -632,10 +632,15 @@ enum ConnectError {
 /// transport's `AuthError::AuthorizationFailed`, found along the error's sources (as
 /// rmcp's own `ServiceError::auth_challenge` finds a challenge), not in its text.
 fn oauth_refusal(e: &ServiceError) -> Option<&str> {
+    match e {
+        ServiceError::TransportSend(error) => auth_failure(error),
+        _ => None,
+    }
+}
+
+/// The same, for a transport error of rmcp's: a request's, or the handshake's.
+fn auth_failure(error: &rmcp::transport::DynamicTransportError) -> Option<&str> {
     use rmcp::transport::auth::AuthError;
-    let ServiceError::TransportSend(error) = e else {
-        return None;
-    };
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
     while let Some(current) = source {
         if let Some(AuthError::AuthorizationFailed(why)) = current.downcast_ref::<AuthError>() {
@@ -646,23 +651,17 @@ fn oauth_refusal(e: &ServiceError) -> Option<&str> {
     None
 }
 
-/// rmcp wraps an OAuth failure in its transport's error, which names its generic
-/// types ("Send message error Transport [rmcp::transport::worker::...] error: Auth
-/// error: OAuth authorization failed: ..."); the reason is what a person needs.
-fn readable(message: &str) -> String {
-    const AUTH: &str = "OAuth authorization failed: ";
-    match message.find(AUTH) {
-        Some(at) => {
-            let reason = &message[at + AUTH.len()..];
-            // `, when send initialize request`, `..., when send discover request`.
-            let reason = match reason.rfind(", when send ") {
-                Some(end) if reason.ends_with(" request") => &reason[..end],
-                _ => reason,
-            };
-            format!("OAuth: {reason}")
-        }
-        None => message.to_string(),
+/// What a failed handshake says: an OAuth failure as its reason (rmcp's own text
+/// names its generic types), anything else as rmcp says it.
+fn handshake_failure(e: &ConnectError) -> String {
+    use rmcp::service::ClientInitializeError;
+    if let ConnectError::Rmcp(init) = e
+        && let ClientInitializeError::TransportError { error, .. } = &**init
+        && let Some(why) = auth_failure(error)
+    {
+        return format!("OAuth: {why}");
     }
+    e.to_string()
 }
 
 /// How rmcp begins a session in the server's `protocol`.

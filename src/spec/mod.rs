@@ -304,7 +304,7 @@ pub enum WorkloadToken {
     Value(String),
     /// `assertion_file`: a file the platform keeps the current token in, read at
     /// each grant (such tokens are short-lived and replaced in place); `path` as
-    /// written, relative to `root`, the graph's folder.
+    /// written, relative to `root`, the graph's root (`[graph] root`).
     File {
         path: String,
         root: std::path::PathBuf,

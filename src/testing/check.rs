@@ -6,7 +6,7 @@ use super::file::{CaseSpec, ExpectSpec, FileSpec, ToolsSpec};
 use crate::diagnostic::Diagnostic;
 use crate::source::FileId;
 use crate::spec::{END, GraphSpec, NodeKind};
-use crate::suggestion::did_you_mean;
+use crate::suggestion::help_for;
 use serde_json::Value as Json;
 use std::collections::HashSet;
 use std::ops::Range;
@@ -125,8 +125,7 @@ impl<'a> Checker<'a> {
     }
 
     fn unknown(&mut self, what: &str, name: &Spanned<String>, known: Vec<&str>) {
-        let hint = did_you_mean(name.get_ref(), known.iter().copied())
-            .map(|s| format!("did you mean `{s}`?"));
+        let hint = help_for(name.get_ref(), known.iter().copied());
         let message = format!("the graph has no {what} `{}`", name.get_ref());
         self.out.push(
             Diagnostic::error("test-unknown-name", self.file, name.span(), message)
@@ -200,8 +199,7 @@ impl<'a> Checker<'a> {
                             .iter()
                             .map(|f| f.name.get_ref().as_str())
                             .collect();
-                        let hint = did_you_mean(k, known.iter().copied())
-                            .map(|s| format!("did you mean `{s}`?"));
+                        let hint = help_for(k, known.iter().copied());
                         self.out.push(
                             Diagnostic::error(
                                 "test-unknown-name",
@@ -268,14 +266,9 @@ impl<'a> Checker<'a> {
                     "test-reply",
                     reply.node.span(),
                     format!(
-                        "node `{}` is {} {} node, which asks the model nothing",
+                        "node `{}` is {} node, which asks the model nothing",
                         reply.node.get_ref(),
-                        if kind.name().starts_with(['a', 'e', 'i', 'o', 'u']) {
-                            "an"
-                        } else {
-                            "a"
-                        },
-                        kind.name()
+                        crate::load::article(kind.name())
                     ),
                     "a reply answers an llm_structured or llm_chat node",
                 );

@@ -308,6 +308,27 @@ impl ScriptedTools {
     /// wrong with the call as the script sees it.
     fn answer(&self, request: &ToolRequest) -> Result<Result<ToolReply, ToolError>, String> {
         let tool = &request.tool;
+        // What the real client refuses before the server hears of it (a tool the
+        // listing lacks, arguments its schema does not take) is refused here too, as
+        // the node's error, with no scripted result spent on it.
+        if let Some(listed) = self.listed.get(&request.server.name) {
+            let refused = |e: crate::mcp::McpError| Ok(Err(ToolError::from(e)));
+            let Some(info) = listed.iter().find(|t| &t.name == tool) else {
+                return refused(crate::mcp::McpError::UnknownTool {
+                    server: request.server.name.clone(),
+                    tool: tool.clone(),
+                    help: crate::suggestion::offers(tool, listed.iter().map(|t| t.name.as_str())),
+                });
+            };
+            let schema = crate::mcp::ToolSchema::new(info.clone());
+            let sent = schema.as_sent(&request.arguments);
+            if let Err(e) = schema.check(
+                &request.server.name,
+                sent.as_ref().unwrap_or(&request.arguments),
+            ) {
+                return refused(e);
+            }
+        }
         let scripted = self.results.next(tool).map_err(|had| match had {
             Some(n) => format!(
                 "tool `{tool}` was called a {} time, and the case scripts {n} {} for it",

@@ -106,11 +106,15 @@ pub(crate) async fn run_case(
                     if let Some(n) = &a.node
                         && n.get_ref() != &node
                     {
-                        actual.outcome = "error".into();
-                        actual.error = Some(format!(
+                        // The script, not the graph, is wrong: a run against it, which
+                        // `--update` does not pin.
+                        let message = format!(
                             "the run waits at `{node}`, and the next answer is for `{}`",
                             n.get_ref()
-                        ));
+                        );
+                        actual.outcome = "error".into();
+                        actual.error = Some(message.clone());
+                        actual.overruns.push(message);
                         break;
                     }
                     go = if a.timeout {
