@@ -36,19 +36,17 @@ pub(super) struct Authorization {
     metadata: Option<AuthorizationMetadata>,
     /// The authorization-code grant's state: its token, refreshed when it expires.
     manager: Option<AuthorizationManager>,
-    /// A client-credentials token (no refresh: the grant is asked again).
+    /// A token of a grant rmcp does not hold: client credentials, cross-app access, a
+    /// workload's JWT, or one got with a DPoP proof (refreshed by `refresh_bound`, the
+    /// others granted anew).
     token: Option<String>,
     /// The scopes the last grant asked for.
     scopes: Vec<String>,
     upgrades: u32,
-    /// The key `token` is bound to (DPoP), when the authorization server took proofs.
-    pub(super) dpop: Option<super::dpop::DpopKey>,
-    /// The DPoP-bound authorization-code grant's state: rmcp's manager (its
-    /// authorization URLs), the PKCE states it keeps, the client, and the refresh
-    /// token, for a wider scope and a refresh with a proof.
-    bound: Option<dpop_code::BoundGrant>,
-    /// The nonce the server (the resource server) last asked DPoP proofs to carry.
-    pub(super) server_nonce: Option<String>,
+    /// The authorization-code grant made with DPoP proofs, when the authorization
+    /// server takes them: for a wider scope and a refresh with a proof, and the key
+    /// and nonce of requests' proofs.
+    pub(super) dpop: Option<dpop_code::ProofGrant>,
     /// The last flow that failed and when: asked again within `RETRY_AFTER`, the same
     /// answer (requests that waited for it, a stream reconnecting in a loop) rather
     /// than another registration and grant.
@@ -83,8 +81,6 @@ impl Authorization {
             scopes: Vec::new(),
             upgrades: 0,
             dpop: None,
-            bound: None,
-            server_nonce: None,
             failed: None,
         }
     }
@@ -150,8 +146,6 @@ impl Authorization {
         self.manager = None;
         self.token = None;
         self.dpop = None;
-        self.bound = None;
-        self.server_nonce = None;
         let mut manager = AuthorizationManager::new_allowing_private_addresses(self.url.as_str())
             .await
             .map_err(|e| e.to_string())?;
@@ -203,20 +197,18 @@ impl Authorization {
                 manager
                     .configure_client(client.clone())
                     .map_err(|e| e.to_string())?;
-                let key = super::dpop::DpopKey::generate()?;
-                let mut grant = dpop_code::BoundGrant {
+                let mut grant = dpop_code::ProofGrant {
                     manager,
                     states,
                     client,
+                    key: super::dpop::DpopKey::generate()?,
+                    bound: false,
                     refresh: None,
+                    server_nonce: None,
                 };
-                let (token, bound) = self
-                    .code_with_proof(&mut grant, &metadata, &key, &scopes)
-                    .await?;
-                if bound {
-                    self.dpop = Some(key);
-                    self.bound = Some(grant);
-                }
+                let token = self.code_with_proof(&mut grant, &metadata, &scopes).await?;
+                // Kept bound or not: a wider scope and a refresh go through it.
+                self.dpop = Some(grant);
                 self.token = Some(token.clone());
                 token
             } else {
@@ -273,13 +265,10 @@ impl Authorization {
             let token = self.client_credentials(&metadata, &wider).await?;
             self.token = Some(token.clone());
             token
-        } else if let (Some(mut grant), Some(key)) = (self.bound.take(), self.dpop.take()) {
-            let result = self
-                .code_with_proof(&mut grant, &metadata, &key, &wider)
-                .await;
-            self.bound = Some(grant);
-            self.dpop = Some(key);
-            let (token, _) = result?;
+        } else if let Some(mut grant) = self.dpop.take() {
+            let result = self.code_with_proof(&mut grant, &metadata, &wider).await;
+            self.dpop = Some(grant);
+            let token = result?;
             self.token = Some(token.clone());
             token
         } else {

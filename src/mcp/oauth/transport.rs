@@ -136,11 +136,12 @@ impl Authorizing {
         headers: &HashMap<HeaderName, HeaderValue>,
     ) -> Result<(Option<String>, HashMap<HeaderName, HeaderValue>), Error> {
         let auth = self.auth.lock().await;
-        let (Some(key), Some(token)) = (&auth.dpop, token) else {
+        let (Some(grant), Some(token)) = (auth.dpop.as_ref().filter(|g| g.bound), token) else {
             return Ok((token.map(str::to_string), headers.clone()));
         };
-        let proof = key
-            .proof(method, uri, Some(token), auth.server_nonce.as_deref())
+        let proof = grant
+            .key
+            .proof(method, uri, Some(token), grant.server_nonce.as_deref())
             .map_err(refused)?;
         let mut headers = headers.clone();
         let bad = |_| refused("the token cannot be sent as a header".to_string());
@@ -182,7 +183,9 @@ impl Authorizing {
             .map(str::to_string);
         match nonce {
             Some(nonce) => {
-                self.auth.lock().await.server_nonce = Some(nonce);
+                if let Some(grant) = &mut self.auth.lock().await.dpop {
+                    grant.server_nonce = Some(nonce);
+                }
                 Ok(())
             }
             None => Err(refused(

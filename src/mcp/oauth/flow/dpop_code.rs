@@ -11,25 +11,34 @@ use rmcp::transport::auth::{
     AuthorizationManager, AuthorizationMetadata, InMemoryStateStore, OAuthClientConfig, StateStore,
 };
 
-/// What a DPoP-bound authorization-code grant keeps for its next token request.
-pub(in crate::mcp::oauth) struct BoundGrant {
+/// An authorization-code grant made with DPoP proofs: what its next token request
+/// needs, and what requests to the server carry.
+pub(in crate::mcp::oauth) struct ProofGrant {
+    /// rmcp's authorization URLs, and the PKCE states it keeps for them.
     pub(super) manager: AuthorizationManager,
     pub(super) states: InMemoryStateStore,
     pub(super) client: OAuthClientConfig,
+    /// The key of the proofs.
+    pub(in crate::mcp::oauth) key: DpopKey,
+    /// The token is bound to `key` (`token_type` DPoP): requests to the server carry
+    /// `Authorization: DPoP` and a proof. An authorization server that ignored the
+    /// proof gave a bearer token, sent as one.
+    pub(in crate::mcp::oauth) bound: bool,
     /// The refresh token of the last answer, when it gave one.
     pub(super) refresh: Option<String>,
+    /// The nonce the server (the resource server) last asked proofs to carry.
+    pub(in crate::mcp::oauth) server_nonce: Option<String>,
 }
 
 impl Authorization {
-    /// The token, and whether it is bound to `key` (`token_type` DPoP; an
-    /// authorization server that ignored the proof gives a bearer token).
+    /// The token of an authorization code got with a proof; `grant` learns whether
+    /// it is bound, and its refresh token.
     pub(super) async fn code_with_proof(
         &self,
-        grant: &mut BoundGrant,
+        grant: &mut ProofGrant,
         metadata: &AuthorizationMetadata,
-        key: &DpopKey,
         scopes: &[String],
-    ) -> Result<(String, bool), String> {
+    ) -> Result<String, String> {
         let callback = self.sign_in(&grant.manager, scopes).await?;
         let state = grant
             .states
@@ -62,18 +71,16 @@ impl Authorization {
             ("redirect_uri", grant.client.redirect_uri.clone()),
             ("code_verifier", state.pkce_verifier.clone()),
         ];
-        let (token, bound, refresh) = self
-            .token_with_proof(metadata, &grant.client, key, pairs)
-            .await?;
+        let (token, bound, refresh) = self.token_with_proof(metadata, grant, pairs).await?;
+        grant.bound = bound;
         grant.refresh = refresh;
-        Ok((token, bound))
+        Ok(token)
     }
 
-    /// A DPoP-bound token refreshed with a proof, when the grant gave a refresh token;
+    /// A token got with a proof refreshed with one, when the grant gave a refresh token;
     /// none when it did not or the refresh was refused (the flow then starts anew).
     pub(super) async fn refresh_bound(&mut self) -> Option<String> {
-        let (Some(grant), Some(key), Some(metadata)) = (&self.bound, &self.dpop, &self.metadata)
-        else {
+        let (Some(grant), Some(metadata)) = (&self.dpop, &self.metadata) else {
             return None;
         };
         let refresh = grant.refresh.clone()?;
@@ -81,14 +88,12 @@ impl Authorization {
             ("grant_type", "refresh_token".to_string()),
             ("refresh_token", refresh),
         ];
-        let (token, _, refresh) = self
-            .token_with_proof(metadata, &grant.client, key, pairs)
-            .await
-            .ok()?;
-        if let Some(grant) = &mut self.bound
-            && refresh.is_some()
-        {
-            grant.refresh = refresh;
+        let (token, bound, refresh) = self.token_with_proof(metadata, grant, pairs).await.ok()?;
+        if let Some(grant) = &mut self.dpop {
+            grant.bound = bound;
+            if refresh.is_some() {
+                grant.refresh = refresh;
+            }
         }
         Some(token)
     }
@@ -98,8 +103,7 @@ impl Authorization {
     async fn token_with_proof(
         &self,
         metadata: &AuthorizationMetadata,
-        client: &OAuthClientConfig,
-        key: &DpopKey,
+        grant: &ProofGrant,
         mut pairs: Vec<(&'static str, String)>,
     ) -> Result<(String, bool, Option<String>), String> {
         pairs.push(("resource", self.resource()?));
@@ -108,8 +112,8 @@ impl Authorization {
                 metadata,
                 &metadata.token_endpoint,
                 pairs,
-                Client::Registered(client),
-                Some(key),
+                Client::Registered(&grant.client),
+                Some(&grant.key),
             )
             .await
             .map_err(|e| e.replace("{grant}", "the token request"))?;
