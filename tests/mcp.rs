@@ -2083,6 +2083,54 @@ fn an_input_required_result_switchyard_cannot_answer_fails_with_why() {
     );
 }
 
+/// `protocol = "auto"`: a server of today's protocol (server-everything, which
+/// answers `server/discover` that it does not know it) is spoken to with `initialize`
+/// after all, and one of the 2026-07-28 protocol (the Python SDK's) in that: its
+/// `input_required` result, which it sends only to a client of that version, pauses
+/// the run.
+#[test]
+fn auto_speaks_the_newer_protocol_to_a_server_that_knows_it_and_the_older_else() {
+    need_npm_packages();
+    let dir = tempfile::tempdir().unwrap();
+    let variant = |fixture: &str, from: &str, to: &str| {
+        let path = dir.path().join(fixture.rsplit('/').next().unwrap());
+        let text = std::fs::read_to_string(root().join(fixture))
+            .unwrap()
+            .replace(
+                "root = \"../../..\"",
+                &format!("root = {:?}", root().display().to_string()),
+            );
+        assert!(text.contains(from), "{fixture}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+        path.display().to_string()
+    };
+    let older = variant(
+        "tests/fixtures/mcp/everything.toml",
+        "env = { SWITCHYARD_MARK = \"from-the-graph\" }",
+        "env = { SWITCHYARD_MARK = \"from-the-graph\" }\nprotocol = \"auto\"",
+    );
+    let listed = switchyard(&["tools", &older]).run().code(0);
+    assert!(
+        listed.stdout.starts_with("everything: 14 tools\n"),
+        "{}",
+        listed.stdout
+    );
+    let newer = variant(
+        "tests/fixtures/mcp/ask_again.toml",
+        "protocol = \"2026-07-28\"",
+        "protocol = \"auto\"",
+    );
+    let store = format!("sqlite:{}", dir.path().join("s.db").display());
+    let paused = switchyard(&["run", &newer, "--thread", "a", "--store", &store])
+        .run()
+        .code(4);
+    assert!(
+        paused.stderr.contains("paused at greet"),
+        "{}",
+        paused.stderr
+    );
+}
+
 /// Multi round-trip requests (SEP-2322, from the newest suite): the state echoed as
 /// it came, each retry a new request, no state sent where none was given, none
 /// carried into another call, and a result without `resultType` taken as complete.

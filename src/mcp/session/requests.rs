@@ -119,7 +119,7 @@ impl Session {
         mut params: CallToolRequestParams,
     ) -> Result<rmcp::model::CallToolResult, CallError> {
         use rmcp::model::ServerResult;
-        let mut questions = 0;
+        let (mut questions, mut state_rounds) = (0, 0u32);
         for _ in 0..MRTR_ROUNDS {
             match self.send_call_once(request, params.clone()).await? {
                 ServerResult::CallToolResult(result) => return Ok(result),
@@ -129,6 +129,19 @@ impl Session {
                 }
                 ServerResult::InputRequiredResult(asked) => {
                     let requests = asked.input_requests.unwrap_or_default();
+                    if requests.is_empty() {
+                        // Neither requests nor state: nothing to send again with.
+                        if asked.request_state.is_none() {
+                            return Err(ServiceError::UnexpectedResponse.into());
+                        }
+                        // Only state (the server is not ready): asked again after a
+                        // pause growing to 250 ms, as rmcp's own loop does.
+                        let millis = (50u64 << state_rounds.min(3)).min(250);
+                        state_rounds += 1;
+                        tokio::time::sleep(Duration::from_millis(millis)).await;
+                    } else {
+                        state_rounds = 0;
+                    }
                     questions += requests
                         .values()
                         .filter(|r| matches!(r, rmcp::model::InputRequest::Elicitation(_)))
@@ -171,75 +184,60 @@ impl Session {
         request: &crate::tool::ToolRequest,
         requests: rmcp::model::InputRequests,
     ) -> Result<rmcp::model::InputResponses, CallError> {
-        use rmcp::ClientHandler;
-        use rmcp::model::InputRequest;
+        use rmcp::Service;
+        use rmcp::model::{InputRequest, ServerRequest};
         let handler = self.service.service();
-        let context = || {
-            rmcp::service::RequestContext::new(
-                rmcp::model::NumberOrString::Number(0),
-                self.service.peer().clone(),
-            )
-        };
-        let cannot = |what: &str, message: String| {
-            CallError::Mcp(McpError::CannotAnswer {
-                server: self.server.clone(),
-                tool: request.tool.clone(),
-                what: what.to_string(),
-                message,
-            })
-        };
-        let json = |what: &str, v: Result<serde_json::Value, serde_json::Error>| {
-            v.map_err(|e| cannot(what, e.to_string()))
-        };
         let mut answers = rmcp::model::InputResponses::new();
         for (key, asked) in requests {
-            let answer = match asked {
-                InputRequest::Elicitation(r) => json(
-                    "a person's answer",
-                    serde_json::to_value(
-                        handler
-                            .create_elicitation(r.params, context())
-                            .await
-                            .map_err(|e| cannot("a person's answer", e.message.to_string()))?,
-                    ),
-                )?,
-                #[allow(deprecated)]
-                InputRequest::CreateMessage(r) => json(
+            // Each as the same request sent on its own: through the handler.
+            let (what, asked) = match asked {
+                InputRequest::Elicitation(r) => {
+                    ("a person's answer", ServerRequest::ElicitRequest(r))
+                }
+                InputRequest::CreateMessage(r) => (
                     "a completion (sampling)",
-                    serde_json::to_value(
-                        handler
-                            .create_message(r.params, context())
-                            .await
-                            .map_err(|e| {
-                                let why = if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND {
-                                    "the graph does not let it ask (`sampling = true` in its `[servers.x]`)".to_string()
-                                } else {
-                                    e.message.to_string()
-                                };
-                                cannot("a completion (sampling)", why)
-                            })?,
-                    ),
-                )?,
-                #[allow(deprecated)]
-                InputRequest::ListRoots(_) => json(
-                    "its roots",
-                    serde_json::to_value(
-                        handler
-                            .list_roots(context())
-                            .await
-                            .map_err(|e| cannot("its roots", e.message.to_string()))?,
-                    ),
-                )?,
+                    ServerRequest::CreateMessageRequest(r),
+                ),
+                InputRequest::ListRoots(r) => ("its roots", ServerRequest::ListRootsRequest(r)),
                 other => {
-                    return Err(cannot(
+                    return Err(self.cannot(
+                        request,
                         "something of a kind Switchyard does not know",
                         serde_json::to_string(&other).unwrap_or_default(),
                     ));
                 }
             };
+            let context = rmcp::service::RequestContext::new(
+                rmcp::model::NumberOrString::Number(0),
+                self.service.peer().clone(),
+            );
+            let answer = handler.handle_request(asked, context).await.map_err(|e| {
+                let why = if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
+                    && what.contains("sampling")
+                {
+                    "the graph does not let it ask (`sampling = true` in its `[servers.x]`)"
+                        .to_string()
+                } else {
+                    e.message.to_string()
+                };
+                self.cannot(request, what, why)
+            })?;
+            // The result alone (`ClientResult` is untagged).
+            let answer = serde_json::to_value(answer)
+                .map_err(|e| self.cannot(request, what, e.to_string()))?;
             answers.insert(key, answer);
         }
         Ok(answers)
+    }
+
+    /// What a tool's `input_required` result asked that Switchyard cannot give.
+    fn cannot(&self, request: &crate::tool::ToolRequest, what: &str, message: String) -> CallError {
+        CallError::Mcp(McpError::CannotAnswer {
+            server: self.server.clone(),
+            tool: request.tool.clone(),
+            what: what.to_string(),
+            message,
+        })
     }
 
     /// One `tools/call` request and its result, whatever kind.
