@@ -40,7 +40,6 @@ impl Session {
             server: self.server.clone(),
             message,
         };
-        let peer = self.service.peer();
         let asked = async {
             match what {
                 "resources/read" => {
@@ -52,7 +51,10 @@ impl Session {
                             message: "`resources/read` needs `uri`, a string".into(),
                         }],
                     })?;
-                    let read = peer
+                    // Through the service, not the peer: it answers an `input_required`
+                    // result's requests through the handler and asks again (SEP-2322).
+                    let read = self
+                        .service
                         .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
                         .await
                         .map_err(|e| self.service_error(e, &format!("`{what}`"), Some(timeout)))?;
@@ -82,10 +84,10 @@ impl Session {
                             .collect();
                         params = params.with_arguments(a);
                     }
-                    let got = peer
-                        .get_prompt(params)
-                        .await
-                        .map_err(|e| self.service_error(e, &format!("`{what}`"), Some(timeout)))?;
+                    let got =
+                        self.service.get_prompt(params).await.map_err(|e| {
+                            self.service_error(e, &format!("`{what}`"), Some(timeout))
+                        })?;
                     serde_json::to_value(got).map_err(|e| bad(e.to_string()))
                 }
             }
