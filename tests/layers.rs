@@ -29,7 +29,10 @@ const LAYERS: &[&[&str]] = &[
     // The interpreter.
     &["run"],
     // What consumes a run: traces, and the MCP client behind the tool port.
-    &["telemetry", "mcp", "testing"],
+    &["telemetry", "mcp"],
+    // `switchyard test`'s runs, whose scripted tools hold calls to what the MCP client
+    // would (a server's listing, a tool's schema).
+    &["testing"],
     // The adapters: many clients at once, an editor's language server, then HTTP.
     &["host", "lsp"],
     &["serve"],

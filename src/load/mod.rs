@@ -263,27 +263,37 @@ fn read_named<T>(
     out
 }
 
+/// Whether `name` may name a node, field or server: an identifier, so that it works
+/// unquoted in expressions and templates.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `name` is kept for the language in `section` (`nodes`, `state`, ...):
+/// `END` for a node, `run` and `result` for what expressions read.
+pub(crate) fn is_reserved(section: &str, name: &str) -> bool {
+    match section {
+        "nodes" => name == crate::spec::END,
+        "state" | "consts" | "configurable" => name == "run" || name == "result",
+        _ => false,
+    }
+}
+
 /// Names are identifiers so they work unquoted in expressions and templates.
 fn check_name(file: FileId, name: &Sp<String>, section: &str, diags: &mut Vec<Diagnostic>) {
     let n = name.get_ref();
-    let mut chars = n.chars();
-    let ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !ok {
+    if !is_identifier(n) {
         diags.push(
             Diagnostic::error("bad-name", file, name.span(), format!("`{n}` is not a valid name"))
                 .label("not an identifier")
                 .help("names start with a letter or `_` and hold only letters, digits and `_`, so expressions can read them"),
         );
     }
-    let reserved = match section {
-        "nodes" => n == crate::spec::END,
-        "state" | "consts" | "configurable" => n == "run" || n == "result",
-        _ => false,
-    };
-    if reserved {
+    if is_reserved(section, n) {
         diags.push(
             Diagnostic::error(
                 "reserved-name",

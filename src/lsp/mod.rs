@@ -281,18 +281,17 @@ impl Analysis {
             .spec
             .as_ref()
             .ok_or(RenameError::NothingHere)?;
-        let mut chars = new_name.chars();
-        let ident = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ident {
+        if !crate::load::is_identifier(new_name) {
             return Err(RenameError::BadName(new_name.into()));
         }
+        // The loader's rules for the new name: an identifier, not a reserved word.
         let (reserved, taken) = match &at.symbol {
-            Symbol::Node(_) => (new_name == crate::spec::END, spec.node(new_name).is_some()),
+            Symbol::Node(_) => (
+                crate::load::is_reserved("nodes", new_name),
+                spec.node(new_name).is_some(),
+            ),
             Symbol::Field(_) => (
-                new_name == "run" || new_name == "result",
+                crate::load::is_reserved("state", new_name),
                 spec.field(new_name).is_some(),
             ),
             _ => return Err(RenameError::NothingHere),
