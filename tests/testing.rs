@@ -504,3 +504,77 @@ outcome = "filed"
         "the misaimed answer's error was pinned:\n{updated}"
     );
 }
+
+/// Each expectation fails the case when the run does otherwise: the response, a field
+/// that should be cleared, events out of their order, the error's text.
+#[test]
+fn a_case_fails_on_each_expectation_the_run_does_not_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("triage.test.toml");
+    let graph = root().join("tests/fixtures/testing/triage.toml");
+    std::fs::write(
+        &path,
+        format!("graph = {:?}\n{}", graph.display().to_string(), CASES),
+    )
+    .unwrap();
+    let out = switchyard(&["test", path.to_str().unwrap()]).run().code(1);
+    assert_eq!(
+        timeless(&out.stdout).replace(path.to_str().unwrap(), "FILE"),
+        "FILE
+  FAIL says_otherwise (T ms)
+    response: expected \"Filed as T-8.\", got \"Filed as T-7.\"
+    state `filed`: expected it cleared (null), got {\"id\":\"T-7\"}
+    events: expected event 2 of 2, {\"event\":\"interrupted\",\"node\":\"approve\"}, and no event after the previous one's match matches it
+  FAIL fails_otherwise (T ms)
+    error: expected \"the tickets server is up\", got \"node `file` failed: `create_issue` reported an error: the tickets server is down\"
+0 passed, 2 failed
+"
+    );
+}
+
+const CASES: &str = r#"
+[[case]]
+name = "says_otherwise"
+input = { ticket = "The app crashes on save." }
+
+[[case.reply]]
+node = "classify"
+json = { kind = "bug", title = "Crash on save" }
+
+[[case.answer]]
+node = "approve"
+payload = { ok = true }
+
+[[case.tool]]
+tool = "create_issue"
+result = { id = "T-7" }
+
+[case.expect]
+outcome = "filed"
+response = "Filed as T-8."
+cleared = ["filed"]
+events = [
+  { event = "tool_call", tool = "create_issue" },
+  { event = "interrupted", node = "approve" },
+]
+
+[[case]]
+name = "fails_otherwise"
+input = { ticket = "The app crashes on save." }
+
+[[case.reply]]
+node = "classify"
+json = { kind = "bug", title = "Crash on save" }
+
+[[case.answer]]
+node = "approve"
+payload = { ok = true }
+
+[[case.tool]]
+tool = "create_issue"
+error = "the tickets server is down"
+
+[case.expect]
+outcome = "error"
+error = "the tickets server is up"
+"#;
